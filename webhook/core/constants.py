@@ -1,0 +1,29 @@
+"""Exact upstream constants (resource.k8s.io and the DynamicResources scheduler plugin)."""
+
+from typing import Final
+
+#: Annotation that marks the special ResourceClaim; its single valid value is "true".
+EXTENDED_RESOURCE_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
+#: Implicit extended resource name prefix of every DeviceClass.
+DEVICE_CLASS_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+#: Finalizer that protects an allocated claim from deletion.
+DELETE_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
+#: Suffix of the special claim's generateName: ``<pod>-extended-resources-``.
+SPECIAL_CLAIM_GENERATE_SUFFIX: Final = "-extended-resources-"
+#: In-memory name upstream gives the special claim before it exists (deliberately invalid).
+SPECIAL_CLAIM_IN_MEMORY_NAME: Final = "<extended-resources>"
+#: Format of the special claim's request names.
+REQUEST_NAME_FORMAT: Final = "container-{container}-request-{request}"
+
+#: ``AllocationResultsMaxSize``: at most this many devices per claim.
+ALLOCATION_RESULTS_MAX_SIZE: Final = 32
+#: ``ResourceSliceMaxAttributeValuesPerDevice`` (list-typed attributes, KEP-5491).
+MAX_ATTRIBUTE_VALUES_PER_DEVICE: Final = 32
+#: ``CELSelectorExpressionMaxLength``.
+CEL_SELECTOR_MAX_LENGTH: Final = 10 * 1024
+
+#: draxr's own annotation on routed pods: JSON map of resource name to resolved DeviceClass.
+DRAXR_RESOURCES_ANNOTATION: Final = "draxr.io/extended-resources"
+DEFAULT_SCHEDULER_NAME: Final = "draxr"
+
+RESOURCE_API_VERSION: Final = "resource.k8s.io/v1"
