@@ -34,8 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("plan", help="schedule pods offline on cluster manifests")
-    p.add_argument("-f", "--filename", action="append", required=True, metavar="PATH",
-                   help="YAML/JSON file or directory (repeatable)")
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="YAML/JSON file or directory (repeatable)",
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
     p.set_defaults(func=_plan)

@@ -16,8 +16,14 @@ def container(name: str, requests: dict[str, Any] | None = None, *, sidecar: boo
     return c
 
 
-def pod(name: str = "my-pod", containers: list[Obj] | None = None, init: list[Obj] | None = None,
-        namespace: str = "default", uid: str | None = None, **spec: Any) -> Obj:
+def pod(
+    name: str = "my-pod",
+    containers: list[Obj] | None = None,
+    init: list[Obj] | None = None,
+    namespace: str = "default",
+    uid: str | None = None,
+    **spec: Any,
+) -> Obj:
     s: Obj = {"containers": containers if containers is not None else [container("c")]}
     if init:
         s["initContainers"] = init
@@ -30,8 +36,9 @@ def pod(name: str = "my-pod", containers: list[Obj] | None = None, init: list[Ob
     }
 
 
-def node(name: str, allocatable: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
-         **spec: Any) -> Obj:
+def node(
+    name: str, allocatable: dict[str, Any] | None = None, labels: dict[str, str] | None = None, **spec: Any
+) -> Obj:
     alloc = {"cpu": "16", "memory": "64Gi", "pods": "110"}
     alloc.update(allocatable or {})
     return {
@@ -43,8 +50,13 @@ def node(name: str, allocatable: dict[str, Any] | None = None, labels: dict[str,
     }
 
 
-def device_class(name: str, ext: str | None = None, selectors: list[str] | None = None,
-                 created: str = "2025-01-01T00:00:00Z", config: list[Obj] | None = None) -> Obj:
+def device_class(
+    name: str,
+    ext: str | None = None,
+    selectors: list[str] | None = None,
+    created: str = "2025-01-01T00:00:00Z",
+    config: list[Obj] | None = None,
+) -> Obj:
     spec: Obj = {}
     if ext:
         spec["extendedResourceName"] = ext
@@ -52,8 +64,12 @@ def device_class(name: str, ext: str | None = None, selectors: list[str] | None 
         spec["selectors"] = [{"cel": {"expression": e}} for e in selectors]
     if config:
         spec["config"] = config
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": name, "creationTimestamp": created}, "spec": spec}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": spec,
+    }
 
 
 def device(name: str, attributes: dict[str, Any] | None = None, **extra: Any) -> Obj:
@@ -64,8 +80,17 @@ def device(name: str, attributes: dict[str, Any] | None = None, **extra: Any) ->
     return d
 
 
-def resource_slice(name: str, devices: list[Obj], *, driver: str = "gpu.example.com", pool: str | None = None,
-                   node_name: str | None = None, generation: int = 1, count: int = 1, **spec: Any) -> Obj:
+def resource_slice(
+    name: str,
+    devices: list[Obj],
+    *,
+    driver: str = "gpu.example.com",
+    pool: str | None = None,
+    node_name: str | None = None,
+    generation: int = 1,
+    count: int = 1,
+    **spec: Any,
+) -> Obj:
     s: Obj = {
         "driver": driver,
         "pool": {"name": pool or node_name or name, "generation": generation, "resourceSliceCount": count},
@@ -74,7 +99,12 @@ def resource_slice(name: str, devices: list[Obj], *, driver: str = "gpu.example.
     if node_name:
         s["nodeName"] = node_name
     s.update(spec)
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": s}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": s,
+    }
 
 
 def gpus(n: int, prefix: str = "gpu") -> list[Obj]:

@@ -71,8 +71,10 @@ def test_init_larger_than_regular() -> None:
 
 def test_largest_short_lived_request_is_kept() -> None:
     # init [ERinit:1], init [ERinit:2], regular [ER:1]
-    p = pod(init=[container("init-con0", {ERI: 1}), container("init-con1", {ERI: 2})],
-            containers=[container("con0", {ER: 1})])
+    p = pod(
+        init=[container("init-con0", {ERI: 1}), container("init-con1", {ERI: 2})],
+        containers=[container("con0", {ER: 1})],
+    )
     reqs, maps = create_requests_and_mappings(p, {ERI: "classInit", ER: "class"})
     assert reqs == [req("container-1-request-0", "classInit", 2), req("container-2-request-0", "class", 1)]
     assert maps == [
@@ -85,7 +87,11 @@ def test_largest_short_lived_request_is_kept() -> None:
 def test_sidecar_is_reused_only_by_earlier_init_containers() -> None:
     # init [ERinit:1], sidecar [ERinit:1], init [ERinit:2], regular [ER:1]
     p = pod(
-        init=[container("init0", {ERI: 1}), container("side", {ERI: 1}, sidecar=True), container("init2", {ERI: 2})],
+        init=[
+            container("init0", {ERI: 1}),
+            container("side", {ERI: 1}, sidecar=True),
+            container("init2", {ERI: 2}),
+        ],
         containers=[container("con0", {ER: 1})],
     )
     reqs, maps = create_requests_and_mappings(p, {ERI: "classInit", ER: "class"})
@@ -104,10 +110,16 @@ def test_short_lived_reuses_several_long_lived_requests() -> None:
     # for the remaining 1 itself: one container, one resource, three requests.
     p = pod(init=[container("init", {ER: 3})], containers=[container("a", {ER: 1}), container("b", {ER: 1})])
     reqs, maps = create_requests_and_mappings(p, {ER: "class"})
-    assert reqs == [req("container-0-request-0", "class", 1), req("container-1-request-0", "class", 1),
-                    req("container-2-request-0", "class", 1)]
+    assert reqs == [
+        req("container-0-request-0", "class", 1),
+        req("container-1-request-0", "class", 1),
+        req("container-2-request-0", "class", 1),
+    ]
     assert [x["requestName"] for x in maps if x["containerName"] == "init"] == [
-        "container-1-request-0", "container-2-request-0", "container-0-request-0"]
+        "container-1-request-0",
+        "container-2-request-0",
+        "container-0-request-0",
+    ]
 
 
 def test_fully_covered_init_container_asks_for_nothing() -> None:
@@ -121,4 +133,7 @@ def test_one_init_container_with_implicit_and_explicit_names() -> None:
     implicit = "deviceclass.resource.kubernetes.io/classInit"
     p = pod(init=[container("init", {implicit: 2, ERI: 1})], containers=[container("c")])
     reqs, _ = create_requests_and_mappings(p, {implicit: "classInit", ERI: "classInit"})
-    assert reqs == [req("container-0-request-0", "classInit", 2), req("container-0-request-1", "classInit", 1)]
+    assert reqs == [
+        req("container-0-request-0", "classInit", 2),
+        req("container-0-request-1", "classInit", 1),
+    ]

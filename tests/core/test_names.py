@@ -9,7 +9,13 @@ from webhook.core import names
 
 @pytest.mark.parametrize(
     "value",
-    ["example.com/gpu", "example.com/my-resource", "example.com/My_Resource", "example-kub.io/foo", "a.b/c.d-e_f"],
+    [
+        "example.com/gpu",
+        "example.com/my-resource",
+        "example.com/My_Resource",
+        "example-kub.io/foo",
+        "a.b/c.d-e_f",
+    ],
 )
 def test_valid_extended_resource_names(value: str) -> None:
     assert names.is_extended_resource_name(value)

@@ -10,9 +10,20 @@ from webhook.core.quantity import Quantity, QuantityError, try_parse
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("1", 1), ("1Gi", 2**30), ("1024Mi", 2**30), ("500m", Fraction(1, 2)), ("1.5", Fraction(3, 2)),
-        ("2k", 2000), ("1e3", 1000), ("1E-3", Fraction(1, 1000)), ("-4", -4), ("+7", 7), (".5", Fraction(1, 2)),
-        ("100n", Fraction(1, 10**7)), ("3u", Fraction(3, 10**6)), ("1Ei", 2**60),
+        ("1", 1),
+        ("1Gi", 2**30),
+        ("1024Mi", 2**30),
+        ("500m", Fraction(1, 2)),
+        ("1.5", Fraction(3, 2)),
+        ("2k", 2000),
+        ("1e3", 1000),
+        ("1E-3", Fraction(1, 1000)),
+        ("-4", -4),
+        ("+7", 7),
+        (".5", Fraction(1, 2)),
+        ("100n", Fraction(1, 10**7)),
+        ("3u", Fraction(3, 10**6)),
+        ("1Ei", 2**60),
     ],
 )
 def test_parse(text: str, value: Fraction) -> None:
@@ -37,7 +48,8 @@ def test_int64_and_rounding() -> None:
     assert Quantity.parse("1500m").ceil() == 2
     assert Quantity.parse("100m").milli() == 100
     assert Quantity.parse(str(2**63)).as_int64() is None
-    assert try_parse(None) is None and try_parse(True) is None
+    assert try_parse(None) is None
+    assert try_parse(True) is None
 
 
 @given(st.integers(min_value=-(10**12), max_value=10**12))

@@ -4,8 +4,18 @@ from webhook.core.semver import Semver, SemverError, is_semver
 
 
 def test_precedence() -> None:
-    order = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
-             "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.2.3", "2.0.0"]
+    order = [
+        "1.0.0-alpha",
+        "1.0.0-alpha.1",
+        "1.0.0-alpha.beta",
+        "1.0.0-beta",
+        "1.0.0-beta.2",
+        "1.0.0-beta.11",
+        "1.0.0-rc.1",
+        "1.0.0",
+        "1.2.3",
+        "2.0.0",
+    ]
     parsed = [Semver.parse(v) for v in order]
     assert parsed == sorted(parsed)
     assert Semver.parse("1.0.0+build.1") == Semver.parse("1.0.0+other")

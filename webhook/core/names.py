@@ -114,7 +114,9 @@ def is_qualified_name(value: str) -> list[str]:
     elif _nbytes(name) > LABEL_KEY_NAME_MAX:
         errs.append("name part " + max_len_error(LABEL_KEY_NAME_MAX))
     if not _LABEL_KEY_RE.fullmatch(name):
-        errs.append("name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
+        errs.append(
+            "name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
+        )
     return errs
 
 

@@ -53,8 +53,9 @@ class Quantity:
         s = text.strip()
         m = _RE.fullmatch(s)
         if not m:
-            raise QuantityError("quantities must match the regular expression "
-                                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+            raise QuantityError(
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            )
         sign, number, suffix = m.group(1), m.group(2), m.group(3) or ""
         value = Fraction(number)
         if suffix in _BINARY:
