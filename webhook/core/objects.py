@@ -45,7 +45,7 @@ def labels(obj: Obj) -> dict[str, str]:
     return lab if isinstance(lab, dict) else {}
 
 
-def annotations(obj: Obj) -> dict[str, str]:
+def annotations_of(obj: Obj) -> dict[str, str]:
     a = meta(obj).get("annotations")
     return a if isinstance(a, dict) else {}
 
