@@ -1,0 +1,440 @@
+"""One scheduling decision for one pod, in the phases of kube-scheduler's framework.
+
+PreFilter  resolves the pod's claims and which extended resources a DeviceClass backs.
+Filter     per node: NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit
+           (device-plugin names counted against allocatable), then DynamicResources (names with
+           allocatable 0 and a class go to DRA; the special claim's requests; user claims).
+Score      ``binpack`` or ``spread``.
+Reserve    in-flight devices and the assumed pod, visible to the next decision at once.
+
+Allocation is verified lazily: nodes are ordered by score using cheap necessary conditions (free
+device counts), then the allocator runs on the best node first. The winner is therefore the best
+scoring node on which allocation succeeds, exactly as if every node had been allocated; nodes with
+a CEL error among their candidates are always allocated so errors abort the attempt as upstream.
+"""
+
+from __future__ import annotations
+
+import uuid as _uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .allocator import AllocationError, Allocator, ClaimAllocation, Unsatisfiable
+from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from .fit import basic_filters, fit_resources
+from .mappings import create_requests_and_mappings
+from .names import is_dra_extended_resource_name
+from .nodematch import SelectorError, node_selector_matches
+from .objects import Obj, as_dict, as_list, controller_ref, is_terminating, name, namespace, spec, status, uid
+from .podresources import Units, pod_requests
+from .scoring import POLICIES, Usage, order_nodes, utilisation
+from .slices import DeviceKey
+from .state import ClusterState, NodeDevices, host_ports
+
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+ERROR = "Error"
+
+STALE_CLAIM = "cannot schedule extended resource claim"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+
+
+@dataclass(slots=True)
+class Route:
+    via: str  # "dra" | "device-plugin"
+    device_class: str | None
+
+    def to_api(self) -> dict[str, str | None]:
+        return {"deviceClass": self.device_class, "via": self.via}
+
+
+@dataclass(slots=True)
+class UserClaim:
+    claim: Obj
+    allocation: ClaimAllocation | None = None  # set when this decision allocates it
+
+
+@dataclass(slots=True)
+class Decision:
+    pod: Obj
+    status: str
+    node: str | None = None
+    message: str = ""
+    routes: dict[str, Route] = field(default_factory=dict)
+    requests: list[Obj] = field(default_factory=list)  # the special claim's device requests
+    mappings: list[Obj] = field(default_factory=list)
+    special: ClaimAllocation | None = None
+    user_claims: list[UserClaim] = field(default_factory=list)
+    stale_claim: Obj | None = None  # PostFilter deletes it
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+    resumed: Obj | None = None  # an existing, consistent special claim this decision continues
+
+    @property
+    def needs_special_claim(self) -> bool:
+        return self.special is not None or self.resumed is not None
+
+    def special_allocation(self) -> Obj | None:
+        if self.special is not None:
+            return self.special.to_api()
+        if self.resumed is not None:
+            alloc = as_dict(status(self.resumed).get("allocation"))
+            return alloc or None
+        return None
+
+    def device_keys(self) -> list[DeviceKey]:
+        keys = list(self.special.device_keys) if self.special else []
+        for uc in self.user_claims:
+            if uc.allocation is not None:
+                keys.extend(uc.allocation.device_keys)
+        return keys
+
+
+@dataclass(slots=True)
+class _Pre:
+    reqs: Units
+    extended: dict[str, int]  # DRA-candidate names with non-zero requests
+    classes: dict[str, str]  # name -> backing class (explicit or implicit)
+    special_needed: bool
+    stale: Obj | None
+    user_claims: list[Obj]  # every claim of the pod, resolved
+    to_allocate: list[Obj]  # user claims without allocation
+    ports: list[tuple[str, str, int]]
+
+
+@dataclass(slots=True)
+class _NodePlan:
+    node: str
+    dra: dict[str, str]  # resource -> class, for names DRA serves on this node
+    routes: dict[str, Route]
+    score: float = 0.0
+    must_allocate: bool = False
+
+
+class PreFilterFailed(Exception):
+    pass
+
+
+def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:
+    """kube-scheduler's ``FitError`` message: a sorted histogram of node reasons."""
+    msg = f"0/{total} nodes are available:"
+    if pre_message:
+        return f"{msg} {pre_message}."
+    counts: dict[str, int] = {}
+    for node_reasons in reasons.values():
+        for r in node_reasons:
+            counts[r] = counts.get(r, 0) + 1
+    parts = sorted(f"{v} {k}" for k, v in counts.items())
+    return f"{msg} {', '.join(parts)}." if parts else msg
+
+
+class Scheduler:
+    """The pure engine shared by ``draxr plan``, the webhook's fit warnings and the worker."""
+
+    def __init__(self, state: ClusterState, policy: str = "binpack", step_budget: int = 200_000) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+        self.state = state
+        self.policy = policy
+        self.step_budget = step_budget
+
+    # -- PreFilter -----------------------------------------------------------------------------
+
+    def _prefilter(self, pod: Obj, ignore_claim: bool = False) -> _Pre:
+        reqs = pod_requests(pod)
+        extended = {r: v for r, v in reqs.items() if v != 0 and is_dra_extended_resource_name(r)}
+        classes: dict[str, str] = {}
+        for r in extended:
+            cls = self.state.classes.class_name(r)
+            if cls is not None:
+                classes[r] = cls
+        stale = None
+        if classes and not ignore_claim:
+            existing = self.state.special_claim_for(pod)
+            if existing is not None and as_list(as_dict(spec(existing).get("devices")).get("requests")):
+                stale = existing
+        user_claims, to_allocate = self._user_claims(pod)
+        return _Pre(reqs, extended, classes, bool(classes), stale, user_claims, to_allocate, host_ports(pod))
+
+    def _user_claims(self, pod: Obj) -> tuple[list[Obj], list[Obj]]:
+        statuses = {
+            as_dict(s).get("name"): as_dict(s).get("resourceClaimName")
+            for s in as_list(status(pod).get("resourceClaimStatuses"))
+        }
+        claims: list[Obj] = []
+        to_allocate: list[Obj] = []
+        ns = namespace(pod)
+        for pc in as_list(spec(pod).get("resourceClaims")):
+            pcd = as_dict(pc)
+            pc_name = str(pcd.get("name", ""))
+            claim_name = pcd.get("resourceClaimName")
+            from_template = not claim_name and pcd.get("resourceClaimTemplateName")
+            if from_template:
+                if pc_name not in statuses:
+                    raise PreFilterFailed(
+                        f'pod "{ns}/{name(pod)}": waiting for resource claim "{pc_name}" to be created'
+                    )
+                claim_name = statuses[pc_name]
+                if not claim_name:
+                    continue  # the claim is not needed
+            if not isinstance(claim_name, str) or not claim_name:
+                raise PreFilterFailed(f'pod "{ns}/{name(pod)}": resource claim "{pc_name}" names no claim')
+            claim = self.state.claims.get((ns, claim_name))
+            if claim is None:
+                raise PreFilterFailed(f'resourceclaim "{claim_name}" not found')
+            if is_terminating(claim):
+                raise PreFilterFailed(f'resourceclaim "{claim_name}" is being deleted')
+            if from_template:
+                owner = controller_ref(claim)
+                if owner is None or owner.get("uid") != uid(pod):
+                    raise PreFilterFailed(
+                        f"ResourceClaim {ns}/{claim_name} was not created for pod {ns}/{name(pod)} "
+                        "(pod is not owner)"
+                    )
+            claims.append(claim)
+            if not status(claim).get("allocation"):
+                to_allocate.append(claim)
+        return claims, to_allocate
+
+    # -- Filter --------------------------------------------------------------------------------
+
+    def _node_plan(
+        self, pod: Obj, pre: _Pre, node_name: str, count_devices: bool = True
+    ) -> tuple[_NodePlan | None, list[str]]:
+        info = self.state.nodes[node_name]
+        reasons = basic_filters(pod, info, pre.ports)
+        if reasons:
+            return None, reasons
+        dra: dict[str, str] = {}
+        routes: dict[str, Route] = {}
+        for r in pre.extended:
+            cls = pre.classes.get(r)
+            if cls is not None and info.allocatable.get(r, 0) == 0:
+                dra[r] = cls
+                routes[r] = Route("dra", cls)
+            elif r in info.allocatable_names:
+                routes[r] = Route("device-plugin", None)
+        reasons = fit_resources(pre.reqs, info, dra)
+        if reasons:
+            return None, reasons
+        if pre.stale is not None:
+            return None, [STALE_CLAIM]
+        for claim in pre.user_claims:
+            selector = as_dict(status(claim).get("allocation")).get("nodeSelector")
+            if isinstance(selector, dict):
+                try:
+                    ok = node_selector_matches(info.node, selector)
+                except SelectorError:
+                    ok = False
+                if not ok:
+                    return None, [NOT_AVAILABLE]
+        plan = _NodePlan(node_name, dra, routes)
+        if dra and count_devices:
+            needs: dict[str, int] = {}
+            for r, cls in dra.items():
+                needs[cls] = needs.get(cls, 0) + pre.extended[r]
+            nd = self.state.node_devices(node_name)
+            for cls, need in needs.items():
+                if self.state.free_counts(cls).get(node_name, 0) < need:
+                    if nd is not None and _has_error_candidate(nd, cls, self.state):
+                        plan.must_allocate = True
+                        continue
+                    return None, [CANNOT_ALLOCATE]
+                if nd is not None and _has_error_candidate(nd, cls, self.state):
+                    plan.must_allocate = True
+        plan.score = self._score(pre, info_name=node_name, plan=plan)
+        return plan, []
+
+    def _candidate_nodes(self, pre: _Pre) -> list[str]:
+        """Nodes that might serve every extended resource; everything when nothing narrows it."""
+        possible: set[str] | None = None
+        for r in pre.extended:
+            served = {n for n, info in self.state.nodes.items() if info.allocatable.get(r, 0) > 0}
+            cls = pre.classes.get(r)
+            if cls is not None:
+                served |= {n for n, free in self.state.free_counts(cls).items() if free > 0}
+            possible = served if possible is None else possible & served
+        if possible is None or pre.to_allocate:
+            return sorted(self.state.nodes)
+        return sorted(possible)
+
+    def _score(self, pre: _Pre, info_name: str, plan: _NodePlan) -> float:
+        info = self.state.nodes[info_name]
+        usage: dict[str, Usage] = {}
+        for r, want in pre.extended.items():
+            route = plan.routes.get(r)
+            if route is None:
+                continue
+            if route.via == "device-plugin":
+                usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
+            else:
+                cls = plan.dra[r]
+                total = self.state.total_counts(cls).get(info_name, 0)
+                free = self.state.free_counts(cls).get(info_name, 0)
+                usage[r] = Usage(total - free + want, total)
+        return utilisation(pre.reqs, info, usage)
+
+    # -- the decision --------------------------------------------------------------------------
+
+    def schedule(self, pod: Obj, *, ignore_claim: bool = False) -> Decision:
+        """Decide for one pod. ``ignore_claim``: the caller will reuse or replace the pod's
+        existing special claim, so it must not make every node fail as stale."""
+        total = len(self.state.nodes)
+        try:
+            pre = self._prefilter(pod, ignore_claim)
+        except PreFilterFailed as e:
+            return Decision(pod, UNSCHEDULABLE, message=fit_error(total, {}, str(e)))
+        reasons: dict[str, list[str]] = {}
+        plans: dict[str, _NodePlan] = {}
+        for n in self._candidate_nodes(pre):
+            plan, why = self._node_plan(pod, pre, n)
+            if plan is None:
+                reasons[n] = why
+            else:
+                plans[n] = plan
+        # Nodes with a CEL error candidate are allocated up front so the error aborts the attempt.
+        for plan in plans.values():
+            if plan.must_allocate:
+                try:
+                    self._allocate(pod, pre, plan)
+                except AllocationError as e:
+                    return Decision(pod, ERROR, message=str(e))
+                except Unsatisfiable:
+                    pass
+        order = order_nodes({n: p.score for n, p in plans.items()}, self.policy)
+        for n in order:
+            plan = plans[n]
+            try:
+                special, requests, mappings, users = self._allocate(pod, pre, plan)
+            except AllocationError as e:
+                return Decision(pod, ERROR, message=str(e))
+            except Unsatisfiable as e:
+                reasons[n] = [str(e)]
+                continue
+            return Decision(
+                pod,
+                SCHEDULED,
+                node=n,
+                routes=plan.routes,
+                requests=requests,
+                mappings=mappings,
+                special=special,
+                user_claims=users,
+            )
+        # Nothing fits: explain every node, including those skipped by the narrowing above.
+        for n in sorted(self.state.nodes):
+            if n not in reasons and n not in plans:
+                _, why = self._node_plan(pod, pre, n)
+                reasons[n] = why or [CANNOT_ALLOCATE]
+        return Decision(
+            pod, UNSCHEDULABLE, message=fit_error(total, reasons), reasons=reasons, stale_claim=pre.stale
+        )
+
+    def _allocate(
+        self, pod: Obj, pre: _Pre, plan: _NodePlan
+    ) -> tuple[ClaimAllocation | None, list[Obj], list[Obj], list[UserClaim]]:
+        requests: list[Obj] = []
+        mappings: list[Obj] = []
+        claims: list[Obj] = list(pre.to_allocate)
+        if plan.dra:
+            requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        if requests:
+            claims.append(_in_memory_special_claim(pod, requests))
+        users = [UserClaim(c) for c in pre.user_claims]
+        if not claims:
+            return None, [], [], users
+        nd = self.state.node_devices(plan.node)
+        assert nd is not None
+        allocator = Allocator(
+            nd,
+            self.state.classes.get,
+            self.state.cel,
+            self.state.allocated,
+            self.state.allocated_counters,
+            self.step_budget,
+        )
+        results = allocator.allocate(claims)
+        by_claim = {id(c): a for c, a in zip(claims, results, strict=True)}
+        for uc in users:
+            uc.allocation = by_claim.get(id(uc.claim))
+        special = results[-1] if requests else None
+        return special, requests, mappings, users
+
+    def resume(self, pod: Obj, claim: Obj) -> Decision | None:
+        """Continue with an allocated special claim left by an interrupted binding cycle.
+
+        Only when it is consistent: allocated on one node that still fits the pod, with exactly
+        the requests this pod needs there, and every user claim already allocated.
+        """
+        node = allocation_node(claim)
+        if node is None or node not in self.state.nodes:
+            return None
+        try:
+            pre = self._prefilter(pod, ignore_claim=True)
+        except PreFilterFailed:
+            return None
+        if pre.to_allocate:
+            return None
+        plan, _ = self._node_plan(pod, pre, node, count_devices=False)
+        if plan is None or not plan.dra:
+            return None
+        requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        current = as_list(as_dict(spec(claim).get("devices")).get("requests"))
+        if requests != current:
+            return None
+        return Decision(
+            pod,
+            SCHEDULED,
+            node=node,
+            routes=plan.routes,
+            requests=requests,
+            mappings=mappings,
+            user_claims=[UserClaim(c) for c in pre.user_claims],
+            resumed=claim,
+        )
+
+    # -- Reserve / Unreserve -------------------------------------------------------------------
+
+    def reserve(self, decision: Decision, token: str | None = None) -> str:
+        """Make the decision's devices and pod resources visible to the next decision."""
+        assert decision.node is not None
+        token = token or str(_uuid.uuid4())
+        self.state.reserve_devices(token, decision.device_keys())
+        self.state.assume_pod(decision.pod, decision.node)
+        return token
+
+    def unreserve(self, decision: Decision, token: str) -> None:
+        self.state.release_devices(token)
+        self.state.forget_pod(decision.pod)
+
+
+def allocation_node(claim: Obj) -> str | None:
+    """The single node an allocation is pinned to (``matchFields metadata.name In [node]``)."""
+    selector = as_dict(as_dict(status(claim).get("allocation")).get("nodeSelector"))
+    terms = as_list(selector.get("nodeSelectorTerms"))
+    if len(terms) != 1:
+        return None
+    for req in as_list(as_dict(terms[0]).get("matchFields")):
+        r = as_dict(req)
+        values = as_list(r.get("values"))
+        if r.get("key") == "metadata.name" and r.get("operator") == "In" and len(values) == 1:
+            return str(values[0])
+    return None
+
+
+def _has_error_candidate(nd: NodeDevices, cls: str, state: ClusterState) -> bool:
+    return any(err is not None and not state.is_allocated(d.key) for d, err in nd.class_candidates(cls))
+
+
+def _in_memory_special_claim(pod: Obj, requests: list[Obj]) -> Obj:
+    return {
+        "metadata": {
+            "name": "<extended-resources>",
+            "namespace": namespace(pod),
+            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+SchedulerFactory = Callable[[ClusterState], Scheduler]
