@@ -54,7 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:  # `draxr plan ... | head` is fine
+        return 0
+    except KeyboardInterrupt:
+        return 130
     return code
 
 

@@ -1,0 +1,194 @@
+"""``draxr plan``: the scheduling engine, offline, on cluster manifests.
+
+Running pods (with ``spec.nodeName``) consume resources and devices; the others are scheduled one
+by one (higher ``spec.priority`` first, then input order), each placement visible to the next.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .core.claims import (
+    deterministic_name,
+    extended_resource_claim_status,
+    generate_name,
+    reserved_for,
+    special_claim_after_prebind,
+)
+from .core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from .core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
+from .core.state import ClusterState
+from .loader import Loaded, LoadError, expand_workloads, load_paths
+
+KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
+
+
+@dataclass
+class PodResult:
+    pod: Obj
+    decision: Decision
+    claim: Obj | None = None
+    claim_status: Obj | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "namespace": namespace(self.pod),
+            "name": name(self.pod),
+            "node": d.node,
+            "status": d.status,
+            "message": d.message,
+            "resources": {r: route.to_api() for r, route in sorted(d.routes.items())} if d.node else {},
+            "claim": self.claim,
+            "extendedResourceClaimStatus": self.claim_status,
+        }
+
+
+@dataclass
+class Plan:
+    results: list[PodResult] = field(default_factory=list)
+    state: ClusterState = field(default_factory=ClusterState)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        counts = {"scheduled": 0, "unschedulable": 0, "errors": 0}
+        for r in self.results:
+            if r.decision.status == SCHEDULED:
+                counts["scheduled"] += 1
+            elif r.decision.status == ERROR:
+                counts["errors"] += 1
+            else:
+                counts["unschedulable"] += 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pods": [r.to_json() for r in self.results], "summary": self.summary}
+
+
+def check_inputs(loaded: Sequence[Loaded]) -> None:
+    """Reject objects the engine cannot use, naming the file, document and field."""
+    from .core.slices import parse_slice
+
+    for item in loaded:
+        if item.obj.get("kind") == "ResourceSlice":
+            problem = parse_slice(item.obj).problem
+            if problem:
+                raise LoadError(item.source, item.index, "spec", problem)
+
+
+def build_plan(objects: Sequence[Obj], policy: str = "binpack") -> Plan:
+    state = ClusterState()
+    scheduler = Scheduler(state, policy)
+    plan = Plan(state=state)
+    pending: list[tuple[int, int, Obj]] = []
+    for o in objects:
+        kind = o.get("kind")
+        if kind == "Node":
+            state.upsert_node(o)
+        elif kind == "DeviceClass":
+            state.upsert_class(o)
+        elif kind == "ResourceSlice":
+            state.upsert_slice(o)
+        elif kind == "ResourceClaim":
+            state.upsert_claim(o)
+    for i, o in enumerate(objects):
+        if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if spec(o).get("nodeName"):
+            state.upsert_pod(o)
+        else:
+            prio = spec(o).get("priority", 0)
+            pending.append((-(prio if isinstance(prio, int) else 0), i, o))
+    for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
+        plan.results.append(_place(scheduler, pod))
+    return plan
+
+
+def _place(scheduler: Scheduler, pod: Obj) -> PodResult:
+    state = scheduler.state
+    decision = scheduler.schedule(pod)
+    result = PodResult(pod, decision)
+    if decision.status != SCHEDULED or decision.node is None:
+        return result
+    bound = copy.deepcopy(pod)
+    bound.setdefault("spec", {})["nodeName"] = decision.node
+    if decision.special is not None:
+        claim_name = deterministic_name(generate_name(pod), uid(pod))
+        result.claim = special_claim_after_prebind(pod, decision.requests, decision.special, claim_name)
+        result.claim_status = extended_resource_claim_status(claim_name, decision.mappings)
+        state.upsert_claim(result.claim)
+        bound.setdefault("status", {})["extendedResourceClaimStatus"] = result.claim_status
+    for uc in decision.user_claims:
+        claim = copy.deepcopy(uc.claim)
+        st = claim.setdefault("status", {})
+        if uc.allocation is not None:
+            st["allocation"] = uc.allocation.to_api()
+        reserved = [r for r in as_list(st.get("reservedFor")) if as_dict(r).get("uid") != uid(pod)]
+        st["reservedFor"] = [*reserved, reserved_for(pod)]
+        state.upsert_claim(claim)
+    state.upsert_pod(bound)
+    return result
+
+
+def _devices_text(r: PodResult) -> str:
+    d = r.decision
+    if d.status != SCHEDULED:
+        return d.message
+    parts: list[str] = []
+    if d.special is not None:
+        parts.extend(f"{x.device.pool}/{x.device.name}" for x in d.special.results)
+    for res, route in sorted(d.routes.items()):
+        if route.via == "device-plugin":
+            parts.append(f"{res} (device plugin)")
+    return ", ".join(parts) or "-"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def write_table(plan: Plan, out: TextIO) -> None:
+    rows = [["POD", "NODE", "DEVICES / REASON"]]
+    for r in plan.results:
+        rows.append([f"{namespace(r.pod)}/{name(r.pod)}", r.decision.node or "<none>", _devices_text(r)])
+    out.write(_table(rows) + "\n\n")
+    state = plan.state
+    summary = [["NODE", "RESOURCE", "VIA", "USED", "FREE"]]
+    for dc in state.classes.classes():
+        cls = name(dc)
+        totals = state.total_counts(cls)
+        free = state.free_counts(cls)
+        for node in sorted(totals):
+            summary.append([node, cls, "dra", str(totals[node] - free.get(node, 0)), str(free.get(node, 0))])
+    for node, info in sorted(state.nodes.items()):
+        for res, alloc in sorted(info.allocatable.items()):
+            if "/" in res and alloc > 0:
+                used = info.requested.get(res, 0)
+                summary.append([node, res, "device-plugin", str(used), str(alloc - used)])
+    if len(summary) > 1:
+        out.write(_table(summary) + "\n\n")
+    s = plan.summary
+    out.write(f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['errors']} errors\n")
+
+
+def run(paths: Sequence[str | Path], output: str, policy: str, out: TextIO, err: TextIO) -> int:
+    try:
+        loaded = load_paths(paths)
+        check_inputs(loaded)
+    except LoadError as e:
+        err.write(f"error: {e}\n")
+        return 2
+    objects = expand_workloads([item.obj for item in loaded])
+    plan = build_plan(objects, policy)
+    if output == "json":
+        json.dump(plan.to_json(), out, indent=2, sort_keys=False)
+        out.write("\n")
+    else:
+        write_table(plan, out)
+    return 0 if all(r.decision.status == SCHEDULED for r in plan.results) else 1
