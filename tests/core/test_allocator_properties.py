@@ -1,0 +1,126 @@
+"""Property-based tests of the allocator's invariants (hypothesis).
+
+Random small clusters and claims; for every answer we check: no device twice, exact counts,
+constraints hold, order of pools/slices in the input does not matter, the same answer twice, and,
+for tiny instances, that "unsatisfiable" is true (brute force finds no assignment either).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.core.harness import allocate, claim, exactly, state_of
+from tests.core.podfactory import device, device_class, node, resource_slice
+from webhook.core.allocator import ClaimAllocation, Unsatisfiable
+
+Obj = dict[str, Any]
+CLASSES = [
+    device_class("any", selectors=["true"]),
+    device_class("model-a", selectors=["device.attributes['gpu.example.com'].model == 'a'"]),
+    device_class("numa-0", selectors=["device.attributes['gpu.example.com'].numa == 0"]),
+]
+MATCHES = {
+    "any": lambda d: True,
+    "model-a": lambda d: d["model"] == "a",
+    "numa-0": lambda d: d["numa"] == 0,
+}
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], dict[str, dict[str, Any]]]:
+    slices: list[Obj] = []
+    info: dict[str, dict[str, Any]] = {}
+    for p in range(draw(st.integers(1, 3))):
+        n_slices = draw(st.integers(1, 2))
+        for s in range(n_slices):
+            devs = []
+            for i in range(draw(st.integers(0, 3))):
+                name = f"p{p}s{s}d{i}"
+                model = draw(st.sampled_from(["a", "b"]))
+                numa = draw(st.integers(0, 1))
+                devs.append(device(name, {"model": {"string": model}, "numa": {"int": numa}}))
+                info[f"pool-{p}/{name}"] = {"model": model, "numa": numa}
+            slices.append(resource_slice(f"slice-{p}-{s}", devs, pool=f"pool-{p}", node_name="n", count=n_slices))
+    claims = []
+    for c in range(draw(st.integers(1, 2))):
+        reqs = [exactly(f"r{r}", draw(st.sampled_from(list(MATCHES))), draw(st.integers(1, 2)))
+                for r in range(draw(st.integers(1, 2)))]
+        constraint = draw(st.sampled_from([None, "matchAttribute", "distinctAttribute"]))
+        cons = [{constraint: "gpu.example.com/numa"}] if constraint else None
+        claims.append(claim(f"c{c}", reqs, cons))
+    return slices, claims, info
+
+
+def run(slices: list[Obj], claims: list[Obj]) -> list[ClaimAllocation] | None:
+    st_ = state_of(node("n"), *CLASSES, *slices)
+    try:
+        return allocate(st_, "n", claims)
+    except Unsatisfiable:
+        return None
+
+
+def as_plain(result: list[ClaimAllocation] | None) -> Any:
+    if result is None:
+        return None
+    return [[(r.request, r.device.pool, r.device.name) for r in a.results] for a in result]
+
+
+def brute_force_exists(claims: list[Obj], info: dict[str, dict[str, Any]]) -> bool:
+    slots: list[tuple[int, str, str]] = []
+    for ci, c in enumerate(claims):
+        for r in c["spec"]["devices"]["requests"]:
+            slots += [(ci, r["name"], r["exactly"]["deviceClassName"])] * r["exactly"]["count"]
+    devices = list(info)
+    if len(slots) > len(devices):
+        return False
+    for combo in itertools.permutations(devices, len(slots)):
+        if not all(MATCHES[cls](info[d]) for (_, _, cls), d in zip(slots, combo, strict=True)):
+            continue
+        ok = True
+        for ci, c in enumerate(claims):
+            cons = c["spec"]["devices"].get("constraints") or []
+            values = [info[d]["numa"] for (cj, _, _), d in zip(slots, combo, strict=True) if cj == ci]
+            for con in cons:
+                if "matchAttribute" in con and len(set(values)) > 1:
+                    ok = False
+                if "distinctAttribute" in con and len(set(values)) != len(values):
+                    ok = False
+        if ok:
+            return True
+    return False
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.randoms(use_true_random=False))
+def test_allocator_invariants(cluster: tuple[list[Obj], list[Obj], dict[str, dict[str, Any]]], rnd: Any) -> None:
+    slices, claims, info = cluster
+    result = run(slices, claims)
+    # Same answer twice, and whatever the order of slices in the input.
+    assert as_plain(run(slices, claims)) == as_plain(result)
+    shuffled = list(slices)
+    rnd.shuffle(shuffled)
+    assert as_plain(run(shuffled, claims)) == as_plain(result)
+    if result is None:
+        assert not brute_force_exists(claims, info)
+        return
+    seen: set[tuple[str, str]] = set()
+    for c, alloc in zip(claims, result, strict=True):
+        for r in c["spec"]["devices"]["requests"]:
+            got = [x for x in alloc.results if x.request == r["name"]]
+            assert len(got) == r["exactly"]["count"]  # counts exact
+            for x in got:
+                assert MATCHES[r["exactly"]["deviceClassName"]](info[f"{x.device.pool}/{x.device.name}"])
+        for x in alloc.results:
+            key = (x.device.pool, x.device.name)
+            assert key not in seen  # never the same device twice, across all claims
+            seen.add(key)
+        numas = [info[f"{x.device.pool}/{x.device.name}"]["numa"] for x in alloc.results]
+        for con in c["spec"]["devices"].get("constraints") or []:
+            if "matchAttribute" in con:
+                assert len(set(numas)) == 1
+            if "distinctAttribute" in con:
+                assert len(set(numas)) == len(numas)
