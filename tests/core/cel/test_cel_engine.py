@@ -1,0 +1,181 @@
+"""SelectorEngine caches, statistics and thread safety."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from webhook.core.cel import CelCompileError, CelError, CelRuntimeError, SelectorEngine, SimpleDevice
+from webhook.core.quantity import Quantity
+
+GPU = "gpu.example.com"
+
+
+def indexed(i: int, **extra: tuple[str, Any]) -> SimpleDevice:
+    return SimpleDevice(
+        GPU, {f"{GPU}/index": ("int", i), **extra}, {f"{GPU}/memory": Quantity.parse(f"{i}Gi")}
+    )
+
+
+@dataclass
+class RawDevice:
+    """A device whose fingerprint the test controls (None, unhashable, or shared)."""
+
+    driver: str
+    attributes: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
+    capacity: Mapping[str, Quantity] = field(default_factory=dict)
+    allow_multiple_allocations: bool = False
+    fingerprint: Hashable = None
+
+
+def test_results_are_cached_by_expression_and_fingerprint() -> None:
+    engine = SelectorEngine()
+    expr = f"device.attributes['{GPU}'].index == 1"
+    assert engine.matches(expr, indexed(1))
+    assert engine.matches(expr, indexed(1))  # an equal device: same fingerprint
+    assert not engine.matches(expr, indexed(2))
+    stats = engine.stats()
+    assert stats["evaluations"] == 2
+    assert stats["result_hits"] == 1
+    assert stats["compiles"] == 1
+    assert stats["programs"] == 1
+    assert stats["activations"] == 2
+    assert stats["results"] == 2
+
+
+def test_activation_is_shared_between_expressions() -> None:
+    engine = SelectorEngine()
+    d = indexed(1)
+    assert engine.matches("device.driver == 'gpu.example.com'", d)
+    assert engine.matches(f"device.attributes['{GPU}'].index == 1", d)
+    stats = engine.stats()
+    assert stats["activation_misses"] == 1
+    assert stats["activation_hits"] == 1
+
+
+def test_cached_errors_are_raised_again_as_fresh_instances() -> None:
+    engine = SelectorEngine()
+    expr = f"device.attributes['{GPU}'].missing == 1"
+    caught: list[CelError] = []
+    for _ in range(2):
+        with pytest.raises(CelRuntimeError, match="no such key: missing") as info:
+            engine.matches(expr, indexed(1))
+        caught.append(info.value)
+    assert caught[0] is not caught[1]
+    caught[0].selector_index = 3  # type: ignore[attr-defined]  # what the cluster state does
+    assert not hasattr(caught[1], "selector_index")
+    assert engine.stats()["evaluations"] == 1
+    for _ in range(2):
+        with pytest.raises(CelCompileError, match="Syntax error"):
+            engine.matches("device.", indexed(1))
+    assert engine.stats()["compiles"] == 2  # the two distinct expressions, compile errors cached
+
+
+def test_devices_without_a_usable_fingerprint_are_evaluated_every_time() -> None:
+    engine = SelectorEngine()
+    a = RawDevice(GPU, {f"{GPU}/index": ("int", 1)}, fingerprint=None)
+    b = RawDevice(GPU, {f"{GPU}/index": ("int", 2)}, fingerprint=None)
+    expr = f"device.attributes['{GPU}'].index == 1"
+    assert engine.matches(expr, a)
+    assert not engine.matches(expr, b)  # None must not be a shared cache key
+    unhashable = RawDevice(GPU, {f"{GPU}/index": ("int", 1)}, fingerprint=[1])  # type: ignore[arg-type]
+    assert engine.matches(expr, unhashable)
+    assert engine.stats()["results"] == 0
+    assert engine.stats()["evaluations"] == 3
+
+
+def test_bad_device_content_is_a_runtime_error() -> None:
+    engine = SelectorEngine()
+    bad = RawDevice(GPU, {f"{GPU}/x": ("float", 1.5)}, fingerprint="bad")
+    with pytest.raises(CelRuntimeError, match="unsupported attribute value"):
+        engine.matches("true", bad)
+    weird = RawDevice(GPU, attributes=None, fingerprint="weird")  # type: ignore[arg-type]
+    with pytest.raises(CelRuntimeError, match="unusable device"):
+        engine.matches("true", weird)
+
+
+def test_caches_are_bounded() -> None:
+    engine = SelectorEngine(max_programs=2, max_results=3)
+    for i in range(5):
+        engine.matches(f"device.attributes['{GPU}'].index == {i}", indexed(i))
+    stats = engine.stats()
+    assert stats["programs"] == 2
+    assert stats["results"] == 3
+    assert stats["activations"] <= 3
+    with pytest.raises(ValueError, match="at least 1"):
+        SelectorEngine(max_programs=0)
+
+
+def test_lru_keeps_recently_used_entries() -> None:
+    engine = SelectorEngine(max_results=2)
+    expr = f"device.attributes['{GPU}'].index >= 0"
+    engine.matches(expr, indexed(1))
+    engine.matches(expr, indexed(2))
+    engine.matches(expr, indexed(1))  # refresh 1
+    engine.matches(expr, indexed(3))  # evicts 2
+    before = engine.stats()["evaluations"]
+    engine.matches(expr, indexed(1))
+    assert engine.stats()["evaluations"] == before
+    engine.matches(expr, indexed(2))
+    assert engine.stats()["evaluations"] == before + 1
+
+
+def test_clear_drops_cached_entries() -> None:
+    engine = SelectorEngine()
+    engine.matches("true", indexed(1))
+    engine.clear()
+    stats = engine.stats()
+    assert (stats["programs"], stats["activations"], stats["results"]) == (0, 0, 0)
+    assert engine.matches("true", indexed(1))
+    assert engine.stats()["evaluations"] == 2
+
+
+def test_non_string_expression_is_a_compile_error() -> None:
+    with pytest.raises(CelCompileError, match="must be a string"):
+        SelectorEngine().compile(None)  # type: ignore[arg-type]
+
+
+EXPRESSIONS = [
+    f"device.attributes['{GPU}'].index % 3 == 0",
+    f"device.capacity['{GPU}'].memory.isGreaterThan(quantity('100Gi'))",
+    f"device.attributes['{GPU}'].tags.exists(t, t == 'even')",
+    f"device.attributes['{GPU}'].missing == 1 || device.attributes['{GPU}'].index > 150",
+    f"cel.bind(a, device.attributes['{GPU}'], a.index > 10 && a.index < 20)",
+]
+
+
+def _outcome(engine: SelectorEngine, expr: str, device: SimpleDevice) -> bool | str:
+    try:
+        return engine.matches(expr, device)
+    except CelError as e:
+        return f"{type(e).__name__}: {e.message}"
+
+
+def test_threads_get_the_same_answers_as_a_single_thread() -> None:
+    devices = [
+        indexed(i, **{f"{GPU}/tags": ("strings", ("even" if i % 2 == 0 else "odd",))}) for i in range(200)
+    ]
+    work = [(e, d) for e in EXPRESSIONS for d in devices]
+    expected = [_outcome(SelectorEngine(), e, d) for e, d in work]
+    assert any(r is True for r in expected)
+    assert any(r is False for r in expected)
+    assert any(isinstance(r, str) for r in expected)
+
+    shared = SelectorEngine(max_results=300)  # small: threads also race on eviction
+    start = threading.Barrier(8)
+
+    def run(offset: int) -> list[bool | str]:
+        start.wait(timeout=30)
+        order = work[offset:] + work[:offset]
+        got = [_outcome(shared, e, d) for e, d in order]
+        return got[len(work) - offset :] + got[: len(work) - offset]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(run, [i * 97 for i in range(8)], timeout=120))
+    for got in results:
+        assert got == expected

@@ -1,0 +1,119 @@
+"""Limits that stand in for upstream's cost limit: length, nesting, steps, value sizes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+
+import pytest
+
+from webhook.core.cel import CelCompileError, CelRuntimeError, SelectorEngine, SimpleDevice
+from webhook.core.cel.environment import MAX_NESTING, MAX_TREE_DEPTH, bracket_nesting
+from webhook.core.constants import CEL_SELECTOR_MAX_LENGTH
+
+DEVICE = SimpleDevice("gpu.example.com", {"gpu.example.com/model": ("string", "A100")})
+
+
+def test_length_limit_counts_bytes() -> None:
+    engine = SelectorEngine()
+    pad = "true" + " " * (CEL_SELECTOR_MAX_LENGTH - 4)
+    engine.compile(pad)
+    with pytest.raises(CelCompileError, match="Too long: may not be more than 10240 bytes"):
+        engine.compile(pad + " ")
+    multibyte = "'" + "é" * (CEL_SELECTOR_MAX_LENGTH // 2) + "' != ''"  # fewer characters than bytes
+    assert len(multibyte) < CEL_SELECTOR_MAX_LENGTH
+    with pytest.raises(CelCompileError, match="Too long"):
+        engine.compile(multibyte)
+
+
+def test_bracket_nesting_limit() -> None:
+    engine = SelectorEngine()
+    ok = "(" * MAX_NESTING + "true" + ")" * MAX_NESTING
+    assert engine.matches(ok, DEVICE)
+    deep = "(" * (MAX_NESTING + 1) + "true" + ")" * (MAX_NESTING + 1)
+    with pytest.raises(CelCompileError, match="nested too deeply: 33 levels of brackets"):
+        engine.compile(deep)
+    with pytest.raises(CelCompileError, match="nested too deeply"):
+        engine.compile("[" * 5000 + "]" * 5000 + " == []")
+
+
+def test_bracket_scan_ignores_strings_and_comments() -> None:
+    assert bracket_nesting("'((((' == \"[[[\" && r'\\(' != ''") == 0
+    assert bracket_nesting("'''(((\n((''' == '' // ((((((\n && (true)") == 1
+    assert bracket_nesting("'\\'((' == ''") == 0
+    engine = SelectorEngine()
+    assert engine.matches("'" + "(" * 100 + "' != '' // " + "[" * 100, DEVICE)
+
+
+def test_operator_chains_are_limited_without_brackets() -> None:
+    engine = SelectorEngine()
+    with pytest.raises(CelCompileError, match="nested too deeply"):
+        engine.compile("!" * (MAX_TREE_DEPTH * 2) + "true")
+    with pytest.raises(CelCompileError, match="nested too deeply"):
+        engine.compile("1" + " + 1" * 300 + " > 0")
+    assert engine.matches("1" + " + 1" * 50 + " == 51", DEVICE)
+
+
+def test_long_conjunctions_are_balanced_not_rejected() -> None:
+    engine = SelectorEngine()
+    clause = "device.driver == 'gpu.example.com'"
+    expr = " && ".join([clause] * 200)
+    assert engine.matches(expr, DEVICE)
+    assert not engine.matches(expr + " && false", DEVICE)
+    assert engine.matches(" || ".join(["false"] * 300 + ["true"]), DEVICE)
+
+
+def test_step_budget_stops_runaway_macros() -> None:
+    engine = SelectorEngine()
+    hundred = str(list(range(100)))
+    expr = f"{hundred}.all(a, {hundred}.all(b, {hundred}.all(c, a + b + c >= 0)))"
+    with pytest.raises(CelRuntimeError, match="actual cost limit exceeded"):
+        engine.matches(expr, DEVICE)
+
+
+def test_doubling_strings_is_capped() -> None:
+    engine = SelectorEngine()
+    expr = "'ab'"
+    for i in range(30):
+        expr = f"cel.bind(v{i}, {expr}, v{i} + v{i})"
+    with pytest.raises(CelRuntimeError, match="actual cost limit exceeded"):
+        engine.matches(f"size({expr}) > 0", DEVICE)
+
+
+def test_process_recursion_limit_is_untouched() -> None:
+    before = sys.getrecursionlimit()
+    engine = SelectorEngine()
+    engine.compile("device.driver == 'x'")
+    engine.matches("[1].exists(x, x == 1)", DEVICE)
+    assert sys.getrecursionlimit() == before
+
+
+def _at_depth(depth: int, fn: Callable[[], bool]) -> bool:
+    return fn() if depth == 0 else _at_depth(depth - 1, fn)
+
+
+def test_deepest_allowed_expression_evaluates_from_a_deep_caller() -> None:
+    """A caller 500 frames deep (a backtracking allocator, say) still evaluates the deepest
+    expression the limits allow."""
+    engine = SelectorEngine()
+    inner = "(" * (MAX_NESTING - 2) + "[1].exists(x, x == 1)" + ")" * (MAX_NESTING - 2)
+    chain = "1" + " + 1" * 60
+    expr = f"{inner} && {chain} == 61"
+    assert _at_depth(500, lambda: engine.matches(expr, DEVICE))
+
+
+def test_recursion_error_is_reported_and_not_cached() -> None:
+    engine = SelectorEngine()
+    expr = "(" * (MAX_NESTING - 1) + "[1].exists(x, x == 1)" + ")" * (MAX_NESTING - 1)
+    engine.compile(expr)
+    limit = sys.getrecursionlimit()
+    frames = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    with pytest.raises(CelRuntimeError, match="RecursionError"):
+        _at_depth(limit - frames - 30, lambda: engine.matches(expr, DEVICE))
+    assert engine.stats()["uncached_failures"] == 1
+    assert engine.matches(expr, DEVICE)  # with a normal stack the same input works

@@ -1,0 +1,510 @@
+"""Compiling a selector: length and nesting limits, parsing, AST shaping, compile-time checks.
+
+Upstream compiles with cel-go's type checker and enforces a runtime cost limit. celpy has neither,
+so this module stands in for both as far as it cheaply can:
+
+* ``CEL_SELECTOR_MAX_LENGTH`` (10 KiB, counted in bytes like the API validation);
+* at most :data:`MAX_NESTING` levels of ``()``, ``[]`` and ``{}``, checked by a linear scan before
+  parsing, so a hostile 10 KiB of brackets costs a millisecond instead of a quarter second;
+* at most :data:`MAX_TREE_DEPTH` levels in the shaped syntax tree (operator chains such as
+  ``a + a + ...`` or ``!!!!x`` nest without brackets). celpy evaluates recursively, about 2.5
+  Python frames per tree level, so 128 levels stay near 320 frames: well inside the default
+  recursion limit of 1000 even when the caller is itself deep in a backtracking allocator.
+  32 bracket levels is far beyond any real selector and uses at most 64 tree levels;
+* the shaped tree drops celpy's single-child grammar wrappers (``expr`` -> ``conditionalor`` ->
+  ... -> ``member``: ten levels per parenthesis) and balances ``&&``/``||`` chains, as cel-go's
+  parser does, so that long conjunctions do not nest deeply;
+* compile-time checks that cel-go's checker would make: undeclared identifiers and functions,
+  unknown ``device`` fields, ``has()`` arguments, macro shapes, literal operand mismatches and
+  a result type that cannot be bool (``must evaluate to bool or the unknown type, not string``).
+
+Nothing here changes the process recursion limit: celpy's ``Environment`` (which raises it to
+2500) is never created; the parser is used directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import lark
+from celpy.celparser import CELParseError, CELParser
+from celpy.evaluation import Activation, CELEvalError, Evaluator
+
+from ..constants import CEL_SELECTOR_MAX_LENGTH
+from .errors import CelCompileError
+from .library import KNOWN_FUNCTIONS
+
+MAX_NESTING = 32
+MAX_TREE_DEPTH = 128
+
+_COLLAPSIBLE = frozenset(
+    {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member"}
+)
+_BALANCED = frozenset({"conditionaland", "conditionalor"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_UNSUPPORTED_METHODS = frozenset({"reduce", "min"})  # celpy extensions that are not CEL
+_TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "type"})
+_DEVICE_FIELDS = {
+    "driver": "string",
+    "allowMultipleAllocations": "bool",
+    "attributes": "map(string, map(string, dyn))",
+    "capacity": "map(string, map(string, kubernetes.Quantity))",
+}
+_DEVICE = "kubernetes.DRADevice"
+_STRING_ARG = frozenset({"quantity", "isQuantity", "semver", "isSemver"})
+_PRIMITIVES = frozenset({"bool", "int", "uint", "double", "string", "bytes", "null_type"})
+_NUMERIC = frozenset({"int", "uint", "double"})
+
+_parser_lock = threading.Lock()
+_parser: CELParser | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpression:
+    """A checked, shaped syntax tree; immutable and safe to share between threads."""
+
+    expression: str
+    ast: lark.Tree[Any]
+    depth: int
+    #: Decoded literal values by node id (see :func:`literal_values`).
+    literals: dict[int, Any]
+
+
+def compile_expression(expression: str) -> CompiledExpression:
+    """Validate and parse; raises :class:`CelCompileError` with an upstream-like message."""
+    if not isinstance(expression, str):
+        raise CelCompileError(f"expression must be a string, not {type(expression).__name__}")
+    size = len(expression.encode("utf-8", "surrogatepass"))
+    if size > CEL_SELECTOR_MAX_LENGTH:
+        raise CelCompileError(
+            f"Too long: may not be more than {CEL_SELECTOR_MAX_LENGTH} bytes (expression has {size})"
+        )
+    nesting = bracket_nesting(expression)
+    if nesting > MAX_NESTING:
+        raise CelCompileError(
+            f"compilation failed: expression nested too deeply: {nesting} levels of brackets, "
+            f"at most {MAX_NESTING} are supported"
+        )
+    tree = shape(_parse(expression))
+    depth = tree_depth(tree)
+    if depth > MAX_TREE_DEPTH:
+        raise CelCompileError(
+            f"compilation failed: expression nested too deeply: {depth} levels of operators and "
+            f"selections, at most {MAX_TREE_DEPTH} are supported"
+        )
+    result = _Checker().infer(tree, frozenset())
+    if result not in ("bool", "dyn"):
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {result}")
+    return CompiledExpression(expression, tree, depth, literal_values(tree))
+
+
+def literal_values(root: lark.Tree[Any]) -> dict[int, Any]:
+    """Decoded literal values by node id, computed once instead of on every evaluation.
+
+    Literals that decode to an error (an out-of-range int, say) are left out and decoded at
+    evaluation time, so no exception object is ever shared between threads.
+    """
+    decoder = Evaluator(root, Activation())
+    values: dict[int, Any] = {}
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if node.data == "literal":
+            value = decoder.literal(node)
+            if not isinstance(value, CELEvalError):
+                values[id(node)] = value
+        pending.extend(c for c in node.children if isinstance(c, lark.Tree))
+    return values
+
+
+def bracket_nesting(text: str) -> int:
+    """Deepest ``()``/``[]``/``{}`` nesting outside string literals and ``//`` comments."""
+    depth = best = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "([{":
+            depth += 1
+            best = max(best, depth)
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        elif c == "/" and text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c in "'\"":
+            i = _skip_string(text, i)
+            continue
+        i += 1
+    return best
+
+
+def _skip_string(text: str, start: int) -> int:
+    raw = False
+    j = start - 1
+    while j >= 0 and text[j] in "rRbB":
+        raw = raw or text[j] in "rR"
+        j -= 1
+    quote = text[start] * 3 if text.startswith(text[start] * 3, start) else text[start]
+    i = start + len(quote)
+    while i < len(text):
+        if not raw and text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(quote, i):
+            return i + len(quote)
+        if len(quote) == 1 and text[i] == "\n":
+            return i  # unterminated: the parser reports it
+        i += 1
+    return i
+
+
+def _parse(expression: str) -> lark.Tree[Any]:
+    global _parser
+    with _parser_lock:
+        if _parser is None:
+            _parser = CELParser()
+        parser = _parser
+        try:
+            return parser.parse(expression)
+        except CELParseError as e:
+            detail = str(e.__context__ or e).strip().splitlines()[0]
+            where = f"<input>:{e.line or '?'}:{e.column or '?'}"
+            raise CelCompileError(f"compilation failed: ERROR: {where}: Syntax error: {detail}") from None
+        except Exception as e:  # lark reports some malformed input with other exception types
+            raise CelCompileError(f"compilation failed: Syntax error: {type(e).__name__}: {e}") from None
+
+
+def shape(root: lark.Tree[Any]) -> lark.Tree[Any]:
+    """Collapse single-child wrappers and balance ``&&``/``||`` chains (iteratively: the raw tree
+    of a hostile expression can be thousands of levels deep)."""
+    done: dict[int, lark.Tree[Any]] = {}
+    stack: list[tuple[lark.Tree[Any], bool]] = [(root, False)]
+    while stack:
+        node, visited = stack.pop()
+        if not visited:
+            stack.append((node, True))
+            stack.extend((c, False) for c in node.children if isinstance(c, lark.Tree))
+            continue
+        node.children = [done.pop(id(c)) if isinstance(c, lark.Tree) else c for c in node.children]
+        if node.data in _COLLAPSIBLE and len(node.children) == 1 and isinstance(node.children[0], lark.Tree):
+            done[id(node)] = node.children[0]
+        elif node.data in _BALANCED and len(node.children) == 2:
+            done[id(node)] = _balance(node)
+        else:
+            done[id(node)] = node
+    return done[id(root)]
+
+
+def _balance(node: lark.Tree[Any]) -> lark.Tree[Any]:
+    operands: list[lark.Tree[Any]] = []
+    pending = [node]
+    while pending:
+        n = pending.pop()
+        if n.data == node.data and len(n.children) == 2:
+            pending.extend(reversed(n.children))
+        else:
+            operands.append(n)
+    # CEL's && and || are commutative (errors are absorbed by a decisive operand), so the
+    # grouping does not change the result; operand order is kept.
+    while len(operands) > 1:
+        paired = [
+            lark.Tree(node.data, [operands[i], operands[i + 1]], meta=node.meta)
+            for i in range(0, len(operands) - 1, 2)
+        ]
+        if len(operands) % 2:
+            paired.append(operands[-1])
+        operands = paired
+    return operands[0]
+
+
+def tree_depth(root: lark.Tree[Any]) -> int:
+    best = 0
+    stack = [(root, 1)]
+    while stack:
+        node, d = stack.pop()
+        best = max(best, d)
+        stack.extend((c, d + 1) for c in node.children if isinstance(c, lark.Tree))
+    return best
+
+
+def _position(node: Any) -> str:
+    """``<input>:line:column`` of the first token in ``node`` (shaped nodes may lack a meta)."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, lark.Token):
+            if current.line is not None:
+                return f"<input>:{current.line}:{current.column}"
+        elif isinstance(current, lark.Tree):
+            pending.extend(reversed(current.children))
+    return "<input>:?:?"
+
+
+def _fail(node: Any, message: str) -> CelCompileError:
+    return CelCompileError(f"compilation failed: ERROR: {_position(node)}: {message}")
+
+
+class _Checker:
+    """A small stand-in for cel-go's checker: names, shapes, and obvious type errors.
+
+    Types are CEL type names; ``dyn`` means unknown (attribute values, indexing, ...), and
+    checks only fire when both sides are known, so valid selectors are never rejected.
+    """
+
+    def infer(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        kind = node.data
+        method = getattr(self, f"_{kind}", None)
+        if method is None:
+            raise _fail(node, f"unsupported syntax: {kind}")
+        result: str = method(node, scope)
+        return result
+
+    # operators
+
+    def _expr(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        cond, a, b = (self.infer(c, scope) for c in node.children)
+        self._want_bool(node, "_?_:_", cond)
+        return a if a == b else "dyn"
+
+    def _conditionalor(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        return self._logical(node, scope, "_||_")
+
+    def _conditionaland(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        return self._logical(node, scope, "_&&_")
+
+    def _logical(self, node: lark.Tree[Any], scope: frozenset[str], op: str) -> str:
+        a, b = (self.infer(c, scope) for c in node.children)
+        if _known_not(a, "bool") or _known_not(b, "bool"):
+            raise _fail(node, f"found no matching overload for '{op}' applied to '({a}, {b})'")
+        return "bool"
+
+    def _relation(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        op_node, right = node.children
+        a = self.infer(op_node.children[0], scope)
+        b = self.infer(right, scope)
+        op = op_node.data
+        if op == "relation_in":
+            if b in _PRIMITIVES:
+                raise _fail(node, f"found no matching overload for '@in' applied to '({a}, {b})'")
+            return "bool"
+        symbol = {
+            "relation_eq": "_==_",
+            "relation_ne": "_!=_",
+            "relation_lt": "_<_",
+            "relation_le": "_<=_",
+            "relation_gt": "_>_",
+            "relation_ge": "_>=_",
+        }[op]
+        if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not (a in _NUMERIC and b in _NUMERIC):
+            raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
+        return "bool"
+
+    def _addition(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        return self._arith(node, scope, {"addition_add": "_+_", "addition_sub": "_-_"})
+
+    def _multiplication(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        return self._arith(
+            node,
+            scope,
+            {"multiplication_mul": "_*_", "multiplication_div": "_/_", "multiplication_mod": "_%_"},
+        )
+
+    def _arith(self, node: lark.Tree[Any], scope: frozenset[str], symbols: dict[str, str]) -> str:
+        op_node, right = node.children
+        a = self.infer(op_node.children[0], scope)
+        b = self.infer(right, scope)
+        symbol = symbols[op_node.data]
+        if a in _PRIMITIVES and b in _PRIMITIVES and (a != b or a in ("bool", "null_type")):
+            raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
+        return a if a == b else "dyn"
+
+    def _unary(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        op_node, operand = node.children
+        t = self.infer(operand, scope)
+        if op_node.data == "unary_not":
+            if _known_not(t, "bool"):
+                raise _fail(node, f"found no matching overload for '!_' applied to '({t})'")
+            return "bool"
+        if t in _PRIMITIVES and t not in ("int", "double"):
+            raise _fail(node, f"found no matching overload for '-_' applied to '({t})'")
+        return t
+
+    # members
+
+    def _member_dot(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        target, field = node.children
+        t = self.infer(target, scope)
+        if t == _DEVICE:
+            if str(field) not in _DEVICE_FIELDS:
+                raise _fail(field, f"undefined field '{field}'")
+            return _DEVICE_FIELDS[str(field)]
+        if t in _PRIMITIVES:
+            raise _fail(field, f"type '{t}' does not support field selection")
+        return "dyn"
+
+    def _member_index(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        target, index = node.children
+        t = self.infer(target, scope)
+        self.infer(index, scope)
+        if t in _PRIMITIVES or t == _DEVICE:
+            raise _fail(node, f"found no matching overload for '_[_]' applied to '({t}, ...)'")
+        if t.startswith("map(string, map(string, "):
+            return t[len("map(string, ") : -1]
+        return "dyn"
+
+    def _member_object(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        raise _fail(node, "unsupported syntax: message construction")
+
+    def _member_dot_arg(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        target, name_token = node.children[0], node.children[1]
+        args: list[Any] = list(node.children[2].children) if len(node.children) > 2 else []
+        name = str(name_token)
+        if name == "bind" and _ident_name(target) == "cel" and "cel" not in scope:
+            if len(args) != 3 or _ident_name(args[0]) is None:
+                raise _fail(name_token, "cel.bind() requires an identifier, an init and an expression")
+            self.infer(args[1], scope)
+            return self.infer(args[2], scope | {str(_ident_name(args[0]))})
+        t = self.infer(target, scope)
+        if name in _MACROS:
+            if len(args) != 2 or _ident_name(args[0]) is None:
+                raise _fail(name_token, f"{name}() requires an identifier and an expression")
+            if t in _PRIMITIVES or t == _DEVICE:
+                raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
+            body = self.infer(args[1], scope | {str(_ident_name(args[0]))})
+            if name in ("all", "exists", "exists_one", "filter") and _known_not(body, "bool"):
+                raise _fail(name_token, f"{name}() predicate must be bool, not {body}")
+            return "list(dyn)" if name in ("map", "filter") else "bool"
+        if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
+            raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
+        for a in args:
+            self.infer(a, scope)
+        return _RESULT_TYPES.get(name, "dyn")
+
+    # primaries
+
+    def _primary(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        (child,) = node.children
+        kind = child.data
+        if kind == "literal":
+            token = child.children[0]
+            return _LITERAL_TYPES.get(token.type, "dyn") if isinstance(token, lark.Token) else "dyn"
+        if kind == "paren_expr":
+            return self.infer(child.children[0], scope)
+        if kind in ("ident", "dot_ident"):
+            name = str(child.children[0])
+            if name in scope and kind == "ident":
+                return "dyn"
+            if name == "device":
+                return _DEVICE
+            if name in _TYPE_IDENTS:
+                return "type"
+            raise _fail(child.children[0], f"undeclared reference to '{name}' (in container '')")
+        if kind == "ident_arg":
+            return self._call(child, scope)
+        if kind == "list_lit":
+            for c in child.children:
+                for item in c.children:
+                    self.infer(item, scope)
+            return "list(dyn)"
+        if kind == "map_lit":
+            for c in child.children:
+                for item in c.children:
+                    self.infer(item, scope)
+            return "map(dyn, dyn)"
+        raise _fail(child, f"unsupported syntax: {kind}")
+
+    def _call(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        name_token = node.children[0]
+        name = str(name_token)
+        args: list[Any] = list(node.children[1].children) if len(node.children) > 1 else []
+        if name == "has":
+            if len(args) != 1 or args[0].data != "member_dot":
+                raise _fail(name_token, "invalid argument to has() macro")
+            self.infer(args[0].children[0], scope)
+            return "bool"
+        if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
+            raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
+        types = [self.infer(a, scope) for a in args]
+        if name == "dyn":
+            if len(args) != 1:
+                raise _fail(name_token, "dyn() requires one argument")
+            return "dyn"
+        if name in _STRING_ARG and types and _known_not(types[0], "string"):
+            applied = ", ".join(types)
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '({applied})'")
+        return _RESULT_TYPES.get(name, "dyn")
+
+    @staticmethod
+    def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
+        if _known_not(t, "bool"):
+            raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+def _known_not(t: str, wanted: str) -> bool:
+    return t != "dyn" and t != wanted
+
+
+def _ident_name(node: Any) -> str | None:
+    """The name when ``node`` is a plain identifier (a macro or bind variable)."""
+    if isinstance(node, lark.Tree) and node.data == "primary":
+        child = node.children[0]
+        if isinstance(child, lark.Tree) and child.data == "ident":
+            return str(child.children[0])
+    return None
+
+
+_LITERAL_TYPES = {
+    "INT_LIT": "int",
+    "UINT_LIT": "uint",
+    "FLOAT_LIT": "double",
+    "STRING_LIT": "string",
+    "MLSTRING_LIT": "string",
+    "BYTES_LIT": "bytes",
+    "BOOL_LIT": "bool",
+    "NULL_LIT": "null_type",
+}
+
+_RESULT_TYPES = {
+    "size": "int",
+    "int": "int",
+    "uint": "uint",
+    "double": "double",
+    "string": "string",
+    "bool": "bool",
+    "bytes": "bytes",
+    "type": "type",
+    "matches": "bool",
+    "contains": "bool",
+    "startsWith": "bool",
+    "endsWith": "bool",
+    "quantity": "kubernetes.Quantity",
+    "isQuantity": "bool",
+    "isInteger": "bool",
+    "asInteger": "int",
+    "asApproximateFloat": "double",
+    "sign": "int",
+    "add": "kubernetes.Quantity",
+    "sub": "kubernetes.Quantity",
+    "isLessThan": "bool",
+    "isGreaterThan": "bool",
+    "compareTo": "int",
+    "semver": "kubernetes.Semver",
+    "isSemver": "bool",
+    "major": "int",
+    "minor": "int",
+    "patch": "int",
+    "includes": "bool",
+    "lowerAscii": "string",
+    "upperAscii": "string",
+    "trim": "string",
+    "charAt": "string",
+    "indexOf": "int",
+    "lastIndexOf": "int",
+    "replace": "string",
+    "split": "list(string)",
+    "substring": "string",
+    "join": "string",
+}

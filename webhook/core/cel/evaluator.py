@@ -1,0 +1,351 @@
+"""Evaluating a compiled selector against one device's prepared activation.
+
+celpy's interpreted runner is used (its ``CompiledRunner`` writes a module global and gave wrong
+results under threads), but not through ``InterpretedRunner``, which rebuilds an activation on
+every call: an :class:`Activation` holding the ``device`` variable is prepared once per device
+and shared read-only, and each evaluation only creates a small evaluator object. Macros clone the
+activation before binding their variable, so the shared one is never written.
+
+The evaluator subclass works on the shaped tree of :mod:`.environment` and replaces celpy's
+hottest node handlers (celpy builds ``typing`` generics for ``cast()`` on every node, which was
+half the run time, and decodes string literals on every evaluation). It also adds:
+
+* short-circuit ``&&``/``||``/``?:`` with CEL's commutative error absorption;
+* ``cel.bind`` (cel-go ``ext.Bindings``);
+* a step budget standing in for upstream's runtime cost limit (``CELSelectorExpressionMaxCost``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import lark
+from celpy import celtypes
+from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
+
+from .environment import CompiledExpression
+from .errors import CelRuntimeError
+from .library import FUNCTIONS, cel_type_name, no_overload
+
+#: Tree nodes one evaluation may visit. Real selectors visit tens to a few thousand (a macro over
+#: a 32-value list); the budget caps hostile macro nesting at well under a second of CPU.
+MAX_STEPS = 100_000
+
+# celpy logs every evaluation step at DEBUG with full reprs of the activation; when nobody chose
+# a level for it, keep it quiet so a process-wide DEBUG setting does not flood logs with device data.
+_celpy_logger = logging.getLogger("celpy")
+if _celpy_logger.level == logging.NOTSET:
+    _celpy_logger.setLevel(logging.WARNING)
+
+ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {**base_functions, **FUNCTIONS}
+
+_OPERATORS = {
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_gt": "_>_",
+    "relation_ge": "_>=_",
+    "relation_in": "_in_",
+    "addition_add": "_+_",
+    "addition_sub": "_-_",
+    "multiplication_mul": "_*_",
+    "multiplication_div": "_/_",
+    "multiplication_mod": "_%_",
+    "unary_not": "!_",
+    "unary_neg": "-_",
+}
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+class CostLimitExceeded(Exception):
+    """Raised inside an evaluation when the step budget is spent (not a celpy-handled type)."""
+
+
+def prepare_activation(device: celtypes.MapType) -> Activation:
+    """The shared, read-only activation for one device value."""
+    return Activation(vars={"device": device}, functions=ALL_FUNCTIONS)
+
+
+def _call(fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
+    """Apply a CEL function, mapping Python exceptions to CEL error values like celpy does."""
+    try:
+        return fn(*args)
+    except ZeroDivisionError:
+        return CELEvalError("modulus or divide by zero")
+    except (ValueError, OverflowError) as e:
+        return CELEvalError(f"return error for overflow: {e}"[:300])
+    except (TypeError, AttributeError, KeyError, IndexError):
+        return no_overload(name, *args)
+
+
+class _Evaluator(Evaluator):
+    def __init__(
+        self, ast: lark.Tree[Any], activation: Activation, budget: list[int], literals: dict[int, Any]
+    ) -> None:
+        super().__init__(ast, activation)
+        self._budget = budget
+        self._literals = literals
+
+    def sub_evaluator(self, ast: lark.Tree[Any]) -> _Evaluator:
+        return _Evaluator(ast, self.activation, self._budget, self._literals)
+
+    def _visit_tree(self, tree: lark.Tree[Any]) -> Any:
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
+        return getattr(self, tree.data)(tree)
+
+    def visit_children(self, tree: lark.Tree[Any]) -> list[Any]:
+        return [self._visit_tree(c) if isinstance(c, lark.Tree) else c for c in tree.children]
+
+    # logical operators: short-circuit, but an error only loses against a decisive operand
+
+    def conditionaland(self, tree: lark.Tree[Any]) -> Any:
+        left_tree, right_tree = tree.children
+        left = self._visit_tree(left_tree)
+        if isinstance(left, celtypes.BoolType) and not left:
+            return left
+        return _logical("_&&_", left, self._visit_tree(right_tree), decisive=False)
+
+    def conditionalor(self, tree: lark.Tree[Any]) -> Any:
+        left_tree, right_tree = tree.children
+        left = self._visit_tree(left_tree)
+        if isinstance(left, celtypes.BoolType) and left:
+            return left
+        return _logical("_||_", left, self._visit_tree(right_tree), decisive=True)
+
+    def expr(self, tree: lark.Tree[Any]) -> Any:
+        cond_tree, then_tree, else_tree = tree.children
+        cond = self._visit_tree(cond_tree)
+        if isinstance(cond, CELEvalError):
+            return cond
+        if not isinstance(cond, celtypes.BoolType):
+            return no_overload("_?_:_", cond)
+        return self._visit_tree(then_tree if cond else else_tree)
+
+    # binary and unary operators
+
+    def _binary(self, tree: lark.Tree[Any]) -> Any:
+        op_tree, right_tree = tree.children
+        left = self._visit_tree(op_tree.children[0])
+        right = self._visit_tree(right_tree)
+        name = _OPERATORS[op_tree.data]
+        if isinstance(left, CELEvalError):
+            return left
+        if isinstance(right, CELEvalError):
+            return right
+        return _call(ALL_FUNCTIONS[name], name, [left, right])
+
+    relation = _binary
+    addition = _binary
+    multiplication = _binary
+
+    def unary(self, tree: lark.Tree[Any]) -> Any:
+        op_tree, operand_tree = tree.children
+        operand = self._visit_tree(operand_tree)
+        if isinstance(operand, CELEvalError):
+            return operand
+        name = _OPERATORS[op_tree.data]
+        return _call(ALL_FUNCTIONS[name], name, [operand])
+
+    # members
+
+    def member_dot(self, tree: lark.Tree[Any]) -> Any:
+        target_tree, field = tree.children
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if isinstance(target, celtypes.MapType):
+            try:
+                return target[str(field)]
+            except KeyError:
+                return CELEvalError(f"no such key: {field}")
+        return CELEvalError(f"type '{cel_type_name(target)}' does not support field selection")
+
+    def member_index(self, tree: lark.Tree[Any]) -> Any:
+        target_tree, index_tree = tree.children
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        index = self._visit_tree(index_tree)
+        if isinstance(index, CELEvalError):
+            return index
+        return _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target, index])
+
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        target_tree, name_token = tree.children[0], tree.children[1]
+        name = str(name_token)
+        if name == "bind" and len(tree.children) == 3 and _is_ident(target_tree, "cel"):
+            return self._bind(tree.children[2])
+        if name in _MACROS:
+            return self._macro(name, target_tree, tree.children[2])
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        args = self._arguments(tree.children[2] if len(tree.children) == 3 else None)
+        if isinstance(args, CELEvalError):
+            return args
+        fn = ALL_FUNCTIONS.get(name)
+        if fn is None:
+            return CELEvalError(f"undeclared reference to '{name}'")
+        return _call(fn, name, [target, *args])
+
+    def _macro(self, name: str, target_tree: lark.Tree[Any], exprlist: lark.Tree[Any]) -> Any:
+        """``all``/``exists``/``exists_one``/``map``/``filter`` with CEL's error rules: a decisive
+        element wins over errors in others, and errors stay values (celpy raises from some)."""
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if not isinstance(target, list | dict):
+            return no_overload(name, target)
+        var_tree, body_tree = exprlist.children
+        var = str(var_tree.children[0].children[0])
+        body = self.sub_evaluator(body_tree)
+
+        def apply(item: Any) -> Any:
+            try:
+                return body.evaluate({var: item})
+            except CELEvalError as e:
+                return e
+
+        error: CELEvalError | None = None
+        if name in ("all", "exists"):
+            decisive = name == "exists"
+            for item in target:
+                value = apply(item)
+                if isinstance(value, celtypes.BoolType):
+                    if bool(value) is decisive:
+                        return value
+                elif error is None:
+                    error = value if isinstance(value, CELEvalError) else no_overload(name, value)
+            return error if error is not None else celtypes.BoolType(not decisive)
+        results = []
+        for item in target:
+            value = apply(item)
+            if isinstance(value, CELEvalError):
+                return value
+            if name != "map" and not isinstance(value, celtypes.BoolType):
+                return no_overload(name, value)
+            results.append((item, value))
+        if name == "exists_one":
+            return celtypes.BoolType(sum(1 for _, v in results if v) == 1)
+        if name == "filter":
+            return celtypes.ListType([item for item, v in results if v])
+        return celtypes.ListType([v for _, v in results])
+
+    def _bind(self, exprlist: lark.Tree[Any]) -> Any:
+        var_tree, init_tree, body_tree = exprlist.children
+        name = str(var_tree.children[0].children[0])
+        value = self._visit_tree(init_tree)
+        try:
+            return self.sub_evaluator(body_tree).evaluate({name: value})
+        except CELEvalError as e:
+            return e
+
+    def _arguments(self, exprlist: lark.Tree[Any] | None) -> list[Any] | CELEvalError:
+        if exprlist is None:
+            return []
+        args = [self._visit_tree(c) for c in exprlist.children]
+        for a in args:
+            if isinstance(a, CELEvalError):
+                return a
+        return args
+
+    # primaries
+
+    def primary(self, tree: lark.Tree[Any]) -> Any:
+        child = tree.children[0]
+        kind = child.data
+        if kind == "literal":
+            value = self._literals.get(id(child), _NOT_CACHED)
+            return self.literal(child) if value is _NOT_CACHED else value
+        if kind == "ident":
+            return self._variable(str(child.children[0]))
+        if kind == "paren_expr":
+            return self._visit_tree(child.children[0])
+        if kind == "ident_arg":
+            name = str(child.children[0])
+            if name not in ("has", "dyn"):
+                args = self._arguments(child.children[1] if len(child.children) == 2 else None)
+                if isinstance(args, CELEvalError):
+                    return args
+                fn = ALL_FUNCTIONS.get(name)
+                if fn is None:
+                    return CELEvalError(f"undeclared reference to '{name}'")
+                return _call(fn, name, args)
+        return super().primary(tree)
+
+    def _variable(self, name: str) -> Any:
+        """Innermost binding first (macro and bind variables shadow ``device``)."""
+        container: NameContainer | None = self.activation.identifiers
+        while container is not None:
+            referent = dict.get(container, name)
+            if referent is not None:
+                return referent.value
+            container = container.parent
+        fn = ALL_FUNCTIONS.get(name)  # type identifiers such as ``int`` resolve to their converter
+        return fn if fn is not None else CELEvalError(f"undeclared reference to '{name}'")
+
+    def exprlist(self, tree: lark.Tree[Any]) -> Any:
+        args = self._arguments(tree)
+        return args if isinstance(args, CELEvalError) else celtypes.ListType(args)
+
+
+_NOT_CACHED = object()
+
+
+def _logical(name: str, left: Any, right: Any, *, decisive: bool) -> Any:
+    """The rest of ``&&`` (decisive False) or ``||`` (decisive True) once ``left`` was not decisive."""
+    if isinstance(right, celtypes.BoolType) and bool(right) is decisive:
+        return right
+    if isinstance(left, celtypes.BoolType):
+        return (
+            right if isinstance(right, celtypes.BoolType | CELEvalError) else no_overload(name, left, right)
+        )
+    if isinstance(left, CELEvalError):
+        return left
+    return no_overload(name, left, right)
+
+
+def _is_ident(node: Any, name: str) -> bool:
+    if not isinstance(node, lark.Tree) or node.data != "primary":
+        return False
+    child = node.children[0]
+    return isinstance(child, lark.Tree) and child.data == "ident" and str(child.children[0]) == name
+
+
+def evaluate(compiled: CompiledExpression, activation: Activation) -> bool:
+    """True/False, or CelRuntimeError. Other exceptions (RecursionError included) propagate to
+    the engine, which converts them without caching the outcome."""
+    try:
+        value = _Evaluator(compiled.ast, activation, [MAX_STEPS], compiled.literals).evaluate()
+    except CELEvalError as e:
+        raise CelRuntimeError(error_message(e)) from None
+    except CostLimitExceeded:
+        raise CelRuntimeError("operation cancelled: actual cost limit exceeded") from None
+    if isinstance(value, CELEvalError):
+        raise CelRuntimeError(error_message(value))
+    if not isinstance(value, celtypes.BoolType | bool):
+        raise CelRuntimeError(f"must evaluate to bool, not {cel_type_name(value)}")
+    return bool(value)
+
+
+def error_message(e: CELEvalError) -> str:
+    """A short message from a celpy error; celpy's own text can embed the whole activation."""
+    args = e.args
+    text = str(args[0]) if args else "evaluation error"
+    if "(in activation" in text:
+        text = text.split("(in activation", 1)[0].rstrip()
+    if text.startswith("no such member in mapping: "):
+        key = text[len("no such member in mapping: ") :].strip("'\"")
+        return f"no such key: {key}"
+    if text == "no such key" and len(args) > 2 and isinstance(args[2], tuple) and args[2]:
+        return f"no such key: {args[2][0]}"
+    if text in ("no such overload", "return error for overflow") and len(args) > 2 and args[2]:
+        detail = args[2][0] if isinstance(args[2], tuple) else args[2]
+        return f"{text}: {detail}"[:300]
+    return text[:300]
