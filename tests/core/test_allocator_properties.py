@@ -8,6 +8,7 @@ for tiny instances, that "unsatisfiable" is true (brute force finds no assignmen
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,7 @@ CLASSES = [
     device_class("model-a", selectors=["device.attributes['gpu.example.com'].model == 'a'"]),
     device_class("numa-0", selectors=["device.attributes['gpu.example.com'].numa == 0"]),
 ]
-MATCHES = {
+MATCHES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "any": lambda d: True,
     "model-a": lambda d: d["model"] == "a",
     "numa-0": lambda d: d["numa"] == 0,
@@ -44,11 +45,15 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], dict[str, dict[str,
                 numa = draw(st.integers(0, 1))
                 devs.append(device(name, {"model": {"string": model}, "numa": {"int": numa}}))
                 info[f"pool-{p}/{name}"] = {"model": model, "numa": numa}
-            slices.append(resource_slice(f"slice-{p}-{s}", devs, pool=f"pool-{p}", node_name="n", count=n_slices))
+            slices.append(
+                resource_slice(f"slice-{p}-{s}", devs, pool=f"pool-{p}", node_name="n", count=n_slices)
+            )
     claims = []
     for c in range(draw(st.integers(1, 2))):
-        reqs = [exactly(f"r{r}", draw(st.sampled_from(list(MATCHES))), draw(st.integers(1, 2)))
-                for r in range(draw(st.integers(1, 2)))]
+        reqs = [
+            exactly(f"r{r}", draw(st.sampled_from(list(MATCHES))), draw(st.integers(1, 2)))
+            for r in range(draw(st.integers(1, 2)))
+        ]
         constraint = draw(st.sampled_from([None, "matchAttribute", "distinctAttribute"]))
         cons = [{constraint: "gpu.example.com/numa"}] if constraint else None
         claims.append(claim(f"c{c}", reqs, cons))
@@ -96,7 +101,9 @@ def brute_force_exists(claims: list[Obj], info: dict[str, dict[str, Any]]) -> bo
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.randoms(use_true_random=False))
-def test_allocator_invariants(cluster: tuple[list[Obj], list[Obj], dict[str, dict[str, Any]]], rnd: Any) -> None:
+def test_allocator_invariants(
+    cluster: tuple[list[Obj], list[Obj], dict[str, dict[str, Any]]], rnd: Any
+) -> None:
     slices, claims, info = cluster
     result = run(slices, claims)
     # Same answer twice, and whatever the order of slices in the input.

@@ -4,9 +4,10 @@ NodeAffinity, NodePorts, NodeResourcesFit. Each returns the reasons a node fails
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from .nodematch import pod_node_affinity_matches, tolerates, untolerated
-from .objects import Obj, as_dict, as_list, spec, status
+from .objects import Obj, as_dict, as_list, spec
 from .podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units
 from .state import NodeInfo
 
@@ -18,43 +19,46 @@ DEFAULT_MAX_PODS = 110
 _UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
-def readiness_taint(node: Obj) -> Obj | None:
-    """The taint the node lifecycle controller would add for a node that is not Ready."""
-    for cond in as_list(status(node).get("conditions")):
-        c = as_dict(cond)
-        if c.get("type") != "Ready":
-            continue
-        if c.get("status") == "True":
-            return None
-        key = (
-            "node.kubernetes.io/not-ready" if c.get("status") == "False" else "node.kubernetes.io/unreachable"
-        )
-        return {"key": key, "effect": "NoSchedule"}
-    return None
-
-
 def taint_reason(taint: Obj) -> str:
     return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
 
 
-def basic_filters(pod: Obj, info: NodeInfo, ports: list[tuple[str, str, int]]) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class PodFilter:
+    """What the node filters need from a pod, computed once per decision."""
+
+    pod: Obj
+    tolerations: list[Obj]
+    tolerates_unschedulable: bool
+    constrained: bool  # has a nodeSelector or required node affinity
+    ports: list[tuple[str, str, int]]
+
+    @classmethod
+    def of(cls, pod: Obj, ports: list[tuple[str, str, int]]) -> PodFilter:
+        s = spec(pod)
+        tolerations = [t for t in as_list(s.get("tolerations")) if isinstance(t, dict)]
+        affinity = as_dict(as_dict(s.get("affinity")).get("nodeAffinity"))
+        return cls(
+            pod,
+            tolerations,
+            any(tolerates(t, _UNSCHEDULABLE_TAINT) for t in tolerations),
+            bool(as_dict(s.get("nodeSelector")))
+            or bool(affinity.get("requiredDuringSchedulingIgnoredDuringExecution")),
+            ports,
+        )
+
+
+def basic_filters(pf: PodFilter, info: NodeInfo) -> list[str]:
     """Everything before resource fit; stops at the first failing plugin, as the framework does."""
-    node = info.node
-    tolerations = as_list(spec(pod).get("tolerations"))
-    if spec(node).get("unschedulable") is True and not any(
-        tolerates(as_dict(t), _UNSCHEDULABLE_TAINT) for t in tolerations
-    ):
+    if info.unschedulable and not pf.tolerates_unschedulable:
         return [UNSCHEDULABLE]
-    taints = list(as_list(spec(node).get("taints")))
-    ready = readiness_taint(node)
-    if ready is not None and not any(as_dict(t).get("key") == ready["key"] for t in taints):
-        taints.append(ready)
-    bad = untolerated(taints, tolerations)
-    if bad is not None:
-        return [taint_reason(bad)]
-    if not pod_node_affinity_matches(pod, node):
+    if info.hard_taints:
+        bad = untolerated(info.hard_taints, pf.tolerations)
+        if bad is not None:
+            return [taint_reason(bad)]
+    if pf.constrained and not pod_node_affinity_matches(pf.pod, info.node):
         return [AFFINITY]
-    if ports and _ports_conflict(ports, info):
+    if pf.ports and _ports_conflict(pf.ports, info):
         return [PORTS]
     return []
 

@@ -7,10 +7,11 @@ Filter     per node: NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts
 Score      ``binpack`` or ``spread``.
 Reserve    in-flight devices and the assumed pod, visible to the next decision at once.
 
-Allocation is verified lazily: nodes are ordered by score using cheap necessary conditions (free
-device counts), then the allocator runs on the best node first. The winner is therefore the best
-scoring node on which allocation succeeds, exactly as if every node had been allocated; nodes with
-a CEL error among their candidates are always allocated so errors abort the attempt as upstream.
+Scores depend only on counts (free devices, requested and allocatable resources), never on the
+outcome of Filter, so candidate nodes are scored first and then filtered and allocated lazily in
+score order: the winner is the best-scoring node that passes every filter and on which allocation
+succeeds, exactly as if every node had been filtered first. Nodes with a CEL error among their
+candidates are always allocated, so the error aborts the attempt as upstream's parallel Filter does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .allocator import AllocationError, Allocator, ClaimAllocation, Unsatisfiable
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from .fit import basic_filters, fit_resources
+from .fit import PodFilter, basic_filters, fit_resources
 from .mappings import create_requests_and_mappings
 from .names import is_dra_extended_resource_name
 from .nodematch import SelectorError, node_selector_matches
@@ -29,7 +30,7 @@ from .objects import Obj, as_dict, as_list, controller_ref, is_terminating, name
 from .podresources import Units, pod_requests
 from .scoring import POLICIES, Usage, order_nodes, utilisation
 from .slices import DeviceKey
-from .state import ClusterState, NodeDevices, host_ports
+from .state import ClusterState, NodeDevices, NodeInfo, host_ports
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
@@ -99,7 +100,7 @@ class _Pre:
     stale: Obj | None
     user_claims: list[Obj]  # every claim of the pod, resolved
     to_allocate: list[Obj]  # user claims without allocation
-    ports: list[tuple[str, str, int]]
+    filter: PodFilter
 
 
 @dataclass(slots=True)
@@ -107,8 +108,6 @@ class _NodePlan:
     node: str
     dra: dict[str, str]  # resource -> class, for names DRA serves on this node
     routes: dict[str, Route]
-    score: float = 0.0
-    must_allocate: bool = False
 
 
 class PreFilterFailed(Exception):
@@ -154,7 +153,16 @@ class Scheduler:
             if existing is not None and as_list(as_dict(spec(existing).get("devices")).get("requests")):
                 stale = existing
         user_claims, to_allocate = self._user_claims(pod)
-        return _Pre(reqs, extended, classes, bool(classes), stale, user_claims, to_allocate, host_ports(pod))
+        return _Pre(
+            reqs,
+            extended,
+            classes,
+            bool(classes),
+            stale,
+            user_claims,
+            to_allocate,
+            PodFilter.of(pod, host_ports(pod)),
+        )
 
     def _user_claims(self, pod: Obj) -> tuple[list[Obj], list[Obj]]:
         statuses = {
@@ -198,13 +206,9 @@ class Scheduler:
 
     # -- Filter --------------------------------------------------------------------------------
 
-    def _node_plan(
-        self, pod: Obj, pre: _Pre, node_name: str, count_devices: bool = True
-    ) -> tuple[_NodePlan | None, list[str]]:
-        info = self.state.nodes[node_name]
-        reasons = basic_filters(pod, info, pre.ports)
-        if reasons:
-            return None, reasons
+    def _routes(self, pre: _Pre, info: NodeInfo) -> tuple[dict[str, str], dict[str, Route]]:
+        """Per node: a name with allocatable > 0 is the device plugin's; allocatable 0 (or absent)
+        and a backing class means DRA; anything else is left to NodeResourcesFit to reject."""
         dra: dict[str, str] = {}
         routes: dict[str, Route] = {}
         for r in pre.extended:
@@ -214,6 +218,17 @@ class Scheduler:
                 routes[r] = Route("dra", cls)
             elif r in info.allocatable_names:
                 routes[r] = Route("device-plugin", None)
+        return dra, routes
+
+    def _node_plan(
+        self, pod: Obj, pre: _Pre, node_name: str, count_devices: bool = True
+    ) -> tuple[_NodePlan | None, list[str]]:
+        """Filter: the node's reasons to refuse the pod, or its plan."""
+        info = self.state.nodes[node_name]
+        reasons = basic_filters(pre.filter, info)
+        if reasons:
+            return None, reasons
+        dra, routes = self._routes(pre, info)
         reasons = fit_resources(pre.reqs, info, dra)
         if reasons:
             return None, reasons
@@ -228,28 +243,27 @@ class Scheduler:
                     ok = False
                 if not ok:
                     return None, [NOT_AVAILABLE]
-        plan = _NodePlan(node_name, dra, routes)
         if dra and count_devices:
             needs: dict[str, int] = {}
             for r, cls in dra.items():
                 needs[cls] = needs.get(cls, 0) + pre.extended[r]
-            nd = self.state.node_devices(node_name)
             for cls, need in needs.items():
-                if self.state.free_counts(cls).get(node_name, 0) < need:
-                    if nd is not None and _has_error_candidate(nd, cls, self.state):
-                        plan.must_allocate = True
-                        continue
+                if self.state.free_counts(cls).get(node_name, 0) < need and not self._errors_on(
+                    node_name, cls
+                ):
                     return None, [CANNOT_ALLOCATE]
-                if nd is not None and _has_error_candidate(nd, cls, self.state):
-                    plan.must_allocate = True
-        plan.score = self._score(pre, info_name=node_name, plan=plan)
-        return plan, []
+        return _NodePlan(node_name, dra, routes), []
+
+    def _errors_on(self, node_name: str, cls: str) -> bool:
+        """A free candidate of the class on the node fails its selectors with a CEL error."""
+        nd = self.state.node_devices(node_name)
+        return nd is not None and nd.has_errors(cls) and _has_error_candidate(nd, cls, self.state)
 
     def _candidate_nodes(self, pre: _Pre) -> list[str]:
         """Nodes that might serve every extended resource; everything when nothing narrows it."""
         possible: set[str] | None = None
         for r in pre.extended:
-            served = {n for n, info in self.state.nodes.items() if info.allocatable.get(r, 0) > 0}
+            served = set(self.state.nodes_serving(r))
             cls = pre.classes.get(r)
             if cls is not None:
                 served |= {n for n, free in self.state.free_counts(cls).items() if free > 0}
@@ -258,19 +272,21 @@ class Scheduler:
             return sorted(self.state.nodes)
         return sorted(possible)
 
-    def _score(self, pre: _Pre, info_name: str, plan: _NodePlan) -> float:
-        info = self.state.nodes[info_name]
+    def _score(self, pre: _Pre, node_name: str) -> float:
+        """Score from counts alone, so nodes can be ordered before they are filtered."""
+        info = self.state.nodes[node_name]
+        dra, routes = self._routes(pre, info)
         usage: dict[str, Usage] = {}
         for r, want in pre.extended.items():
-            route = plan.routes.get(r)
+            route = routes.get(r)
             if route is None:
                 continue
             if route.via == "device-plugin":
                 usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
             else:
-                cls = plan.dra[r]
-                total = self.state.total_counts(cls).get(info_name, 0)
-                free = self.state.free_counts(cls).get(info_name, 0)
+                cls = dra[r]
+                total = self.state.total_counts(cls).get(node_name, 0)
+                free = self.state.free_counts(cls).get(node_name, 0)
                 usage[r] = Usage(total - free + want, total)
         return utilisation(pre.reqs, info, usage)
 
@@ -284,26 +300,28 @@ class Scheduler:
             pre = self._prefilter(pod, ignore_claim)
         except PreFilterFailed as e:
             return Decision(pod, UNSCHEDULABLE, message=fit_error(total, {}, str(e)))
-        reasons: dict[str, list[str]] = {}
-        plans: dict[str, _NodePlan] = {}
-        for n in self._candidate_nodes(pre):
-            plan, why = self._node_plan(pod, pre, n)
-            if plan is None:
-                reasons[n] = why
-            else:
-                plans[n] = plan
-        # Nodes with a CEL error candidate are allocated up front so the error aborts the attempt.
-        for plan in plans.values():
-            if plan.must_allocate:
+        candidates = self._candidate_nodes(pre)
+        # Nodes with a CEL error among their candidates are allocated first, so that the error
+        # aborts the attempt whichever node would have won, as upstream's parallel Filter does.
+        classes = set(pre.classes.values())
+        for n in candidates:
+            if any(self._errors_on(n, cls) for cls in classes):
+                plan, _ = self._node_plan(pod, pre, n)
+                if plan is None:
+                    continue
                 try:
                     self._allocate(pod, pre, plan)
                 except AllocationError as e:
                     return Decision(pod, ERROR, message=str(e))
                 except Unsatisfiable:
                     pass
-        order = order_nodes({n: p.score for n, p in plans.items()}, self.policy)
-        for n in order:
-            plan = plans[n]
+        reasons: dict[str, list[str]] = {}
+        scores = {n: self._score(pre, n) for n in candidates}
+        for n in order_nodes(scores, self.policy):
+            plan, why = self._node_plan(pod, pre, n)
+            if plan is None:
+                reasons[n] = why
+                continue
             try:
                 special, requests, mappings, users = self._allocate(pod, pre, plan)
             except AllocationError as e:
@@ -323,7 +341,7 @@ class Scheduler:
             )
         # Nothing fits: explain every node, including those skipped by the narrowing above.
         for n in sorted(self.state.nodes):
-            if n not in reasons and n not in plans:
+            if n not in reasons:
                 _, why = self._node_plan(pod, pre, n)
                 reasons[n] = why or [CANNOT_ALLOCATE]
         return Decision(

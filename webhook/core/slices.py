@@ -16,7 +16,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cel import parse_attribute
+from .cel import Fingerprint, parse_attribute
 from .nodematch import SelectorError, node_selector_matches
 from .objects import Obj, as_dict, as_list, name, spec, uid
 from .quantity import Quantity, QuantityError
@@ -133,11 +133,13 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
     except QuantityError as e:
         raise ValueError(f"device {dname}: {e}") from None
     allow_multi = d.get("allowMultipleAllocations") is True
-    fingerprint = (
-        driver,
-        tuple(sorted(attrs.items(), key=lambda kv: kv[0])),
-        tuple(sorted(capacity.items(), key=lambda kv: kv[0])),
-        allow_multi,
+    fingerprint = Fingerprint(
+        (
+            driver,
+            tuple(sorted(attrs.items(), key=lambda kv: kv[0])),
+            tuple(sorted(capacity.items(), key=lambda kv: kv[0])),
+            allow_multi,
+        )
     )
     return Device(
         driver=driver,

@@ -58,6 +58,8 @@ class NodeInfo:
     node: Obj
     allocatable: Units
     allocatable_names: frozenset[str]
+    unschedulable: bool = False
+    hard_taints: list[Obj] = field(default_factory=list)  # NoSchedule/NoExecute, readiness included
     requested: Units = field(default_factory=dict)
     pods: dict[str, Units] = field(default_factory=dict)  # pod uid -> requests
     host_ports: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
@@ -78,6 +80,26 @@ class NodeInfo:
             return
         for k, v in reqs.items():
             self.requested[k] = self.requested.get(k, 0) - v
+
+
+def hard_taints(node: Obj) -> list[Obj]:
+    """The node's NoSchedule/NoExecute taints, plus the one the node lifecycle controller would add
+    for a node whose Ready condition is not True."""
+    taints = [
+        t
+        for t in as_list(spec(node).get("taints"))
+        if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")
+    ]
+    for cond in as_list(status(node).get("conditions")):
+        c = as_dict(cond)
+        if c.get("type") != "Ready" or c.get("status") == "True":
+            continue
+        key = (
+            "node.kubernetes.io/not-ready" if c.get("status") == "False" else "node.kubernetes.io/unreachable"
+        )
+        if not any(t.get("key") == key for t in taints):
+            taints.append({"key": key, "effect": "NoSchedule"})
+    return taints
 
 
 def _allocatable(node: Obj) -> tuple[Units, frozenset[str]]:
@@ -110,6 +132,16 @@ class NodeDevices:
         self.node = node
         self.pools = pools
         self._by_class: dict[str, list[Candidate]] = {}
+        self._has_errors: dict[str, bool] = {}
+
+    def has_errors(self, class_name: str) -> bool:
+        """Some candidate of the class failed its selectors with a CEL error."""
+        flag = self._has_errors.get(class_name)
+        if flag is None:
+            flag = self._has_errors[class_name] = any(
+                e is not None for _, e in self.class_candidates(class_name)
+            )
+        return flag
 
     def class_candidates(self, class_name: str) -> list[Candidate]:
         cands = self._by_class.get(class_name)
@@ -182,6 +214,8 @@ class ClusterState:
         self._free: dict[str, dict[str, int]] = {}
         self._total: dict[str, dict[str, int]] = {}
         self._counted: dict[str, set[str]] = {}  # class -> nodes whose counts are loaded
+        self._complete: set[str] = set()  # classes whose counts cover every node
+        self._serving: dict[str, set[str]] = {}  # extended resource -> nodes with allocatable > 0
         self._device_slots: dict[DeviceKey, set[tuple[str, str]]] = {}
         self._slot_devices: dict[tuple[str, str], list[DeviceKey]] = {}
         self.version = 0  # bumps on every change; lets callers cache derived answers
@@ -192,8 +226,10 @@ class ClusterState:
         n = name(node)
         alloc, names = _allocatable(node)
         info = self.nodes.get(n)
+        self._index_resources(n, names, alloc)
         if info is None:
-            self.nodes[n] = NodeInfo(node, alloc, names)
+            info = self.nodes[n] = NodeInfo(node, alloc, names)
+            self._complete.clear()
         else:
             relabel = info.node.get("metadata", {}).get("labels") != node.get("metadata", {}).get("labels")
             info.node, info.allocatable, info.allocatable_names = node, alloc, names
@@ -201,10 +237,24 @@ class ClusterState:
                 self._invalidate_node(n)
             elif n in self._node_devices:
                 self._node_devices[n].node = node
+        info.unschedulable = spec(node).get("unschedulable") is True
+        info.hard_taints = hard_taints(node)
         self.version += 1
+
+    def _index_resources(self, node_name: str, names: Iterable[str], alloc: Units) -> None:
+        for nodes in self._serving.values():
+            nodes.discard(node_name)
+        for r in names:
+            if "/" in r and alloc.get(r, 0) > 0:
+                self._serving.setdefault(r, set()).add(node_name)
+
+    def nodes_serving(self, resource: str) -> set[str]:
+        """Nodes whose allocatable has ``resource`` > 0 (the device-plugin path)."""
+        return self._serving.get(resource, set())
 
     def remove_node(self, node_name: str) -> None:
         self.nodes.pop(node_name, None)
+        self._index_resources(node_name, (), {})
         self._invalidate_node(node_name)
         self.version += 1
 
@@ -410,8 +460,10 @@ class ClusterState:
 
     def free_counts(self, class_name: str) -> dict[str, int]:
         """Node -> free candidate devices of the class (no selectors/tolerations on the request)."""
-        loaded = self._counted.setdefault(class_name, set())
         free = self._free.setdefault(class_name, {})
+        if class_name in self._complete:
+            return free
+        loaded = self._counted.setdefault(class_name, set())
         total = self._total.setdefault(class_name, {})
         for node_name in self.nodes:
             if node_name in loaded:
@@ -429,6 +481,7 @@ class ClusterState:
             self._slot_devices[slot] = [d.key for d in cands]
             for d in cands:
                 self._device_slots.setdefault(d.key, set()).add(slot)
+        self._complete.add(class_name)
         return free
 
     def total_counts(self, class_name: str) -> dict[str, int]:
@@ -437,14 +490,17 @@ class ClusterState:
 
     def _invalidate_node(self, node_name: str) -> None:
         self._node_devices.pop(node_name, None)
+        self._complete.clear()
         for cls, loaded in self._counted.items():
             if node_name in loaded:
                 loaded.discard(node_name)
                 self._forget_slot(cls, node_name)
 
     def _invalidate_class(self, class_name: str) -> None:
+        self._complete.discard(class_name)
         for nd in self._node_devices.values():
             nd._by_class.pop(class_name, None)
+            nd._has_errors.pop(class_name, None)
         for node_name in self._counted.pop(class_name, set()):
             self._forget_slot(class_name, node_name)
         self._free.pop(class_name, None)
