@@ -1,0 +1,254 @@
+"""``draxr plan``: the engine offline on manifests (issue 2's contract for JSON, table and exits)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.cli import examples_dir, main
+from webhook.plan import run
+
+Obj = dict[str, Any]
+
+
+def plan(paths: list[Path | str], *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    fmt = "json" if "json" in args else "table"
+    policy = "spread" if "spread" in args else "binpack"
+    code = run(paths, fmt, policy, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def write(tmp: Path, name: str, docs: list[Obj]) -> Path:
+    p = tmp / name
+    p.write_text(yaml.safe_dump_all(docs))
+    return p
+
+
+def test_motivating_example_json_shape() -> None:
+    code, out, _ = plan([examples_dir()], "json")
+    assert code == 0
+    data = json.loads(out)
+    assert set(data) == {"pods", "summary"}
+    assert data["summary"] == {"scheduled": 4, "unschedulable": 0, "errors": 0}
+    pods = data["pods"]
+    assert [p["name"] for p in pods] == ["demo-0", "demo-1", "demo-2", "demo-3"]
+    for p in pods:
+        assert set(p) == {
+            "namespace",
+            "name",
+            "node",
+            "status",
+            "message",
+            "resources",
+            "claim",
+            "extendedResourceClaimStatus",
+        }
+    dp = [p for p in pods if p["node"] == "device-plugin-node"]
+    dra = [p for p in pods if p["node"] == "dra-node"]
+    assert len(dp) == 2
+    assert len(dra) == 2  # binpack fills the device-plugin node first
+    for p in dp:
+        assert p["resources"] == {"example.com/gpu": {"deviceClass": None, "via": "device-plugin"}}
+        assert p["claim"] is None
+        assert p["extendedResourceClaimStatus"] is None
+    devices = set()
+    for p in dra:
+        assert p["resources"] == {"example.com/gpu": {"deviceClass": "gpu.example.com", "via": "dra"}}
+        claim = p["claim"]
+        name = claim["metadata"]["name"]
+        assert claim["apiVersion"] == "resource.k8s.io/v1"
+        assert re.fullmatch(re.escape(f"{p['name']}-extended-resources-") + "[a-z0-9]{5}", name)
+        assert p["extendedResourceClaimStatus"] == {
+            "requestMappings": [
+                {
+                    "containerName": "app",
+                    "resourceName": "example.com/gpu",
+                    "requestName": "container-0-request-1",
+                }
+            ],
+            "resourceClaimName": name,
+        }
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        devices.add(result["device"])
+    assert len(devices) == 2  # never the same device twice
+
+
+def test_plan_is_deterministic_and_names_are_stable() -> None:
+    assert plan([examples_dir()], "json")[1] == plan([examples_dir()], "json")[1]
+
+
+def test_table_output_and_summary() -> None:
+    code, out, _ = plan([examples_dir()])
+    assert code == 0
+    assert "default/demo-2" in out
+    assert re.search(r"dra-node\s+gpu.example.com\s+dra\s+2\s+6", out)
+    assert re.search(r"device-plugin-node\s+example.com/gpu\s+device-plugin\s+2\s+0", out)
+    assert out.rstrip().endswith("4 scheduled, 0 unschedulable, 0 errors")
+
+
+def test_unschedulable_pods_exit_1_with_kube_scheduler_message(tmp_path: Path) -> None:
+    docs = list(yaml.safe_load_all((examples_dir() / "deployment.yaml").read_text()))
+    docs[0]["spec"]["replicas"] = 11
+    for f in ("nodes.yaml", "deviceclass.yaml", "resourceslice.yaml"):
+        (tmp_path / f).write_text((examples_dir() / f).read_text())
+    write(tmp_path, "deployment.yaml", docs)
+    code, out, _ = plan([tmp_path], "json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["summary"] == {"scheduled": 10, "unschedulable": 1, "errors": 0}
+    last = data["pods"][-1]
+    assert last["status"] == "Unschedulable"
+    assert last["node"] is None
+    assert last["message"] == (
+        "0/2 nodes are available: 1 Insufficient example.com/gpu, 1 cannot allocate all claims."
+    )
+
+
+def test_running_pods_consume_devices_and_priority_orders_pending(tmp_path: Path) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "10"}},
+    }
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu"},
+        "spec": {"extendedResourceName": "example.com/gpu"},
+    }
+    sl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": "d.example.com",
+            "nodeName": "n",
+            "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "a"}, {"name": "b"}],
+        },
+    }
+    held = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "held", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [{"request": "r", "driver": "d.example.com", "pool": "n", "device": "a"}]
+                }
+            }
+        },
+    }
+
+    def p(name: str, prio: int) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "priority": prio,
+                "containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}],
+            },
+        }
+
+    write(tmp_path, "all.yaml", [node, cls, sl, held, p("low", 1), p("high", 100)])
+    code, out, _ = plan([tmp_path], "json")
+    data = json.loads(out)
+    assert code == 1
+    assert [(x["name"], x["status"]) for x in data["pods"]] == [
+        ("high", "Scheduled"),
+        ("low", "Unschedulable"),
+    ]
+    assert data["pods"][0]["claim"]["status"]["allocation"]["devices"]["results"][0]["device"] == "b"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nkind: Node\nmetadata: {name: b}\n",
+            "document 1: apiVersion",
+        ),
+        ("- just\n- a list\n", "document 0"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n", "line"),
+    ],
+)
+def test_unusable_input_exits_2_naming_file_document_and_field(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    code, out, err = plan([f])
+    assert code == 2
+    assert out == ""
+    assert str(f) in err
+    assert expected in err
+
+
+def test_invalid_resource_slice_is_unusable_input(tmp_path: Path) -> None:
+    sl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": "d",
+            "pool": {"name": "p"},
+            "nodeName": "n",
+            "devices": [{"name": "x", "attributes": {"a": {"int": 1, "string": "two"}}}],
+        },
+    }
+    f = write(tmp_path, "slice.yaml", [sl])
+    code, _, err = plan([f])
+    assert code == 2
+    assert f"{f}: document 0: spec" in err
+
+
+def test_kubectl_list_output_and_workload_kinds(tmp_path: Path) -> None:
+    node = {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"}}}
+    (tmp_path / "nodes.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": [node]})
+    )
+    tpl = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}
+    docs = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "st", "namespace": "ml"},
+            "spec": {"replicas": 2, "template": tpl},
+        },
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "job"},
+            "spec": {"parallelism": 3, "template": tpl},
+        },
+    ]
+    write(tmp_path, "work.yaml", docs)
+    code, out, _ = plan([tmp_path], "json")
+    assert code == 0
+    names = [(p["namespace"], p["name"]) for p in json.loads(out)["pods"]]
+    assert names == [
+        ("ml", "st-0"),
+        ("ml", "st-1"),
+        ("default", "job-0"),
+        ("default", "job-1"),
+        ("default", "job-2"),
+    ]
+
+
+def test_cli_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "-f", str(examples_dir()), "-o", "json", "--policy", "spread"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # spread prefers the emptier node: the 8-GPU DRA node gets the first pods
+    assert data["pods"][0]["node"] == "dra-node"
+    with pytest.raises(SystemExit):
+        main(["plan"])  # -f is required
