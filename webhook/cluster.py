@@ -1,0 +1,115 @@
+"""The process-wide view of the cluster: informers (or a static snapshot) feeding one
+``ClusterState`` behind one lock, shared by the webhook and the worker of one ``draxr serve``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .core.objects import Obj, name, namespace, uid
+from .core.state import ClusterState
+from .kube.client import KubeClient
+from .kube.informer import Informer
+from .kube.resources import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
+
+Listener = Callable[[str, str, Obj], None]  # (kind, event type, object)
+
+KIND_OF = {
+    "Node": NODES,
+    "DeviceClass": DEVICE_CLASSES,
+    "ResourceSlice": RESOURCE_SLICES,
+    "ResourceClaim": RESOURCE_CLAIMS,
+    "Pod": PODS,
+}
+WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim")
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod")
+
+
+class ClusterCache:
+    def __init__(self, state: ClusterState | None = None) -> None:
+        self.state = state if state is not None else ClusterState()
+        self.lock = threading.RLock()
+        self.informers: dict[str, Informer] = {}
+        self.pods: dict[str, Obj] = {}  # every pod by uid (the worker needs pending ones too)
+        self._listeners: list[Listener] = []
+        self._static_synced: set[str] = set()
+
+    # -- sources --------------------------------------------------------------------------------
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Obj]) -> ClusterCache:
+        """A fixed snapshot (``--snapshot``, tests, ``plan``): synced from the start."""
+        cache = cls()
+        for obj in objects:
+            kind = obj.get("kind")
+            if isinstance(kind, str) and kind in KIND_OF:
+                cache.handle(kind, "ADDED", obj)
+        cache._static_synced = set(KIND_OF)
+        return cache
+
+    def start(self, client: KubeClient, kinds: Sequence[str] = ALL_KINDS, **informer_args: Any) -> None:
+        for kind in kinds:
+            res: Resource = KIND_OF[kind]
+            inf = Informer(client, res, self._handler(kind), **informer_args)
+            self.informers[kind] = inf
+            inf.start()
+
+    def stop(self) -> None:
+        for inf in self.informers.values():
+            inf.stop()
+
+    def synced(self, kinds: Iterable[str] = WEBHOOK_KINDS) -> bool:
+        for kind in kinds:
+            if kind in self._static_synced:
+                continue
+            inf = self.informers.get(kind)
+            if inf is None or not inf.synced.is_set():
+                return False
+        return True
+
+    def wait_synced(self, kinds: Iterable[str], timeout: float) -> bool:
+        ok = True
+        for kind in kinds:
+            if kind in self._static_synced:
+                continue
+            inf = self.informers.get(kind)
+            ok = ok and inf is not None and inf.synced.wait(timeout)
+        return ok
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _handler(self, kind: str) -> Callable[[str, Obj], None]:
+        def handle(etype: str, obj: Obj) -> None:
+            self.handle(kind, etype, obj)
+
+        return handle
+
+    def handle(self, kind: str, etype: str, obj: Obj) -> None:
+        deleted = etype == "DELETED"
+        with self.lock:
+            st = self.state
+            if kind == "Node":
+                st.remove_node(name(obj)) if deleted else st.upsert_node(obj)
+            elif kind == "DeviceClass":
+                st.remove_class(name(obj)) if deleted else st.upsert_class(obj)
+            elif kind == "ResourceSlice":
+                st.remove_slice(name(obj)) if deleted else st.upsert_slice(obj)
+            elif kind == "ResourceClaim":
+                st.remove_claim(namespace(obj), name(obj)) if deleted else st.upsert_claim(obj)
+            elif kind == "Pod":
+                if deleted:
+                    self.pods.pop(uid(obj), None)
+                    st.remove_pod(uid(obj))
+                else:
+                    self.pods[uid(obj)] = obj
+                    st.upsert_pod(obj)
+        for listener in list(self._listeners):
+            listener(kind, etype, obj)
+
+    def pod(self, pod_uid: str) -> Obj | None:
+        with self.lock:
+            return self.pods.get(pod_uid)

@@ -1,0 +1,301 @@
+"""``KubeClient``: JSON in, plain dicts out, over the official client's ``ApiClient``.
+
+The generated model classes are bypassed on purpose: deserialising into them is slow and the
+engine works on dicts. Configuration, authentication and TLS still come from the official client.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import kubernetes
+from kubernetes.watch.watch import iter_resp_lines
+
+from .ratelimit import TokenBucket
+from .resources import PODS, Resource
+
+Obj = dict[str, Any]
+RequestHook = Callable[[str, str, int], None]  # (verb, resource plural, HTTP status)
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer, with the ``metav1.Status`` the server sent."""
+
+    def __init__(self, status: int, body: Obj, verb: str = "", path: str = "") -> None:
+        self.status = status
+        self.body = body
+        self.reason = str(body.get("reason", "")) if isinstance(body, dict) else ""
+        self.message = str(body.get("message", "")) if isinstance(body, dict) else str(body)
+        super().__init__(f"{verb} {path}: {status} {self.reason}: {self.message}".strip())
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class KubeClient:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        field_manager: str = "draxr",
+        hook: RequestHook | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.api = api_client
+        self.writes = TokenBucket(qps, burst)
+        self.field_manager = field_manager
+        self.hook = hook
+        self.timeout = timeout
+
+    @classmethod
+    def from_config(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeClient:
+        """In-cluster config when there is no kubeconfig, like every controller."""
+        configuration = kubernetes.client.Configuration()
+        if kubeconfig:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        else:
+            try:
+                kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+            except kubernetes.config.ConfigException:
+                kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+        api = kubernetes.client.ApiClient(configuration)
+        api.user_agent = "draxr"
+        return cls(api, **kwargs)
+
+    # -- transport ---------------------------------------------------------------------------
+
+    def request(
+        self,
+        verb: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        resource: str = "",
+        timeout: float | None = None,
+        stream: bool = False,
+    ) -> Any:
+        method = {
+            "get": "GET",
+            "list": "GET",
+            "watch": "GET",
+            "create": "POST",
+            "update": "PUT",
+            "patch": "PATCH",
+            "delete": "DELETE",
+        }[verb]
+        if method != "GET":
+            self.writes.acquire()
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        m, url, hdrs, _, post = self.api.param_serialize(
+            method, path, query_params=list(query or []), header_params=headers, auth_settings=["BearerToken"]
+        )
+        try:
+            resp = self.api.call_api(m, url, hdrs, body, post, _request_timeout=timeout or self.timeout)
+        except kubernetes.client.exceptions.ApiException as e:
+            status = int(e.status or 0)
+            self._record(verb, resource, status)
+            raise ApiError(status, _json_or_text(e.body), verb, path) from None
+        status = int(resp.status)
+        if status >= 400:
+            data = resp.read()
+            self._record(verb, resource, status)
+            raise ApiError(status, _json_or_text(data), verb, path)
+        self._record(verb, resource, status)
+        if stream:
+            return resp
+        data = resp.read()
+        return json.loads(data) if data else {}
+
+    def _record(self, verb: str, resource: str, status: int) -> None:
+        if self.hook is not None:
+            self.hook(verb, resource, status)
+
+    # -- verbs ------------------------------------------------------------------------------
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        result: Obj = self.request("get", res.path(namespace, name), resource=res.plural)
+        return result
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        query: list[tuple[str, str]] = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        result: Obj = self.request("list", res.path(namespace), query=query, resource=res.plural)
+        return result
+
+    def watch(
+        self,
+        res: Resource,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+    ) -> WatchStream:
+        """Open a watch; iterate the result for events, ``close()`` it from any thread to stop."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        resp = self.request(
+            "watch",
+            res.path(namespace),
+            query=query,
+            resource=res.plural,
+            timeout=timeout_seconds + 30,
+            stream=True,
+        )
+        return WatchStream(resp)
+
+    def create(self, res: Resource, obj: Obj, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
+        query = [("fieldManager", self.field_manager)]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        result: Obj = self.request("create", res.path(namespace), query=query, body=obj, resource=res.plural)
+        return result
+
+    def update(self, res: Resource, obj: Obj, *, subresource: str | None = None) -> Obj:
+        meta = obj.get("metadata", {})
+        path = res.path(meta.get("namespace"), meta["name"], subresource)
+        result: Obj = self.request(
+            "update",
+            path,
+            query=[("fieldManager", self.field_manager)],
+            body=obj,
+            resource=_label(res, subresource),
+        )
+        return result
+
+    def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: str = MERGE_PATCH,
+    ) -> Obj:
+        result: Obj = self.request(
+            "patch",
+            res.path(namespace, name, subresource),
+            query=[("fieldManager", self.field_manager)],
+            body=patch,
+            content_type=patch_type,
+            resource=_label(res, subresource),
+        )
+        return result
+
+    def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            body["preconditions"] = preconditions
+        result: Obj = self.request("delete", res.path(namespace, name), body=body, resource=res.plural)
+        return result
+
+    def bind(self, namespace: str, pod_name: str, pod_uid: str, node_name: str) -> Obj:
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod_name, "namespace": namespace, "uid": pod_uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        path = PODS.path(namespace, pod_name, "binding")
+        result: Obj = self.request("create", path, body=binding, resource="pods/binding")
+        return result
+
+
+class WatchStream:
+    """The lines of one watch response, decoded; closable from another thread."""
+
+    def __init__(self, resp: Any) -> None:
+        self._resp = resp
+
+    def __iter__(self) -> Iterator[Obj]:
+        try:
+            for line in iter_resp_lines(self._resp.response):  # type: ignore[no-untyped-call]
+                if line:
+                    yield json.loads(line)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        raw = self._resp.response
+        try:
+            if hasattr(raw, "shutdown"):
+                raw.shutdown()
+            raw.close()
+            raw.release_conn()
+        except Exception:  # closing a socket that another thread reads from may race; harmless
+            pass
+
+
+def _label(res: Resource, subresource: str | None) -> str:
+    return f"{res.plural}/{subresource}" if subresource else res.plural
+
+
+def _json_or_text(data: Any) -> Obj:
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    if isinstance(data, str):
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            return {"message": data}
+        return parsed if isinstance(parsed, dict) else {"message": data}
+    return {"message": str(data)}
+
+
+def quote_name(name: str) -> str:
+    return quote(name, safe="")

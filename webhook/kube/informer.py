@@ -1,0 +1,173 @@
+"""List + watch with resume from resourceVersion and relist on 410 Gone (client-go's Reflector).
+
+Each informer keeps its own store of plain dicts and calls a handler with ``(type, obj)`` for every
+change: on (re)list it emits the difference against what it knew, so handlers never miss a
+deletion that happened while the watch was down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .client import ApiError, KubeClient, WatchStream
+from .resources import Resource
+
+Obj = dict[str, Any]
+Handler = Callable[[str, Obj], None]  # ("ADDED" | "MODIFIED" | "DELETED", object)
+
+log = logging.getLogger("draxr.informer")
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+class Informer:
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        handler: Handler,
+        *,
+        field_selector: str | None = None,
+        watch_timeout: int = 300,
+        min_backoff: float = 0.2,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.handler = handler
+        self.field_selector = field_selector
+        self.watch_timeout = watch_timeout
+        self.min_backoff = min_backoff
+        self.max_backoff = max_backoff
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self.relists = 0
+        self._store: dict[str, Obj] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stream: WatchStream | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- store ------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            return self._store.get(key)
+
+    def items(self) -> list[Obj]:
+        with self._lock:
+            return list(self._store.values())
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> Informer:
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.resource.plural}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def run(self) -> None:
+        backoff = self.min_backoff
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._relist()
+                    need_list = False
+                need_list = self._watch()
+                backoff = self.min_backoff
+            except ApiError as e:
+                need_list = need_list or e.gone
+                log.warning("informer %s: %s", self.resource.plural, e)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+            except Exception as e:  # connection errors: keep the resourceVersion, watch again
+                if self._stop.is_set():
+                    break
+                log.warning("informer %s: %s: %s", self.resource.plural, type(e).__name__, e)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+
+    def _relist(self) -> None:
+        listing = self.client.list(self.resource, field_selector=self.field_selector)
+        items = [i for i in listing.get("items") or [] if isinstance(i, dict)]
+        kind = self.resource.kind
+        fresh: dict[str, Obj] = {}
+        for item in items:
+            item.setdefault("apiVersion", self.resource.api_version)
+            item.setdefault("kind", kind)
+            fresh[object_key(item)] = item
+        with self._lock:
+            old = self._store
+            self._store = fresh
+        for key, obj in old.items():
+            if key not in fresh:
+                self.handler("DELETED", obj)
+        for key, obj in fresh.items():
+            prev = old.get(key)
+            if prev is None:
+                self.handler("ADDED", obj)
+            elif _rv(prev) != _rv(obj):
+                self.handler("MODIFIED", obj)
+        self.resource_version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+        self.relists += 1
+        self.synced.set()
+
+    def _watch(self) -> bool:
+        """Consume one watch stream; returns True when a relist is needed (410 Gone)."""
+        stream = self.client.watch(
+            self.resource,
+            self.resource_version,
+            timeout_seconds=self.watch_timeout,
+            field_selector=self.field_selector,
+        )
+        self._stream = stream
+        if self._stop.is_set():
+            stream.close()
+            return False
+        for event in stream:
+            if self._stop.is_set():
+                return False
+            etype = event.get("type")
+            obj = event.get("object")
+            if not isinstance(obj, dict):
+                continue
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    return True
+                raise ApiError(int(obj.get("code") or 500), obj, "watch", self.resource.plural)
+            rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            if etype == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            obj.setdefault("apiVersion", self.resource.api_version)
+            obj.setdefault("kind", self.resource.kind)
+            key = object_key(obj)
+            with self._lock:
+                if etype == "DELETED":
+                    self._store.pop(key, None)
+                else:
+                    self._store[key] = obj
+            if etype in ("ADDED", "MODIFIED", "DELETED"):
+                self.handler(etype, obj)
+            if rv:
+                self.resource_version = rv
+        return False
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))

@@ -1,0 +1,46 @@
+"""The API resources draxr reads and writes, and their REST paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod", True)
+NODES = Resource("", "v1", "nodes", "Node", False)
+EVENTS = Resource("", "v1", "events", "Event", True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+
+BY_PLURAL = {
+    r.plural: r
+    for r in (PODS, NODES, EVENTS, NAMESPACES, DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, LEASES)
+}

@@ -1,0 +1,226 @@
+"""``draxr serve``: the admission webhook and the allocation worker in one process.
+
+``--no-worker`` runs only the webhook (its Deployment needs only read access); ``--no-webhook``
+runs only the worker, with ``/healthz``, ``/readyz`` and ``/metrics`` served over plain HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from . import logs
+from .cluster import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
+from .core.constants import DEFAULT_SCHEDULER_NAME
+
+log = logging.getLogger("draxr.serve")
+
+DEFAULT_NAMESPACE = "draxr-system"
+DEFAULT_WORKER_SA = "draxr-worker"
+
+
+def default_writers(namespace: str = DEFAULT_NAMESPACE) -> list[str]:
+    return [f"system:serviceaccount:{namespace}:{DEFAULT_WORKER_SA}", "system:kube-scheduler"]
+
+
+@dataclass
+class ServeOptions:
+    host: str = "0.0.0.0"
+    port: int = 8443
+    cert_dir: Path = Path("certs")
+    webhook: bool = True
+    worker: bool = True
+    kubeconfig: str | None = None
+    snapshot: list[str] = field(default_factory=list)
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    route: str = "default-only"
+    allowed_writers: list[str] = field(default_factory=default_writers)
+    policy: str = "binpack"
+    leader_elect: bool = True
+    lease_namespace: str = DEFAULT_NAMESPACE
+    lease_name: str = "draxr-worker"
+    identity: str = ""
+    qps: float = 50.0
+    burst: int = 100
+    bind_workers: int = 8
+    orphan_interval: float = 60.0
+    log_level: str = "info"
+
+
+class Process:
+    """Everything one ``draxr serve`` runs, startable and stoppable (tests and the demo use it)."""
+
+    def __init__(self, opts: ServeOptions) -> None:
+        from .worker.metrics import CallbackCollector, WorkerMetrics
+
+        self.opts = opts
+        self.registry = CollectorRegistry()
+        self.client: Any = None
+        self.worker: Any = None
+        self.leader: Any = None
+        self.server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.metrics = WorkerMetrics(self.registry) if opts.worker else None
+        if opts.snapshot:
+            if opts.worker:
+                raise ValueError(
+                    "--snapshot serves a fixed set of objects; the worker needs a cluster (add --no-worker)"
+                )
+            from .loader import expand_workloads, load_paths
+
+            objects = expand_workloads([item.obj for item in load_paths(opts.snapshot)])
+            self.cache = ClusterCache.from_objects(objects)
+        else:
+            from .kube.client import KubeClient
+
+            hook = self.metrics.api_hook if self.metrics is not None else None
+            self.client = KubeClient.from_config(opts.kubeconfig, qps=opts.qps, burst=opts.burst, hook=hook)
+            self.cache = ClusterCache()
+        if opts.worker:
+            from .kube.leader import LeaderElector
+            from .worker.worker import Worker, WorkerConfig
+
+            assert self.metrics is not None
+            identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
+            cfg = WorkerConfig(
+                opts.scheduler_name, opts.policy, opts.bind_workers, opts.orphan_interval, identity
+            )
+            self.worker = Worker(self.client, self.cache, cfg, self.metrics)
+            if opts.leader_elect:
+                self.leader = LeaderElector(
+                    self.client,
+                    opts.lease_namespace,
+                    opts.lease_name,
+                    identity,
+                    on_change=self.worker.on_leadership,
+                )
+                self.worker.leader = self.leader
+            self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
+
+    def _device_gauges(self) -> list[tuple[str, str, int, int]]:
+        out: list[tuple[str, str, int, int]] = []
+        with self.cache.lock:
+            st = self.cache.state
+            for dc in st.classes.classes():
+                cls = str(dc["metadata"]["name"])
+                free = st.free_counts(cls)
+                for node, total in sorted(st.total_counts(cls).items()):
+                    out.append((cls, node, free.get(node, 0), total - free.get(node, 0)))
+        return out
+
+    def kinds(self) -> Sequence[str]:
+        return ALL_KINDS if self.opts.worker else WEBHOOK_KINDS
+
+    def app(self) -> Starlette:
+        if self.opts.webhook:
+            from .admission.app import create_app
+            from .admission.config import AdmissionConfig
+
+            config = AdmissionConfig(
+                allowed_writers=frozenset(self.opts.allowed_writers),
+                route=self.opts.route,  # type: ignore[arg-type]
+                scheduler_name=self.opts.scheduler_name,
+            )
+            return create_app(self.cache, config, self.registry)
+        return health_app(self.cache, self.registry, self.kinds())
+
+    def start_background(self) -> None:
+        """Informers, leader election and the worker (not the HTTP server)."""
+        if self.client is not None:
+            self.cache.start(self.client, self.kinds())
+        if self.worker is not None:
+            self.cache.wait_synced(self.kinds(), timeout=60)
+            self.worker.start()
+            if self.leader is not None:
+                self.leader.start()
+            else:
+                self.worker.on_leadership(True)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+        if self.worker is not None:
+            self.worker.stop()
+        if self.leader is not None:
+            self.leader.stop(release=True)
+        self.cache.stop()
+
+    def build_server(self, sock: socket.socket | None = None) -> uvicorn.Server:
+        kwargs: dict[str, Any] = {
+            "host": self.opts.host,
+            "port": self.opts.port,
+            "log_config": None,
+            "access_log": False,
+            "timeout_graceful_shutdown": 10,
+        }
+        if self.opts.webhook:
+            from .tls import ReloadingTLS, uvicorn_server
+
+            tls = ReloadingTLS(self.opts.cert_dir)
+            self._watcher = tls.start_watcher()
+            self.server = uvicorn_server(self.app(), tls, **kwargs)
+        else:
+            self.server = uvicorn.Server(uvicorn.Config(self.app(), **kwargs))
+        return self.server
+
+    def serve_in_thread(self, sock: socket.socket) -> None:
+        server = self.build_server()
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn"
+        )
+        self._thread.start()
+
+
+def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(_: Request) -> Response:
+        ok = cache.synced(kinds)
+        return PlainTextResponse("ok" if ok else "informers not synced", status_code=200 if ok else 503)
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return Starlette(
+        routes=[Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)]
+    )
+
+
+def run(opts: ServeOptions) -> int:
+    logs.setup(opts.log_level)
+    if not opts.webhook and not opts.worker:
+        log.error("nothing to run: --no-webhook and --no-worker together")
+        return 2
+    try:
+        proc = Process(opts)
+    except Exception as e:  # configuration errors: no kubeconfig, unreadable snapshot, ...
+        log.error("cannot start: %s", e)
+        return 2
+    try:
+        proc.start_background()
+        server = proc.build_server()
+        server.run()  # returns on SIGTERM/SIGINT after a graceful shutdown
+    except Exception as e:
+        log.error("serve failed: %s: %s", type(e).__name__, e)
+        return 1
+    finally:
+        proc.server = None
+        proc.stop()
+    return 0

@@ -1,0 +1,336 @@
+"""PreBind, Bind and Unreserve: the API writes of one binding cycle, in the upstream order.
+
+1. user claims (store order): ``status.allocation`` (when this cycle allocated them) and the pod in
+   ``reservedFor``; a conflict re-reads the claim and retries;
+2. the special claim: create it from ``generateName`` (annotation, controller owner, finalizer and
+   requests in one POST) or reuse the pod's consistent one, then write ``status.allocation`` and
+   ``reservedFor`` (retry on conflict with a fresh read);
+3. the pod's ``status.extendedResourceClaimStatus``;
+4. the ``pods/binding``.
+
+Every step is idempotent. Unreserve undoes what this cycle wrote: it deletes the special claim it
+created (finalizer first, NotFound is success) and takes the pod out of user claims' reservedFor.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..core.claims import extended_resource_claim_status, reserved_for, special_claim
+from ..core.constants import DELETE_PROTECTION_FINALIZER
+from ..core.objects import Obj, as_dict, as_list, name, namespace, status, uid
+from ..core.scheduler import Decision
+from ..kube.client import MERGE_PATCH, ApiError, KubeClient
+from ..kube.resources import PODS, RESOURCE_CLAIMS
+
+log = logging.getLogger("draxr.binder")
+
+#: draxr's mark on the special claims it writes (the scheduler name that wrote them).
+WRITER_ANNOTATION = "draxr.io/scheduler"
+CONFLICT_RETRIES = 5
+
+
+class NotLeader(Exception):
+    """Writes are fenced: this process no longer holds the lease."""
+
+
+class BindError(Exception):
+    """A PreBind or Bind step failed; the cycle must be undone."""
+
+
+@dataclass
+class Written:
+    """What one binding cycle wrote, so Unreserve knows what to undo."""
+
+    special_claim: Obj | None = None  # created by this cycle
+    reused_claim: Obj | None = None
+    user_claims: list[tuple[str, str, bool]] = field(default_factory=list)  # (ns, name, allocated here)
+    pod_status: bool = False
+
+    @property
+    def claim_keys(self) -> list[tuple[str, str]]:
+        keys = [(ns, n) for ns, n, _ in self.user_claims]
+        claim = self.special_claim or self.reused_claim
+        if claim is not None:
+            keys.append((namespace(claim), name(claim)))
+        return keys
+
+
+class Binder:
+    def __init__(
+        self,
+        client: KubeClient,
+        scheduler_name: str,
+        fence: Callable[[], bool] = lambda: True,
+        on_claim: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.scheduler_name = scheduler_name
+        self.fence = fence
+        self.on_claim = on_claim or (lambda op, ok: None)
+
+    def _check(self) -> None:
+        if not self.fence():
+            raise NotLeader("lost leadership; not writing")
+
+    # -- PreBind ---------------------------------------------------------------------------------
+
+    def prebind(self, pod: Obj, decision: Decision, written: Written, reuse: Obj | None = None) -> None:
+        for uc in decision.user_claims:
+            allocation = uc.allocation.to_api() if uc.allocation is not None else None
+            ns, cname = namespace(uc.claim), name(uc.claim)
+            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim))
+            written.user_claims.append((ns, cname, allocation is not None))
+        allocation = decision.special_allocation()
+        if allocation is not None:
+            claim = self._special_claim(pod, decision, written, reuse or decision.resumed)
+            self._update_claim_status(namespace(claim), name(claim), pod, allocation, expected_uid=uid(claim))
+            self._patch_pod_status(pod, extended_resource_claim_status(name(claim), decision.mappings))
+            written.pod_status = True
+
+    def _special_claim(self, pod: Obj, decision: Decision, written: Written, reuse: Obj | None) -> Obj:
+        if reuse is not None and _requests(reuse) == decision.requests:
+            written.reused_claim = reuse
+            if DELETE_PROTECTION_FINALIZER not in as_list(reuse.get("metadata", {}).get("finalizers")):
+                reuse = self._ensure_finalizer(reuse)
+            return reuse
+        if reuse is not None:
+            self.delete_claim(namespace(reuse), name(reuse), uid(reuse))
+        body = special_claim(pod, decision.requests)
+        body["metadata"]["annotations"][WRITER_ANNOTATION] = self.scheduler_name
+        self._check()
+        try:
+            created = self.client.create(RESOURCE_CLAIMS, body, namespace(pod))
+        except ApiError as e:
+            self.on_claim("create", False)
+            raise BindError(
+                f"claim creation errors: create claim for extended resources "
+                f"{namespace(pod)}/{name(pod)}: {e.message}"
+            ) from e
+        self.on_claim("create", True)
+        written.special_claim = created
+        return created
+
+    def _ensure_finalizer(self, claim: Obj) -> Obj:
+        for _ in range(CONFLICT_RETRIES):
+            self._check()
+            meta = claim.setdefault("metadata", {})
+            finalizers = list(as_list(meta.get("finalizers")))
+            if DELETE_PROTECTION_FINALIZER in finalizers:
+                return claim
+            meta["finalizers"] = [*finalizers, DELETE_PROTECTION_FINALIZER]
+            try:
+                return self.client.update(RESOURCE_CLAIMS, claim)
+            except ApiError as e:
+                if not e.conflict:
+                    raise BindError(
+                        f"add finalizer to claim {namespace(claim)}/{name(claim)}: {e.message}"
+                    ) from e
+                claim = self._get_claim(namespace(claim), name(claim))
+        raise BindError(f"add finalizer to claim {namespace(claim)}/{name(claim)}: too many conflicts")
+
+    def _get_claim(self, ns: str, cname: str) -> Obj:
+        try:
+            return self.client.get(RESOURCE_CLAIMS, cname, ns)
+        except ApiError as e:
+            if e.not_found:
+                raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
+            raise BindError(f"get claim {ns}/{cname}: {e.message}") from e
+
+    def _update_claim_status(
+        self, ns: str, cname: str, pod: Obj, allocation: Obj | None, expected_uid: str
+    ) -> None:
+        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict."""
+        claim = self._get_claim(ns, cname)
+        for _ in range(CONFLICT_RETRIES):
+            if expected_uid and uid(claim) != expected_uid:
+                raise BindError(f"claim {ns}/{cname} got deleted in the meantime")
+            st = claim.setdefault("status", {})
+            current = st.get("allocation")
+            if allocation is not None and current and not same_allocation(current, allocation):
+                raise BindError(f"claim {ns}/{cname} got allocated elsewhere in the meantime")
+            if allocation is None and not current:
+                raise BindError(f"claim {ns}/{cname} lost its allocation in the meantime")
+            reserved = as_list(st.get("reservedFor"))
+            already = any(as_dict(r).get("uid") == uid(pod) for r in reserved)
+            if already and (allocation is None or current):
+                return  # allocated as wanted and reserved for this pod: nothing to write
+            if allocation is not None and not current:
+                st["allocation"] = allocation
+            if not already:
+                st["reservedFor"] = [*reserved, reserved_for(pod)]
+            self._check()
+            try:
+                self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
+                return
+            except ApiError as e:
+                if not e.conflict:
+                    if e.not_found:
+                        raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
+                    raise BindError(f"update claim {ns}/{cname} status: {e.message}") from e
+                claim = self._get_claim(ns, cname)
+        raise BindError(f"update claim {ns}/{cname} status: too many conflicts")
+
+    def _patch_pod_status(self, pod: Obj, erc_status: Obj) -> None:
+        if not erc_status.get("requestMappings"):
+            raise BindError(
+                f"nil or empty request mappings, no update of pod {namespace(pod)}/{name(pod)} "
+                "ExtendedResourceClaimStatus"
+            )
+        if status(pod).get("extendedResourceClaimStatus") == erc_status:
+            return
+        self._check()
+        try:
+            self.client.patch(
+                PODS,
+                name(pod),
+                {"status": {"extendedResourceClaimStatus": erc_status}},
+                namespace=namespace(pod),
+                subresource="status",
+                patch_type=MERGE_PATCH,
+            )
+        except ApiError as e:
+            raise BindError(
+                f"update pod {namespace(pod)}/{name(pod)} ExtendedResourceClaimStatus: {e.message}"
+            ) from e
+
+    # -- Bind ------------------------------------------------------------------------------------
+
+    def bind(self, pod: Obj, node: str) -> None:
+        self._check()
+        try:
+            self.client.bind(namespace(pod), name(pod), uid(pod), node)
+        except ApiError as e:
+            if e.conflict:
+                current = self._current_node(pod)
+                if current == node:
+                    return  # a previous attempt's binding went through
+            raise BindError(f"binding rejected: {e.message}") from e
+
+    def _current_node(self, pod: Obj) -> str | None:
+        try:
+            live = self.client.get(PODS, name(pod), namespace(pod))
+        except ApiError:
+            return None
+        if uid(live) != uid(pod):
+            return None
+        node = (live.get("spec") or {}).get("nodeName")
+        return node if isinstance(node, str) else None
+
+    # -- Unreserve -------------------------------------------------------------------------------
+
+    def unreserve(self, pod: Obj, written: Written) -> None:
+        """Undo this cycle's writes; best effort, every step tolerates NotFound."""
+        claim = written.special_claim
+        if claim is not None:
+            try:
+                self.delete_claim(namespace(claim), name(claim), uid(claim))
+            except (ApiError, BindError, NotLeader) as e:
+                log.warning("unreserve: delete claim: %s", e, extra={"pod": _key(pod), "claim": name(claim)})
+        for ns, cname, allocated_here in written.user_claims:
+            try:
+                self.release_claim(ns, cname, uid(pod), deallocate=allocated_here)
+            except (ApiError, BindError, NotLeader) as e:
+                log.warning("unreserve: release claim: %s", e, extra={"pod": _key(pod), "claim": cname})
+        if written.pod_status:
+            try:
+                self._check()
+                self.client.patch(
+                    PODS,
+                    name(pod),
+                    {"status": {"extendedResourceClaimStatus": None}},
+                    namespace=namespace(pod),
+                    subresource="status",
+                    patch_type=MERGE_PATCH,
+                )
+            except (ApiError, NotLeader) as e:
+                log.info("unreserve: clear pod status: %s", e, extra={"pod": _key(pod)})
+
+    def release_claim(self, ns: str, cname: str, pod_uid: str, *, deallocate: bool) -> Obj | None:
+        """Take the pod out of ``reservedFor``; clear the allocation when nobody is left."""
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                claim = self.client.get(RESOURCE_CLAIMS, cname, ns)
+            except ApiError as e:
+                if e.not_found:
+                    return None
+                raise
+            st = claim.setdefault("status", {})
+            before = as_list(st.get("reservedFor"))
+            after = [r for r in before if as_dict(r).get("uid") != pod_uid]
+            drop_alloc = deallocate and not after and st.get("allocation")
+            if len(after) == len(before) and not drop_alloc:
+                return claim
+            st["reservedFor"] = after or None
+            if drop_alloc:
+                st.pop("allocation", None)
+            self._check()
+            try:
+                return self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
+            except ApiError as e:
+                if e.not_found:
+                    return None
+                if not e.conflict:
+                    raise
+        raise BindError(f"release claim {ns}/{cname}: too many conflicts")
+
+    def delete_claim(self, ns: str, cname: str, claim_uid: str | None = None) -> bool:
+        """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine."""
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                claim = self.client.get(RESOURCE_CLAIMS, cname, ns)
+            except ApiError as e:
+                if e.not_found:
+                    return True
+                raise
+            if claim_uid and uid(claim) != claim_uid:
+                return True  # a different claim with the same name: not ours to delete
+            meta = claim.setdefault("metadata", {})
+            finalizers = as_list(meta.get("finalizers"))
+            if DELETE_PROTECTION_FINALIZER in finalizers:
+                meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
+                self._check()
+                try:
+                    self.client.update(RESOURCE_CLAIMS, claim)
+                except ApiError as e:
+                    if e.not_found:
+                        return True
+                    if e.conflict:
+                        continue
+                    raise
+            self._check()
+            try:
+                self.client.delete(RESOURCE_CLAIMS, cname, ns, uid=uid(claim))
+            except ApiError as e:
+                if e.not_found:
+                    return True
+                if e.conflict:
+                    continue
+                raise
+            self.on_claim("delete", True)
+            return True
+        raise BindError(f"delete claim {ns}/{cname}: too many conflicts")
+
+
+def same_allocation(a: Obj, b: Obj) -> bool:
+    """Same devices for the same requests (servers may add or drop defaulted fields)."""
+
+    def key(alloc: Obj) -> list[tuple[str, str, str, str]]:
+        results = as_list(as_dict(as_dict(alloc).get("devices")).get("results"))
+        return sorted(
+            (str(r.get("request")), str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            for r in (as_dict(x) for x in results)
+        )
+
+    return key(a) == key(b)
+
+
+def _requests(claim: Obj) -> list[Obj]:
+    return copy.deepcopy(as_list(as_dict(as_dict(claim.get("spec")).get("devices")).get("requests")))
+
+
+def _key(pod: Obj) -> str:
+    return f"{namespace(pod)}/{name(pod)}"

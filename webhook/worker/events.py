@@ -1,0 +1,136 @@
+"""Pod conditions and Events, written the way kube-scheduler writes them, rate limited."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..core.objects import Obj, name, namespace, uid
+from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
+from ..kube.ratelimit import TokenBucket
+from ..kube.resources import EVENTS, PODS
+
+
+def now_rfc3339(wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
+    return wall().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_scheduled_condition(pod: Obj) -> Obj | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled":
+            return c
+    return None
+
+
+def unschedulable_patch(reason: str, message: str, now: str) -> Obj:
+    """Strategic merge patch: conditions merge by ``type``, so other conditions stay."""
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": reason,
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now,
+                }
+            ]
+        }
+    }
+
+
+class EventRecorder:
+    """Creates core/v1 Events; the same (object, reason, message) at most once per ``interval``."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        component: str,
+        instance: str,
+        *,
+        interval: float = 30.0,
+        qps: float = 5.0,
+        burst: int = 25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.component = component
+        self.instance = instance
+        self.interval = interval
+        self._clock = clock
+        self._bucket = TokenBucket(qps, burst, clock)
+        self._last: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def allow(self, obj_uid: str, reason: str, message: str) -> bool:
+        key = (obj_uid, reason, message)
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval:
+                self.dropped += 1
+                return False
+            if self._bucket.reserve() > 0:
+                self.dropped += 1
+                return False
+            self._last[key] = now
+            if len(self._last) > 10_000:
+                self._last = {k: t for k, t in self._last.items() if now - t < self.interval}
+            return True
+
+    def event(self, pod: Obj, event_type: str, reason: str, message: str) -> bool:
+        if not self.allow(uid(pod), reason, message):
+            return False
+        ts = now_rfc3339()
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name(pod)}.", "namespace": namespace(pod)},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": name(pod),
+                "namespace": namespace(pod),
+                "uid": uid(pod),
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        try:
+            self.client.create(EVENTS, body, namespace(pod))
+        except ApiError:
+            return False  # events are best effort, like client-go's broadcaster
+        return True
+
+
+def set_unschedulable(client: KubeClient, pod: Obj, reason: str, message: str) -> bool:
+    """Write PodScheduled=False unless the pod already says exactly that (no write storms)."""
+    current = pod_scheduled_condition(pod)
+    if (
+        current
+        and current.get("status") == "False"
+        and current.get("reason") == reason
+        and current.get("message") == message
+    ):
+        return False
+    client.patch(
+        PODS,
+        name(pod),
+        unschedulable_patch(reason, message, now_rfc3339()),
+        namespace=namespace(pod),
+        subresource="status",
+        patch_type=STRATEGIC_PATCH,
+    )
+    return True

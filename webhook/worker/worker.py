@@ -1,0 +1,321 @@
+"""The worker: schedules every pending pod whose ``spec.schedulerName`` is ours.
+
+Threads: the informers (in ``ClusterCache``) call ``_on_event``; one scheduling loop makes
+decisions one at a time under the cache lock (Reserve included, so the next decision already sees
+the devices); a pool runs binding cycles (API writes) concurrently; a maintenance thread frees the
+claims of finished pods and repairs orphans. Only the leader writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdqueue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ..cluster import ClusterCache
+from ..core.objects import Obj, as_dict, is_terminating, name, namespace, parse_time, spec, status, uid
+from ..core.scheduler import SCHEDULED, UNSCHEDULABLE, Decision, Scheduler
+from ..core.state import allocated_devices
+from ..kube.client import ApiError, KubeClient
+from ..kube.leader import LeaderElector
+from .binder import WRITER_ANNOTATION, Binder, BindError, NotLeader, Written
+from .cleanup import Cleaner, is_special, pod_is_done, special_claim_name
+from .events import EventRecorder, set_unschedulable
+from .metrics import WorkerMetrics
+from .queue import SchedulingQueue
+
+log = logging.getLogger("draxr.worker")
+
+
+@dataclass
+class WorkerConfig:
+    scheduler_name: str = "draxr"
+    policy: str = "binpack"
+    bind_workers: int = 8
+    orphan_interval: float = 60.0
+    identity: str = socket.gethostname()
+
+
+def _key(pod: Obj) -> str:
+    return f"{namespace(pod)}/{name(pod)}"
+
+
+class Worker:
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: ClusterCache,
+        config: WorkerConfig,
+        metrics: WorkerMetrics,
+        leader: LeaderElector | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.config = config
+        self.metrics = metrics
+        self.leader = leader
+        self.queue = SchedulingQueue(clock)
+        self.scheduler = Scheduler(cache.state, config.policy)
+        self.binder = Binder(client, config.scheduler_name, self.is_leader, metrics.on_claim)
+        self.cleaner = Cleaner(client, self.binder)
+        self.events = EventRecorder(client, config.scheduler_name, config.identity)
+        self._cleanup: stdqueue.Queue[tuple[str, str, str]] = stdqueue.Queue()
+        self._pending_tokens: dict[str, set[tuple[str, str]]] = {}
+        self._stop = threading.Event()
+        self._leading = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
+        self.bound = 0
+        if leader is None:
+            self._leading.set()
+        cache.subscribe(self._on_event)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.leader is None or self.leader.is_leader()
+
+    def on_leadership(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        if leading:
+            self._leading.set()
+            self.resync()
+        else:
+            self._leading.clear()
+
+    def start(self) -> Worker:
+        for target, tname in ((self._schedule_loop, "schedule"), (self._maintenance_loop, "maintenance")):
+            t = threading.Thread(target=target, name=tname, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._leading.set()
+        self.queue.close()
+        for t in self._threads:
+            t.join(timeout=10)
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+    def resync(self) -> None:
+        """Queue every pending pod and every finished pod's claim (after start or leadership)."""
+        with self.cache.lock:
+            pods = list(self.cache.pods.values())
+        for pod in pods:
+            self._on_event("Pod", "MODIFIED", pod)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def is_ours(self, pod: Obj) -> bool:
+        s = spec(pod)
+        return (
+            s.get("schedulerName") == self.config.scheduler_name
+            and not s.get("nodeName")
+            and not is_terminating(pod)
+            and status(pod).get("phase") in (None, "", "Pending")
+            and not s.get("schedulingGates")
+        )
+
+    def _on_event(self, kind: str, etype: str, obj: Obj) -> None:
+        if kind == "Pod":
+            self._on_pod(etype, obj)
+        elif kind == "ResourceClaim":
+            self._on_claim(etype, obj)
+            if etype == "DELETED" or not as_dict(status(obj).get("allocation")):
+                self.queue.cluster_changed()
+        else:
+            self.queue.cluster_changed()
+
+    def _on_pod(self, etype: str, pod: Obj) -> None:
+        pod_uid = uid(pod)
+        if etype != "DELETED" and self.is_ours(pod):
+            prio = spec(pod).get("priority")
+            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, _key(pod))
+            return
+        self.queue.remove(pod_uid)
+        gone = etype == "DELETED" or pod_is_done(pod)
+        if gone:
+            claim_name = special_claim_name(pod)
+            if claim_name is None:
+                with self.cache.lock:
+                    claim = self.cache.state.special_claim_for(pod)
+                claim_name = name(claim) if claim is not None else None
+            if claim_name is not None:
+                self._cleanup.put((namespace(pod), claim_name, pod_uid))
+            if spec(pod).get("nodeName"):
+                self.queue.cluster_changed()
+
+    def _on_claim(self, etype: str, claim: Obj) -> None:
+        if etype == "DELETED" or not allocated_devices(claim):
+            return
+        key = (namespace(claim), name(claim))
+        done: list[str] = []
+        with self.cache.lock:
+            for token, keys in self._pending_tokens.items():
+                keys.discard(key)
+                if not keys:
+                    done.append(token)
+            for token in done:
+                del self._pending_tokens[token]
+                self.cache.state.release_devices(token)
+
+    # -- scheduling -----------------------------------------------------------------------------
+
+    def _schedule_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._leading.wait(timeout=0.5):
+                continue
+            entry = self.queue.pop(timeout=0.5)
+            if entry is None:
+                continue
+            try:
+                self.schedule_one(entry.uid)
+            except Exception:  # one pod must never stop the loop
+                log.exception("scheduling attempt crashed", extra={"pod": entry.key})
+                self.queue.failed(entry.uid)
+
+    def schedule_one(self, pod_uid: str) -> Decision | None:
+        pod = self.cache.pod(pod_uid)
+        if pod is None or not self.is_ours(pod):
+            self.queue.done(pod_uid)
+            return None
+        if not self.is_leader():
+            self.queue.failed(pod_uid, retry_now=True)
+            return None
+        started = time.perf_counter()
+        reuse: Obj | None = None
+        with self.cache.lock:
+            existing = self.cache.state.special_claim_for(pod)
+            ours = (
+                existing is not None
+                and existing.get("metadata", {}).get("annotations", {}).get(WRITER_ANNOTATION)
+                == self.config.scheduler_name
+            )
+            decision: Decision | None = None
+            if existing is not None and ours and as_dict(status(existing).get("allocation")):
+                decision = self.scheduler.resume(pod, existing)
+            elif existing is not None and ours:
+                reuse = existing
+            if decision is None:
+                decision = self.scheduler.schedule(pod, ignore_claim=reuse is not None)
+            token = self.scheduler.reserve(decision) if decision.status == SCHEDULED else None
+        self.metrics.attempt_duration.observe(time.perf_counter() - started)
+        self.metrics.attempts.labels(decision.status.lower()).inc()
+        if decision.status == SCHEDULED:
+            assert token is not None
+            self._pool.submit(self._binding_cycle, pod, decision, token, reuse)
+        elif decision.stale_claim is not None:
+            self._post_filter(pod, decision.stale_claim)
+        else:
+            self._unschedulable(pod, decision)
+        return decision
+
+    def _post_filter(self, pod: Obj, claim: Obj) -> None:
+        """A special claim from an earlier cycle blocks the pod: delete it and retry at once."""
+        try:
+            self.binder.delete_claim(namespace(claim), name(claim), uid(claim))
+            with self.cache.lock:
+                self.cache.state.remove_claim(namespace(claim), name(claim))
+            log.info("deletion of ResourceClaim completed", extra={"pod": _key(pod), "claim": name(claim)})
+            self.queue.failed(uid(pod), retry_now=True)
+        except (ApiError, BindError, NotLeader) as e:
+            log.warning("PostFilter: %s", e, extra={"pod": _key(pod), "claim": name(claim)})
+            self.queue.failed(uid(pod))
+
+    def _unschedulable(self, pod: Obj, decision: Decision) -> None:
+        reason = "Unschedulable" if decision.status == UNSCHEDULABLE else "SchedulerError"
+        delay = self.queue.failed(uid(pod))
+        log.info(
+            "pod unschedulable",
+            extra={"pod": _key(pod), "reason": decision.message, "attempt": f"backoff {delay:.0f}s"},
+        )
+        if not self.is_leader():
+            return
+        try:
+            set_unschedulable(self.client, pod, reason, decision.message)
+        except ApiError as e:
+            log.warning("set PodScheduled=False: %s", e, extra={"pod": _key(pod)})
+        self.events.event(pod, "Warning", "FailedScheduling", decision.message)
+
+    # -- binding cycle --------------------------------------------------------------------------
+
+    def _binding_cycle(self, pod: Obj, decision: Decision, token: str, reuse: Obj | None) -> None:
+        written = Written()
+        assert decision.node is not None
+        try:
+            self.binder.prebind(pod, decision, written, reuse)
+            self.binder.bind(pod, decision.node)
+        except Exception as e:
+            msg = str(e)
+            log.warning("binding cycle failed", extra={"pod": _key(pod), "node": decision.node, "error": msg})
+            self.binder.unreserve(pod, written)
+            with self.cache.lock:
+                self.scheduler.unreserve(decision, token)
+            self.metrics.attempts.labels("bind_error").inc()
+            if isinstance(e, NotLeader):
+                self.queue.failed(uid(pod), retry_now=True)
+            else:
+                self.queue.failed(uid(pod))
+            return
+        claim = written.special_claim or written.reused_claim
+        with self.cache.lock:
+            keys = set(written.claim_keys)
+            for key in list(keys):
+                cached = self.cache.state.claims.get(key)
+                if cached is not None and allocated_devices(cached):
+                    keys.discard(key)
+            if keys:
+                self._pending_tokens[token] = keys
+            else:
+                self.cache.state.release_devices(token)
+        self.queue.done(uid(pod))
+        self.bound += 1
+        created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
+        if created.year > 1970:
+            self.metrics.e2e.observe(max((datetime.now(UTC) - created).total_seconds(), 0.0))
+        log.info(
+            "bound",
+            extra={
+                "pod": _key(pod),
+                "node": decision.node,
+                "claim": name(claim) if claim is not None else None,
+            },
+        )
+        self.events.event(pod, "Normal", "Scheduled", f"Successfully assigned {_key(pod)} to {decision.node}")
+
+    # -- maintenance ----------------------------------------------------------------------------
+
+    def _maintenance_loop(self) -> None:
+        next_repair = time.monotonic() + self.config.orphan_interval
+        while not self._stop.is_set():
+            try:
+                item = self._cleanup.get(timeout=0.5)
+            except stdqueue.Empty:
+                item = None
+            if item is not None and self.is_leader():
+                ns, claim_name, pod_uid = item
+                if not self.cleaner.release(ns, claim_name, pod_uid):
+                    self._retry_later(item)
+            if time.monotonic() >= next_repair:
+                next_repair = time.monotonic() + self.config.orphan_interval
+                if self.is_leader():
+                    self.repair_orphans()
+
+    def _retry_later(self, item: tuple[str, str, str]) -> None:
+        timer = threading.Timer(2.0, self._cleanup.put, args=(item,))
+        timer.daemon = True
+        timer.start()
+
+    def repair_orphans(self) -> int:
+        with self.cache.lock:
+            claims = [c for c in self.cache.state.claims.values() if is_special(c)]
+            pods = dict(self.cache.pods)
+        return self.cleaner.repair(claims, pods.get)
