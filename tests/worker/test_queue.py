@@ -1,0 +1,99 @@
+"""The scheduling queue: priority, arrival order, backoff and requeue on cluster events."""
+
+from __future__ import annotations
+
+import threading
+
+from webhook.worker.queue import SchedulingQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_priority_then_arrival() -> None:
+    q = SchedulingQueue(Clock())
+    q.add("a", 0)
+    q.add("b", 10)
+    q.add("c", 0)
+    q.add("d", 10)
+    assert [q.pop(0).uid for _ in range(4)] == ["b", "d", "a", "c"]  # type: ignore[union-attr]
+    assert q.pop(0) is None
+
+
+def test_failed_pod_waits_for_a_cluster_change_then_backs_off() -> None:
+    clock = Clock()
+    q = SchedulingQueue(clock)
+    q.add("p")
+    assert q.pop(0).uid == "p"  # type: ignore[union-attr]
+    assert q.failed("p") == 1.0
+    assert q.pop(0) is None  # unschedulable: nothing changed yet
+    assert q.depth()["unschedulable"] == 1
+    q.cluster_changed()
+    assert q.pop(0) is None  # still backing off (1 s)
+    clock.now += 1.0
+    assert q.pop(0).uid == "p"  # type: ignore[union-attr]
+    assert q.failed("p") == 2.0  # doubling
+    for expected in (4.0, 8.0, 16.0, 32.0, 60.0, 60.0):
+        q.cluster_changed()
+        clock.now += 100
+        assert q.pop(0) is not None
+        assert q.failed("p") == expected
+
+
+def test_event_during_an_attempt_is_not_lost() -> None:
+    clock = Clock()
+    q = SchedulingQueue(clock)
+    q.add("p")
+    q.pop(0)
+    q.cluster_changed()  # a slice appeared while "p" was being scheduled
+    q.failed("p")
+    clock.now += 1.0
+    assert q.pop(0).uid == "p"  # type: ignore[union-attr]
+
+
+def test_retry_now_skips_backoff() -> None:
+    q = SchedulingQueue(Clock())
+    q.add("p")
+    q.pop(0)
+    q.failed("p", retry_now=True)
+    assert q.pop(0).uid == "p"  # type: ignore[union-attr]
+
+
+def test_remove_and_done_forget_the_pod() -> None:
+    q = SchedulingQueue(Clock())
+    q.add("a")
+    q.add("b")
+    q.remove("a")
+    assert q.pop(0).uid == "b"  # type: ignore[union-attr]
+    q.done("b")
+    q.cluster_changed()
+    assert q.pop(0) is None
+    assert len(q) == 0
+
+
+def test_pop_blocks_until_a_pod_arrives_and_close_wakes_it() -> None:
+    q = SchedulingQueue()
+    got: list[str | None] = []
+    ready = threading.Event()
+
+    def consumer() -> None:
+        ready.set()
+        e = q.pop(timeout=10)
+        got.append(e.uid if e else None)
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    ready.wait()
+    q.add("x")
+    t.join(10)
+    assert got == ["x"]
+    t2 = threading.Thread(target=lambda: got.append(None if q.pop(timeout=10) is None else "y"))
+    t2.start()
+    q.close()
+    t2.join(10)
+    assert got == ["x", None]
