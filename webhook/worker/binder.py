@@ -82,12 +82,14 @@ class Binder:
         for uc in decision.user_claims:
             allocation = uc.allocation.to_api() if uc.allocation is not None else None
             ns, cname = namespace(uc.claim), name(uc.claim)
-            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim))
+            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=uc.claim)
             written.user_claims.append((ns, cname, allocation is not None))
         allocation = decision.special_allocation()
         if allocation is not None:
             claim = self._special_claim(pod, decision, written, reuse or decision.resumed)
-            self._update_claim_status(namespace(claim), name(claim), pod, allocation, expected_uid=uid(claim))
+            self._update_claim_status(
+                namespace(claim), name(claim), pod, allocation, expected_uid=uid(claim), known=claim
+            )
             self._patch_pod_status(pod, extended_resource_claim_status(name(claim), decision.mappings))
             written.pod_status = True
 
@@ -141,10 +143,20 @@ class Binder:
             raise BindError(f"get claim {ns}/{cname}: {e.message}") from e
 
     def _update_claim_status(
-        self, ns: str, cname: str, pod: Obj, allocation: Obj | None, expected_uid: str
+        self,
+        ns: str,
+        cname: str,
+        pod: Obj,
+        allocation: Obj | None,
+        expected_uid: str,
+        known: Obj | None = None,
     ) -> None:
-        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict."""
-        claim = self._get_claim(ns, cname)
+        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict.
+
+        ``known`` is the newest copy we hold (the POST answer, or the cache's): an up-to-date one
+        saves a read, a stale one costs a 409 and a fresh read.
+        """
+        claim = copy.deepcopy(known) if known is not None else self._get_claim(ns, cname)
         for _ in range(CONFLICT_RETRIES):
             if expected_uid and uid(claim) != expected_uid:
                 raise BindError(f"claim {ns}/{cname} got deleted in the meantime")

@@ -139,7 +139,7 @@ class SchedulingQueue:
             if entry is None:
                 return 0.0
             entry.attempts += 1
-            delay = min(self.initial_backoff * float(2 ** (entry.attempts - 1)), self.max_backoff)
+            delay = min(self.initial_backoff * float(2 ** min(entry.attempts - 1, 32)), self.max_backoff)
             entry.backoff_until = self._clock() + delay
             moved = uid in self._moved_while_in_flight
             self._moved_while_in_flight.discard(uid)
@@ -152,6 +152,16 @@ class SchedulingQueue:
                 self._unschedulable.add(uid)
             self._cond.notify_all()
             return delay
+
+    def requeue(self, uid: str) -> None:
+        """Give the pod back untouched (no attempt counted): this process may not schedule now."""
+        with self._cond:
+            self._in_flight.discard(uid)
+            self._moved_while_in_flight.discard(uid)
+            entry = self._entries.get(uid)
+            if entry is not None:
+                self._push_active(entry)
+                self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

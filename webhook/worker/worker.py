@@ -73,8 +73,6 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
         self.bound = 0
-        if leader is None:
-            self._leading.set()
         cache.subscribe(self._on_event)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -91,6 +89,8 @@ class Worker:
             self._leading.clear()
 
     def start(self) -> Worker:
+        if self.leader is None:
+            self._leading.set()
         for target, tname in ((self._schedule_loop, "schedule"), (self._maintenance_loop, "maintenance")):
             t = threading.Thread(target=target, name=tname, daemon=True)
             t.start()
@@ -173,6 +173,9 @@ class Worker:
         while not self._stop.is_set():
             if not self._leading.wait(timeout=0.5):
                 continue
+            if not self.is_leader():  # the fence dropped before the elector noticed: do not pop
+                self._stop.wait(0.2)
+                continue
             entry = self.queue.pop(timeout=0.5)
             if entry is None:
                 continue
@@ -188,7 +191,7 @@ class Worker:
             self.queue.done(pod_uid)
             return None
         if not self.is_leader():
-            self.queue.failed(pod_uid, retry_now=True)
+            self.queue.requeue(pod_uid)
             return None
         started = time.perf_counter()
         reuse: Obj | None = None
@@ -261,7 +264,7 @@ class Worker:
                 self.scheduler.unreserve(decision, token)
             self.metrics.attempts.labels("bind_error").inc()
             if isinstance(e, NotLeader):
-                self.queue.failed(uid(pod), retry_now=True)
+                self.queue.requeue(uid(pod))
             else:
                 self.queue.failed(uid(pod))
             return
