@@ -161,6 +161,14 @@ class Process:
             self.leader.stop(release=True)
         self.cache.stop()
 
+    def kill(self) -> None:
+        """Stop as if the process died: no lease release, no cleanup writes (tests, failover)."""
+        if self.leader is not None:
+            self.leader.stop(release=False)
+        if self.worker is not None:
+            self.worker.stop()
+        self.cache.stop()
+
     def build_server(self, sock: socket.socket | None = None) -> uvicorn.Server:
         kwargs: dict[str, Any] = {
             "host": self.opts.host,

@@ -7,11 +7,13 @@ engine works on dicts. Configuration, authentication and TLS still come from the
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
 import kubernetes
+import urllib3
 from kubernetes.watch.watch import iter_resp_lines
 
 from .ratelimit import TokenBucket
@@ -34,6 +36,13 @@ class ApiError(Exception):
         self.reason = str(body.get("reason", "")) if isinstance(body, dict) else ""
         self.message = str(body.get("message", "")) if isinstance(body, dict) else str(body)
         super().__init__(f"{verb} {path}: {status} {self.reason}: {self.message}".strip())
+
+    retry_after: float = 0.0
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying as is: throttled, a server-side error, or no answer at all."""
+        return self.status in (0, 429, 500, 502, 503, 504)
 
     @property
     def not_found(self) -> bool:
@@ -58,12 +67,14 @@ class KubeClient:
         field_manager: str = "draxr",
         hook: RequestHook | None = None,
         timeout: float = 30.0,
+        retries: int = 4,
     ) -> None:
         self.api = api_client
         self.writes = TokenBucket(qps, burst)
         self.field_manager = field_manager
         self.hook = hook
         self.timeout = timeout
+        self.retries = retries
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeClient:
@@ -82,13 +93,30 @@ class KubeClient:
                 kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                     client_configuration=configuration
                 )
+        # Informers hold one connection each and binding cycles run in parallel.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
         api = kubernetes.client.ApiClient(configuration)
         api.user_agent = "draxr"
         return cls(api, **kwargs)
 
     # -- transport ---------------------------------------------------------------------------
 
-    def request(
+    def request(self, verb: str, path: str, **kwargs: Any) -> Any:
+        """One API call; transient failures (429, 5xx, a broken connection) are retried a few
+        times with a short exponential backoff, as client-go's rest client does for throttling."""
+        delay = 0.05
+        for attempt in range(self.retries + 1):
+            try:
+                return self._request_once(verb, path, **kwargs)
+            except ApiError as e:
+                if not e.transient or attempt == self.retries:
+                    raise
+                wait = min(max(delay, e.retry_after), 1.0)
+            time.sleep(wait)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def _request_once(
         self,
         verb: str,
         path: str,
@@ -121,11 +149,16 @@ class KubeClient:
             status = int(e.status or 0)
             self._record(verb, resource, status)
             raise ApiError(status, _json_or_text(e.body), verb, path) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:  # refused, reset, timed out
+            self._record(verb, resource, 0)
+            raise ApiError(0, {"message": f"{type(e).__name__}: {e}"}, verb, path) from None
         status = int(resp.status)
         if status >= 400:
             data = resp.read()
             self._record(verb, resource, status)
-            raise ApiError(status, _json_or_text(data), verb, path)
+            err = ApiError(status, _json_or_text(data), verb, path)
+            err.retry_after = _retry_after(resp.getheader("Retry-After"))
+            raise err
         self._record(verb, resource, status)
         if stream:
             return resp
@@ -279,6 +312,13 @@ class WatchStream:
             raw.release_conn()
         except Exception:  # closing a socket that another thread reads from may race; harmless
             pass
+
+
+def _retry_after(value: Any) -> float:
+    try:
+        return float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _label(res: Resource, subresource: str | None) -> str:

@@ -60,6 +60,10 @@ class Written:
 
 
 class Binder:
+    #: Called after each completed step ("claim-created", "claim-allocated", "pod-status", "bound"):
+    #: a tracing point, and where the crash-recovery tests stop a cycle dead.
+    observer: Callable[[str, Obj], None] | None = None
+
     def __init__(
         self,
         client: KubeClient,
@@ -71,6 +75,10 @@ class Binder:
         self.scheduler_name = scheduler_name
         self.fence = fence
         self.on_claim = on_claim or (lambda op, ok: None)
+
+    def _observe(self, step: str, pod: Obj) -> None:
+        if self.observer is not None:
+            self.observer(step, pod)
 
     def _check(self) -> None:
         if not self.fence():
@@ -90,8 +98,10 @@ class Binder:
             self._update_claim_status(
                 namespace(claim), name(claim), pod, allocation, expected_uid=uid(claim), known=claim
             )
+            self._observe("claim-allocated", pod)
             self._patch_pod_status(pod, extended_resource_claim_status(name(claim), decision.mappings))
             written.pod_status = True
+            self._observe("pod-status", pod)
 
     def _special_claim(self, pod: Obj, decision: Decision, written: Written, reuse: Obj | None) -> Obj:
         if reuse is not None and _requests(reuse) == decision.requests:
@@ -103,9 +113,9 @@ class Binder:
             self.delete_claim(namespace(reuse), name(reuse), uid(reuse))
         body = special_claim(pod, decision.requests)
         body["metadata"]["annotations"][WRITER_ANNOTATION] = self.scheduler_name
-        self._check()
         try:
-            created = self.client.create(RESOURCE_CLAIMS, body, namespace(pod))
+            # A 409 on create means a generated name collided: ask again for another one.
+            created = self._retry_conflicts(lambda: self.client.create(RESOURCE_CLAIMS, body, namespace(pod)))
         except ApiError as e:
             self.on_claim("create", False)
             raise BindError(
@@ -114,7 +124,18 @@ class Binder:
             ) from e
         self.on_claim("create", True)
         written.special_claim = created
+        self._observe("claim-created", pod)
         return created
+
+    def _retry_conflicts(self, call: Callable[[], Obj]) -> Obj:
+        for attempt in range(CONFLICT_RETRIES):
+            self._check()
+            try:
+                return call()
+            except ApiError as e:
+                if not e.conflict or attempt == CONFLICT_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _ensure_finalizer(self, claim: Obj) -> Obj:
         for _ in range(CONFLICT_RETRIES):
@@ -194,15 +215,17 @@ class Binder:
             )
         if status(pod).get("extendedResourceClaimStatus") == erc_status:
             return
-        self._check()
         try:
-            self.client.patch(
-                PODS,
-                name(pod),
-                {"status": {"extendedResourceClaimStatus": erc_status}},
-                namespace=namespace(pod),
-                subresource="status",
-                patch_type=MERGE_PATCH,
+            # A merge patch carries no resourceVersion, so a conflict is safe to retry as is.
+            self._retry_conflicts(
+                lambda: self.client.patch(
+                    PODS,
+                    name(pod),
+                    {"status": {"extendedResourceClaimStatus": erc_status}},
+                    namespace=namespace(pod),
+                    subresource="status",
+                    patch_type=MERGE_PATCH,
+                )
             )
         except ApiError as e:
             raise BindError(
@@ -212,15 +235,22 @@ class Binder:
     # -- Bind ------------------------------------------------------------------------------------
 
     def bind(self, pod: Obj, node: str) -> None:
-        self._check()
-        try:
-            self.client.bind(namespace(pod), name(pod), uid(pod), node)
-        except ApiError as e:
-            if e.conflict:
+        for _ in range(CONFLICT_RETRIES):
+            self._check()
+            try:
+                self.client.bind(namespace(pod), name(pod), uid(pod), node)
+                break
+            except ApiError as e:
+                if not e.conflict:
+                    raise BindError(f"binding rejected: {e.message}") from e
                 current = self._current_node(pod)
                 if current == node:
-                    return  # a previous attempt's binding went through
-            raise BindError(f"binding rejected: {e.message}") from e
+                    break  # an earlier attempt's binding went through
+                if current is not None:
+                    raise BindError(f"binding rejected: pod is already assigned to node {current}") from e
+        else:
+            raise BindError("binding rejected: too many conflicts")
+        self._observe("bound", pod)
 
     def _current_node(self, pod: Obj) -> str | None:
         try:

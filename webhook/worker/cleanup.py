@@ -32,6 +32,12 @@ def special_claim_name(pod: Obj) -> str | None:
     return n if isinstance(n, str) and n else None
 
 
+def superseded(pod: Obj, claim: Obj) -> bool:
+    """A bound pod uses the claim its ``extendedResourceClaimStatus`` names (written before the
+    binding); any other special claim it owns is a leftover of a failed binding cycle."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and special_claim_name(pod) != name(claim)
+
+
 def is_special(claim: Obj) -> bool:
     return annotations_of(claim).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
 
@@ -42,7 +48,8 @@ class Cleaner:
         self.binder = binder
 
     def release(self, ns: str, claim_name: str, pod_uid: str) -> bool:
-        """Free one special claim of a finished or deleted pod. True when nothing is left."""
+        """Free one special claim of a finished or deleted pod (or one its bound pod does not use).
+        True when nothing is left."""
         try:
             claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True)
             if claim is None:
@@ -62,7 +69,9 @@ class Cleaner:
             return False
 
     def orphans(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> list[Obj]:
-        """Special claims whose controller pod is gone (by uid) or finished."""
+        """Special claims whose controller pod is gone (by uid) or finished, and claims a bound pod
+        does not use (left behind by a binding cycle that failed half-way: the pod's
+        ``extendedResourceClaimStatus``, written before the binding, names the one it uses)."""
         out: list[Obj] = []
         for claim in claims:
             if not is_special(claim):
@@ -71,18 +80,18 @@ class Cleaner:
             if owner is None or owner.get("kind") != "Pod":
                 continue
             pod = pod_exists(str(owner.get("uid", "")))
-            if pod is None or pod_is_done(pod):
+            if pod is None or pod_is_done(pod) or superseded(pod, claim):
                 out.append(claim)
         return out
 
     def confirm_gone(self, claim: Obj) -> bool:
-        """Ask the API, not the cache, before treating an owner as gone."""
+        """Ask the API, not the cache, before treating a claim as unused."""
         owner = controller_ref(claim) or {}
         try:
             pod = self.client.get(PODS, str(owner.get("name", "")), namespace(claim))
         except ApiError as e:
             return e.not_found
-        return uid(pod) != owner.get("uid") or pod_is_done(pod)
+        return uid(pod) != owner.get("uid") or pod_is_done(pod) or superseded(pod, claim)
 
     def repair(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> int:
         repaired = 0

@@ -128,10 +128,10 @@ class SchedulingQueue:
             self._moved_while_in_flight.discard(uid)
             self._entries.pop(uid, None)
 
-    def failed(self, uid: str, *, retry_now: bool = False) -> float:
-        """The attempt failed: back off, and wait for a cluster change unless one came meanwhile.
-
-        Returns the backoff in seconds.
+    def failed(self, uid: str, *, retry_now: bool = False, unschedulable: bool = True) -> float:
+        """The attempt failed: back off. An unschedulable pod also waits for a cluster change
+        (unless one came meanwhile); other failures (a binding cycle that hit an API error) are
+        retried when the backoff ends. Returns the backoff in seconds.
         """
         with self._cond:
             self._in_flight.discard(uid)
@@ -146,7 +146,7 @@ class SchedulingQueue:
             if retry_now:
                 entry.backoff_until = 0.0
                 self._activate_or_backoff(entry)
-            elif moved:
+            elif moved or not unschedulable:
                 self._activate_or_backoff(entry)
             else:
                 self._unschedulable.add(uid)

@@ -183,7 +183,7 @@ class Worker:
                 self.schedule_one(entry.uid)
             except Exception:  # one pod must never stop the loop
                 log.exception("scheduling attempt crashed", extra={"pod": entry.key})
-                self.queue.failed(entry.uid)
+                self.queue.failed(entry.uid, unschedulable=False)
 
     def schedule_one(self, pod_uid: str) -> Decision | None:
         pod = self.cache.pod(pod_uid)
@@ -231,11 +231,12 @@ class Worker:
             self.queue.failed(uid(pod), retry_now=True)
         except (ApiError, BindError, NotLeader) as e:
             log.warning("PostFilter: %s", e, extra={"pod": _key(pod), "claim": name(claim)})
-            self.queue.failed(uid(pod))
+            self.queue.failed(uid(pod), unschedulable=False)
 
     def _unschedulable(self, pod: Obj, decision: Decision) -> None:
         reason = "Unschedulable" if decision.status == UNSCHEDULABLE else "SchedulerError"
-        delay = self.queue.failed(uid(pod))
+        # Errors (a CEL runtime error, say) go back after the backoff, as in kube-scheduler.
+        delay = self.queue.failed(uid(pod), unschedulable=decision.status == UNSCHEDULABLE)
         log.info(
             "pod unschedulable",
             extra={"pod": _key(pod), "reason": decision.message, "attempt": f"backoff {delay:.0f}s"},
@@ -266,7 +267,7 @@ class Worker:
             if isinstance(e, NotLeader):
                 self.queue.requeue(uid(pod))
             else:
-                self.queue.failed(uid(pod))
+                self.queue.failed(uid(pod), unschedulable=False)
             return
         claim = written.special_claim or written.reused_claim
         with self.cache.lock:
