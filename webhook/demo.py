@@ -1,16 +1,231 @@
-"""``draxr demo``: the KEP-5004 example end to end (placeholder: plans the embedded example)."""
+"""``draxr demo``: the whole system on the embedded KEP-5004 example, in one process.
+
+The API emulator plays kube-apiserver. draxr's webhook runs over real TLS (certificates made on the
+fly) and is registered through the very webhook configurations ``draxr manifests`` renders, so the
+emulator calls it as kube-apiserver would; the worker talks to the emulator with the official
+client. The example's nodes, DeviceClass and ResourceSlice are created through the API, then the
+``demo`` Deployment's pods, with no scheduler name: the mutating webhook routes them to draxr.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+import contextlib
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
 
 from . import __version__
+from .certs import ensure_certs, load_ca_bundle
+from .core.objects import Obj, as_dict, name, namespace
+from .kube.client import KubeClient
+from .kube.resources import BY_PLURAL
+from .loader import expand_workloads, load_paths
+from .manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
+from .serve import Process, ServeOptions, default_writers
+
+WORKER_USER = f"system:serviceaccount:{DEFAULT_NAMESPACE}:draxr-worker"
+RESOURCE_OF = {
+    "Node": "nodes",
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+}
+
+
+def _say(out: TextIO, text: str = "") -> None:
+    out.write(text + "\n")
+    out.flush()
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def _create(api: KubeClient, obj: Obj) -> None:
+    kind = str(obj.get("kind"))
+    res = BY_PLURAL[RESOURCE_OF[kind]]
+    body = {k: v for k, v in obj.items() if k != "status"}
+    created = api.create(res, body, namespace(obj) or None)
+    if obj.get("status"):
+        created["status"] = obj["status"]
+        api.update(res, created, subresource="status")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .cli import examples_dir
-    from .plan import run as plan
+    from .emulator import Emulator
 
-    out.write(f"draxr {__version__}: planning the KEP-5004 example in {examples_dir()}\n\n")
-    return plan([examples_dir()], "table", "binpack", out, err)
+    timeout = float(getattr(args, "timeout", 60.0))
+    started = time.monotonic()
+    _say(out, f"draxr {__version__} demo: KEP-5004 on an emulated cluster ({examples_dir()})")
+    tokens = {
+        "worker": (WORKER_USER, ["system:serviceaccounts"]),
+        "admin": ("admin", ["system:masters"]),
+        "dev": ("dev", ["developers"]),
+    }
+    with Emulator(tokens=tokens) as em, tempfile.TemporaryDirectory() as tmp:
+        certs = Path(tmp) / "certs"
+        ensure_certs(certs, WEBHOOK, DEFAULT_NAMESPACE)
+        _say(
+            out,
+            f"[1/5] API emulator on {em.url}; TLS certificates for {WEBHOOK}.{DEFAULT_NAMESPACE}.svc made",
+        )
+        em.create("namespaces", {"metadata": {"name": DEFAULT_NAMESPACE}})
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        port = sock.getsockname()[1]
+        proc = Process(
+            ServeOptions(
+                port=port,
+                host="127.0.0.1",
+                cert_dir=certs,
+                kubeconfig=str(em.kubeconfig(Path(tmp) / "kc", "worker")),
+                leader_elect=True,
+                identity="draxr-demo",
+                allowed_writers=default_writers(),
+            )
+        )
+        try:
+            proc.start_background()
+            proc.serve_in_thread(sock)
+            em.set_service(DEFAULT_NAMESPACE, WEBHOOK, "127.0.0.1", port)
+            admin = KubeClient(em.api_client("admin"))
+            for cfg in webhook_configurations(DEFAULT_NAMESPACE, load_ca_bundle(certs / "ca.crt")):
+                res = BY_PLURAL.get(cfg["kind"].lower() + "s")
+                admin.request(
+                    "create",
+                    f"/apis/admissionregistration.k8s.io/v1/{cfg['kind'].lower()}s",
+                    body=cfg,
+                    resource=res.plural if res else "webhookconfigurations",
+                )
+            _say(
+                out,
+                f"[2/5] draxr serve (webhook + worker) on https://127.0.0.1:{port}, registered as "
+                "admission webhooks from `draxr manifests`",
+            )
+            objects = expand_workloads([item.obj for item in load_paths([examples_dir()])])
+            pods = [o for o in objects if o.get("kind") == "Pod"]
+            for o in objects:
+                if o.get("kind") in RESOURCE_OF:
+                    _create(admin, o)
+            proc.cache.wait_synced(("Node", "DeviceClass", "ResourceSlice"), timeout=10)
+            em.wait_for(lambda: len(proc.cache.state.slices) >= 1 and proc.cache.state.classes.classes(), 10)
+            _say(
+                out,
+                "[3/5] created through the API: "
+                + ", ".join(f"{o['kind']} {name(o)}" for o in objects if o.get("kind") in RESOURCE_OF),
+            )
+            dev = KubeClient(em.api_client("dev"))
+            routed = 0
+            for p in pods:
+                body = {k: v for k, v in p.items() if k != "status"}
+                body["metadata"] = {k: v for k, v in as_dict(p.get("metadata")).items() if k != "uid"}
+                created = dev.create(BY_PLURAL["pods"], body, namespace(p))
+                if created["spec"].get("schedulerName") == "draxr":
+                    routed += 1
+            _say(
+                out,
+                f"[4/5] created {len(pods)} pods of Deployment demo as user 'dev'; the mutating webhook "
+                f"routed {routed} to schedulerName=draxr",
+            )
+            code = _wait(em, out, [name(p) for p in pods], started + timeout)
+            _report(em, out)
+            elapsed = time.monotonic() - started
+            _say(out, f"done in {elapsed:.1f}s" + ("" if code == 0 else " (not every pod was bound)"))
+            return code
+        finally:
+            proc.stop()
+            sock.close()
+
+
+def _wait(em: Any, out: TextIO, names: list[str], deadline: float) -> int:
+    last = -1
+    while True:
+        pods = {p["metadata"]["name"]: p for p in em.list("pods", "default")}
+        bound = sum(1 for n in names if pods.get(n, {}).get("spec", {}).get("nodeName"))
+        if bound != last:
+            _say(out, f"      waiting for bindings: {bound}/{len(names)} bound")
+            last = bound
+        if bound == len(names):
+            _say(out, "[5/5] every pod is bound")
+            return 0
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            _say(out, "[5/5] gave up waiting")
+            return 1
+        with contextlib.suppress(TimeoutError):
+            em.wait_for(lambda seen=bound: _count(em, names) != seen, min(remaining, 2.0))
+
+
+def _count(em: Any, names: list[str]) -> int:
+    pods = {p["metadata"]["name"]: p for p in em.list("pods", "default")}
+    return sum(1 for n in names if pods.get(n, {}).get("spec", {}).get("nodeName"))
+
+
+def _report(em: Any, out: TextIO) -> None:
+    pods = sorted(em.list("pods", "default"), key=lambda p: p["metadata"]["name"])
+    claims = {c["metadata"]["name"]: c for c in em.list("resourceclaims", "default")}
+    rows = [["POD", "NODE", "DEVICES / WHY IT WAITS"]]
+    for p in pods:
+        erc = (p.get("status") or {}).get("extendedResourceClaimStatus")
+        if erc and erc.get("resourceClaimName") in claims:
+            alloc = claims[erc["resourceClaimName"]]["status"]["allocation"]["devices"]["results"]
+            what = ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in alloc)
+        elif p["spec"].get("nodeName"):
+            what = "example.com/gpu from the device plugin"
+        else:
+            conds = [
+                c for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"
+            ]
+            what = conds[0].get("message", "pending") if conds else "pending"
+        rows.append([p["metadata"]["name"], p["spec"].get("nodeName") or "<pending>", what])
+    _say(out, "\nPods:")
+    _say(out, _table(rows))
+    _say(out, "\nSpecial ResourceClaims (annotation resource.kubernetes.io/extended-resource-claim=true):")
+    rows = [["CLAIM", "OWNER", "REQUESTS", "ALLOCATED", "RESERVED FOR"]]
+    for cname, c in sorted(claims.items()):
+        reqs = ", ".join(
+            f"{r['name']}={r['exactly']['deviceClassName']}x{r['exactly'].get('count', 1)}"
+            for r in c["spec"]["devices"]["requests"]
+        )
+        alloc = ", ".join(r["device"] for r in c["status"]["allocation"]["devices"]["results"])
+        reserved = ", ".join(r["name"] for r in c["status"].get("reservedFor") or [])
+        owner = c["metadata"]["ownerReferences"][0]["name"]
+        rows.append([cname, f"Pod/{owner}", reqs, alloc, reserved])
+    _say(out, _table(rows))
+    _say(out, "\nPods' status.extendedResourceClaimStatus:")
+    for p in pods:
+        erc = (p.get("status") or {}).get("extendedResourceClaimStatus")
+        if erc:
+            maps = "; ".join(
+                f"{m['containerName']}/{m['resourceName']} -> {m['requestName']}"
+                for m in erc["requestMappings"]
+            )
+            _say(out, f"  {p['metadata']['name']}: resourceClaimName={erc['resourceClaimName']}  {maps}")
+    _say(out, "\nDevices per node:")
+    used: dict[tuple[str, str, str], str] = {}
+    for c in claims.values():
+        for r in c["status"]["allocation"]["devices"]["results"]:
+            used[(r["driver"], r["pool"], r["device"])] = c["metadata"]["ownerReferences"][0]["name"]
+    rows = [["NODE", "SOURCE", "FREE", "USED"]]
+    for s in sorted(em.list("resourceslices"), key=lambda s: s["metadata"]["name"]):
+        spec = s["spec"]
+        keys = [(spec["driver"], spec["pool"]["name"], d["name"]) for d in spec.get("devices") or []]
+        free = sum(1 for k in keys if k not in used)
+        rows.append([spec.get("nodeName") or "*", f"DRA {spec['driver']}", str(free), str(len(keys) - free)])
+    for n in sorted(em.list("nodes"), key=lambda n: n["metadata"]["name"]):
+        alloc = (n.get("status") or {}).get("allocatable") or {}
+        if "example.com/gpu" in alloc and int(alloc["example.com/gpu"]) > 0:
+            on_node = sum(1 for p in pods if p["spec"].get("nodeName") == n["metadata"]["name"])
+            total = int(alloc["example.com/gpu"])
+            rows.append(
+                [n["metadata"]["name"], "device plugin example.com/gpu", str(total - on_node), str(on_node)]
+            )
+    _say(out, _table(rows))
