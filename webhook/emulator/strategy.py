@@ -1,0 +1,101 @@
+"""Per-resource storage strategy: what create and update do to an object before it is stored.
+
+Mirrors the registry strategies upstream (``PrepareForCreate``/``PrepareForUpdate``): a create
+resets ``status`` where a status subresource owns it, the main resource cannot change ``status``,
+``/status`` changes nothing but ``status``, system metadata is kept, ``generation`` follows spec
+changes, and disabled feature-gated fields are dropped unless the old object already used them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import defaults
+from .features import DRA_EXTENDED_RESOURCE, FeatureGates
+from .resources import ResourceType
+
+Obj = dict[str, Any]
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: Metadata only the server sets; a client's values are ignored on update.
+SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+_NOT_SPEC = frozenset({"metadata", "status", "apiVersion", "kind"})
+
+
+def _spec_part(obj: Obj) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in _NOT_SPEC}
+
+
+def prepare_create(rt: ResourceType, obj: Obj, gates: FeatureGates) -> None:
+    """Status reset and feature-gated field dropping for a new object (in place)."""
+    if rt.reset_status_on_create:
+        if rt.kind == "Pod":
+            obj["status"] = {"phase": "Pending", "qosClass": defaults.qos_class(obj.get("spec"))}
+        else:
+            obj["status"] = {}
+    elif rt.kind == "Namespace":
+        obj["status"] = {"phase": "Active"}
+    drop_disabled_fields(rt, obj, None, gates)
+
+
+def finish_meta(rt: ResourceType, obj: Obj) -> None:
+    """Labels the server derives from the final name (``kubernetes.io/metadata.name`` on namespaces)."""
+    if rt.kind == "Namespace":
+        meta = obj["metadata"]
+        labels = dict(meta.get("labels") or {})
+        labels[NAMESPACE_NAME_LABEL] = meta.get("name", "")
+        meta["labels"] = labels
+
+
+def prepare_update(rt: ResourceType, subresource: str, new: Obj, old: Obj, gates: FeatureGates) -> Obj:
+    """The object to store for an update of ``old`` by ``new`` (``new`` is owned by the caller)."""
+    if subresource == "status":
+        out = {k: v for k, v in old.items() if k != "status"}
+        out["metadata"] = dict(old["metadata"])
+        if "status" in new:
+            out["status"] = new["status"]
+    else:
+        out = new
+        meta = dict(out["metadata"])
+        old_meta = old["metadata"]
+        for key in SYSTEM_META:
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        out["metadata"] = meta
+        if rt.has_status:
+            if "status" in old:
+                out["status"] = old["status"]
+            else:
+                out.pop("status", None)
+        if _spec_part(out) != _spec_part(old):
+            meta["generation"] = int(old_meta.get("generation") or 0) + 1
+    drop_disabled_fields(rt, out, old, gates)
+    finish_meta(rt, out)
+    return out
+
+
+def _has_path(obj: Obj | None, *path: str) -> bool:
+    cur: Any = obj
+    for part in path:
+        if not isinstance(cur, dict) or part not in cur:
+            return False
+        cur = cur[part]
+    return cur is not None
+
+
+def _drop(obj: Obj, outer: str, field: str) -> None:
+    inner = obj.get(outer)
+    if isinstance(inner, dict) and field in inner:
+        obj[outer] = {k: v for k, v in inner.items() if k != field}
+
+
+def drop_disabled_fields(rt: ResourceType, obj: Obj, old: Obj | None, gates: FeatureGates) -> None:
+    """``dropDisabledFields``: with DRAExtendedResource off, clear its fields unless ``old`` had them."""
+    if gates.enabled(DRA_EXTENDED_RESOURCE):
+        return
+    if rt.kind == "Pod" and not _has_path(old, "status", "extendedResourceClaimStatus"):
+        _drop(obj, "status", "extendedResourceClaimStatus")
+    elif rt.kind == "DeviceClass" and not _has_path(old, "spec", "extendedResourceName"):
+        _drop(obj, "spec", "extendedResourceName")
