@@ -11,22 +11,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
-import tempfile
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
-from .certs import ensure_certs, load_ca_bundle
 from .core.objects import Obj, as_dict, name, namespace
 from .kube.client import KubeClient
 from .kube.resources import BY_PLURAL
 from .loader import expand_workloads, load_paths
-from .manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
-from .serve import Process, ServeOptions, default_writers
+from .manifests import DEFAULT_NAMESPACE, WEBHOOK
 
-WORKER_USER = f"system:serviceaccount:{DEFAULT_NAMESPACE}:draxr-worker"
 RESOURCE_OF = {
     "Node": "nodes",
     "DeviceClass": "deviceclasses",
@@ -59,90 +53,53 @@ def _create(api: KubeClient, obj: Obj) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .cli import examples_dir
-    from .emulator import Emulator
+    from .sandbox import Sandbox
 
     timeout = float(getattr(args, "timeout", 60.0))
     started = time.monotonic()
     _say(out, f"draxr {__version__} demo: KEP-5004 on an emulated cluster ({examples_dir()})")
-    tokens = {
-        "worker": (WORKER_USER, ["system:serviceaccounts"]),
-        "admin": ("admin", ["system:masters"]),
-        "dev": ("dev", ["developers"]),
-    }
-    with Emulator(tokens=tokens) as em, tempfile.TemporaryDirectory() as tmp:
-        certs = Path(tmp) / "certs"
-        ensure_certs(certs, WEBHOOK, DEFAULT_NAMESPACE)
+    with Sandbox() as box:
+        em = box.em
         _say(
             out,
             f"[1/5] API emulator on {em.url}; TLS certificates for {WEBHOOK}.{DEFAULT_NAMESPACE}.svc made",
         )
-        em.create("namespaces", {"metadata": {"name": DEFAULT_NAMESPACE}})
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        port = sock.getsockname()[1]
-        proc = Process(
-            ServeOptions(
-                port=port,
-                host="127.0.0.1",
-                cert_dir=certs,
-                kubeconfig=str(em.kubeconfig(Path(tmp) / "kc", "worker")),
-                leader_elect=True,
-                identity="draxr-demo",
-                allowed_writers=default_writers(),
-            )
+        _say(
+            out,
+            f"[2/5] draxr serve (webhook + worker) on https://127.0.0.1:{box.port}, registered as "
+            "admission webhooks from `draxr manifests`",
         )
-        try:
-            proc.start_background()
-            proc.serve_in_thread(sock)
-            em.set_service(DEFAULT_NAMESPACE, WEBHOOK, "127.0.0.1", port)
-            admin = KubeClient(em.api_client("admin"))
-            for cfg in webhook_configurations(DEFAULT_NAMESPACE, load_ca_bundle(certs / "ca.crt")):
-                res = BY_PLURAL.get(cfg["kind"].lower() + "s")
-                admin.request(
-                    "create",
-                    f"/apis/admissionregistration.k8s.io/v1/{cfg['kind'].lower()}s",
-                    body=cfg,
-                    resource=res.plural if res else "webhookconfigurations",
-                )
-            _say(
-                out,
-                f"[2/5] draxr serve (webhook + worker) on https://127.0.0.1:{port}, registered as "
-                "admission webhooks from `draxr manifests`",
-            )
-            objects = expand_workloads([item.obj for item in load_paths([examples_dir()])])
-            pods = [o for o in objects if o.get("kind") == "Pod"]
-            for o in objects:
-                if o.get("kind") in RESOURCE_OF:
-                    _create(admin, o)
-            proc.cache.wait_synced(("Node", "DeviceClass", "ResourceSlice"), timeout=10)
-            em.wait_for(lambda: len(proc.cache.state.slices) >= 1 and proc.cache.state.classes.classes(), 10)
-            _say(
-                out,
-                "[3/5] created through the API: "
-                + ", ".join(f"{o['kind']} {name(o)}" for o in objects if o.get("kind") in RESOURCE_OF),
-            )
-            dev = KubeClient(em.api_client("dev"))
-            routed = 0
-            for p in pods:
-                body = {k: v for k, v in p.items() if k != "status"}
-                body["metadata"] = {k: v for k, v in as_dict(p.get("metadata")).items() if k != "uid"}
-                created = dev.create(BY_PLURAL["pods"], body, namespace(p))
-                if created["spec"].get("schedulerName") == "draxr":
-                    routed += 1
-            _say(
-                out,
-                f"[4/5] created {len(pods)} pods of Deployment demo as user 'dev'; the mutating webhook "
-                f"routed {routed} to schedulerName=draxr",
-            )
-            code = _wait(em, out, [name(p) for p in pods], started + timeout)
-            _report(em, out)
-            elapsed = time.monotonic() - started
-            _say(out, f"done in {elapsed:.1f}s" + ("" if code == 0 else " (not every pod was bound)"))
-            return code
-        finally:
-            proc.stop()
-            sock.close()
+        objects = expand_workloads([item.obj for item in load_paths([examples_dir()])])
+        pods = [o for o in objects if o.get("kind") == "Pod"]
+        admin = box.admin
+        for o in objects:
+            if o.get("kind") in RESOURCE_OF:
+                _create(admin, o)
+        cache = box.webhook.cache
+        em.wait_for(lambda: len(cache.state.slices) >= 1 and len(cache.state.nodes) >= 2, 10)
+        _say(
+            out,
+            "[3/5] created through the API: "
+            + ", ".join(f"{o['kind']} {name(o)}" for o in objects if o.get("kind") in RESOURCE_OF),
+        )
+        dev = box.dev
+        routed = 0
+        for p in pods:
+            body = {k: v for k, v in p.items() if k != "status"}
+            body["metadata"] = {k: v for k, v in as_dict(p.get("metadata")).items() if k != "uid"}
+            created = dev.create(BY_PLURAL["pods"], body, namespace(p))
+            if created["spec"].get("schedulerName") == "draxr":
+                routed += 1
+        _say(
+            out,
+            f"[4/5] created {len(pods)} pods of Deployment demo as user 'dev'; the mutating webhook "
+            f"routed {routed} to schedulerName=draxr",
+        )
+        code = _wait(em, out, [name(p) for p in pods], started + timeout)
+        _report(em, out)
+        elapsed = time.monotonic() - started
+        _say(out, f"done in {elapsed:.1f}s" + ("" if code == 0 else " (not every pod was bound)"))
+        return code
 
 
 def _wait(em: Any, out: TextIO, names: list[str], deadline: float) -> int:

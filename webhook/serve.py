@@ -74,6 +74,7 @@ class Process:
         self.leader: Any = None
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._watcher: Any = None
         self.metrics = WorkerMetrics(self.registry) if opts.worker else None
         if opts.snapshot:
             if opts.worker:
@@ -155,11 +156,20 @@ class Process:
             self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=15)
+        if self._watcher is not None:
+            self._watcher.stop()
         if self.worker is not None:
             self.worker.stop()
         if self.leader is not None:
             self.leader.stop(release=True)
         self.cache.stop()
+
+    def kill_worker(self) -> None:
+        """The worker dies (no lease release, no cleanup writes); the webhook keeps serving."""
+        if self.leader is not None:
+            self.leader.stop(release=False)
+        if self.worker is not None:
+            self.worker.stop()
 
     def kill(self) -> None:
         """Stop as if the process died: no lease release, no cleanup writes (tests, failover)."""

@@ -1,0 +1,166 @@
+"""End-to-end scenarios: admission, dry-run warnings, scheduling, cleanup, failover.
+
+Each runs against the emulator sandbox, and against a real cluster when DRAXR_E2E_KUBECONFIG is set.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.kube.client import ApiError
+from webhook.kube.resources import PODS
+
+from .target import Target
+
+Obj = dict[str, Any]
+
+
+def _bound(names: set[str]) -> Any:
+    def check(pods: list[Obj]) -> bool:
+        return names <= {p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")}
+
+    return check
+
+
+def test_admission_denies_invalid_and_duplicate_extended_resource_names(target: Target) -> None:
+    with pytest.raises(ApiError) as bad:
+        target.create(
+            "deviceclasses",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": target.class_name("bad")},
+                "spec": {"extendedResourceName": "example.com"},
+            },
+        )
+    assert bad.value.status == 422
+    assert 'spec.extendedResourceName: Invalid value: "example.com"' in bad.value.message
+    first = target.device_class("first")
+    with pytest.raises(ApiError) as dup:
+        target.device_class("second")
+    assert dup.value.status == 422
+    assert 'admission webhook "deviceclasses.validate.draxr.io" denied the request' in dup.value.message
+    assert first["metadata"]["name"] in dup.value.message
+
+
+def test_fractional_dra_quantity_is_denied(target: Target) -> None:
+    cls = target.device_class()
+    implicit = f"deviceclass.resource.kubernetes.io/{cls['metadata']['name']}"
+    with pytest.raises(ApiError) as denied:
+        target.pod("fractional", {implicit: "500m"})
+    assert denied.value.status == 422
+    assert "must be a non-negative integer for a DRA-backed extended resource" in denied.value.message
+
+
+def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:
+    cls = target.device_class()["metadata"]["name"]
+    target.slice(target.nodes[0], 2)
+    for i in range(2):
+        target.pod(f"gpu-{i}", {target.ext: "1"})
+    pods = {p["metadata"]["name"]: p for p in target.objects("pods")}
+    for p in pods.values():
+        assert p["spec"]["schedulerName"] == "draxr"  # routed by the mutating webhook
+        assert json.loads(p["metadata"]["annotations"]["draxr.io/extended-resources"]) == {target.ext: cls}
+    target.wait("pods", _bound({"gpu-0", "gpu-1"}), timeout=60)
+    claims = target.wait("resourceclaims", lambda cs: cs if len(cs) == 2 else None)
+    devices = set()
+    for c in claims:
+        assert c["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+        assert c["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        (res,) = c["status"]["allocation"]["devices"]["results"]
+        devices.add(res["device"])
+    assert len(devices) == 2
+    for p in target.objects("pods"):
+        erc = p["status"]["extendedResourceClaimStatus"]
+        assert erc["resourceClaimName"] in {c["metadata"]["name"] for c in claims}
+        assert erc["requestMappings"] == [
+            {"containerName": "c", "resourceName": target.ext, "requestName": "container-0-request-0"}
+        ]
+    for i in range(2):
+        target.user.delete(PODS, f"gpu-{i}", target.namespace)
+    target.wait("resourceclaims", lambda cs: not cs or None, timeout=60)
+
+
+def test_unschedulable_pod_waits_with_a_reason_until_devices_appear(target: Target) -> None:
+    target.device_class()
+    target.pod("waits", {target.ext: "1"})
+
+    def reason(pods: list[Obj]) -> str | None:
+        for p in pods:
+            for c in (p.get("status") or {}).get("conditions") or []:
+                if c["type"] == "PodScheduled" and c["status"] == "False":
+                    return str(c["message"])
+        return None
+
+    message = target.wait("pods", reason, timeout=30)
+    assert "cannot allocate all claims" in message
+    target.slice(target.nodes[-1], 1)
+    target.wait("pods", _bound({"waits"}), timeout=60)
+
+
+def test_dry_run_shows_the_webhook_warnings_and_denials(target: Target, kubectl: str) -> None:
+    target.device_class()
+    pod: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "dry", "namespace": target.namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {
+                        "requests": {target.ext: "1", f"unknown-{target.run_id}.draxr.io/thing": "1"},
+                        "limits": {target.ext: "1", f"unknown-{target.run_id}.draxr.io/thing": "1"},
+                    },
+                }
+            ]
+        },
+    }
+    done = target.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(pod))
+    assert done.returncode == 0, done.stderr
+    assert "(server dry run)" in done.stdout
+    assert f"Warning: unknown-{target.run_id}.draxr.io/thing: no DeviceClass maps this name" in done.stderr
+    del pod["spec"]["containers"][0]["resources"]["requests"][f"unknown-{target.run_id}.draxr.io/thing"]
+    del pod["spec"]["containers"][0]["resources"]["limits"][f"unknown-{target.run_id}.draxr.io/thing"]
+    done = target.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(pod))
+    assert done.returncode == 0, done.stderr
+    assert "Warning: no node can run this pod now: 0/" in done.stderr  # no devices published yet
+    assert not [p for p in target.objects("pods") if p["metadata"]["name"] == "dry"]  # nothing persisted
+    bad = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": target.class_name("x")},
+        "spec": {"extendedResourceName": target.ext},
+    }
+    denied = target.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bad))
+    assert denied.returncode != 0
+    # kubectl renders an Invalid status from its causes: "The DeviceClass "x" is invalid: <field errors>"
+    assert (
+        f'The DeviceClass "{target.class_name("x")}" is invalid: spec.extendedResourceName: Duplicate value'
+        in (denied.stderr)
+    )
+    assert "already declared by DeviceClass" in denied.stderr
+
+
+def test_worker_failover(target: Target) -> None:
+    if target.sandbox is None:
+        pytest.skip("failover is exercised on the emulator (it kills a worker replica)")
+    box = target.sandbox
+    box.serve("draxr-1")
+    target.device_class()
+    target.slice(target.nodes[0], 2)
+    box.em.wait_for(lambda: box.leader() in ("draxr-0", "draxr-1"), 10)
+    leader = box.processes[0] if box.leader() == "draxr-0" else box.processes[1]
+    target.pod("before", {target.ext: "1"})
+    target.wait("pods", _bound({"before"}), timeout=30)
+    leader.kill_worker()
+    killed = time.monotonic()
+    target.pod("after", {target.ext: "1"})
+    target.wait("pods", _bound({"after"}), timeout=30)
+    assert time.monotonic() - killed < 20
