@@ -149,7 +149,7 @@ def _report(em: Any, out: TextIO) -> None:
     rows = [["CLAIM", "OWNER", "REQUESTS", "ALLOCATED", "RESERVED FOR"]]
     for cname, c in sorted(claims.items()):
         reqs = ", ".join(
-            f"{r['name']}={r['exactly']['deviceClassName']}x{r['exactly'].get('count', 1)}"
+            f"{r['name']}: {r['exactly'].get('count', 1)} x {r['exactly']['deviceClassName']}"
             for r in c["spec"]["devices"]["requests"]
         )
         alloc = ", ".join(r["device"] for r in c["status"]["allocation"]["devices"]["results"])
