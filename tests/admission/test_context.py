@@ -1,0 +1,76 @@
+"""The claim waiter and the fit advisor on their own (no server)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from webhook.admission.advice import FitAdvisor
+from webhook.admission.context import MAY_BLOCK, ClaimWaiter, WouldBlock
+from webhook.cluster import ClusterCache
+
+from .builders import gpu_cluster, gpu_pod, special_claim
+
+Obj = dict[str, Any]
+
+
+def _wait_in_thread(waiter: ClaimWaiter, found: list[Obj | None]) -> threading.Thread:
+    def run() -> None:
+        MAY_BLOCK.set(True)
+        found.append(waiter.get("default", "c"))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_the_event_loop_is_never_made_to_wait() -> None:
+    waiter = ClaimWaiter(ClusterCache(), timeout=30)
+    with pytest.raises(WouldBlock):
+        waiter.get("default", "c")
+
+
+def test_a_claim_delivered_under_the_cache_lock_wakes_the_waiter() -> None:
+    # Listeners may run while their caller holds the cache lock: the waiter must never hold its
+    # condition while it takes that lock, or this would deadlock.
+    cache = ClusterCache()
+    waiter = ClaimWaiter(cache, timeout=30)
+    found: list[Obj | None] = []
+    thread = _wait_in_thread(waiter, found)
+    thread.join(0.2)
+    assert thread.is_alive()
+    claim = special_claim("c", gpu_pod())
+    with cache.lock:
+        cache.handle("ResourceClaim", "ADDED", claim)
+        cache.handle("ResourceClaim", "MODIFIED", claim)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert found == [claim]
+
+
+def test_other_claims_do_not_end_the_wait_early() -> None:
+    cache = ClusterCache()
+    waiter = ClaimWaiter(cache, timeout=0.3)
+    found: list[Obj | None] = []
+    thread = _wait_in_thread(waiter, found)
+    cache.handle("ResourceClaim", "ADDED", special_claim("other", gpu_pod()))
+    thread.join(10)
+    assert found == [None]
+
+
+def test_no_wait_on_a_snapshot_or_when_disabled() -> None:
+    assert ClaimWaiter(ClusterCache.from_objects([]), timeout=30).get("default", "c") is None
+    assert ClaimWaiter(ClusterCache(), timeout=0).get("default", "c") is None
+
+
+def test_the_fit_cache_is_bounded_and_keyed_by_name() -> None:
+    cache = ClusterCache.from_objects(gpu_cluster(devices=1))
+    advisor = FitAdvisor(cache, size=2)
+    for name in ("a", "b", "c", "a"):
+        assert advisor.warning(gpu_pod(name, 2), "default") is not None
+    assert (advisor.misses, advisor.hits) == (4, 0)  # "a" was evicted by "c"
+    assert advisor.warning(gpu_pod("c", 2), "default") is not None
+    assert advisor.hits == 1
+    assert advisor.warning(gpu_pod("c", 1), "default") is None  # another spec, another answer

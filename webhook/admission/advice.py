@@ -1,0 +1,113 @@
+"""Warnings for pod authors: ``kubectl`` prints them at create time (and under ``--dry-run=server``).
+
+* a resource name several DeviceClasses declare: which one wins and why (upstream resolves the
+  clash silently at scheduling time);
+* a DRA-style extended resource that no class maps and no node advertises (a typo, or a driver
+  that is not installed): the pod would stay Pending;
+* no node can run the pod right now: the scheduling engine's own explanation.
+
+The apiserver shows warnings verbatim; each is kept to ``MAX_WARNING_LENGTH`` characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any, Final
+
+from ..cluster import ClusterCache
+from ..core.fielderrors import go_quote
+from ..core.objects import meta, name, parse_time, spec, uid
+from ..core.scheduler import ERROR, SCHEDULED, Scheduler
+
+Obj = dict[str, Any]
+
+log = logging.getLogger("draxr.admission")
+
+MAX_WARNING_LENGTH: Final = 120
+PLACEHOLDER_NAME: Final = "<generated>"
+PLACEHOLDER_UID: Final = "00000000-0000-0000-0000-000000000000"
+
+
+def clip(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def contention_warning(resource: str, contenders: list[Obj]) -> str | None:
+    """``contenders`` as ``ClassResolver.contenders`` returns them: every declaring class, winner first."""
+    if len(contenders) < 2:
+        return None
+    winner, runner_up = contenders[0], contenders[1]
+    newer = parse_time(meta(winner).get("creationTimestamp")) > parse_time(
+        meta(runner_up).get("creationTimestamp")
+    )
+    why = "newest creationTimestamp" if newer else "same creationTimestamp, smallest name"
+    return clip(
+        f"{resource} is declared by {len(contenders)} DeviceClasses; {go_quote(name(winner))} wins ({why})"
+    )
+
+
+def unserved_warning(resource: str) -> str:
+    return clip(f"{resource}: no DeviceClass maps this name and no node advertises it")
+
+
+def fit_warning(status: str, message: str) -> str:
+    lead = "scheduling check failed" if status == ERROR else "no node can run this pod now"
+    return clip(f"{lead}: {message}")
+
+
+def _spec_digest(pod_spec: Obj) -> bytes:
+    text = json.dumps(pod_spec, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.blake2b(text.encode("ascii"), digest_size=16).digest()
+
+
+class FitAdvisor:
+    """Runs the scheduling engine on a copy of a new pod and remembers the answer.
+
+    The answer depends only on the cluster state (its ``version`` bumps on every change), the pod's
+    namespace, name, uid and spec; a burst of identical pods (a Deployment scaling up) costs one
+    decision per state version.
+    """
+
+    def __init__(self, cache: ClusterCache, size: int = 256) -> None:
+        self._cache = cache
+        self._size = max(size, 0)
+        self._answers: OrderedDict[tuple[int, str, str, str, bytes], str | None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def warning(self, pod: Obj, namespace: str) -> str | None:
+        """None when some node fits the pod, else the warning to show."""
+        pod_spec = {k: v for k, v in spec(pod).items() if k != "schedulerName"}
+        pod_name = name(pod) or PLACEHOLDER_NAME
+        pod_uid = uid(pod) or PLACEHOLDER_UID
+        digest = _spec_digest(pod_spec)
+        candidate = {
+            **pod,
+            "metadata": {**meta(pod), "name": pod_name, "uid": pod_uid, "namespace": namespace},
+            "spec": pod_spec,
+        }
+        with self._cache.lock:
+            key = (self._cache.state.version, namespace, pod_name, pod_uid, digest)
+            with self._lock:
+                if key in self._answers:
+                    self._answers.move_to_end(key)
+                    self.hits += 1
+                    return self._answers[key]
+            try:
+                decision = Scheduler(self._cache.state).schedule(candidate, score=False)
+            except Exception:  # advice only: a failure must not fail the admission of the pod
+                log.exception("fit check failed for a pod in namespace %s", namespace)
+                return None
+        answer = None if decision.status == SCHEDULED else fit_warning(decision.status, decision.message)
+        with self._lock:
+            self.misses += 1
+            if self._size:
+                self._answers[key] = answer
+                while len(self._answers) > self._size:
+                    self._answers.popitem(last=False)
+        return answer

@@ -1,0 +1,100 @@
+"""``POST /validate/resourceclaims``: extended resource claims are the scheduler's alone.
+
+ResourceQuota does not charge a claim annotated ``resource.kubernetes.io/extended-resource-claim``
+whose controller is a Pod: it charges the pod's extended resource requests instead. Anyone able to
+create ResourceClaims could therefore take devices outside quota with hand-made "extended resource
+claims", or many of them for one pod (kubernetes/kubernetes#135404). Here only the allowed writers
+may create such a claim or change what makes it one (annotation, owners, spec), it must look like
+the claim the scheduler writes, and a pod has at most one. Finalizer and label updates by anyone
+(the resourceclaim controller, the garbage collector) stay allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.fielderrors import FieldError, Path, duplicate, forbidden_status, go_quote, invalid_status
+from ..core.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec
+from ..core.state import ClusterState
+from ..core.validation import is_special_claim, validate_special_claim
+from .context import Context
+from .review import AdmissionRequest, Verdict
+
+GROUP: Final = "resource.k8s.io"
+KIND: Final = "ResourceClaim"
+RESOURCE: Final = "resourceclaims"
+
+_MISSING: Final[Any] = object()
+
+
+def _marker(claim: Obj | None) -> Any:
+    return annotations_of(claim).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION, _MISSING) if claim else _MISSING
+
+
+def touches_extended_claim(new: Obj, old: Obj | None) -> bool:
+    """A CREATE, or an UPDATE of the annotation, the owner references or the spec."""
+    if old is None:
+        return True
+    return (
+        _marker(new) != _marker(old)
+        or meta(new).get("ownerReferences") != meta(old).get("ownerReferences")
+        or spec(new) != spec(old)
+    )
+
+
+ClaimFinder = Callable[[str, str], Obj | None]  # (owner pod name, owner pod uid) -> its claim
+
+
+def cached_claim_finder(state: ClusterState) -> ClaimFinder:
+    def find(owner_name: str, owner_uid: str) -> Obj | None:
+        return state.special_claim_for({"metadata": {"name": owner_name, "uid": owner_uid}})
+
+    return find
+
+
+def sibling_errors(claim: Obj, ns: str, find: ClaimFinder) -> list[FieldError]:
+    """A pod has at most one extended resource claim: name the one ``find`` says it already has."""
+    if _marker(claim) != "true":
+        return []
+    refs = as_list(meta(claim).get("ownerReferences"))
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, dict) or ref.get("controller") is not True:
+            continue
+        owner_uid, owner_name = ref.get("uid"), ref.get("name")
+        if not isinstance(owner_uid, str) or not isinstance(owner_name, str):
+            return []
+        other = find(owner_name, owner_uid)
+        if other is None or is_terminating(other) or (namespace(other), name(other)) == (ns, name(claim)):
+            return []
+        path = Path("metadata", "ownerReferences").index(i).child("uid")
+        detail = f"Pod {go_quote(owner_name)} already has the extended resource claim {go_quote(name(other))}"
+        return [duplicate(path, owner_uid, detail)]
+    return []
+
+
+def review_claim(req: AdmissionRequest, ctx: Context) -> Verdict:
+    claim = req.obj
+    if req.operation not in ("CREATE", "UPDATE") or claim is None:
+        return Verdict()
+    old = req.old if req.operation == "UPDATE" else None
+    if not (is_special_claim(claim) or (old is not None and is_special_claim(old))):
+        return Verdict()
+    if not touches_extended_claim(claim, old):
+        return Verdict()
+    claim_name = name(claim) or req.name
+    if not ctx.allowed_writer(req.username):
+        reason = (
+            f"a ResourceClaim annotated {EXTENDED_RESOURCE_CLAIM_ANNOTATION} may only be written by the "
+            f"scheduler (draxr --allowed-writers), not by user {go_quote(req.username)}"
+        )
+        return Verdict.deny(forbidden_status(RESOURCE, GROUP, claim_name, reason))
+    errors = validate_special_claim(claim)
+    if not errors:
+        with ctx.cache.lock:
+            find = cached_claim_finder(ctx.cache.state)
+            errors = sibling_errors(claim, req.namespace or namespace(claim), find)
+    if errors:
+        return Verdict.deny(invalid_status(KIND, GROUP, claim_name, errors))
+    return Verdict()

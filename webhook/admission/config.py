@@ -1,0 +1,34 @@
+"""The admission webhook's settings (``draxr serve`` flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..core.constants import DEFAULT_SCHEDULER_NAME
+
+Route = Literal["default-only", "always", "never"]
+
+#: The worker's service account and kube-scheduler: the only writers of pod mappings and
+#: extended resource claims (``--allowed-writers``).
+DEFAULT_ALLOWED_WRITERS: frozenset[str] = frozenset(
+    {"system:serviceaccount:draxr-system:draxr-worker", "system:kube-scheduler"}
+)
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """What the hooks need to know beyond the cluster state.
+
+    ``claim_wait_seconds``: how long a pod status write by an allowed writer may wait for the
+    ResourceClaim it names to reach an informer-fed cache (the worker creates the claim a moment
+    before it writes the pod's mapping; the watch may lag behind). 0 disables waiting.
+    """
+
+    allowed_writers: frozenset[str] = DEFAULT_ALLOWED_WRITERS
+    route: Route = "default-only"
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    max_body_bytes: int = MAX_BODY_BYTES
+    claim_wait_seconds: float = 2.0
+    fit_cache_size: int = 256

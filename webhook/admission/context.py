@@ -1,0 +1,97 @@
+"""What every hook reads: the cluster cache, the settings and two small helpers built on them."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..cluster import ClusterCache
+from .advice import FitAdvisor
+from .config import AdmissionConfig
+
+Obj = dict[str, Any]
+
+#: Hooks run on the event loop; one that would have to wait raises ``WouldBlock`` there and is
+#: run again in a worker thread, where this is True.
+MAY_BLOCK: contextvars.ContextVar[bool] = contextvars.ContextVar("draxr_admission_may_block", default=False)
+
+
+class WouldBlock(Exception):
+    """The answer needs a wait that must not happen on the event loop."""
+
+
+class ClaimWaiter:
+    """Finds a ResourceClaim in the cache, waiting a little for a watch that lags behind.
+
+    The worker creates the extended resource claim and then writes the pod's
+    ``status.extendedResourceClaimStatus``; the webhook's informer may not have seen the claim yet.
+    A snapshot cache (``--snapshot``) never changes, so there is nothing to wait for.
+    """
+
+    def __init__(self, cache: ClusterCache, timeout: float) -> None:
+        self._cache = cache
+        self._timeout = timeout
+        self._changed = threading.Condition()
+        self._events = 0
+        cache.subscribe(self._on_event)
+
+    def _on_event(self, kind: str, _etype: str, _obj: Obj) -> None:
+        if kind == "ResourceClaim":
+            with self._changed:
+                self._events += 1
+                self._changed.notify_all()
+
+    def _static(self) -> bool:
+        return self._cache.synced(["ResourceClaim"]) and "ResourceClaim" not in self._cache.informers
+
+    def _lookup(self, namespace: str, claim_name: str) -> Obj | None:
+        with self._cache.lock:
+            return self._cache.state.claims.get((namespace, claim_name))
+
+    def get(self, namespace: str, claim_name: str) -> Obj | None:
+        # Never hold the condition and the cache lock together: a listener may run while its
+        # caller holds the cache lock.
+        with self._changed:
+            seen = self._events
+        claim = self._lookup(namespace, claim_name)
+        if claim is not None or self._timeout <= 0 or self._static():
+            return claim
+        if not MAY_BLOCK.get():
+            raise WouldBlock
+        deadline = time.monotonic() + self._timeout
+        while claim is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            seen = self._wait_past(seen, remaining)
+            claim = self._lookup(namespace, claim_name)
+        return claim
+
+    def _wait_past(self, seen: int, timeout: float) -> int:
+        """Wait until a claim event after the ``seen``-th one; the number of events so far."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._events != seen, timeout)
+            return self._events
+
+
+@dataclass(frozen=True)
+class Context:
+    cache: ClusterCache
+    config: AdmissionConfig
+    fit: FitAdvisor
+    claims: ClaimWaiter
+
+    @classmethod
+    def build(cls, cache: ClusterCache, config: AdmissionConfig) -> Context:
+        return cls(
+            cache,
+            config,
+            FitAdvisor(cache, config.fit_cache_size),
+            ClaimWaiter(cache, config.claim_wait_seconds),
+        )
+
+    def allowed_writer(self, username: str) -> bool:
+        return bool(username) and username in self.config.allowed_writers

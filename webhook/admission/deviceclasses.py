@@ -1,0 +1,38 @@
+"""``POST /validate/deviceclasses``: the explicit extended resource name, checked and kept unique.
+
+Upstream validates the syntax only and lets the scheduler resolve duplicate names silently (newest
+class wins). draxr denies a second class declaring a name already taken, naming the holder, so the
+clash never happens unnoticed; an UPDATE that keeps its name stays allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..core.fielderrors import FieldError, invalid_status
+from ..core.objects import name
+from ..core.validation import validate_device_class
+from .context import Context
+from .review import AdmissionRequest, Verdict
+
+Obj = dict[str, Any]
+
+GROUP: Final = "resource.k8s.io"
+KIND: Final = "DeviceClass"
+
+
+def device_class_findings(new: Obj, old: Obj | None, others: list[Obj]) -> tuple[list[FieldError], list[str]]:
+    """Errors and warnings for ``new`` given the other stored classes (``old`` for an UPDATE)."""
+    others = [c for c in others if name(c) != name(new)]
+    return validate_device_class(new, old, others)
+
+
+def review_device_class(req: AdmissionRequest, ctx: Context) -> Verdict:
+    if req.operation not in ("CREATE", "UPDATE") or req.obj is None:
+        return Verdict()
+    with ctx.cache.lock:
+        others = ctx.cache.state.classes.classes()
+    errors, warnings = device_class_findings(req.obj, req.old, others)
+    if errors:
+        return Verdict.deny(invalid_status(KIND, GROUP, name(req.obj) or req.name, errors), warnings)
+    return Verdict(warnings=warnings)

@@ -1,0 +1,99 @@
+"""``POST /mutate/pods``: record how a new pod's extended resources resolve, and route it to draxr.
+
+A pod asking for a DRA-backed extended resource gets the annotation ``draxr.io/extended-resources``
+(resource name -> DeviceClass, as resolved at admission) and, depending on ``--route``, draxr as its
+``spec.schedulerName``: ``default-only`` takes pods meant for the default scheduler, ``always``
+takes every such pod, ``never`` leaves the field alone. The mutation is a fixed point: run on its
+own output it changes nothing (the apiserver may call a webhook twice, ``reinvocationPolicy``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import jsonpatch
+
+from ..cluster import WEBHOOK_KINDS
+from ..core.constants import DRAXR_RESOURCES_ANNOTATION
+from ..core.objects import as_dict, as_list, meta, namespace, spec
+from .advice import contention_warning, unserved_warning
+from .config import AdmissionConfig
+from .context import Context
+from .extended import backing_classes, requested_extended
+from .review import AdmissionRequest, Verdict
+
+Obj = dict[str, Any]
+
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+
+
+def annotation_value(resolved: dict[str, str]) -> str:
+    return json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def wants_route(pod: Obj, config: AdmissionConfig) -> bool:
+    current = spec(pod).get("schedulerName")
+    if config.route == "always":
+        return current != config.scheduler_name
+    if config.route == "default-only":
+        return current in (None, "", DEFAULT_SCHEDULER)
+    return False
+
+
+def mutation_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) -> list[Obj]:
+    """The JSONPatch turning ``pod`` into its mutated form (empty when there is nothing to do).
+
+    ``jsonpatch.make_patch`` walks both documents entirely; only the two touched fields can differ,
+    so it is given just those (under their real paths), which yields the same operations.
+    """
+    if not resolved:
+        return []
+    before: Obj = {}
+    after: Obj = {}
+    if "metadata" in pod:
+        before["metadata"] = {k: v for k, v in meta(pod).items() if k == "annotations"}
+    annotations = {**as_dict(meta(pod).get("annotations"))}
+    annotations[DRAXR_RESOURCES_ANNOTATION] = annotation_value(resolved)
+    after["metadata"] = {"annotations": annotations}
+    if wants_route(pod, config):
+        if "spec" in pod:
+            before["spec"] = {k: v for k, v in spec(pod).items() if k == "schedulerName"}
+        after["spec"] = {"schedulerName": config.scheduler_name}
+    patch: list[Obj] = jsonpatch.make_patch(before, after).patch
+    return patch
+
+
+def _uses_claim_templates(pod: Obj) -> bool:
+    """Claims from templates are created after the pod: a fit check now would always fail."""
+    claims = as_list(spec(pod).get("resourceClaims"))
+    return any(as_dict(pc).get("resourceClaimTemplateName") for pc in claims)
+
+
+def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
+    pod = req.obj
+    if req.operation != "CREATE" or pod is None:
+        return Verdict()
+    names = requested_extended(pod)
+    if not names:
+        return Verdict()
+    warnings: list[str] = []
+    unserved: list[str] = []
+    cache = ctx.cache
+    complete = cache.synced(WEBHOOK_KINDS)  # advice from a half-filled cache would mislead
+    with cache.lock:
+        state = cache.state
+        resolved = backing_classes(names, state.classes)
+        for resource in names:
+            contended = contention_warning(resource, state.classes.contenders(resource))
+            if contended:
+                warnings.append(contended)
+            if complete and resource not in resolved and not state.nodes_serving(resource):
+                unserved.append(unserved_warning(resource))
+    warnings += unserved
+    # An unserved name already says why the pod cannot run; the fit message would only repeat it.
+    if complete and not unserved and not spec(pod).get("nodeName") and not _uses_claim_templates(pod):
+        fit = ctx.fit.warning(pod, req.namespace or namespace(pod))
+        if fit:
+            warnings.append(fit)
+    return Verdict(patch=mutation_patch(pod, resolved, ctx.config) or None, warnings=warnings)
