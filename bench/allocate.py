@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
 from typing import Any
+
+if __name__ == "__main__":
+    # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.core.scheduler import SCHEDULED, Scheduler
 from webhook.core.state import ClusterState

@@ -18,10 +18,17 @@ It stays well under a minute on the project's 2-core machine.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
+
+if __name__ == "__main__":
+    # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.core.cel import SelectorEngine, SimpleDevice
 from webhook.core.quantity import Quantity

@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import threading
 import time
 from typing import Any
 
 import urllib3
 from kubernetes import client
+
+if __name__ == "__main__":
+    # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.emulator import Emulator
 

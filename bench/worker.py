@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__":
+    # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.emulator import Emulator
 from webhook.serve import Process, ServeOptions
