@@ -63,7 +63,7 @@ def tls(cert_dir: Path) -> ReloadingTLS:
 @contextlib.contextmanager
 def _serving(tls: ReloadingTLS) -> Iterator[int]:
     """Run uvicorn on a pre-bound socket: clients may connect at once, the backlog holds them."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port: int = sock.getsockname()[1]

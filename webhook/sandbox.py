@@ -70,7 +70,9 @@ class Sandbox:
         )
         proc = Process(opts)
         proc.start_background()
-        sock = socket.socket()
+        sock = socket.socket(
+            socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+        )  # IPPROTO_TCP: asyncio sets TCP_NODELAY
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         self._sockets.append(sock)

@@ -194,7 +194,7 @@ class _Server(uvicorn.Server):
 
 def start_webhook_server(directory: Path) -> WebhookServer:
     tls = make_tls(directory)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     state = WebhookServer(tls, sock.getsockname()[1])
