@@ -256,6 +256,11 @@ def test_special_claim_and_device_class_match_conditions() -> None:
     assert matches(SPECIAL_CLAIM, special)
     assert not matches(SPECIAL_CLAIM, plain)
     assert matches(SPECIAL_CLAIM, plain, special, "UPDATE")  # removing the annotation is checked too
-    assert matches(HAS_EXTENDED_NAME, {"spec": {"extendedResourceName": "example.com/gpu"}})
-    assert not matches(HAS_EXTENDED_NAME, {"spec": {}})
-    assert matches(HAS_EXTENDED_NAME, {"spec": {}}, {"spec": {"extendedResourceName": "x/y"}}, "UPDATE")
+    named = {"metadata": {"name": "gpu"}}
+    assert matches(HAS_EXTENDED_NAME, {**named, "spec": {"extendedResourceName": "example.com/gpu"}})
+    assert not matches(HAS_EXTENDED_NAME, {**named, "spec": {}})
+    assert matches(
+        HAS_EXTENDED_NAME, {**named, "spec": {}}, {"spec": {"extendedResourceName": "x/y"}}, "UPDATE"
+    )
+    # too long for the implicit name: the webhook's warning must be able to reach the user
+    assert matches(HAS_EXTENDED_NAME, {"metadata": {"name": "a" * 64}, "spec": {}})

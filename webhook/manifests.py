@@ -62,8 +62,10 @@ SPECIAL_CLAIM = (
     " || (request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && "
     f"'{EXTENDED_RESOURCE_CLAIM_ANNOTATION}' in oldObject.metadata.annotations)"
 )
+# Classes that declare (or declared) an explicit name, and classes whose name is too long to serve
+# as the implicit name deviceclass.resource.kubernetes.io/<class> (the webhook warns about those).
 HAS_EXTENDED_NAME = (
-    "has(object.spec.extendedResourceName) || "
+    "has(object.spec.extendedResourceName) || size(object.metadata.name) > 63 || "
     "(request.operation == 'UPDATE' && has(oldObject.spec.extendedResourceName))"
 )
 
@@ -375,7 +377,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
                     "scope": "Cluster",
                 }
             ],
-            [("declares-extended-resource-name", HAS_EXTENDED_NAME)],
+            [("extended-resource-names", HAS_EXTENDED_NAME)],
             "Fail",
         ),
         _hook(
