@@ -294,3 +294,23 @@ def test_implicit_name_uses_the_class_directly() -> None:
 def test_fit_error_format() -> None:
     assert fit_error(3, {"a": ["x"], "b": ["x"], "c": ["y", "x"]}) == "0/3 nodes are available: 1 y, 3 x."
     assert fit_error(2, {}, "pre") == "0/2 nodes are available: pre."
+
+
+def test_feasibility_check_without_scoring_picks_the_first_node_by_name() -> None:
+    objs = [
+        node("b"),
+        node("a"),
+        CLASS,
+        resource_slice("sa", gpus(4), node_name="a"),
+        resource_slice("sb", gpus(4), node_name="b"),
+    ]
+    s = Scheduler(state_of(*objs), "binpack")
+    s.reserve(s.schedule(gpu_pod("first")))  # binpack: "a" (tie, smaller name)
+    s.reserve(s.schedule(gpu_pod("second")))  # binpack: "a" again (most used)
+    d = s.schedule(gpu_pod("x"), score=False)
+    assert d.status == SCHEDULED
+    assert d.node == "a"
+    spread = Scheduler(state_of(*objs), "spread")
+    spread.reserve(spread.schedule(gpu_pod("first")))
+    assert spread.schedule(gpu_pod("x")).node == "b"
+    assert spread.schedule(gpu_pod("x"), score=False).node == "a"

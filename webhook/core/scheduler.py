@@ -292,9 +292,10 @@ class Scheduler:
 
     # -- the decision --------------------------------------------------------------------------
 
-    def schedule(self, pod: Obj, *, ignore_claim: bool = False) -> Decision:
+    def schedule(self, pod: Obj, *, ignore_claim: bool = False, score: bool = True) -> Decision:
         """Decide for one pod. ``ignore_claim``: the caller will reuse or replace the pod's
-        existing special claim, so it must not make every node fail as stale."""
+        existing special claim, so it must not make every node fail as stale. ``score=False``
+        answers "does any node fit?" (admission warnings): the first feasible node by name wins."""
         total = len(self.state.nodes)
         try:
             pre = self._prefilter(pod, ignore_claim)
@@ -316,8 +317,10 @@ class Scheduler:
                 except Unsatisfiable:
                     pass
         reasons: dict[str, list[str]] = {}
-        scores = {n: self._score(pre, n) for n in candidates}
-        for n in order_nodes(scores, self.policy):
+        order = (
+            order_nodes({n: self._score(pre, n) for n in candidates}, self.policy) if score else candidates
+        )
+        for n in order:
             plan, why = self._node_plan(pod, pre, n)
             if plan is None:
                 reasons[n] = why
