@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .core.objects import Obj, name, namespace, uid
+from .core.objects import Obj, uid
 from .core.state import ClusterState
 from .kube.client import KubeClient
 from .kube.informer import Informer
@@ -91,22 +91,12 @@ class ClusterCache:
     def handle(self, kind: str, etype: str, obj: Obj) -> None:
         deleted = etype == "DELETED"
         with self.lock:
-            st = self.state
-            if kind == "Node":
-                st.remove_node(name(obj)) if deleted else st.upsert_node(obj)
-            elif kind == "DeviceClass":
-                st.remove_class(name(obj)) if deleted else st.upsert_class(obj)
-            elif kind == "ResourceSlice":
-                st.remove_slice(name(obj)) if deleted else st.upsert_slice(obj)
-            elif kind == "ResourceClaim":
-                st.remove_claim(namespace(obj), name(obj)) if deleted else st.upsert_claim(obj)
-            elif kind == "Pod":
+            if kind == "Pod":
                 if deleted:
                     self.pods.pop(uid(obj), None)
-                    st.remove_pod(uid(obj))
                 else:
                     self.pods[uid(obj)] = obj
-                    st.upsert_pod(obj)
+            self.state.apply(kind, obj, deleted)
         for listener in list(self._listeners):
             listener(kind, etype, obj)
 

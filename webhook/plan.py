@@ -87,15 +87,8 @@ def build_plan(objects: Sequence[Obj], policy: str = "binpack") -> Plan:
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
     for o in objects:
-        kind = o.get("kind")
-        if kind == "Node":
-            state.upsert_node(o)
-        elif kind == "DeviceClass":
-            state.upsert_class(o)
-        elif kind == "ResourceSlice":
-            state.upsert_slice(o)
-        elif kind == "ResourceClaim":
-            state.upsert_claim(o)
+        if o.get("kind") != "Pod":
+            state.apply(str(o.get("kind")), o)
     for i, o in enumerate(objects):
         if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
             continue

@@ -14,19 +14,8 @@ Obj = dict[str, Any]
 def state_of(*objects: Obj) -> ClusterState:
     st = ClusterState()
     for o in objects:
-        kind = o["kind"]
-        if kind == "Node":
-            st.upsert_node(o)
-        elif kind == "DeviceClass":
-            st.upsert_class(o)
-        elif kind == "ResourceSlice":
-            st.upsert_slice(o)
-        elif kind == "ResourceClaim":
-            st.upsert_claim(o)
-        elif kind == "Pod":
-            st.upsert_pod(o)
-        else:
-            raise ValueError(kind)
+        if not st.apply(o["kind"], o):
+            raise ValueError(o["kind"])
     return st
 
 

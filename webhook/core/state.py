@@ -220,6 +220,22 @@ class ClusterState:
         self._slot_devices: dict[tuple[str, str], list[DeviceKey]] = {}
         self.version = 0  # bumps on every change; lets callers cache derived answers
 
+    def apply(self, kind: str, obj: Obj, deleted: bool = False) -> bool:
+        """Add, update or remove an object of a kind the engine reads; False for other kinds."""
+        if kind == "Node":
+            self.remove_node(name(obj)) if deleted else self.upsert_node(obj)
+        elif kind == "DeviceClass":
+            self.remove_class(name(obj)) if deleted else self.upsert_class(obj)
+        elif kind == "ResourceSlice":
+            self.remove_slice(name(obj)) if deleted else self.upsert_slice(obj)
+        elif kind == "ResourceClaim":
+            self.remove_claim(namespace(obj), name(obj)) if deleted else self.upsert_claim(obj)
+        elif kind == "Pod":
+            self.remove_pod(uid(obj)) if deleted else self.upsert_pod(obj)
+        else:
+            return False
+        return True
+
     # -- nodes -------------------------------------------------------------------------------
 
     def upsert_node(self, node: Obj) -> None:

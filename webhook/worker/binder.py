@@ -291,15 +291,21 @@ class Binder:
             except (ApiError, NotLeader) as e:
                 log.info("unreserve: clear pod status: %s", e, extra={"pod": _key(pod)})
 
+    def _read_claim(self, ns: str, cname: str) -> Obj | None:
+        """A fresh copy, or None when the claim is gone (cleanup treats that as done)."""
+        try:
+            return self.client.get(RESOURCE_CLAIMS, cname, ns)
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
     def release_claim(self, ns: str, cname: str, pod_uid: str, *, deallocate: bool) -> Obj | None:
         """Take the pod out of ``reservedFor``; clear the allocation when nobody is left."""
         for _ in range(CONFLICT_RETRIES):
-            try:
-                claim = self.client.get(RESOURCE_CLAIMS, cname, ns)
-            except ApiError as e:
-                if e.not_found:
-                    return None
-                raise
+            claim = self._read_claim(ns, cname)
+            if claim is None:
+                return None
             st = claim.setdefault("status", {})
             before = as_list(st.get("reservedFor"))
             after = [r for r in before if as_dict(r).get("uid") != pod_uid]
@@ -322,12 +328,9 @@ class Binder:
     def delete_claim(self, ns: str, cname: str, claim_uid: str | None = None) -> bool:
         """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine."""
         for _ in range(CONFLICT_RETRIES):
-            try:
-                claim = self.client.get(RESOURCE_CLAIMS, cname, ns)
-            except ApiError as e:
-                if e.not_found:
-                    return True
-                raise
+            claim = self._read_claim(ns, cname)
+            if claim is None:
+                return True
             if claim_uid and uid(claim) != claim_uid:
                 return True  # a different claim with the same name: not ours to delete
             meta = claim.setdefault("metadata", {})

@@ -36,6 +36,24 @@ from ..constants import CEL_SELECTOR_MAX_LENGTH
 from .errors import CelCompileError
 from .library import KNOWN_FUNCTIONS
 
+#: Grammar rule of an operator -> the CEL function that implements it (checker and evaluator).
+OPERATORS = {
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_gt": "_>_",
+    "relation_ge": "_>=_",
+    "relation_in": "_in_",
+    "addition_add": "_+_",
+    "addition_sub": "_-_",
+    "multiplication_mul": "_*_",
+    "multiplication_div": "_/_",
+    "multiplication_mod": "_%_",
+    "unary_not": "!_",
+    "unary_neg": "-_",
+}
+
 MAX_NESTING = 32
 MAX_TREE_DEPTH = 128
 
@@ -290,33 +308,22 @@ class _Checker:
             if b in _PRIMITIVES:
                 raise _fail(node, f"found no matching overload for '@in' applied to '({a}, {b})'")
             return "bool"
-        symbol = {
-            "relation_eq": "_==_",
-            "relation_ne": "_!=_",
-            "relation_lt": "_<_",
-            "relation_le": "_<=_",
-            "relation_gt": "_>_",
-            "relation_ge": "_>=_",
-        }[op]
+        symbol = OPERATORS[op]
         if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not (a in _NUMERIC and b in _NUMERIC):
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
         return "bool"
 
     def _addition(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
-        return self._arith(node, scope, {"addition_add": "_+_", "addition_sub": "_-_"})
+        return self._arith(node, scope)
 
     def _multiplication(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
-        return self._arith(
-            node,
-            scope,
-            {"multiplication_mul": "_*_", "multiplication_div": "_/_", "multiplication_mod": "_%_"},
-        )
+        return self._arith(node, scope)
 
-    def _arith(self, node: lark.Tree[Any], scope: frozenset[str], symbols: dict[str, str]) -> str:
+    def _arith(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         op_node, right = node.children
         a = self.infer(op_node.children[0], scope)
         b = self.infer(right, scope)
-        symbol = symbols[op_node.data]
+        symbol = OPERATORS[op_node.data]
         if a in _PRIMITIVES and b in _PRIMITIVES and (a != b or a in ("bool", "null_type")):
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
         return a if a == b else "dyn"

@@ -25,7 +25,7 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
-from .environment import CompiledExpression
+from .environment import OPERATORS, CompiledExpression
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, cel_type_name, no_overload
 
@@ -41,22 +41,6 @@ if _celpy_logger.level == logging.NOTSET:
 
 ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {**base_functions, **FUNCTIONS}
 
-_OPERATORS = {
-    "relation_eq": "_==_",
-    "relation_ne": "_!=_",
-    "relation_lt": "_<_",
-    "relation_le": "_<=_",
-    "relation_gt": "_>_",
-    "relation_ge": "_>=_",
-    "relation_in": "_in_",
-    "addition_add": "_+_",
-    "addition_sub": "_-_",
-    "multiplication_mul": "_*_",
-    "multiplication_div": "_/_",
-    "multiplication_mod": "_%_",
-    "unary_not": "!_",
-    "unary_neg": "-_",
-}
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
 
@@ -133,7 +117,7 @@ class _Evaluator(Evaluator):
         op_tree, right_tree = tree.children
         left = self._visit_tree(op_tree.children[0])
         right = self._visit_tree(right_tree)
-        name = _OPERATORS[op_tree.data]
+        name = OPERATORS[op_tree.data]
         if isinstance(left, CELEvalError):
             return left
         if isinstance(right, CELEvalError):
@@ -149,7 +133,7 @@ class _Evaluator(Evaluator):
         operand = self._visit_tree(operand_tree)
         if isinstance(operand, CELEvalError):
             return operand
-        name = _OPERATORS[op_tree.data]
+        name = OPERATORS[op_tree.data]
         return _call(ALL_FUNCTIONS[name], name, [operand])
 
     # members
