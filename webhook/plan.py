@@ -25,8 +25,6 @@ from .core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
 from .core.state import ClusterState
 from .loader import Loaded, LoadError, expand_workloads, load_paths
 
-KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
-
 
 @dataclass
 class PodResult:

@@ -252,3 +252,47 @@ def test_cli_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["pods"][0]["node"] == "dra-node"
     with pytest.raises(SystemExit):
         main(["plan"])  # -f is required
+
+
+def test_cel_runtime_error_is_reported_as_error(tmp_path: Path) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"}},
+    }
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "extendedResourceName": "example.com/gpu",
+            "selectors": [{"cel": {"expression": 'device.attributes["d.example.com"].missing == 1'}}],
+        },
+    }
+    sl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": "d.example.com",
+            "nodeName": "n",
+            "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "a"}],
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}]},
+    }
+    write(tmp_path, "all.yaml", [node, cls, sl, pod])
+    code, out, _ = plan([tmp_path], "json")
+    data = json.loads(out)
+    assert code == 1
+    assert data["summary"] == {"scheduled": 0, "unschedulable": 0, "errors": 1}
+    assert data["pods"][0]["status"] == "Error"
+    assert (
+        "class bad: selector #0 on device d.example.com/n/a: CEL runtime error" in data["pods"][0]["message"]
+    )
