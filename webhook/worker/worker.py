@@ -154,7 +154,9 @@ class Worker:
                 self.queue.cluster_changed()
 
     def _on_claim(self, etype: str, claim: Obj) -> None:
-        if etype == "DELETED" or not allocated_devices(claim):
+        """The cache now holds what a binding cycle wrote (or the claim is gone, which a relist
+        may show without the update in between): its in-flight reservation can go."""
+        if etype != "DELETED" and not allocated_devices(claim):
             return
         key = (namespace(claim), name(claim))
         done: list[str] = []
