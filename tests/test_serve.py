@@ -1,0 +1,71 @@
+"""``draxr serve --snapshot ... --no-worker``: the webhook on manifest files, over TLS."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+
+import httpx
+import pytest
+
+from webhook.certs import ensure_certs
+from webhook.cli import examples_dir
+from webhook.serve import Process, ServeOptions
+
+
+def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
+    ensure_certs(tmp_path, "draxr-webhook", "draxr-system")
+    proc = Process(
+        ServeOptions(snapshot=[str(examples_dir())], worker=False, cert_dir=tmp_path, host="127.0.0.1")
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    proc.serve_in_thread(sock)
+    try:
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+        with httpx.Client(
+            base_url=f"https://localhost:{sock.getsockname()[1]}", verify=ctx, timeout=10
+        ) as http:
+            assert http.get("/readyz").status_code == 200  # a snapshot is synced from the start
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "u-1",
+                    "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+                    "namespace": "default",
+                    "operation": "CREATE",
+                    "userInfo": {"username": "dev"},
+                    "object": {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": "p", "namespace": "default"},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "resources": {
+                                        "requests": {"example.com/gpu": "1"},
+                                        "limits": {"example.com/gpu": "1"},
+                                    },
+                                }
+                            ]
+                        },
+                    },
+                },
+            }
+            answer = http.post("/mutate/pods", json=review).json()["response"]
+        assert answer["uid"] == "u-1"
+        assert answer["allowed"] is True
+        assert answer["patchType"] == "JSONPatch"
+    finally:
+        proc.stop()
+        sock.close()
+
+
+def test_snapshot_with_the_worker_is_a_configuration_error() -> None:
+    with pytest.raises(ValueError, match="--no-worker"):
+        Process(ServeOptions(snapshot=[str(examples_dir())], worker=True))
