@@ -93,7 +93,3 @@ class ClassResolver:
         names = self._claimants.get(resource_name, set())
         ranked = sorted((self._classes[n] for n in names), key=_preference, reverse=True)
         return ranked
-
-    def explicit_names(self) -> dict[str, str]:
-        """Explicit resource name -> winning class name."""
-        return dict(self._winner)

@@ -24,12 +24,10 @@ _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_C_IDENTIFIER_FMT = "[A-Za-z_][A-Za-z0-9_]*"
 
 _LABEL_KEY_RE = re.compile(_LABEL_KEY_FMT)
 _DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_C_IDENTIFIER_RE = re.compile(_C_IDENTIFIER_FMT)
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -74,21 +72,6 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
-
-
-def is_c_identifier(value: str) -> list[str]:
-    if _C_IDENTIFIER_RE.fullmatch(value):
-        return []
-    return [
-        regex_error(
-            "a valid C identifier must start with alphabetic character or '_', followed by a string of "
-            "alphanumeric characters or '_'",
-            _C_IDENTIFIER_FMT,
-            "my_name",
-            "MY_NAME",
-            "MyName",
-        )
-    ]
 
 
 def is_qualified_name(value: str) -> list[str]:

@@ -17,11 +17,10 @@ candidates are always allocated, so the error aborts the attempt as upstream's p
 from __future__ import annotations
 
 import uuid as _uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .allocator import AllocationError, Allocator, ClaimAllocation, Unsatisfiable
-from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME
 from .fit import PodFilter, basic_filters, fit_resources
 from .mappings import create_requests_and_mappings
 from .names import is_dra_extended_resource_name
@@ -71,10 +70,6 @@ class Decision:
     reasons: dict[str, list[str]] = field(default_factory=dict)
     resumed: Obj | None = None  # an existing, consistent special claim this decision continues
 
-    @property
-    def needs_special_claim(self) -> bool:
-        return self.special is not None or self.resumed is not None
-
     def special_allocation(self) -> Obj | None:
         if self.special is not None:
             return self.special.to_api()
@@ -96,7 +91,6 @@ class _Pre:
     reqs: Units
     extended: dict[str, int]  # DRA-candidate names with non-zero requests
     classes: dict[str, str]  # name -> backing class (explicit or implicit)
-    special_needed: bool
     stale: Obj | None
     user_claims: list[Obj]  # every claim of the pod, resolved
     to_allocate: list[Obj]  # user claims without allocation
@@ -157,7 +151,6 @@ class Scheduler:
             reqs,
             extended,
             classes,
-            bool(classes),
             stale,
             user_claims,
             to_allocate,
@@ -450,12 +443,9 @@ def _has_error_candidate(nd: NodeDevices, cls: str, state: ClusterState) -> bool
 def _in_memory_special_claim(pod: Obj, requests: list[Obj]) -> Obj:
     return {
         "metadata": {
-            "name": "<extended-resources>",
+            "name": SPECIAL_CLAIM_IN_MEMORY_NAME,
             "namespace": namespace(pod),
             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
         },
         "spec": {"devices": {"requests": requests}},
     }
-
-
-SchedulerFactory = Callable[[ClusterState], Scheduler]

@@ -436,9 +436,6 @@ class ClusterState:
             self._ref(d, -1)
         self.version += 1
 
-    def inflight_tokens(self) -> list[str]:
-        return list(self._inflight)
-
     def is_allocated(self, key: DeviceKey) -> bool:
         return self._refs.get(key, 0) > 0
 

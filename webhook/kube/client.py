@@ -10,7 +10,6 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote
 
 import kubernetes
 import urllib3
@@ -335,7 +334,3 @@ def _json_or_text(data: Any) -> Obj:
             return {"message": data}
         return parsed if isinstance(parsed, dict) else {"message": data}
     return {"message": str(data)}
-
-
-def quote_name(name: str) -> str:
-    return quote(name, safe="")

@@ -26,7 +26,6 @@ class Entry:
     seq: int
     attempts: int = 0
     backoff_until: float = 0.0
-    enqueued_at: float = 0.0
     key: str = ""  # namespace/name, for logs
 
 
@@ -64,7 +63,7 @@ class SchedulingQueue:
         with self._cond:
             entry = self._entries.get(uid)
             if entry is None:
-                entry = Entry(uid, priority, next(self._seq), enqueued_at=self._clock(), key=key)
+                entry = Entry(uid, priority, next(self._seq), key=key)
                 self._entries[uid] = entry
             else:
                 entry.priority = priority
