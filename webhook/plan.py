@@ -22,6 +22,7 @@ from .core.claims import (
 )
 from .core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
 from .core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
+from .core.slices import parse_slice
 from .core.state import ClusterState
 from .loader import Loaded, LoadError, expand_workloads, load_paths
 
@@ -70,7 +71,6 @@ class Plan:
 
 def check_inputs(loaded: Sequence[Loaded]) -> None:
     """Reject objects the engine cannot use, naming the file, document and field."""
-    from .core.slices import parse_slice
 
     for item in loaded:
         if item.obj.get("kind") == "ResourceSlice":

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.core import podfactory as factory
+from tests.core.podfactory import container, pod
 from webhook.cli import examples_dir, main
 from webhook.plan import run
 
@@ -112,29 +114,6 @@ def test_unschedulable_pods_exit_1_with_kube_scheduler_message(tmp_path: Path) -
 
 
 def test_running_pods_consume_devices_and_priority_orders_pending(tmp_path: Path) -> None:
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n"},
-        "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "10"}},
-    }
-    cls = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": "gpu"},
-        "spec": {"extendedResourceName": "example.com/gpu"},
-    }
-    sl = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": "s"},
-        "spec": {
-            "driver": "d.example.com",
-            "nodeName": "n",
-            "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "a"}, {"name": "b"}],
-        },
-    }
     held = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -149,17 +128,13 @@ def test_running_pods_consume_devices_and_priority_orders_pending(tmp_path: Path
         },
     }
 
-    def p(name: str, prio: int) -> Obj:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "priority": prio,
-                "containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}],
-            },
-        }
+    def p(pod_name: str, prio: int) -> Obj:
+        return pod(pod_name, [container("c", {"example.com/gpu": "1"})], priority=prio)
 
+    node, cls = factory.node("n"), factory.device_class("gpu", ext="example.com/gpu")
+    sl = factory.resource_slice(
+        "s", [factory.device("a"), factory.device("b")], driver="d.example.com", node_name="n"
+    )
     write(tmp_path, "all.yaml", [node, cls, sl, held, p("low", 1), p("high", 100)])
     code, out, _ = plan([tmp_path], "json")
     data = json.loads(out)
@@ -255,39 +230,13 @@ def test_cli_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cel_runtime_error_is_reported_as_error(tmp_path: Path) -> None:
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n"},
-        "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"}},
-    }
-    cls = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": "bad"},
-        "spec": {
-            "extendedResourceName": "example.com/gpu",
-            "selectors": [{"cel": {"expression": 'device.attributes["d.example.com"].missing == 1'}}],
-        },
-    }
-    sl = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": "s"},
-        "spec": {
-            "driver": "d.example.com",
-            "nodeName": "n",
-            "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "a"}],
-        },
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}]},
-    }
-    write(tmp_path, "all.yaml", [node, cls, sl, pod])
+    node = factory.node("n")
+    cls = factory.device_class(
+        "bad", ext="example.com/gpu", selectors=['device.attributes["d.example.com"].missing == 1']
+    )
+    sl = factory.resource_slice("s", [factory.device("a")], driver="d.example.com", node_name="n")
+    gpu_pod = pod("p", [container("c", {"example.com/gpu": "1"})])
+    write(tmp_path, "all.yaml", [node, cls, sl, gpu_pod])
     code, out, _ = plan([tmp_path], "json")
     data = json.loads(out)
     assert code == 1
