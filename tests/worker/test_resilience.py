@@ -88,8 +88,8 @@ def test_bind_failure_unreserves_and_retries(kube: Cluster) -> None:
     proc = kube.worker()
     kube.pod("p")
     kube.wait_bound(1, timeout=30)
-    assert not rule.active or rule.times == 0
-    assert proc.metrics is not None
+    assert rule.hits == 2  # both bindings were refused before the third went through
+    assert proc.registry.get_sample_value("draxr_resourceclaim_deletes_total") == 2
     created = proc.registry.get_sample_value("draxr_resourceclaim_creates_total", {"status": "success"})
     assert created == 3  # one claim per attempt: the failed attempts' claims were deleted
     assert len(kube.claims()) == 1
