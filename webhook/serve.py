@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
 
 from . import logs
 from .cluster import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from .core.constants import DEFAULT_SCHEDULER_NAME
+from .health import health_routes
 
 log = logging.getLogger("draxr.serve")
 
@@ -206,19 +203,7 @@ class Process:
 
 
 def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:
-    async def healthz(_: Request) -> Response:
-        return PlainTextResponse("ok")
-
-    async def readyz(_: Request) -> Response:
-        ok = cache.synced(kinds)
-        return PlainTextResponse("ok" if ok else "informers not synced", status_code=200 if ok else 503)
-
-    async def metrics(_: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    return Starlette(
-        routes=[Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)]
-    )
+    return Starlette(routes=health_routes(cache, registry, kinds))
 
 
 def run(opts: ServeOptions) -> int:

@@ -18,17 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..cluster import ClusterCache
 from ..core.fielderrors import invalid_status
 from ..core.objects import name
+from ..health import health_routes
 from .claims import review_claim
 from .config import AdmissionConfig
 from .context import MAY_BLOCK, Context, WouldBlock
@@ -196,19 +196,8 @@ def create_app(
     metrics = metrics_for(registry)
     ctx = Context.build(cache, config)
 
-    async def healthz(_: Request) -> Response:
-        return PlainTextResponse("ok")
-
-    async def readyz(_: Request) -> Response:
-        if cache.synced(["DeviceClass"]):
-            return PlainTextResponse("ok")
-        return PlainTextResponse("DeviceClass cache not synced", status_code=503)
-
-    async def metrics_page(_: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
     routes: list[BaseRoute] = [_hook_route(ep, ctx, metrics) for ep in ENDPOINTS]
-    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_page)]
+    routes += health_routes(cache, registry, ["DeviceClass"])
     routes += list(extra_routes)
     app = Starlette(routes=routes)
     app.state.admission = ctx
