@@ -217,20 +217,22 @@ class Binder:
             return
         try:
             # A merge patch carries no resourceVersion, so a conflict is safe to retry as is.
-            self._retry_conflicts(
-                lambda: self.client.patch(
-                    PODS,
-                    name(pod),
-                    {"status": {"extendedResourceClaimStatus": erc_status}},
-                    namespace=namespace(pod),
-                    subresource="status",
-                    patch_type=MERGE_PATCH,
-                )
-            )
+            self._retry_conflicts(lambda: self._patch_mapping(pod, erc_status))
         except ApiError as e:
             raise BindError(
                 f"update pod {namespace(pod)}/{name(pod)} ExtendedResourceClaimStatus: {e.message}"
             ) from e
+
+    def _patch_mapping(self, pod: Obj, erc_status: Obj | None) -> Obj:
+        """Set (or, with None, clear) the pod's ``status.extendedResourceClaimStatus``."""
+        return self.client.patch(
+            PODS,
+            name(pod),
+            {"status": {"extendedResourceClaimStatus": erc_status}},
+            namespace=namespace(pod),
+            subresource="status",
+            patch_type=MERGE_PATCH,
+        )
 
     # -- Bind ------------------------------------------------------------------------------------
 
@@ -280,14 +282,7 @@ class Binder:
         if written.pod_status:
             try:
                 self._check()
-                self.client.patch(
-                    PODS,
-                    name(pod),
-                    {"status": {"extendedResourceClaimStatus": None}},
-                    namespace=namespace(pod),
-                    subresource="status",
-                    patch_type=MERGE_PATCH,
-                )
+                self._patch_mapping(pod, None)
             except (ApiError, NotLeader) as e:
                 log.info("unreserve: clear pod status: %s", e, extra={"pod": _key(pod)})
 
