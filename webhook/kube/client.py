@@ -100,15 +100,16 @@ class KubeClient:
 
     # -- transport ---------------------------------------------------------------------------
 
-    def request(self, verb: str, path: str, **kwargs: Any) -> Any:
+    def request(self, verb: str, path: str, *, retries: int | None = None, **kwargs: Any) -> Any:
         """One API call; transient failures (429, 5xx, a broken connection) are retried a few
         times with a short exponential backoff, as client-go's rest client does for throttling."""
         delay = 0.05
-        for attempt in range(self.retries + 1):
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
             try:
                 return self._request_once(verb, path, **kwargs)
             except ApiError as e:
-                if not e.transient or attempt == self.retries:
+                if not e.transient or attempt == retries:
                     raise
                 wait = min(max(delay, e.retry_after), 1.0)
             time.sleep(wait)
@@ -182,7 +183,10 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         resource_version: str | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
     ) -> Obj:
+        """``timeout`` and ``retries`` override the client's defaults (a caller with a deadline)."""
         query: list[tuple[str, str]] = []
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -190,7 +194,9 @@ class KubeClient:
             query.append(("fieldSelector", field_selector))
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
-        result: Obj = self.request("list", res.path(namespace), query=query, resource=res.plural)
+        result: Obj = self.request(
+            "list", res.path(namespace), query=query, resource=res.plural, timeout=timeout, retries=retries
+        )
         return result
 
     def watch(
