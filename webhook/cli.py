@@ -35,6 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
         snapshot=args.snapshot or [],
         scheduler_name=args.scheduler_name,
         route=args.route,
+        class_read_timeout=args.class_read_timeout,
         allowed_writers=args.allowed_writers or default_writers(args.namespace),
         policy=args.policy,
         leader_elect=args.leader_elect,
@@ -102,6 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--scheduler-name", default="draxr")
     s.add_argument("--route", choices=("default-only", "always", "never"), default="default-only")
+    s.add_argument(
+        "--class-read-timeout",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="when the cache knows no DeviceClass for a name a new pod asks for, wait this long for a "
+        "fresh list from the API server before routing (0: trust the cache)",
+    )
     s.add_argument(
         "--allowed-writers",
         action="append",

@@ -29,13 +29,16 @@ TOKENS = {
 
 
 class Sandbox:
-    def __init__(self, *, leader_elect: bool = True, route: str = "default-only") -> None:
+    def __init__(
+        self, *, leader_elect: bool = True, route: str = "default-only", class_read_timeout: float = 2.0
+    ) -> None:
         self.em = Emulator(tokens=TOKENS)
         self._tmp = tempfile.TemporaryDirectory(prefix="draxr-sandbox-")
         self.dir = Path(self._tmp.name)
         self.certs = self.dir / "certs"
         self.leader_elect = leader_elect
         self.route = route
+        self.class_read_timeout = class_read_timeout
         self.processes: list[Process] = []
         self._sockets: list[socket.socket] = []
         self.port = 0
@@ -67,6 +70,7 @@ class Sandbox:
             identity=identity,
             allowed_writers=default_writers(),
             route=self.route,
+            class_read_timeout=self.class_read_timeout,
         )
         proc = Process(opts)
         proc.start_background()

@@ -45,6 +45,7 @@ class ServeOptions:
     snapshot: list[str] = field(default_factory=list)
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     route: str = "default-only"
+    class_read_timeout: float = 2.0
     allowed_writers: list[str] = field(default_factory=default_writers)
     policy: str = "binpack"
     leader_elect: bool = True
@@ -132,6 +133,7 @@ class Process:
                 allowed_writers=frozenset(self.opts.allowed_writers),
                 route=self.opts.route,  # type: ignore[arg-type]
                 scheduler_name=self.opts.scheduler_name,
+                class_read_seconds=self.opts.class_read_timeout,
             )
             return create_app(self.cache, config, self.registry)
         return health_app(self.cache, self.registry, self.kinds())

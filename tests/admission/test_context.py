@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from webhook.admission.advice import FitAdvisor
-from webhook.admission.context import MAY_BLOCK, ClaimWaiter, WouldBlock
+from webhook.admission.blocking import MAY_BLOCK, WouldBlock
+from webhook.admission.context import ClaimWaiter
 from webhook.cluster import ClusterCache
 
 from .builders import gpu_cluster, gpu_pod, special_claim

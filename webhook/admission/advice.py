@@ -54,6 +54,10 @@ def unserved_warning(resource: str) -> str:
     return clip(f"{resource}: no DeviceClass maps this name and no node advertises it")
 
 
+def stale_classes_warning(decision: str, error: str) -> str:
+    return clip(f"{decision} follows draxr's cache, DeviceClasses could not be listed: {error}")
+
+
 def fit_warning(status: str, message: str) -> str:
     lead = "scheduling check failed" if status == ERROR else "no node can run this pod now"
     return clip(f"{lead}: {message}")

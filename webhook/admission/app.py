@@ -29,9 +29,10 @@ from ..cluster import ClusterCache
 from ..core.fielderrors import invalid_status
 from ..core.objects import name
 from ..health import health_routes
+from .blocking import MAY_BLOCK, WouldBlock
 from .claims import review_claim
 from .config import AdmissionConfig
-from .context import MAY_BLOCK, Context, WouldBlock
+from .context import Context
 from .deviceclasses import review_device_class
 from .metrics import AdmissionMetrics, metrics_for
 from .mutate import mutate_pod
@@ -194,7 +195,7 @@ def create_app(
     """The webhook: the four hooks, ``/healthz``, ``/readyz`` (DeviceClasses synced) and ``/metrics``."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = metrics_for(registry)
-    ctx = Context.build(cache, config)
+    ctx = Context.build(cache, config, metrics.class_read)
 
     routes: list[BaseRoute] = [_hook_route(ep, ctx, metrics) for ep in ENDPOINTS]
     routes += health_routes(cache, registry, ["DeviceClass"])

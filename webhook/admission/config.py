@@ -24,6 +24,10 @@ class AdmissionConfig:
     ``claim_wait_seconds``: how long a pod status write by an allowed writer may wait for the
     ResourceClaim it names to reach an informer-fed cache (the worker creates the claim a moment
     before it writes the pod's mapping; the watch may lag behind). 0 disables waiting.
+
+    ``class_read_seconds``: how long a pod admission may wait for a fresh DeviceClass list when
+    the cache knows no class for a name the pod asks for (a class created a moment before the pod
+    may not have reached the informer; routing is decided only once). 0 trusts the cache.
     """
 
     allowed_writers: frozenset[str] = DEFAULT_ALLOWED_WRITERS
@@ -31,4 +35,5 @@ class AdmissionConfig:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     max_body_bytes: int = MAX_BODY_BYTES
     claim_wait_seconds: float = 2.0
+    class_read_seconds: float = 2.0
     fit_cache_size: int = 256

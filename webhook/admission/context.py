@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import threading
 import time
 from dataclasses import dataclass
@@ -10,17 +9,11 @@ from typing import Any
 
 from ..cluster import ClusterCache
 from .advice import FitAdvisor
+from .blocking import MAY_BLOCK, WouldBlock
+from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
 
 Obj = dict[str, Any]
-
-#: Hooks run on the event loop; one that would have to wait raises ``WouldBlock`` there and is
-#: run again in a worker thread, where this is True.
-MAY_BLOCK: contextvars.ContextVar[bool] = contextvars.ContextVar("draxr_admission_may_block", default=False)
-
-
-class WouldBlock(Exception):
-    """The answer needs a wait that must not happen on the event loop."""
 
 
 class ClaimWaiter:
@@ -83,14 +76,18 @@ class Context:
     config: AdmissionConfig
     fit: FitAdvisor
     claims: ClaimWaiter
+    classes: ClassReader
 
     @classmethod
-    def build(cls, cache: ClusterCache, config: AdmissionConfig) -> Context:
+    def build(
+        cls, cache: ClusterCache, config: AdmissionConfig, class_reads: Observer | None = None
+    ) -> Context:
         return cls(
             cache,
             config,
             FitAdvisor(cache, config.fit_cache_size),
             ClaimWaiter(cache, config.claim_wait_seconds),
+            ClassReader(cache, config.class_read_seconds, class_reads),
         )
 
     def allowed_writer(self, username: str) -> bool:

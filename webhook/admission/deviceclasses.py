@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..core.deviceclasses import explicit_name
 from ..core.fielderrors import FieldError, invalid_status
 from ..core.objects import name
 from ..core.validation import validate_device_class
+from .advice import stale_classes_warning
 from .context import Context
 from .review import AdmissionRequest, Verdict
 
@@ -33,6 +35,14 @@ def review_device_class(req: AdmissionRequest, ctx: Context) -> Verdict:
     with ctx.cache.lock:
         others = ctx.cache.state.classes.classes()
     errors, warnings = device_class_findings(req.obj, req.old, others)
+    claimed = explicit_name(req.obj)
+    newly_claimed = claimed is not None and (req.old is None or explicit_name(req.old) != claimed)
+    if not errors and newly_claimed and ctx.classes.live():
+        fresh = ctx.classes.classes()
+        if isinstance(fresh, str):
+            warnings.append(stale_classes_warning("uniqueness check", fresh))
+        else:
+            errors, warnings = device_class_findings(req.obj, req.old, fresh)
     if errors:
         return Verdict.deny(invalid_status(KIND, GROUP, name(req.obj) or req.name, errors), warnings)
     return Verdict(warnings=warnings)

@@ -30,6 +30,16 @@ class AdmissionMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
+        self.class_reads = Counter(
+            "draxr_admission_deviceclass_reads",
+            "Fresh DeviceClass lists made because the cache knew no class for a name a new pod asks "
+            "for, by result (found: the list backed a name the cache missed, none, error).",
+            ["result"],
+            registry=registry,
+        )
+
+    def class_read(self, result: str) -> None:
+        self.class_reads.labels(result).inc()
 
     def observe(self, endpoint: str, operation: str, result: str, seconds: float) -> None:
         self.requests.labels(endpoint, operation, result).inc()

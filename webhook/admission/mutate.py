@@ -17,7 +17,7 @@ import jsonpatch
 from ..cluster import WEBHOOK_KINDS
 from ..core.constants import DRAXR_RESOURCES_ANNOTATION
 from ..core.objects import as_dict, as_list, meta, namespace, spec
-from .advice import contention_warning, unserved_warning
+from .advice import contention_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
 from .context import Context
 from .extended import backing_classes, requested_extended
@@ -78,12 +78,20 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
     if not names:
         return Verdict()
     warnings: list[str] = []
-    unserved: list[str] = []
     cache = ctx.cache
-    complete = cache.synced(WEBHOOK_KINDS)  # advice from a half-filled cache would mislead
+    with cache.lock:
+        resolved = backing_classes(names, cache.state.classes)
+    # The cache may not have seen a class created a moment ago, and routing cannot be redone.
+    fresh = ctx.classes.resolve([n for n in names if n not in resolved])
+    if fresh.error is not None:
+        warnings.append(stale_classes_warning("routing", fresh.error))
+    resolved.update(fresh.resolved)
+    # Advice from a half-filled cache, or one the fresh list found behind (or could not check),
+    # would mislead.
+    complete = cache.synced(WEBHOOK_KINDS) and not fresh.resolved and fresh.error is None
+    unserved: list[str] = []
     with cache.lock:
         state = cache.state
-        resolved = backing_classes(names, state.classes)
         for resource in names:
             contended = contention_warning(resource, state.classes.contenders(resource))
             if contended:
