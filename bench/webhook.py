@@ -9,8 +9,14 @@ over persistent TLS connections written by hand (asyncio streams), which keeps t
 below the server's. The pod is a realistic ~5 KB Deployment pod asking for ``example.com/gpu``.
 
     python bench/webhook.py [--rates 200,1000] [--seconds 10] [--connections 16] [--unique]
+                            [--device-plugin]
 
 ``--unique`` makes every pod's spec distinct, defeating the webhook's cache of fit answers.
+``--device-plugin`` is the webhook's slow path: no DeviceClass maps the name (the nodes advertise
+it, as device plugins do) and the cache is fed by informers from an API emulator running in the
+server process, so every admission waits for a fresh DeviceClass list (shared by concurrent
+admissions) before it leaves the pod alone. The emulator shares the server's CPU; a real API
+server would not, so this is the pessimistic case.
 Prints JSON.
 """
 
@@ -222,12 +228,42 @@ def review_body(i: int, unique: bool) -> bytes:
 # --- the server process --------------------------------------------------------------------------
 
 
-def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int) -> None:
+def device_plugin_cluster(nodes: int, devices: int) -> list[Obj]:
+    """The same nodes advertising the GPUs through a device plugin; no DeviceClass, no slices."""
+    objs = [o for o in cluster(nodes, devices) if o["kind"] == "Node"]
+    for node in objs:
+        node["status"]["allocatable"][GPU] = str(devices)
+    return objs
+
+
+def informer_cache(objs: list[Obj]) -> Any:
+    """A cache fed by list+watch from an in-process API emulator holding ``objs``."""
+    from webhook.cluster import WEBHOOK_KINDS, ClusterCache
+    from webhook.emulator import Emulator
+    from webhook.kube.client import KubeClient
+
+    em = Emulator().start()
+    for obj in objs:
+        created = em.create("nodes", obj)
+        created["status"] = obj["status"]
+        em.update_status("nodes", created)
+    cache = ClusterCache()
+    cache.start(KubeClient(em.api_client()), WEBHOOK_KINDS)
+    if not cache.wait_synced(WEBHOOK_KINDS, 60):
+        raise SystemExit("the informers did not sync")
+    return cache
+
+
+def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_plugin: bool) -> None:
     from webhook.admission import AdmissionConfig, create_app
     from webhook.cluster import ClusterCache
     from webhook.tls import ReloadingTLS, uvicorn_server
 
-    app = create_app(ClusterCache.from_objects(cluster(nodes, devices)), AdmissionConfig())
+    if device_plugin:
+        cache = informer_cache(device_plugin_cluster(nodes, devices))
+    else:
+        cache = ClusterCache.from_objects(cluster(nodes, devices))
+    app = create_app(cache, AdmissionConfig())
     server = uvicorn_server(
         app,
         ReloadingTLS(cert_dir),
@@ -379,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--devices", type=int, default=8)
     ap.add_argument("--unique", action="store_true", help="a distinct pod spec per request")
+    ap.add_argument(
+        "--device-plugin",
+        action="store_true",
+        help="no DeviceClass maps the name: every admission waits for a fresh DeviceClass list",
+    )
     args = ap.parse_args(argv)
 
     from webhook.certs import CA_CERT, ensure_certs
@@ -391,14 +432,14 @@ def main(argv: list[str] | None = None) -> int:
     sock.listen(256)
     port = sock.getsockname()[1]
     proc = mp.get_context("fork").Process(
-        target=serve, args=(str(cert_dir), sock, args.nodes, args.devices), daemon=True
+        target=serve, args=(str(cert_dir), sock, args.nodes, args.devices, args.device_plugin), daemon=True
     )
     proc.start()
     ctx = ssl.create_default_context(cafile=str(cert_dir / CA_CERT))
     bodies = [review_body(i, args.unique) for i in range(1000 if args.unique else 1)]
     try:
         answer = asyncio.run(check_answer(port, ctx, bodies[0]))  # connects once the server listens
-        if answer.get("allowed") is not True or "patch" not in answer:
+        if answer.get("allowed") is not True or ("patch" in answer) == args.device_plugin:
             raise SystemExit(f"unexpected answer from the webhook: {answer}")
         asyncio.run(closed_loop(port, ctx, bodies, 2.0, args.connections))  # warm-up
         results: Obj = {
@@ -407,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             "review_bytes": len(bodies[0]),
             "cluster": {"nodes": args.nodes, "devices_per_node": args.devices},
             "unique_pods": args.unique,
+            "device_plugin": args.device_plugin,
             "connections": args.connections,
             "seconds_per_phase": args.seconds,
             "cpus": os.cpu_count(),
