@@ -96,6 +96,10 @@ BUILTIN: tuple[ResourceType, ...] = (
         reset_status_on_create=True,
     ),
     ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    # 1.35 serves DeviceTaintRule as v1alpha3 when enabled (the emulator enables it).
+    ResourceType(
+        "resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False, subresources=("status",)
+    ),
     ResourceType(
         "admissionregistration.k8s.io",
         "v1",
