@@ -11,7 +11,7 @@ import pytest
 from webhook.emulator import Emulator
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer
-from webhook.kube.resources import NODES
+from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, device_taint_rules
 
 Obj = dict[str, Any]
 
@@ -77,3 +77,30 @@ def test_410_gone_relists_and_reports_what_changed_meanwhile(em: Emulator) -> No
         assert rec.events.count(("ADDED", "stays")) == 1  # unchanged objects are not reported again
     finally:
         inf.stop()
+
+
+def test_an_optional_resource_is_watched_in_the_version_the_server_serves(em: Emulator) -> None:
+    em.create("devicetaintrules", {"metadata": {"name": "r"}, "spec": {"deviceSelector": {}}})
+    rec = Recorder()
+    inf = Informer(
+        KubeClient(em.api_client()),
+        device_taint_rules(DEVICE_TAINT_RULE_VERSIONS[0]),
+        rec,
+        versions=DEVICE_TAINT_RULE_VERSIONS,
+    ).start()
+    try:
+        rec.wait(lambda ev: ("ADDED", "r") in ev)
+        assert inf.resource.version == "v1alpha3"  # v1 and v1beta2 do not serve it here
+    finally:
+        inf.stop()
+
+
+def test_a_resource_the_server_does_not_serve_is_synced_empty(em: Emulator) -> None:
+    rec = Recorder()
+    inf = Informer(KubeClient(em.api_client()), device_taint_rules("v1"), rec, versions=("v1", "v1beta2"))
+    inf.start()
+    assert inf.synced.wait(10)
+    inf.stop()
+    assert inf.items() == []
+    assert rec.events == []
+    assert not [r for r in em.requests() if r.resource == "devicetaintrules"]  # never listed

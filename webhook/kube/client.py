@@ -199,6 +199,19 @@ class KubeClient:
         )
         return result
 
+    def served(self, group: str, plural: str, versions: tuple[str, ...]) -> str | None:
+        """The first of ``versions`` in which the API server serves ``plural`` (discovery)."""
+        for version in versions:
+            try:
+                found = self.request("get", f"/apis/{group}/{version}", retries=1)
+            except ApiError as e:
+                if e.not_found:
+                    continue
+                raise
+            if any(isinstance(r, dict) and r.get("name") == plural for r in found.get("resources") or []):
+                return version
+        return None
+
     def watch(
         self,
         res: Resource,

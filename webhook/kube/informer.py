@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .client import ApiError, KubeClient, WatchStream
@@ -38,9 +39,13 @@ class Informer:
         watch_timeout: int = 300,
         min_backoff: float = 0.2,
         max_backoff: float = 30.0,
+        versions: tuple[str, ...] | None = None,
     ) -> None:
+        """``versions``: the resource may be served in any of these (newest first) or not at all;
+        discovery decides before the first list. Not served: synced, empty, and nothing watched."""
         self.client = client
         self.resource = resource
+        self.versions = versions
         self.handler = handler
         self.field_selector = field_selector
         self.watch_timeout = watch_timeout
@@ -85,6 +90,8 @@ class Informer:
         need_list = True
         while not self._stop.is_set():
             try:
+                if self.versions is not None and not self._discover():
+                    return
                 if need_list:
                     self._relist()
                     need_list = False
@@ -101,6 +108,18 @@ class Informer:
                 log.warning("informer %s: %s: %s", self.resource.plural, type(e).__name__, e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
+
+    def _discover(self) -> bool:
+        """Settle the served version (once); False when the API server serves none of them."""
+        res = self.resource
+        version = self.client.served(res.group, res.plural, self.versions or ())
+        if version is None:
+            log.info("informer %s: %s is not served; nothing to watch", res.plural, res.group)
+            self.synced.set()
+            return False
+        self.resource = replace(res, version=version)
+        self.versions = None
+        return True
 
     def _relist(self) -> None:
         listing = self.client.list(self.resource, field_selector=self.field_selector)

@@ -40,6 +40,15 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceS
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 
+#: DeviceTaintRule's versions, newest first: v1 (1.37), v1beta2 (1.36), v1alpha3 (1.33-1.35, only
+#: when enabled). A cluster may serve none; ``served`` finds out which.
+DEVICE_TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+
+
+def device_taint_rules(version: str) -> Resource:
+    return Resource("resource.k8s.io", version, "devicetaintrules", "DeviceTaintRule", False)
+
+
 BY_PLURAL = {
     r.plural: r
     for r in (PODS, NODES, EVENTS, NAMESPACES, DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, LEASES)
