@@ -75,7 +75,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         *(("", "nodes", v, "*any*") for v in read),
         *(
             ("resource.k8s.io", r, v, "*any*")
-            for r in ("deviceclasses", "resourceclaims", "resourceslices")
+            for r in ("deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices")
             for v in read
         ),
     }
@@ -84,7 +84,11 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ("", "pods/status", "patch", "*any*"),
         ("", "pods/binding", "create", "*any*"),
         ("", "events", "create", "*any*"),
-        *(("resource.k8s.io", r, v, "*any*") for r in ("deviceclasses", "resourceslices") for v in read),
+        *(
+            ("resource.k8s.io", r, v, "*any*")
+            for r in ("deviceclasses", "devicetaintrules", "resourceslices")
+            for v in read
+        ),
         *(("resource.k8s.io", "resourceclaims", v, "*any*") for v in (*read, "create", "update", "delete")),
         ("resource.k8s.io", "resourceclaims/status", "update", "*any*"),
     }

@@ -11,7 +11,16 @@ from .core.objects import Obj, uid
 from .core.state import ClusterState
 from .kube.client import KubeClient
 from .kube.informer import Informer
-from .kube.resources import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
+from .kube.resources import (
+    DEVICE_CLASSES,
+    DEVICE_TAINT_RULE_VERSIONS,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    Resource,
+    device_taint_rules,
+)
 
 Listener = Callable[[str, str, Obj], None]  # (kind, event type, object)
 
@@ -21,8 +30,11 @@ KIND_OF = {
     "ResourceSlice": RESOURCE_SLICES,
     "ResourceClaim": RESOURCE_CLAIMS,
     "Pod": PODS,
+    "DeviceTaintRule": device_taint_rules(DEVICE_TAINT_RULE_VERSIONS[0]),  # version found at start
 }
-WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim")
+#: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
+OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
+WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule")
 ALL_KINDS = (*WEBHOOK_KINDS, "Pod")
 
 
@@ -51,7 +63,9 @@ class ClusterCache:
     def start(self, client: KubeClient, kinds: Sequence[str] = ALL_KINDS, **informer_args: Any) -> None:
         for kind in kinds:
             res: Resource = KIND_OF[kind]
-            inf = Informer(client, res, self._handler(kind), **informer_args)
+            inf = Informer(
+                client, res, self._handler(kind), versions=OPTIONAL_KINDS.get(kind), **informer_args
+            )
             self.informers[kind] = inf
             inf.start()
 

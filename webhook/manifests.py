@@ -87,7 +87,7 @@ def rbac(namespace: str) -> list[Obj]:
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {
             "apiGroups": ["resource.k8s.io"],
-            "resources": ["deviceclasses", "resourceclaims", "resourceslices"],
+            "resources": ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices"],
             "verbs": ["get", "list", "watch"],
         },
     ]
@@ -99,7 +99,7 @@ def rbac(namespace: str) -> list[Obj]:
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {
             "apiGroups": ["resource.k8s.io"],
-            "resources": ["deviceclasses", "resourceslices"],
+            "resources": ["deviceclasses", "devicetaintrules", "resourceslices"],
             "verbs": ["get", "list", "watch"],
         },
         {

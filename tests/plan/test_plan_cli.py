@@ -245,3 +245,27 @@ def test_cel_runtime_error_is_reported_as_error(tmp_path: Path) -> None:
     assert (
         "class bad: selector #0 on device d.example.com/n/a: CEL runtime error" in data["pods"][0]["message"]
     )
+
+
+def test_a_device_taint_rule_in_the_input_keeps_pods_off_its_devices(tmp_path: Path) -> None:
+    for f in ("nodes.yaml", "deviceclass.yaml", "resourceslice.yaml", "deployment.yaml"):
+        (tmp_path / f).write_text((examples_dir() / f).read_text())
+    slices = list(yaml.safe_load_all((examples_dir() / "resourceslice.yaml").read_text()))
+    pool = slices[0]["spec"]["pool"]["name"]
+    rule = {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "maintenance"},
+        "spec": {"deviceSelector": {"pool": pool}, "taint": {"key": "maintenance", "effect": "NoSchedule"}},
+    }
+    write(tmp_path, "rule.yaml", [rule])
+    code, out, _ = plan([tmp_path], "json")
+    data = json.loads(out)
+    assert code == 1
+    assert data["summary"] == {"scheduled": 2, "unschedulable": 2, "errors": 0}
+    assert {p["node"] for p in data["pods"] if p["status"] == "Scheduled"} == {"device-plugin-node"}
+    waiting = [p["message"] for p in data["pods"] if p["status"] == "Unschedulable"]
+    assert (
+        waiting
+        == ["0/2 nodes are available: 1 Insufficient example.com/gpu, 1 cannot allocate all claims."] * 2
+    )

@@ -21,6 +21,7 @@ RESOURCE = {
     "ResourceSlice": "resourceslices",
     "ResourceClaim": "resourceclaims",
     "Pod": "pods",
+    "DeviceTaintRule": "devicetaintrules",
 }
 GPU = "example.com/gpu"
 

@@ -269,3 +269,28 @@ def test_concurrency_200_pods_for_64_devices(kube: Cluster) -> None:
         assert cond is not None
         assert cond["message"] == "0/8 nodes are available: 8 cannot allocate all claims."
     kube.check_consistent()
+
+
+def test_a_device_taint_rule_keeps_pods_off_the_tainted_devices_until_it_goes(kube: Cluster) -> None:
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    kube.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1alpha3",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "gpu-0-broken"},
+            "spec": {
+                "deviceSelector": {"driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-0"},
+                "taint": {"key": "example.com/broken", "effect": "NoSchedule"},
+            },
+        }
+    )
+    kube.worker()  # the emulator serves DeviceTaintRule as v1alpha3, as 1.35 does
+    kube.pod("first")
+    kube.wait_bound(1)
+    assert kube.allocated() == [("gpu.example.com", "n-gpu", "gpu-1")]  # never the tainted gpu-0
+    kube.pod("second")
+    msg = "0/1 nodes are available: 1 cannot allocate all claims."
+    kube.em.wait_for(lambda: (kube.condition("second") or {}).get("message") == msg, 10)
+    kube.em.delete("devicetaintrules", "gpu-0-broken")
+    assert kube.wait_bound(2) == {"first": "n", "second": "n"}
+    kube.check_consistent()

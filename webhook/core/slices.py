@@ -12,14 +12,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .cel import Fingerprint, parse_attribute
 from .nodematch import SelectorError, node_selector_matches
 from .objects import Obj, as_dict, as_list, name, spec, uid
 from .quantity import Quantity, QuantityError
+from .taintrules import TaintRule
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 PoolKey = tuple[str, str]  # (driver, pool)
@@ -160,8 +161,9 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
     )
 
 
-def parse_slice(obj: Obj) -> Slice:
-    """Parse a ResourceSlice; content errors mark the slice (and so its pool) as unusable."""
+def parse_slice(obj: Obj, rules: Sequence[TaintRule] = ()) -> Slice:
+    """Parse a ResourceSlice; content errors mark the slice (and so its pool) as unusable.
+    ``rules`` (DeviceTaintRules) add their taints to the devices they match."""
     s = spec(obj)
     driver = s.get("driver") if isinstance(s.get("driver"), str) else ""
     pool_spec = as_dict(s.get("pool"))
@@ -195,7 +197,16 @@ def parse_slice(obj: Obj) -> Slice:
     except (ValueError, QuantityError) as e:
         sl.devices = []
         sl.problem = str(e)
+    if rules:
+        sl.devices = [_with_rule_taints(d, rules) for d in sl.devices]
     return sl
+
+
+def _with_rule_taints(device: Device, rules: Sequence[TaintRule]) -> Device:
+    extra = tuple(
+        r.taint for r in rules if r.taint is not None and r.matches(device.driver, device.pool, device.name)
+    )
+    return replace(device, taints=device.taints + extra) if extra else device
 
 
 def device_selects_node(device: Device, node: Obj) -> bool:

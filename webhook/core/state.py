@@ -38,6 +38,7 @@ from .objects import (
 from .podresources import Units, pod_requests
 from .quantity import Quantity, try_parse
 from .slices import Device, DeviceKey, Pool, PoolKey, Slice, device_selects_node, gather_pools, parse_slice
+from .taintrules import TaintRule, parse_taint_rule
 
 ClaimKey = tuple[str, str]  # (namespace, name)
 Candidate = tuple[Device, CelError | None]
@@ -199,6 +200,8 @@ class ClusterState:
         self.classes = ClassResolver()
         self.nodes: dict[str, NodeInfo] = {}
         self.slices: dict[str, Slice] = {}
+        self.taint_rules: dict[str, TaintRule] = {}
+        self._slice_objs: dict[str, Obj] = {}  # to re-read a slice when a taint rule changes
         self.claims: dict[ClaimKey, Obj] = {}
         self.pods: dict[str, Obj] = {}  # bound, non-terminal pods by uid
         self._assumed: dict[str, str] = {}  # pod uid -> node, reserved but not yet seen bound
@@ -230,6 +233,8 @@ class ClusterState:
             self.remove_slice(name(obj)) if deleted else self.upsert_slice(obj)
         elif kind == "ResourceClaim":
             self.remove_claim(namespace(obj), name(obj)) if deleted else self.upsert_claim(obj)
+        elif kind == "DeviceTaintRule":
+            self.remove_taint_rule(name(obj)) if deleted else self.upsert_taint_rule(obj)
         elif kind == "Pod":
             self.remove_pod(uid(obj)) if deleted else self.upsert_pod(obj)
         else:
@@ -292,8 +297,9 @@ class ClusterState:
 
     def upsert_slice(self, obj: Obj) -> None:
         self._drop_slice(name(obj))
-        sl = parse_slice(obj)
+        sl = parse_slice(obj, list(self.taint_rules.values()))
         self.slices[sl.name] = sl
+        self._slice_objs[sl.name] = obj
         local = sl.local_node
         if local:
             self._local_slices.setdefault(local, {})[sl.name] = sl
@@ -308,6 +314,7 @@ class ClusterState:
         self.version += 1
 
     def _drop_slice(self, slice_name: str) -> None:
+        self._slice_objs.pop(slice_name, None)
         sl = self.slices.pop(slice_name, None)
         if sl is None:
             return
@@ -335,6 +342,26 @@ class ClusterState:
 
     def _pool_has_global(self, key: PoolKey) -> bool:
         return any(s.local_node is None for s in self._by_pool.get(key, []))
+
+    # -- device taint rules ------------------------------------------------------------------
+
+    def upsert_taint_rule(self, obj: Obj) -> None:
+        rule = parse_taint_rule(obj)
+        old = self.taint_rules.get(rule.name)
+        self.taint_rules[rule.name] = rule
+        self._retaint([r for r in (old, rule) if r is not None])
+
+    def remove_taint_rule(self, rule_name: str) -> None:
+        old = self.taint_rules.pop(rule_name, None)
+        if old is not None:
+            self._retaint([old])
+
+    def _retaint(self, changed: list[TaintRule]) -> None:
+        """Read again the slices whose devices a changed rule could taint (or did)."""
+        for sl in list(self.slices.values()):
+            if any(r.may_touch(sl.driver, sl.pool) for r in changed):
+                self.upsert_slice(self._slice_objs[sl.name])
+        self.version += 1
 
     # -- claims ------------------------------------------------------------------------------
 
