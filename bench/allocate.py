@@ -3,7 +3,8 @@
 25 DeviceClasses (``example.com/gpu-<k>``), 500 nodes with 10 devices each, 5,000 pods cycling
 ``example.com/gpu-{i mod 25}``: every device ends up allocated. Prints JSON: decisions per second
 and p50/p99 per decision (Filter + Score + allocation + Reserve, CEL results already cached), and
-the cold-start cost of evaluating every class selector over every device.
+the cold-start cost of evaluating every class selector over every device, and what a
+DeviceTaintRule change costs (one pool, then every device: the slices it touches are read again).
 
     python bench/allocate.py [--nodes 500] [--devices 10] [--classes 25] [--pods 5000] [--unique]
 
@@ -102,6 +103,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def taint_rule_costs(st: ClusterState) -> dict[str, float]:
+    """Seconds to apply (and then remove) a rule on one pool, and one on every device."""
+    pool = next(iter(st.slices.values())).pool
+    out: dict[str, float] = {}
+    for label, selector in (("one_pool", {"pool": pool}), ("all_devices", {})):
+        rule = {
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": label},
+            "spec": {"deviceSelector": selector, "taint": {"key": "bench", "effect": "NoSchedule"}},
+        }
+        t = time.perf_counter()
+        st.apply("DeviceTaintRule", rule)
+        out[label] = round(time.perf_counter() - t, 4)
+        st.apply("DeviceTaintRule", rule, deleted=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=500)
@@ -134,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             scheduled += 1
         latencies.append(time.perf_counter() - t)
     total = time.perf_counter() - t_all
+    rules = taint_rule_costs(st)
     out = {
         "shape": {
             "nodes": args.nodes,
@@ -149,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "cel_cold_start_seconds": round(cold_s, 3),
         "cel_evaluations_cold": cel_stats.get("evaluations"),
         "build_seconds": round(build_s, 3),
+        "taint_rule_apply_seconds": rules,
         "python": sys.version.split()[0],
     }
     print(json.dumps(out, indent=2))
