@@ -7,6 +7,7 @@ for tiny instances, that "unsatisfiable" is true (brute force finds no assignmen
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -131,3 +132,63 @@ def test_allocator_invariants(
                 assert len(set(numas)) == 1
             if "distinctAttribute" in con:
                 assert len(set(numas)) == len(numas)
+
+
+def taint_rules(info: dict[str, dict[str, Any]]) -> st.SearchStrategy[list[Obj]]:
+    """Up to three rules selecting pools and devices of the cluster (or none, or all of it)."""
+    keys = sorted(info) or ["pool-0/p0s0d0"]
+    shapes = st.sampled_from(["none", "empty", "pool", "device", "pool+device", "driver", "other-driver"])
+
+    def build(i: int, shape: str, key: str, effect: str) -> Obj:
+        pool, dev = key.split("/")
+        selector: Obj | None = {
+            "none": None,
+            "empty": {},
+            "pool": {"pool": pool},
+            "device": {"device": dev},
+            "pool+device": {"pool": pool, "device": dev},
+            "driver": {"driver": "gpu.example.com"},
+            "other-driver": {"driver": "other.example.com", "pool": pool},
+        }[shape]
+        spec: Obj = {"taint": {"key": f"k{i}", "effect": effect}}
+        if selector is not None:
+            spec["deviceSelector"] = selector
+        return {"kind": "DeviceTaintRule", "metadata": {"name": f"rule-{i}"}, "spec": spec}
+
+    one = st.tuples(shapes, st.sampled_from(keys), st.sampled_from(["NoSchedule", "NoExecute", "None"]))
+    return st.lists(one, max_size=3).map(lambda rs: [build(i, *r) for i, r in enumerate(rs)])
+
+
+def _selects(rule: Obj, driver: str, pool: str, dev: str) -> bool:
+    """The documented semantics, written out independently of the engine."""
+    sel = rule["spec"].get("deviceSelector")
+    if sel is None:
+        return False
+    return all(sel.get(k) in (None, v) for k, v in (("driver", driver), ("pool", pool), ("device", dev)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_a_taint_rule_acts_as_if_the_driver_had_published_the_taint(
+    cluster: tuple[list[Obj], list[Obj], dict[str, dict[str, Any]]], data: st.DataObject
+) -> None:
+    slices, claims, info = cluster
+    rules = data.draw(taint_rules(info))
+    inlined = copy.deepcopy(slices)
+    for sl in inlined:
+        pool = sl["spec"]["pool"]["name"]
+        for d in sl["spec"]["devices"]:
+            taints = [r["spec"]["taint"] for r in rules if _selects(r, sl["spec"]["driver"], pool, d["name"])]
+            if taints:
+                d["taints"] = taints
+    via_rules = run([*slices, *rules], claims)
+    assert as_plain(via_rules) == as_plain(run(inlined, claims))
+    blocked = {
+        (sl["spec"]["pool"]["name"], d["name"])
+        for sl in inlined
+        for d in sl["spec"]["devices"]
+        if any(t["effect"] != "None" for t in d.get("taints", []))
+    }
+    for alloc in via_rules or []:
+        for x in alloc.results:
+            assert (x.device.pool, x.device.name) not in blocked
