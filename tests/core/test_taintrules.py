@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from webhook.core.allocator import Unsatisfiable
 from webhook.core.scheduler import SCHEDULED, UNSCHEDULABLE, Scheduler
@@ -121,3 +123,40 @@ def test_a_claim_that_tolerates_the_taint_gets_the_device() -> None:
     assert [r.device.name for r in got.results] == ["gpu-0"]
     with pytest.raises(Unsatisfiable, match="cannot allocate all claims"):
         allocate(st, "a", [claim("d", [exactly("r", "gpu")])])
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+_selector_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "driver": st.sampled_from([DRIVER, "x"]) | _json,
+        "pool": st.sampled_from(["a", "b"]) | _json,
+        "device": st.sampled_from(["gpu-0", "gpu-1"]) | _json,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=st.fixed_dictionaries(
+        {},
+        optional={
+            "deviceSelector": _selector_like | _json,
+            "taint": st.fixed_dictionaries({}, optional={"key": _json, "effect": _json}) | _json,
+        },
+    )
+    | _json
+)
+def test_fuzz_any_rule_object_is_taken_without_error(spec: Any) -> None:
+    st_ = state_of(*cluster())
+    before = _free(st_)
+    obj = {"kind": "DeviceTaintRule", "metadata": {"name": "r"}, "spec": spec}
+    st_.apply("DeviceTaintRule", obj)
+    after = _free(st_)
+    assert all(after[n] <= before[n] for n in before)  # a rule only ever takes devices away
+    st_.apply("DeviceTaintRule", obj, deleted=True)
+    assert _free(st_) == before
