@@ -28,20 +28,6 @@ from .core.quantity import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
 
-#: Kinds the engine understands; other kinds are loaded and kept, callers decide.
-SUPPORTED_KINDS: Final = frozenset(
-    {
-        "Pod",
-        "Node",
-        "DeviceClass",
-        "ResourceSlice",
-        "ResourceClaim",
-        "Deployment",
-        "ReplicaSet",
-        "StatefulSet",
-        "Job",
-    }
-)
 #: Workloads ``expand_workloads`` turns into pods, by (apiVersion, kind), with their count field.
 WORKLOADS: Final = {
     ("apps/v1", "Deployment"): "replicas",
