@@ -73,6 +73,7 @@ class Slice:
     devices: list[Device]
     shared_counters: dict[str, dict[str, Quantity]] = field(default_factory=dict)
     problem: str | None = None
+    source: Obj = field(default_factory=dict, repr=False)  # the object, to re-read it with new rules
 
     @property
     def pool_key(self) -> PoolKey:
@@ -184,6 +185,7 @@ def parse_slice(obj: Obj, rules: Sequence[TaintRule] = ()) -> Slice:
         node_selector=as_dict(s.get("nodeSelector")) or None,
         per_device=per_device,
         devices=[],
+        source=obj,
     )
     if not driver or not pool:
         sl.problem = "spec.driver and spec.pool.name are required"

@@ -201,7 +201,6 @@ class ClusterState:
         self.nodes: dict[str, NodeInfo] = {}
         self.slices: dict[str, Slice] = {}
         self.taint_rules: dict[str, TaintRule] = {}
-        self._slice_objs: dict[str, Obj] = {}  # to re-read a slice when a taint rule changes
         self.claims: dict[ClaimKey, Obj] = {}
         self.pods: dict[str, Obj] = {}  # bound, non-terminal pods by uid
         self._assumed: dict[str, str] = {}  # pod uid -> node, reserved but not yet seen bound
@@ -299,7 +298,6 @@ class ClusterState:
         self._drop_slice(name(obj))
         sl = parse_slice(obj, list(self.taint_rules.values()))
         self.slices[sl.name] = sl
-        self._slice_objs[sl.name] = obj
         local = sl.local_node
         if local:
             self._local_slices.setdefault(local, {})[sl.name] = sl
@@ -314,7 +312,6 @@ class ClusterState:
         self.version += 1
 
     def _drop_slice(self, slice_name: str) -> None:
-        self._slice_objs.pop(slice_name, None)
         sl = self.slices.pop(slice_name, None)
         if sl is None:
             return
@@ -360,7 +357,7 @@ class ClusterState:
         """Read again the slices whose devices a changed rule could taint (or did)."""
         for sl in list(self.slices.values()):
             if any(r.may_touch(sl.driver, sl.pool) for r in changed):
-                self.upsert_slice(self._slice_objs[sl.name])
+                self.upsert_slice(sl.source)
         self.version += 1
 
     # -- claims ------------------------------------------------------------------------------

@@ -35,17 +35,13 @@ class TaintRule:
     unsupported: str | None = None
 
     def matches(self, driver: str, pool: str, device: str) -> bool:
-        if self.taint is None or not self.selects or self.unsupported:
-            return False
-        return (
-            (self.driver is None or self.driver == driver)
-            and (self.pool is None or self.pool == pool)
-            and (self.device is None or self.device == device)
-        )
+        return self.may_touch(driver, pool) and (self.device is None or self.device == device)
 
     def may_touch(self, driver: str, pool: str) -> bool:
         """Whether any device of the pool (driver, pool) could match (which slices to re-read)."""
-        return self.matches(driver, pool, self.device or "")
+        if self.taint is None or not self.selects or self.unsupported:
+            return False
+        return (self.driver is None or self.driver == driver) and (self.pool is None or self.pool == pool)
 
 
 def _optional(selector: Obj, key: str) -> str | None:
