@@ -115,4 +115,6 @@ def test_a_name_taken_a_moment_ago_is_not_given_twice(box: Sandbox) -> None:
 
 def test_without_fresh_reads_the_second_class_slips_through(trusting_box: Sandbox) -> None:
     trusting_box.admin.create(DEVICE_CLASSES, device_class("gpu-a.example.com", GPU))
-    trusting_box.admin.create(DEVICE_CLASSES, device_class("gpu-b.example.com", GPU))
+    trusting_box.admin.create(DEVICE_CLASSES, device_class("gpu-b.example.com", GPU))  # not denied
+    both = {c["metadata"]["name"] for c in trusting_box.admin.list(DEVICE_CLASSES)["items"]}
+    assert both == {"gpu-a.example.com", "gpu-b.example.com"}

@@ -55,8 +55,7 @@ class ClassReader:
         self._cache = cache
         self._timeout = timeout
         self._observe = observe
-        self._lister = lister if lister is not None else self._list_from_api
-        self._injected = lister is not None
+        self._lister = lister
         self._cond = threading.Condition()
         self._started = 0  # lists started so far
         self._finished = 0  # the number of the newest finished list
@@ -65,7 +64,7 @@ class ClassReader:
 
     def live(self) -> bool:
         """Only an informer-fed cache can lag behind; a snapshot is the whole truth."""
-        return self._timeout > 0 and (self._injected or "DeviceClass" in self._cache.informers)
+        return self._timeout > 0 and (self._lister is not None or "DeviceClass" in self._cache.informers)
 
     def resolve(self, names: list[str]) -> FreshClasses:
         """Resolve ``names`` against a DeviceClass list that started after this call."""
@@ -116,7 +115,7 @@ class ClassReader:
 
     def _list(self, deadline: float) -> list[Obj] | str:
         try:
-            return self._lister(max(deadline - time.monotonic(), 0.1))
+            return (self._lister or self._list_from_api)(max(deadline - time.monotonic(), 0.1))
         except ApiError as e:
             log.warning("listing DeviceClasses failed: %s", e)
             return f"{e.status}: {e.message}" if e.status else e.message
