@@ -7,8 +7,12 @@ import json
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .serve import ServeOptions
 
 
 def examples_dir() -> Path:
@@ -22,10 +26,11 @@ def _plan(args: argparse.Namespace) -> int:
     return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from .serve import ServeOptions, default_writers, run
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """``draxr serve`` flags as the options ``serve.run`` takes."""
+    from .serve import ServeOptions, default_writers
 
-    opts = ServeOptions(
+    return ServeOptions(
         host=args.host,
         port=args.port,
         cert_dir=Path(args.cert_dir),
@@ -46,7 +51,12 @@ def _serve(args: argparse.Namespace) -> int:
         burst=args.burst,
         log_level=args.log_level,
     )
-    return run(opts)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import run
+
+    return run(serve_options(args))
 
 
 def _certs(args: argparse.Namespace) -> int:

@@ -1,0 +1,62 @@
+"""``draxr serve`` flags reach the options the server runs with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from webhook.cli import build_parser, serve_options
+from webhook.serve import ServeOptions, default_writers
+
+
+def test_serve_defaults_are_the_documented_ones() -> None:
+    # The flags' defaults and ServeOptions' defaults must not drift apart.
+    assert serve_options(build_parser().parse_args(["serve"])) == ServeOptions()
+
+
+def test_every_serve_flag_is_passed_on() -> None:
+    argv = [
+        "serve",
+        "--host=127.0.0.1",
+        "--port=9443",
+        "--cert-dir=/tmp/c",
+        "--no-worker",
+        "--kubeconfig=/k",
+        "--snapshot=a.yaml",
+        "--snapshot=b.yaml",
+        "--scheduler-name=other",
+        "--route=always",
+        "--class-read-timeout=0.5",
+        "--policy=spread",
+        "--namespace=ops",
+        "--lease-name=l",
+        "--no-leader-elect",
+        "--identity=me",
+        "--qps=200",
+        "--burst=400",
+        "--log-level=debug",
+    ]
+    assert serve_options(build_parser().parse_args(argv)) == ServeOptions(
+        host="127.0.0.1",
+        port=9443,
+        cert_dir=Path("/tmp/c"),
+        worker=False,
+        kubeconfig="/k",
+        snapshot=["a.yaml", "b.yaml"],
+        scheduler_name="other",
+        route="always",
+        class_read_timeout=0.5,
+        allowed_writers=default_writers("ops"),  # the writer identity follows the namespace
+        policy="spread",
+        leader_elect=False,
+        lease_namespace="ops",
+        lease_name="l",
+        identity="me",
+        qps=200.0,
+        burst=400,
+        log_level="debug",
+    )
+    named = build_parser().parse_args(
+        ["serve", "--no-webhook", "--allowed-writers=u1", "--allowed-writers=u2"]
+    )
+    opts = serve_options(named)
+    assert (opts.webhook, opts.worker, opts.allowed_writers) == (False, True, ["u1", "u2"])
