@@ -34,4 +34,4 @@ clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info
 
 manifests: $(STAMP)
-	$(BIN)/python -c "from webhook.manifests import write_defaults; write_defaults('manifests')"
+	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"

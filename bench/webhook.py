@@ -238,8 +238,8 @@ def device_plugin_cluster(nodes: int, devices: int) -> list[Obj]:
 
 def informer_cache(objs: list[Obj]) -> Any:
     """A cache fed by list+watch from an in-process API emulator holding ``objs``."""
-    from webhook.cluster import WEBHOOK_KINDS, ClusterCache
     from webhook.emulator import Emulator
+    from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
     from webhook.kube.client import KubeClient
 
     em = Emulator().start()
@@ -256,8 +256,8 @@ def informer_cache(objs: list[Obj]) -> Any:
 
 def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_plugin: bool) -> None:
     from webhook.admission import AdmissionConfig, create_app
-    from webhook.cluster import ClusterCache
-    from webhook.tls import ReloadingTLS, uvicorn_server
+    from webhook.kube.cache import ClusterCache
+    from webhook.runtime.tls import ReloadingTLS, uvicorn_server
 
     if device_plugin:
         cache = informer_cache(device_plugin_cluster(nodes, devices))
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from webhook.certs import CA_CERT, ensure_certs
+    from webhook.install.certs import CA_CERT, ensure_certs
 
     cert_dir = Path(tempfile.mkdtemp(prefix="draxr-bench-"))
     ensure_certs(cert_dir, "draxr-webhook", "draxr-system")

@@ -27,7 +27,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.emulator import Emulator
-from webhook.serve import Process, ServeOptions
+from webhook.runtime.serve import Process, ServeOptions
 
 Obj = dict[str, Any]
 WORKER = "system:serviceaccount:draxr-system:draxr-worker"

@@ -194,7 +194,7 @@ class Target:
 
 
 def emulator_target() -> Target:
-    from webhook.sandbox import Sandbox
+    from webhook.emulator.sandbox import Sandbox
 
     box = Sandbox().start()
     nodes = ["e2e-node-a", "e2e-node-b"]

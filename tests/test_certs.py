@@ -1,4 +1,4 @@
-"""``webhook.certs``: the webhook CA and serving certificate, idempotent and renewing."""
+"""``webhook.install.certs``: the webhook CA and serving certificate, idempotent and renewing."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.certs import (
+from webhook.install.certs import (
     CA_CERT,
     CA_KEY,
     TLS_CERT,

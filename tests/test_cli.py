@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from webhook.cli import build_parser, serve_options
-from webhook.serve import ServeOptions, default_writers
+from webhook.cli import build_parser
+from webhook.commands.serve import serve_options
+from webhook.runtime.serve import ServeOptions, default_writers
 
 
 def test_serve_defaults_are_the_documented_ones() -> None:

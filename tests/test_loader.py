@@ -12,12 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.loader import (
-    Loaded,
-    LoadError,
-    expand_workloads,
-    load_paths,
-)
+from webhook.loader import Loaded, LoadError, expand_workloads, load_paths
 
 DATA = Path(__file__).parent / "data" / "loader"
 GOOD = DATA / "good"

@@ -2,7 +2,7 @@ import io
 import json
 import logging
 
-from webhook import logs
+from webhook.runtime import logs
 
 
 def test_json_lines_with_context_fields() -> None:

@@ -13,9 +13,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from webhook.certs import ensure_certs
+from webhook.commands.manifests import run
 from webhook.emulator.admission.conditions import ConditionEvaluator
-from webhook.manifests import (
+from webhook.install.certs import ensure_certs
+from webhook.install.manifests import (
     ERCS_CHANGED,
     HAS_EXTENDED_NAME,
     HEADER,
@@ -23,7 +24,6 @@ from webhook.manifests import (
     SPECIAL_CLAIM,
     dump,
     render,
-    run,
     split,
 )
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from webhook.certs import ensure_certs
-from webhook.cli import examples_dir
-from webhook.serve import Process, ServeOptions
+from webhook.commands.demo import examples_dir
+from webhook.install.certs import ensure_certs
+from webhook.runtime.serve import Process, ServeOptions
 
 
 def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:

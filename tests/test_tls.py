@@ -1,4 +1,4 @@
-"""``webhook.tls``: a real uvicorn server over TLS whose certificate rotates without a restart."""
+"""``webhook.runtime.tls``: a real uvicorn server over TLS whose certificate rotates without a restart."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from webhook.certs import CA_CERT, TLS_CERT, TLS_KEY, CertError, ensure_certs, parse_key_pair
-from webhook.tls import (
+from webhook.install.certs import CA_CERT, TLS_CERT, TLS_KEY, CertError, ensure_certs, parse_key_pair
+from webhook.runtime.tls import (
     CertWatcher,
     ReloadingTLS,
     TLSConfigError,
@@ -297,7 +297,7 @@ def test_invalid_new_files_keep_the_old_certificate(
 ) -> None:
     old = _serial_on_disk(cert_dir)
     good_cert, good_key = (cert_dir / TLS_CERT).read_bytes(), (cert_dir / TLS_KEY).read_bytes()
-    caplog.set_level(logging.WARNING, logger="webhook.tls")
+    caplog.set_level(logging.WARNING, logger="webhook.runtime.tls")
 
     _replace(cert_dir / TLS_CERT, good_cert[: len(good_cert) // 2])  # half-written
     assert tls.reload_if_changed() is False

@@ -22,9 +22,9 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from webhook.admission import AdmissionConfig, create_app
-from webhook.certs import CA_CERT, ensure_certs
-from webhook.cluster import ClusterCache
-from webhook.tls import ReloadingTLS, uvicorn_server
+from webhook.install.certs import CA_CERT, ensure_certs
+from webhook.kube.cache import ClusterCache
+from webhook.runtime.tls import ReloadingTLS, uvicorn_server
 
 Obj = dict[str, Any]
 SERVICE, NAMESPACE = "draxr-webhook", "draxr-system"

@@ -11,7 +11,7 @@ import pytest
 from tests.core.podfactory import device_class
 from webhook.admission.blocking import MAY_BLOCK, WouldBlock
 from webhook.admission.classreads import ClassReader, FreshClasses
-from webhook.cluster import ClusterCache
+from webhook.kube.cache import ClusterCache
 from webhook.kube.client import ApiError
 
 from .builders import GPU, GPU_CLASS

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import urllib3
 
-from webhook.certs import CA_CERT
-from webhook.cluster import WEBHOOK_KINDS, ClusterCache
 from webhook.core.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
 from webhook.emulator import Emulator
+from webhook.install.certs import CA_CERT
+from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
 from webhook.kube.client import KubeClient
 
 from .builders import GPU, GPU_CLASS, WORKER, device_class, gpu_cluster, gpu_pod, mapping, special_claim

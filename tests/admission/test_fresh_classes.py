@@ -16,9 +16,9 @@ import pytest
 
 from tests.core.podfactory import container, device_class, pod
 from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION
+from webhook.emulator.sandbox import Sandbox
 from webhook.kube.client import ApiError
 from webhook.kube.resources import DEVICE_CLASSES, PODS
-from webhook.sandbox import Sandbox
 
 Obj = dict[str, Any]
 GPU = "example.com/gpu"

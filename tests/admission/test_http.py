@@ -12,8 +12,8 @@ import pytest
 from cryptography import x509
 
 from webhook.admission import AdmissionConfig, create_app
-from webhook.certs import TLS_CERT, ensure_certs
-from webhook.cluster import ClusterCache
+from webhook.install.certs import TLS_CERT, ensure_certs
+from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 
 from .builders import DEVICE_CLASS, RESOURCE_CLAIM, device_class, gpu_cluster, gpu_pod, review

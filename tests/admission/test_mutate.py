@@ -11,8 +11,8 @@ import pytest
 
 from webhook.admission import AdmissionConfig
 from webhook.admission.context import Context
-from webhook.cluster import ClusterCache
 from webhook.core.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
+from webhook.kube.cache import ClusterCache
 
 from .builders import (
     GPU,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from webhook.admission import AdmissionConfig
-from webhook.cluster import ClusterCache
 from webhook.core.constants import DEVICE_CLASS_PREFIX
+from webhook.kube.cache import ClusterCache
 
 from .builders import (
     GPU,

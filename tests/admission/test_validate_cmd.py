@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from webhook.cli import main
-from webhook.validate_cmd import run
+from webhook.commands.validate import run
 
 from .builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
 

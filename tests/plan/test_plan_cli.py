@@ -13,8 +13,9 @@ import yaml
 
 from tests.core import podfactory as factory
 from tests.core.podfactory import container, pod
-from webhook.cli import examples_dir, main
-from webhook.plan import run
+from webhook.cli import main
+from webhook.commands.demo import examples_dir
+from webhook.commands.plan import run
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.emulator import Emulator
-from webhook.serve import Process, ServeOptions
+from webhook.runtime.serve import Process, ServeOptions
 
 Obj = dict[str, Any]
 WORKER_USER = "system:serviceaccount:draxr-system:draxr-worker"

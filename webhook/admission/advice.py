@@ -18,10 +18,10 @@ import threading
 from collections import OrderedDict
 from typing import Any, Final
 
-from ..cluster import ClusterCache
 from ..core.fielderrors import go_quote
 from ..core.objects import meta, name, parse_time, spec, uid
 from ..core.scheduler import ERROR, SCHEDULED, Scheduler
+from ..kube.cache import ClusterCache
 
 Obj = dict[str, Any]
 

@@ -25,10 +25,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..cluster import ClusterCache
 from ..core.fielderrors import invalid_status
 from ..core.objects import name
-from ..health import health_routes
+from ..kube.cache import ClusterCache
+from ..runtime.health import health_routes
 from .blocking import MAY_BLOCK, WouldBlock
 from .claims import review_claim
 from .config import AdmissionConfig

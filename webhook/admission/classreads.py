@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster import ClusterCache
 from ..core.deviceclasses import ClassResolver
+from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import DEVICE_CLASSES
 from .blocking import MAY_BLOCK, WouldBlock

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster import ClusterCache
+from ..kube.cache import ClusterCache
 from .advice import FitAdvisor
 from .blocking import MAY_BLOCK, WouldBlock
 from .classreads import ClassReader, Observer

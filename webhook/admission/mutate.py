@@ -14,9 +14,9 @@ from typing import Any, Final
 
 import jsonpatch
 
-from ..cluster import WEBHOOK_KINDS
 from ..core.constants import DRAXR_RESOURCES_ANNOTATION
 from ..core.objects import as_dict, as_list, meta, namespace, spec
+from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
 from .context import Context

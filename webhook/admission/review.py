@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core.fielderrors import FieldError
-from ..loader import check_object
+from ..core.objectcheck import check_object
 
 Obj = dict[str, Any]
 

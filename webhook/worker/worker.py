@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..cluster import ClusterCache
 from ..core.objects import Obj, as_dict, is_terminating, name, namespace, parse_time, spec, status, uid
 from ..core.scheduler import SCHEDULED, UNSCHEDULABLE, Decision, Scheduler
 from ..core.state import allocated_devices
+from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
 from .binder import WRITER_ANNOTATION, Binder, BindError, NotLeader, Written

@@ -6,25 +6,27 @@ by one (higher ``spec.priority`` first, then input order), each placement visibl
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .core.claims import (
+from ..core.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     reserved_for,
     special_claim_after_prebind,
 )
-from .core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
-from .core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
-from .core.slices import parse_slice
-from .core.state import ClusterState
-from .loader import Loaded, LoadError, expand_workloads, load_paths
+from ..core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
+from ..core.slices import parse_slice
+from ..core.state import ClusterState
+from ..loader import Loaded, LoadError, expand_workloads, load_paths
 
 
 @dataclass
@@ -183,3 +185,22 @@ def run(paths: Sequence[str | Path], output: str, policy: str, out: TextIO, err:
     else:
         write_table(plan, out)
     return 0 if all(r.decision.status == SCHEDULED for r in plan.results) else 1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plan", help="schedule pods offline on cluster manifests")
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="YAML/JSON file or directory (repeatable)",
+    )
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr)

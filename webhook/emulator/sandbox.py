@@ -14,11 +14,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .certs import ensure_certs, load_ca_bundle
-from .emulator import Emulator
-from .kube.client import KubeClient
-from .manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
-from .serve import Process, ServeOptions, default_writers
+from ..install.certs import ensure_certs, load_ca_bundle
+from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
+from ..kube.client import KubeClient
+from ..runtime.serve import Process, ServeOptions, default_writers
+from . import Emulator
 
 WORKER_USER = f"system:serviceaccount:{DEFAULT_NAMESPACE}:draxr-worker"
 TOKENS = {

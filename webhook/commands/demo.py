@@ -11,15 +11,34 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
+from importlib import resources
+from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
-from .core.objects import Obj, as_dict, name, namespace
-from .kube.client import KubeClient
-from .kube.resources import BY_PLURAL
-from .loader import expand_workloads, load_paths
-from .manifests import DEFAULT_NAMESPACE, WEBHOOK
+from .. import __version__
+from ..core.objects import Obj, as_dict, name, namespace
+from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
+from ..kube.client import KubeClient
+from ..kube.resources import BY_PLURAL
+from ..loader import expand_workloads, load_paths
+
+
+def examples_dir() -> Path:
+    """The embedded KEP-5004 example (``examples/kep-5004`` in the source tree)."""
+    return Path(str(resources.files("webhook") / "data" / "examples" / "kep-5004"))
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("demo", help="run the KEP-5004 example end to end")
+    d.add_argument("--timeout", type=float, default=60.0)
+    d.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args, sys.stdout, sys.stderr)
+
 
 RESOURCE_OF = {
     "Node": "nodes",
@@ -52,8 +71,7 @@ def _create(api: KubeClient, obj: Obj) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .cli import examples_dir
-    from .sandbox import Sandbox
+    from ..emulator.sandbox import Sandbox
 
     timeout = float(getattr(args, "timeout", 60.0))
     started = time.monotonic()

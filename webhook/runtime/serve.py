@@ -19,9 +19,9 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
+from ..core.constants import DEFAULT_SCHEDULER_NAME
+from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
-from .cluster import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
-from .core.constants import DEFAULT_SCHEDULER_NAME
 from .health import health_routes
 
 log = logging.getLogger("draxr.serve")
@@ -63,7 +63,7 @@ class Process:
     """Everything one ``draxr serve`` runs, startable and stoppable (tests and the demo use it)."""
 
     def __init__(self, opts: ServeOptions) -> None:
-        from .worker.metrics import CallbackCollector, WorkerMetrics
+        from ..worker.metrics import CallbackCollector, WorkerMetrics
 
         self.opts = opts
         self.registry = CollectorRegistry()
@@ -79,19 +79,19 @@ class Process:
                 raise ValueError(
                     "--snapshot serves a fixed set of objects; the worker needs a cluster (add --no-worker)"
                 )
-            from .loader import expand_workloads, load_paths
+            from ..loader import expand_workloads, load_paths
 
             objects = expand_workloads([item.obj for item in load_paths(opts.snapshot)])
             self.cache = ClusterCache.from_objects(objects)
         else:
-            from .kube.client import KubeClient
+            from ..kube.client import KubeClient
 
             hook = self.metrics.api_hook if self.metrics is not None else None
             self.client = KubeClient.from_config(opts.kubeconfig, qps=opts.qps, burst=opts.burst, hook=hook)
             self.cache = ClusterCache()
         if opts.worker:
-            from .kube.leader import LeaderElector
-            from .worker.worker import Worker, WorkerConfig
+            from ..kube.leader import LeaderElector
+            from ..worker.worker import Worker, WorkerConfig
 
             assert self.metrics is not None
             identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
@@ -126,8 +126,8 @@ class Process:
 
     def app(self) -> Starlette:
         if self.opts.webhook:
-            from .admission.app import create_app
-            from .admission.config import AdmissionConfig
+            from ..admission.app import create_app
+            from ..admission.config import AdmissionConfig
 
             config = AdmissionConfig(
                 allowed_writers=frozenset(self.opts.allowed_writers),

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .cluster import ClusterCache
+from ..kube.cache import ClusterCache
 
 
 def health_routes(

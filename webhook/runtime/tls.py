@@ -31,7 +31,7 @@ from typing import Any
 import uvicorn
 from cryptography import x509
 
-from .certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
+from ..install.certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
 
 logger = logging.getLogger(__name__)
 

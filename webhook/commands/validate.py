@@ -12,23 +12,25 @@ Exit status: 0 nothing denied (warnings allowed), 1 something would be denied, 2
 
 from __future__ import annotations
 
+import argparse
 import copy
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .admission.advice import contention_warning
-from .admission.claims import sibling_errors
-from .admission.deviceclasses import device_class_findings
-from .admission.extended import requested_extended
-from .admission.pods import mapping_errors, mapping_status, quantity_errors
-from .cluster import ClusterCache
-from .core.deviceclasses import ClassResolver
-from .core.fielderrors import FieldError
-from .core.objects import Obj, as_dict, controller_ref, meta, name, namespace
-from .core.validation import is_special_claim, validate_special_claim
-from .loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
+from ..admission.advice import contention_warning
+from ..admission.claims import sibling_errors
+from ..admission.deviceclasses import device_class_findings
+from ..admission.extended import requested_extended
+from ..admission.pods import mapping_errors, mapping_status, quantity_errors
+from ..core.deviceclasses import ClassResolver
+from ..core.fielderrors import FieldError
+from ..core.objects import Obj, as_dict, controller_ref, meta, name, namespace
+from ..core.validation import is_special_claim, validate_special_claim
+from ..kube.cache import ClusterCache
+from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
 
 
 @dataclass
@@ -139,3 +141,13 @@ def run(paths: Sequence[str | Path], out: TextIO, err: TextIO) -> int:
 
 
 __all__ = ["Finding", "Report", "check", "run"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    v = sub.add_parser("validate", help="run the webhook's checks offline on manifest files")
+    v.add_argument("-f", "--filename", action="append", required=True, metavar="PATH")
+    v.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args.filename, sys.stdout, sys.stderr)

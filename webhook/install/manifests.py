@@ -1,4 +1,4 @@
-"""``draxr manifests``: everything an operator applies to install draxr.
+"""Everything an operator applies to install draxr (rendered by ``draxr manifests``).
 
 Two Deployments, each with its own ServiceAccount and least-privilege RBAC: the webhook
 (``serve --no-worker``) only reads; the worker (``serve --no-webhook``, leader elected) gets exactly
@@ -12,14 +12,13 @@ blocks only what draxr is responsible for.
 
 from __future__ import annotations
 
-import argparse
 import base64
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import yaml
 
-from .core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 
 Obj = dict[str, Any]
 
@@ -495,36 +494,6 @@ FILES = {
 def split(objects: list[Obj]) -> dict[str, list[Obj]]:
     """The default rendering as it is kept in ``manifests/``."""
     return {f: [o for o in objects if o["kind"] in kinds] for f, kinds in FILES.items()}
-
-
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .certs import CertError, load_ca_bundle
-
-    ca_bundle = None
-    cert_dir = None
-    if args.ca_bundle:
-        try:
-            ca_bundle = load_ca_bundle(args.ca_bundle)
-        except (CertError, OSError) as e:
-            err.write(f"error: --ca-bundle {args.ca_bundle}: {e}\n")
-            return 2
-        candidate = Path(args.ca_bundle)
-        cert_dir = candidate if candidate.is_dir() else candidate.parent
-        if not all((cert_dir / f).is_file() for f in ("tls.crt", "tls.key")):
-            err.write(f"error: {cert_dir} must also hold tls.crt and tls.key (run `draxr certs` first)\n")
-            return 2
-    out.write(
-        dump(
-            render(
-                args.namespace,
-                args.image,
-                ca_bundle=ca_bundle,
-                cert_dir=cert_dir,
-                cert_manager=args.cert_manager,
-            )
-        )
-    )
-    return 0
 
 
 HEADER = "# Rendered by `draxr manifests` with the defaults; regenerate with `make manifests`.\n"

@@ -7,11 +7,11 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .core.objects import Obj, uid
-from .core.state import ClusterState
-from .kube.client import KubeClient
-from .kube.informer import Informer
-from .kube.resources import (
+from ..core.objects import Obj, uid
+from ..core.state import ClusterState
+from .client import KubeClient
+from .informer import Informer
+from .resources import (
     DEVICE_CLASSES,
     DEVICE_TAINT_RULE_VERSIONS,
     NODES,

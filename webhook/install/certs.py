@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from .core.names import is_dns1123_label, is_dns1123_subdomain, regex_error
+from ..core.names import is_dns1123_label, is_dns1123_subdomain, regex_error
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,56 @@
+"""``draxr manifests``: render the installation manifests to standard output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from ..install.certs import CertError, load_ca_bundle
+from ..install.manifests import DEFAULT_IMAGE, DEFAULT_NAMESPACE, dump, render
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    m = sub.add_parser("manifests", help="render the installation manifests")
+    m.add_argument("--namespace", default=DEFAULT_NAMESPACE)
+    m.add_argument("--image", default=DEFAULT_IMAGE)
+    m.add_argument("--ca-bundle", help="CA certificate file (for the webhook configurations' caBundle)")
+    m.add_argument(
+        "--cert-manager",
+        action="store_true",
+        help="use cert-manager CA injection instead of a literal caBundle",
+    )
+    m.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args, sys.stdout, sys.stderr)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    ca_bundle = None
+    cert_dir = None
+    if args.ca_bundle:
+        try:
+            ca_bundle = load_ca_bundle(args.ca_bundle)
+        except (CertError, OSError) as e:
+            err.write(f"error: --ca-bundle {args.ca_bundle}: {e}\n")
+            return 2
+        candidate = Path(args.ca_bundle)
+        cert_dir = candidate if candidate.is_dir() else candidate.parent
+        if not all((cert_dir / f).is_file() for f in ("tls.crt", "tls.key")):
+            err.write(f"error: {cert_dir} must also hold tls.crt and tls.key (run `draxr certs` first)\n")
+            return 2
+    out.write(
+        dump(
+            render(
+                args.namespace,
+                args.image,
+                ca_bundle=ca_bundle,
+                cert_dir=cert_dir,
+                cert_manager=args.cert_manager,
+            )
+        )
+    )
+    return 0

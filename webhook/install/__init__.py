@@ -1,0 +1,1 @@
+"""What an operator installs: the manifests and the webhook's certificates."""
