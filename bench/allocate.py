@@ -66,7 +66,8 @@ def build(nodes: int, devices: int, classes: int, unique: bool) -> ClusterState:
             if unique:
                 attrs["uuid"] = {"string": str(uuid.UUID(int=n * devices + d))}
             devs.append({"name": f"gpu-{d}", "attributes": attrs})
-        st.upsert_slice(
+        st.apply(
+            "ResourceSlice",
             {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceSlice",
@@ -77,7 +78,7 @@ def build(nodes: int, devices: int, classes: int, unique: bool) -> ClusterState:
                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
                     "devices": devs,
                 },
-            }
+            },
         )
     return st
 
@@ -105,7 +106,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def taint_rule_costs(st: ClusterState) -> dict[str, float]:
     """Seconds to apply (and then remove) a rule on one pool, and one on every device."""
-    pool = next(iter(st.slices.values())).pool
+    pool = next(iter(st.devices.slices.values())).pool
     out: dict[str, float] = {}
     for label, selector in (("one_pool", {"pool": pool}), ("all_devices", {})):
         rule = {
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     for k in range(args.classes):
-        st.free_counts(f"gpu-{k}")  # evaluates every class selector on every device once
+        st.capacity.free(f"gpu-{k}")  # evaluates every class selector on every device once
     cold_s = time.perf_counter() - t0
     cel_stats = st.cel.stats()
 

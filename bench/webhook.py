@@ -255,15 +255,16 @@ def informer_cache(objs: list[Obj]) -> Any:
 
 
 def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_plugin: bool) -> None:
-    from webhook.admission import AdmissionConfig, create_app
+    from webhook.admission import AdmissionConfig
     from webhook.kube.cache import ClusterCache
+    from webhook.runtime.apps import webhook_app
     from webhook.runtime.tls import ReloadingTLS, uvicorn_server
 
     if device_plugin:
         cache = informer_cache(device_plugin_cluster(nodes, devices))
     else:
         cache = ClusterCache.from_objects(cluster(nodes, devices))
-    app = create_app(cache, AdmissionConfig())
+    app = webhook_app(cache, AdmissionConfig())
     server = uvicorn_server(
         app,
         ReloadingTLS(cert_dir),

@@ -21,9 +21,10 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
-from webhook.admission import AdmissionConfig, create_app
+from webhook.admission import AdmissionConfig
 from webhook.install.certs import CA_CERT, ensure_certs
 from webhook.kube.cache import ClusterCache
+from webhook.runtime.apps import webhook_app
 from webhook.runtime.tls import ReloadingTLS, uvicorn_server
 
 Obj = dict[str, Any]
@@ -120,7 +121,7 @@ class Webhook:
     ) -> ClusterCache:
         self.cache = cache if cache is not None else ClusterCache.from_objects(list(objects))
         self.registry = CollectorRegistry()
-        self.server.switch.app = create_app(self.cache, config or AdmissionConfig(), self.registry)
+        self.server.switch.app = webhook_app(self.cache, config or AdmissionConfig(), self.registry)
         return self.cache
 
     def post(self, path: str, body: Any) -> httpx.Response:

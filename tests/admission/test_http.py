@@ -15,6 +15,7 @@ from webhook.admission import AdmissionConfig, create_app
 from webhook.install.certs import TLS_CERT, ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
+from webhook.runtime.apps import webhook_app
 
 from .builders import DEVICE_CLASS, RESOURCE_CLAIM, device_class, gpu_cluster, gpu_pod, review
 from .conftest import NAMESPACE, SERVICE, Webhook, serving
@@ -231,22 +232,30 @@ def test_metrics(webhook: Webhook) -> None:
 
 def test_metrics_share_a_registry_with_the_worker(webhook: Webhook) -> None:
     from prometheus_client import CollectorRegistry, Counter
-    from starlette.responses import PlainTextResponse
-    from starlette.routing import Route
 
     registry = CollectorRegistry()
     Counter("draxr_worker_things", "worker metric", registry=registry).inc()
-
-    async def extra(_: Any) -> PlainTextResponse:
-        return PlainTextResponse("extra")
-
-    app = create_app(ClusterCache.from_objects([]), AdmissionConfig(), registry, [Route("/extra", extra)])
-    create_app(ClusterCache.from_objects([]), AdmissionConfig(), registry)  # same registry again: fine
+    cache = ClusterCache.from_objects([])
+    app = webhook_app(cache, AdmissionConfig(), registry)
+    webhook_app(cache, AdmissionConfig(), registry)  # same registry again: fine
     webhook.server.switch.app = app
     text = webhook.client.get("/metrics").text
     assert "draxr_worker_things_total 1.0" in text
     assert "# TYPE draxr_admission_requests_total counter" in text
+
+
+def test_the_hooks_serve_beside_extra_routes(webhook: Webhook) -> None:
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def extra(_: Any) -> PlainTextResponse:
+        return PlainTextResponse("extra")
+
+    app = create_app(ClusterCache.from_objects([]), AdmissionConfig(), None, [Route("/extra", extra)])
+    webhook.server.switch.app = app
     assert webhook.client.get("/extra").text == "extra"
+    assert webhook.client.post("/mutate/pods", json=_good()).status_code == 200
+    assert webhook.client.get("/healthz").status_code == 404  # health is the runtime's, not the hooks'
 
 
 # --- certificate rotation while serving ------------------------------------------------------
@@ -262,7 +271,7 @@ def _serial(resp: httpx.Response) -> int:
 def rotating(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
     cert_dir = tmp_path / "certs"
     ensure_certs(cert_dir, SERVICE, NAMESPACE)
-    app = create_app(ClusterCache.from_objects(gpu_cluster()), AdmissionConfig())
+    app = webhook_app(ClusterCache.from_objects(gpu_cluster()), AdmissionConfig())
     with serving(app, cert_dir) as srv:
         yield srv, cert_dir
 

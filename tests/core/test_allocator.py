@@ -131,7 +131,7 @@ def test_scenario_32_allocated_devices_are_skipped_unless_admin_access() -> None
     (b,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu", adminAccess=True)])])
     assert picked(b) == ["n1/gpu-0"]
     assert b.results[0].admin_access
-    st.reserve_devices("inflight", [("gpu.example.com", "n1", "gpu-1")])
+    st.allocated.reserve_devices("inflight", [("gpu.example.com", "n1", "gpu-1")])
     with pytest.raises(Unsatisfiable):
         allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
 
@@ -157,7 +157,7 @@ def test_all_mode_takes_every_matching_device_and_fails_when_one_is_busy() -> No
     st = state_of(node("n1"), GPU, resource_slice("s", gpus(3), node_name="n1"))
     (a,) = allocate(st, "n1", [claim("c", [all_of("r", "gpu")])])
     assert len(a.results) == 3
-    st.reserve_devices("t", [("gpu.example.com", "n1", "gpu-1")])
+    st.allocated.reserve_devices("t", [("gpu.example.com", "n1", "gpu-1")])
     with pytest.raises(Unsatisfiable):
         allocate(st, "n1", [claim("c", [all_of("r", "gpu")])])
 
@@ -279,7 +279,7 @@ def test_node_selector_shapes() -> None:
     assert three.node_selector == {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
     }
-    st.reserve_devices("t", [("gpu.example.com", "every", "e"), ("gpu.example.com", "local", "l")])
+    st.allocated.reserve_devices("t", [("gpu.example.com", "every", "e"), ("gpu.example.com", "local", "l")])
     (zonal,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu", 1)])])
     assert zonal.node_selector == sel
 

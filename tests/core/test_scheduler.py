@@ -4,7 +4,7 @@ from typing import Any
 
 from tests.core.harness import claim, exactly, scheduler, state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, WRITER_ANNOTATION
 from webhook.core.scheduler import ERROR, SCHEDULED, UNSCHEDULABLE, Scheduler, fit_error
 
 Obj = dict[str, Any]
@@ -108,7 +108,13 @@ def test_scenario_26_stale_special_claim_blocks_every_node() -> None:
     assert d.status == UNSCHEDULABLE
     assert d.message == "0/2 nodes are available: 2 cannot schedule extended resource claim."
     assert d.stale_claim is stale
-    assert s.schedule(p, ignore_claim=True).status == SCHEDULED
+    # A worker reuses an unallocated special claim it wrote itself instead of deleting it.
+    stale["metadata"]["annotations"][WRITER_ANNOTATION] = "draxr"
+    s.state.apply("ResourceClaim", stale)
+    assert Scheduler(s.state, writer="other").schedule(p).stale_claim is stale
+    ours = Scheduler(s.state, writer="draxr").schedule(p)
+    assert ours.status == SCHEDULED
+    assert ours.reuse is stale
 
 
 def test_motivating_example_fills_both_kinds_of_node() -> None:
@@ -135,7 +141,7 @@ def test_reserve_makes_devices_invisible_to_the_next_decision() -> None:
     assert first.special is not None
     assert second.special is not None
     assert first.special.device_keys != second.special.device_keys
-    s.unreserve(first, token)
+    s.release(first, token)
     again = s.schedule(gpu_pod("c"))
     assert again.special is not None
     assert again.special.device_keys == first.special.device_keys

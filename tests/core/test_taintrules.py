@@ -46,7 +46,7 @@ def cluster(*extra: Obj) -> list[Obj]:
 
 def _free(st: ClusterState) -> dict[str, int]:
     """Free, untainted GPUs per node (nodes with none included)."""
-    counts = st.free_counts("gpu")
+    counts = st.capacity.free("gpu")
     return {n: counts.get(n, 0) for n in sorted(st.nodes)}
 
 

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from webhook.core import names
 from webhook.core.fielderrors import ErrorType, FieldError
+from webhook.core.objects import controller_ref
 from webhook.core.quantity import try_parse
 from webhook.core.validation import (
     MAX_WARNING_LENGTH,
-    controller_owner,
     is_special_claim,
     validate_device_class,
     validate_dra_quantities,
@@ -479,7 +479,7 @@ def test_controller_owner_is_required() -> None:
     ]
 
 
-def test_only_one_controller_owner() -> None:
+def test_only_one_controller_ref() -> None:
     claim = special_claim()
     refs = claim["metadata"]["ownerReferences"]
     refs.append(dict(refs[0], name="q", uid="u2"))
@@ -546,10 +546,10 @@ def test_v1beta1_claims_use_the_flat_request_shape() -> None:
 
 def test_controller_owner_helper() -> None:
     claim = special_claim()
-    assert controller_owner(claim) == claim["metadata"]["ownerReferences"][0]
-    assert controller_owner({"metadata": {"ownerReferences": [{"controller": "true"}]}}) is None
-    assert controller_owner({"metadata": {"ownerReferences": "x"}}) is None
-    assert controller_owner(None) is None
+    assert controller_ref(claim) == claim["metadata"]["ownerReferences"][0]
+    assert controller_ref({"metadata": {"ownerReferences": [{"controller": "true"}]}}) is None
+    assert controller_ref({"metadata": {"ownerReferences": "x"}}) is None
+    assert controller_ref(None) is None
 
 
 # --- fuzz: arbitrary JSON-like input in every position ---------------------------------------------
@@ -660,7 +660,7 @@ def test_fuzz_pod_validators(pod_obj: Any) -> None:
 def test_fuzz_special_claim(claim: Any) -> None:
     only_field_errors(validate_special_claim(claim))
     assert isinstance(is_special_claim(claim), bool)
-    owner = controller_owner(claim)
+    owner = controller_ref(claim)
     assert owner is None or owner.get("controller") is True
 
 

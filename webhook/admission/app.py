@@ -28,7 +28,6 @@ from starlette.routing import BaseRoute, Route
 from ..core.fielderrors import invalid_status
 from ..core.objects import name
 from ..kube.cache import ClusterCache
-from ..runtime.health import health_routes
 from .blocking import MAY_BLOCK, WouldBlock
 from .claims import review_claim
 from .config import AdmissionConfig
@@ -192,13 +191,11 @@ def create_app(
     registry: CollectorRegistry | None = None,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
-    """The webhook: the four hooks, ``/healthz``, ``/readyz`` (DeviceClasses synced) and ``/metrics``."""
+    """The four hooks (plus ``extra_routes``: the runtime adds health and metrics)."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = metrics_for(registry)
     ctx = Context.build(cache, config, metrics.class_read)
-
     routes: list[BaseRoute] = [_hook_route(ep, ctx, metrics) for ep in ENDPOINTS]
-    routes += health_routes(cache, registry, ["DeviceClass"])
     routes += list(extra_routes)
     app = Starlette(routes=routes)
     app.state.admission = ctx

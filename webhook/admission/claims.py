@@ -49,7 +49,7 @@ ClaimFinder = Callable[[str, str], Obj | None]  # (owner pod name, owner pod uid
 
 def cached_claim_finder(state: ClusterState) -> ClaimFinder:
     def find(owner_name: str, owner_uid: str) -> Obj | None:
-        return state.special_claim_for({"metadata": {"name": owner_name, "uid": owner_uid}})
+        return state.allocated.special_claim_for({"metadata": {"name": owner_name, "uid": owner_uid}})
 
     return find
 

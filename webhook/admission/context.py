@@ -42,7 +42,7 @@ class ClaimWaiter:
 
     def _lookup(self, namespace: str, claim_name: str) -> Obj | None:
         with self._cache.lock:
-            return self._cache.state.claims.get((namespace, claim_name))
+            return self._cache.state.allocated.claims.get((namespace, claim_name))
 
     def get(self, namespace: str, claim_name: str) -> Obj | None:
         # Never hold the condition and the cache lock together: a listener may run while its

@@ -96,7 +96,7 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             contended = contention_warning(resource, state.classes.contenders(resource))
             if contended:
                 warnings.append(contended)
-            if complete and resource not in resolved and not state.nodes_serving(resource):
+            if complete and resource not in resolved and not state.nodes.serving(resource):
                 unserved.append(unserved_warning(resource))
     warnings += unserved
     # An unserved name already says why the pod cannot run; the fit message would only repeat it.

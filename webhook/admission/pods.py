@@ -13,9 +13,18 @@ from typing import Any, Final
 from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from ..core.deviceclasses import ClassResolver
 from ..core.fielderrors import FieldError, Path, forbidden_status, go_quote, invalid, invalid_status
-from ..core.objects import annotations_of, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.objects import (
+    annotations_of,
+    as_dict,
+    as_list,
+    controller_ref,
+    name,
+    namespace,
+    spec,
+    status,
+    uid,
+)
 from ..core.validation import (
-    controller_owner,
     validate_dra_quantities,
     validate_extended_resource_claim_status,
     validate_mapped_requests,
@@ -62,7 +71,7 @@ def claim_errors(pod: Obj, claim: Obj | None, ns: str) -> list[FieldError]:
             f'({EXTENDED_RESOURCE_CLAIM_ANNOTATION}: "true")'
         )
         errors.append(invalid(CLAIM_NAME_PATH, claim_name, detail))
-    owner = controller_owner(claim)
+    owner = controller_ref(claim)
     if owner is None or owner.get("kind") != "Pod" or owner.get("uid") != uid(pod):
         detail = f"the ResourceClaim's controller owner is not this Pod (uid {go_quote(uid(pod))})"
         errors.append(invalid(CLAIM_NAME_PATH, claim_name, detail))

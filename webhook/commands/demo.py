@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if o.get("kind") in RESOURCE_OF:
                 _create(admin, o)
         cache = box.webhook.cache
-        em.wait_for(lambda: len(cache.state.slices) >= 1 and len(cache.state.nodes) >= 2, 10)
+        em.wait_for(lambda: len(cache.state.devices.slices) >= 1 and len(cache.state.nodes) >= 2, 10)
         _say(
             out,
             "[3/5] created through the API: "

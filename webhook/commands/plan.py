@@ -93,7 +93,7 @@ def build_plan(objects: Sequence[Obj], policy: str = "binpack") -> Plan:
         if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
             continue
         if spec(o).get("nodeName"):
-            state.upsert_pod(o)
+            state.apply("Pod", o)
         else:
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
@@ -114,7 +114,7 @@ def _place(scheduler: Scheduler, pod: Obj) -> PodResult:
         claim_name = deterministic_name(generate_name(pod), uid(pod))
         result.claim = special_claim_after_prebind(pod, decision.requests, decision.special, claim_name)
         result.claim_status = extended_resource_claim_status(claim_name, decision.mappings)
-        state.upsert_claim(result.claim)
+        state.apply("ResourceClaim", result.claim)
         bound.setdefault("status", {})["extendedResourceClaimStatus"] = result.claim_status
     for uc in decision.user_claims:
         claim = copy.deepcopy(uc.claim)
@@ -123,8 +123,8 @@ def _place(scheduler: Scheduler, pod: Obj) -> PodResult:
             st["allocation"] = uc.allocation.to_api()
         reserved = [r for r in as_list(st.get("reservedFor")) if as_dict(r).get("uid") != uid(pod)]
         st["reservedFor"] = [*reserved, reserved_for(pod)]
-        state.upsert_claim(claim)
-    state.upsert_pod(bound)
+        state.apply("ResourceClaim", claim)
+    state.apply("Pod", bound)
     return result
 
 
@@ -155,8 +155,8 @@ def write_table(plan: Plan, out: TextIO) -> None:
     summary = [["NODE", "RESOURCE", "VIA", "USED", "FREE"]]
     for dc in state.classes.classes():
         cls = name(dc)
-        totals = state.total_counts(cls)
-        free = state.free_counts(cls)
+        totals = state.capacity.total(cls)
+        free = state.capacity.free(cls)
         for node in sorted(totals):
             summary.append([node, cls, "dra", str(totals[node] - free.get(node, 0)), str(free.get(node, 0))])
     for node, info in sorted(state.nodes.items()):

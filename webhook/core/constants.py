@@ -27,3 +27,5 @@ DRAXR_RESOURCES_ANNOTATION: Final = "draxr.io/extended-resources"
 DEFAULT_SCHEDULER_NAME: Final = "draxr"
 
 RESOURCE_API_VERSION: Final = "resource.k8s.io/v1"
+#: draxr's mark on the special claims its worker writes (the scheduler name that wrote them).
+WRITER_ANNOTATION: Final = "draxr.io/scheduler"

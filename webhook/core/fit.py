@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from .nodeinfo import NodeInfo
 from .nodematch import pod_node_affinity_matches, tolerates, untolerated
 from .objects import Obj, as_dict, as_list, spec
 from .podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units
-from .state import NodeInfo
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"

@@ -1,61 +1,68 @@
-"""Small accessors for Kubernetes objects as plain JSON dicts (no model classes on hot paths)."""
+"""Small accessors for Kubernetes objects as plain JSON dicts (no model classes on hot paths).
+
+Every accessor takes any JSON-like value and answers with the expected type (an empty one when the
+value is missing or of another type), so the engine can read untrusted input without checks.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+#: A Kubernetes object (or any JSON object) as the API sends it.
 Obj = dict[str, Any]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def meta(obj: Obj) -> Obj:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
-
-
-def spec(obj: Obj) -> Obj:
-    s = obj.get("spec")
-    return s if isinstance(s, dict) else {}
-
-
-def status(obj: Obj) -> Obj:
-    s = obj.get("status")
-    return s if isinstance(s, dict) else {}
-
-
-def name(obj: Obj) -> str:
-    n = meta(obj).get("name")
-    return n if isinstance(n, str) else ""
-
-
-def namespace(obj: Obj) -> str:
-    n = meta(obj).get("namespace")
-    return n if isinstance(n, str) else ""
-
-
-def uid(obj: Obj) -> str:
-    u = meta(obj).get("uid")
-    return u if isinstance(u, str) else ""
-
-
-def labels(obj: Obj) -> dict[str, str]:
-    lab = meta(obj).get("labels")
-    return lab if isinstance(lab, dict) else {}
-
-
-def annotations_of(obj: Obj) -> dict[str, str]:
-    a = meta(obj).get("annotations")
-    return a if isinstance(a, dict) else {}
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def as_str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def meta(obj: Any) -> Obj:
+    return as_dict(as_dict(obj).get("metadata"))
+
+
+def spec(obj: Any) -> Obj:
+    return as_dict(as_dict(obj).get("spec"))
+
+
+def status(obj: Any) -> Obj:
+    return as_dict(as_dict(obj).get("status"))
+
+
+def name(obj: Any) -> str:
+    return as_str(meta(obj).get("name"))
+
+
+def namespace(obj: Any) -> str:
+    return as_str(meta(obj).get("namespace"))
+
+
+def uid(obj: Any) -> str:
+    return as_str(meta(obj).get("uid"))
+
+
+def key(obj: Any) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object (client-go's object key)."""
+    ns = namespace(obj)
+    return f"{ns}/{name(obj)}" if ns else name(obj)
+
+
+def labels(obj: Any) -> dict[str, str]:
+    return as_dict(meta(obj).get("labels"))
+
+
+def annotations_of(obj: Any) -> dict[str, str]:
+    return as_dict(meta(obj).get("annotations"))
 
 
 def parse_time(value: Any) -> datetime:
@@ -69,11 +76,12 @@ def parse_time(value: Any) -> datetime:
     return _EPOCH
 
 
-def is_terminating(obj: Obj) -> bool:
+def is_terminating(obj: Any) -> bool:
     return bool(meta(obj).get("deletionTimestamp"))
 
 
-def controller_ref(obj: Obj) -> Obj | None:
+def controller_ref(obj: Any) -> Obj | None:
+    """The first owner reference with ``controller: true`` (``metav1.GetControllerOf``)."""
     for ref in as_list(meta(obj).get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") is True:
             return ref

@@ -1,11 +1,18 @@
 """One scheduling decision for one pod, in the phases of kube-scheduler's framework.
 
-PreFilter  resolves the pod's claims and which extended resources a DeviceClass backs.
-Filter     per node: NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit
-           (device-plugin names counted against allocatable), then DynamicResources (names with
-           allocatable 0 and a class go to DRA; the special claim's requests; user claims).
-Score      ``binpack`` or ``spread``.
-Reserve    in-flight devices and the assumed pod, visible to the next decision at once.
+``pre_filter``  PreFilter: the pod's claims (user claims; an existing special claim, which a
+                worker may resume or reuse, or which blocks as stale) and which extended
+                resources a DeviceClass backs.
+``filter``      Filter, per node: NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
+                NodeResourcesFit (device-plugin names counted against allocatable), then
+                DynamicResources (names with allocatable 0 and a class go to DRA; the special
+                claim's requests and the user claims allocated together).
+``score``       Score: ``binpack`` or ``spread``.
+``reserve``     Reserve: in-flight devices and the assumed pod, visible to the next decision.
+``release``     the in-memory half of Unreserve (the worker's ``unreserve`` also undoes the
+                binding cycle's API writes).
+
+PostFilter, PreBind and Bind write to the API and live in the worker.
 
 Scores depend only on counts (free devices, requested and allocatable resources), never on the
 outcome of Filter, so candidate nodes are scored first and then filtered and allocated lazily in
@@ -20,16 +27,30 @@ import uuid as _uuid
 from dataclasses import dataclass, field
 
 from .allocator import AllocationError, Allocator, ClaimAllocation, Unsatisfiable
-from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME
+from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
+from .devices import NodeDevices
 from .fit import PodFilter, basic_filters, fit_resources
 from .mappings import create_requests_and_mappings
 from .names import is_dra_extended_resource_name
+from .nodeinfo import NodeInfo, host_ports
 from .nodematch import SelectorError, node_selector_matches
-from .objects import Obj, as_dict, as_list, controller_ref, is_terminating, name, namespace, spec, status, uid
+from .objects import (
+    Obj,
+    annotations_of,
+    as_dict,
+    as_list,
+    controller_ref,
+    is_terminating,
+    name,
+    namespace,
+    spec,
+    status,
+    uid,
+)
 from .podresources import Units, pod_requests
 from .scoring import POLICIES, Usage, order_nodes, utilisation
 from .slices import DeviceKey
-from .state import ClusterState, NodeDevices, NodeInfo, host_ports
+from .state import ClusterState
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
@@ -68,7 +89,8 @@ class Decision:
     user_claims: list[UserClaim] = field(default_factory=list)
     stale_claim: Obj | None = None  # PostFilter deletes it
     reasons: dict[str, list[str]] = field(default_factory=dict)
-    resumed: Obj | None = None  # an existing, consistent special claim this decision continues
+    resumed: Obj | None = None  # an existing, allocated special claim this decision continues
+    reuse: Obj | None = None  # an existing, unallocated special claim PreBind may reuse
 
     def special_allocation(self) -> Obj | None:
         if self.special is not None:
@@ -87,21 +109,37 @@ class Decision:
 
 
 @dataclass(slots=True)
-class _Pre:
+class PreFilterResult:
+    """What PreFilter learns once per pod, for Filter and Score on every node."""
+
     reqs: Units
     extended: dict[str, int]  # DRA-candidate names with non-zero requests
     classes: dict[str, str]  # name -> backing class (explicit or implicit)
-    stale: Obj | None
+    stale: Obj | None  # a special claim from an earlier cycle that blocks every node
     user_claims: list[Obj]  # every claim of the pod, resolved
     to_allocate: list[Obj]  # user claims without allocation
     filter: PodFilter
 
 
 @dataclass(slots=True)
-class _NodePlan:
+class NodePlan:
+    """A node that passed the non-DRA filters: which names DRA serves there, and how each is routed."""
+
     node: str
     dra: dict[str, str]  # resource -> class, for names DRA serves on this node
     routes: dict[str, Route]
+
+
+@dataclass(slots=True)
+class NodeFit:
+    """Filter's answer for one node: ``reasons`` when it does not fit, else the allocation."""
+
+    reasons: list[str]
+    plan: NodePlan | None = None
+    special: ClaimAllocation | None = None
+    requests: list[Obj] = field(default_factory=list)
+    mappings: list[Obj] = field(default_factory=list)
+    user_claims: list[UserClaim] = field(default_factory=list)
 
 
 class PreFilterFailed(Exception):
@@ -122,18 +160,32 @@ def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") 
 
 
 class Scheduler:
-    """The pure engine shared by ``draxr plan``, the webhook's fit warnings and the worker."""
+    """The pure engine shared by ``draxr plan``, the webhook's fit warnings and the worker.
 
-    def __init__(self, state: ClusterState, policy: str = "binpack", step_budget: int = 200_000) -> None:
+    ``writer``: the scheduler name a worker marks its special claims with. A special claim the pod
+    already has and that this writer wrote is continued (allocated: ``resumed``) or reused
+    (unallocated: ``reuse``) instead of blocking the pod as stale.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: str = "binpack",
+        step_budget: int = 200_000,
+        writer: str | None = None,
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
         self.state = state
         self.policy = policy
         self.step_budget = step_budget
+        self.writer = writer
 
     # -- PreFilter -----------------------------------------------------------------------------
 
-    def _prefilter(self, pod: Obj, ignore_claim: bool = False) -> _Pre:
+    def pre_filter(self, pod: Obj, *, ignore_claim: bool = False) -> PreFilterResult:
+        """Raises ``PreFilterFailed`` when a claim of the pod is missing or unusable.
+        ``ignore_claim``: the pod's special claim will be reused, so it is not stale."""
         reqs = pod_requests(pod)
         extended = {r: v for r, v in reqs.items() if v != 0 and is_dra_extended_resource_name(r)}
         classes: dict[str, str] = {}
@@ -143,11 +195,11 @@ class Scheduler:
                 classes[r] = cls
         stale = None
         if classes and not ignore_claim:
-            existing = self.state.special_claim_for(pod)
+            existing = self.state.allocated.special_claim_for(pod)
             if existing is not None and as_list(as_dict(spec(existing).get("devices")).get("requests")):
                 stale = existing
         user_claims, to_allocate = self._user_claims(pod)
-        return _Pre(
+        return PreFilterResult(
             reqs,
             extended,
             classes,
@@ -180,7 +232,7 @@ class Scheduler:
                     continue  # the claim is not needed
             if not isinstance(claim_name, str) or not claim_name:
                 raise PreFilterFailed(f'pod "{ns}/{name(pod)}": resource claim "{pc_name}" names no claim')
-            claim = self.state.claims.get((ns, claim_name))
+            claim = self.state.allocated.claims.get((ns, claim_name))
             if claim is None:
                 raise PreFilterFailed(f'resourceclaim "{claim_name}" not found')
             if is_terminating(claim):
@@ -199,7 +251,18 @@ class Scheduler:
 
     # -- Filter --------------------------------------------------------------------------------
 
-    def _routes(self, pre: _Pre, info: NodeInfo) -> tuple[dict[str, str], dict[str, Route]]:
+    def filter(self, pod: Obj, pre: PreFilterResult, node_name: str) -> NodeFit:
+        """Every filter plugin on one node, allocation included. Raises ``AllocationError``, which
+        aborts the attempt (a CEL runtime error, say)."""
+        plan, reasons = self._node_plan(pre, node_name)
+        if plan is None:
+            return NodeFit(reasons)
+        try:
+            return self._allocate(pod, pre, plan)
+        except Unsatisfiable as e:
+            return NodeFit([str(e)])
+
+    def _routes(self, pre: PreFilterResult, info: NodeInfo) -> tuple[dict[str, str], dict[str, Route]]:
         """Per node: a name with allocatable > 0 is the device plugin's; allocatable 0 (or absent)
         and a backing class means DRA; anything else is left to NodeResourcesFit to reject."""
         dra: dict[str, str] = {}
@@ -214,9 +277,9 @@ class Scheduler:
         return dra, routes
 
     def _node_plan(
-        self, pod: Obj, pre: _Pre, node_name: str, count_devices: bool = True
-    ) -> tuple[_NodePlan | None, list[str]]:
-        """Filter: the node's reasons to refuse the pod, or its plan."""
+        self, pre: PreFilterResult, node_name: str, count_devices: bool = True
+    ) -> tuple[NodePlan | None, list[str]]:
+        """The filters before allocation: the node's reasons to refuse the pod, or its plan."""
         info = self.state.nodes[node_name]
         reasons = basic_filters(pre.filter, info)
         if reasons:
@@ -241,31 +304,67 @@ class Scheduler:
             for r, cls in dra.items():
                 needs[cls] = needs.get(cls, 0) + pre.extended[r]
             for cls, need in needs.items():
-                if self.state.free_counts(cls).get(node_name, 0) < need and not self._errors_on(
+                if self.state.capacity.free(cls).get(node_name, 0) < need and not self._errors_on(
                     node_name, cls
                 ):
                     return None, [CANNOT_ALLOCATE]
-        return _NodePlan(node_name, dra, routes), []
+        return NodePlan(node_name, dra, routes), []
 
     def _errors_on(self, node_name: str, cls: str) -> bool:
         """A free candidate of the class on the node fails its selectors with a CEL error."""
         nd = self.state.node_devices(node_name)
-        return nd is not None and nd.has_errors(cls) and _has_error_candidate(nd, cls, self.state)
+        return nd is not None and nd.has_errors(cls) and self._has_error_candidate(nd, cls)
 
-    def _candidate_nodes(self, pre: _Pre) -> list[str]:
+    def _has_error_candidate(self, nd: NodeDevices, cls: str) -> bool:
+        taken = self.state.allocated
+        return any(err is not None and not taken.is_allocated(d.key) for d, err in nd.class_candidates(cls))
+
+    def _allocate(self, pod: Obj, pre: PreFilterResult, plan: NodePlan) -> NodeFit:
+        """DynamicResources' allocation: user claims and the special claim in one call."""
+        requests: list[Obj] = []
+        mappings: list[Obj] = []
+        claims: list[Obj] = list(pre.to_allocate)
+        if plan.dra:
+            requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        if requests:
+            claims.append(_in_memory_special_claim(pod, requests))
+        users = [UserClaim(c) for c in pre.user_claims]
+        if not claims:
+            return NodeFit([], plan, None, [], [], users)
+        nd = self.state.node_devices(plan.node)
+        assert nd is not None
+        taken = self.state.allocated
+        allocator = Allocator(
+            nd,
+            self.state.classes.get,
+            self.state.cel,
+            taken.devices,
+            taken.allocated_counters,
+            self.step_budget,
+        )
+        results = allocator.allocate(claims)
+        by_claim = {id(c): a for c, a in zip(claims, results, strict=True)}
+        for uc in users:
+            uc.allocation = by_claim.get(id(uc.claim))
+        special = results[-1] if requests else None
+        return NodeFit([], plan, special, requests, mappings, users)
+
+    def _candidate_nodes(self, pre: PreFilterResult) -> list[str]:
         """Nodes that might serve every extended resource; everything when nothing narrows it."""
         possible: set[str] | None = None
         for r in pre.extended:
-            served = set(self.state.nodes_serving(r))
+            served = set(self.state.nodes.serving(r))
             cls = pre.classes.get(r)
             if cls is not None:
-                served |= {n for n, free in self.state.free_counts(cls).items() if free > 0}
+                served |= {n for n, free in self.state.capacity.free(cls).items() if free > 0}
             possible = served if possible is None else possible & served
         if possible is None or pre.to_allocate:
             return sorted(self.state.nodes)
         return sorted(possible)
 
-    def _score(self, pre: _Pre, node_name: str) -> float:
+    # -- Score ---------------------------------------------------------------------------------
+
+    def score(self, pre: PreFilterResult, node_name: str) -> float:
         """Score from counts alone, so nodes can be ordered before they are filtered."""
         info = self.state.nodes[node_name]
         dra, routes = self._routes(pre, info)
@@ -278,101 +377,81 @@ class Scheduler:
                 usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
             else:
                 cls = dra[r]
-                total = self.state.total_counts(cls).get(node_name, 0)
-                free = self.state.free_counts(cls).get(node_name, 0)
+                total = self.state.capacity.total(cls).get(node_name, 0)
+                free = self.state.capacity.free(cls).get(node_name, 0)
                 usage[r] = Usage(total - free + want, total)
         return utilisation(pre.reqs, info, usage)
 
     # -- the decision --------------------------------------------------------------------------
 
-    def schedule(self, pod: Obj, *, ignore_claim: bool = False, score: bool = True) -> Decision:
-        """Decide for one pod. ``ignore_claim``: the caller will reuse or replace the pod's
-        existing special claim, so it must not make every node fail as stale. ``score=False``
-        answers "does any node fit?" (admission warnings): the first feasible node by name wins."""
+    def schedule(self, pod: Obj, *, score: bool = True) -> Decision:
+        """Decide for one pod: PreFilter, then Score and Filter until a node fits.
+
+        A special claim the pod already has and ``writer`` wrote is resumed when allocated and
+        still consistent, or reused when unallocated. ``score=False`` answers "does any node
+        fit?" (admission warnings): the first feasible node by name wins.
+        """
+        reuse = None
+        existing = self.state.allocated.special_claim_for(pod)
+        if (
+            existing is not None
+            and self.writer is not None
+            and annotations_of(existing).get(WRITER_ANNOTATION) == self.writer
+        ):
+            if not as_dict(status(existing).get("allocation")):
+                reuse = existing
+            else:
+                resumed = self.resume(pod, existing)
+                if resumed is not None:
+                    return resumed
+        decision = self._decide(pod, ignore_claim=reuse is not None, score=score)
+        decision.reuse = reuse
+        return decision
+
+    def _decide(self, pod: Obj, *, ignore_claim: bool, score: bool) -> Decision:
         total = len(self.state.nodes)
         try:
-            pre = self._prefilter(pod, ignore_claim)
+            pre = self.pre_filter(pod, ignore_claim=ignore_claim)
         except PreFilterFailed as e:
             return Decision(pod, UNSCHEDULABLE, message=fit_error(total, {}, str(e)))
         candidates = self._candidate_nodes(pre)
         # Nodes with a CEL error among their candidates are allocated first, so that the error
         # aborts the attempt whichever node would have won, as upstream's parallel Filter does.
         classes = set(pre.classes.values())
-        for n in candidates:
-            if any(self._errors_on(n, cls) for cls in classes):
-                plan, _ = self._node_plan(pod, pre, n)
-                if plan is None:
-                    continue
-                try:
-                    self._allocate(pod, pre, plan)
-                except AllocationError as e:
-                    return Decision(pod, ERROR, message=str(e))
-                except Unsatisfiable:
-                    pass
-        reasons: dict[str, list[str]] = {}
-        order = (
-            order_nodes({n: self._score(pre, n) for n in candidates}, self.policy) if score else candidates
-        )
-        for n in order:
-            plan, why = self._node_plan(pod, pre, n)
-            if plan is None:
-                reasons[n] = why
-                continue
-            try:
-                special, requests, mappings, users = self._allocate(pod, pre, plan)
-            except AllocationError as e:
-                return Decision(pod, ERROR, message=str(e))
-            except Unsatisfiable as e:
-                reasons[n] = [str(e)]
-                continue
-            return Decision(
-                pod,
-                SCHEDULED,
-                node=n,
-                routes=plan.routes,
-                requests=requests,
-                mappings=mappings,
-                special=special,
-                user_claims=users,
+        try:
+            for n in candidates:
+                if any(self._errors_on(n, cls) for cls in classes):
+                    self.filter(pod, pre, n)
+            reasons: dict[str, list[str]] = {}
+            order = (
+                order_nodes({n: self.score(pre, n) for n in candidates}, self.policy) if score else candidates
             )
+            for n in order:
+                fit = self.filter(pod, pre, n)
+                if fit.reasons:
+                    reasons[n] = fit.reasons
+                    continue
+                assert fit.plan is not None
+                return Decision(
+                    pod,
+                    SCHEDULED,
+                    node=n,
+                    routes=fit.plan.routes,
+                    requests=fit.requests,
+                    mappings=fit.mappings,
+                    special=fit.special,
+                    user_claims=fit.user_claims,
+                )
+        except AllocationError as e:
+            return Decision(pod, ERROR, message=str(e))
         # Nothing fits: explain every node, including those skipped by the narrowing above.
         for n in sorted(self.state.nodes):
             if n not in reasons:
-                _, why = self._node_plan(pod, pre, n)
+                _, why = self._node_plan(pre, n)
                 reasons[n] = why or [CANNOT_ALLOCATE]
         return Decision(
             pod, UNSCHEDULABLE, message=fit_error(total, reasons), reasons=reasons, stale_claim=pre.stale
         )
-
-    def _allocate(
-        self, pod: Obj, pre: _Pre, plan: _NodePlan
-    ) -> tuple[ClaimAllocation | None, list[Obj], list[Obj], list[UserClaim]]:
-        requests: list[Obj] = []
-        mappings: list[Obj] = []
-        claims: list[Obj] = list(pre.to_allocate)
-        if plan.dra:
-            requests, mappings = create_requests_and_mappings(pod, plan.dra)
-        if requests:
-            claims.append(_in_memory_special_claim(pod, requests))
-        users = [UserClaim(c) for c in pre.user_claims]
-        if not claims:
-            return None, [], [], users
-        nd = self.state.node_devices(plan.node)
-        assert nd is not None
-        allocator = Allocator(
-            nd,
-            self.state.classes.get,
-            self.state.cel,
-            self.state.allocated,
-            self.state.allocated_counters,
-            self.step_budget,
-        )
-        results = allocator.allocate(claims)
-        by_claim = {id(c): a for c, a in zip(claims, results, strict=True)}
-        for uc in users:
-            uc.allocation = by_claim.get(id(uc.claim))
-        special = results[-1] if requests else None
-        return special, requests, mappings, users
 
     def resume(self, pod: Obj, claim: Obj) -> Decision | None:
         """Continue with an allocated special claim left by an interrupted binding cycle.
@@ -384,12 +463,12 @@ class Scheduler:
         if node is None or node not in self.state.nodes:
             return None
         try:
-            pre = self._prefilter(pod, ignore_claim=True)
+            pre = self.pre_filter(pod, ignore_claim=True)
         except PreFilterFailed:
             return None
         if pre.to_allocate:
             return None
-        plan, _ = self._node_plan(pod, pre, node, count_devices=False)
+        plan, _ = self._node_plan(pre, node, count_devices=False)
         if plan is None or not plan.dra:
             return None
         requests, mappings = create_requests_and_mappings(pod, plan.dra)
@@ -407,19 +486,18 @@ class Scheduler:
             resumed=claim,
         )
 
-    # -- Reserve / Unreserve -------------------------------------------------------------------
+    # -- Reserve, and the in-memory half of Unreserve -------------------------------------------
 
     def reserve(self, decision: Decision, token: str | None = None) -> str:
         """Make the decision's devices and pod resources visible to the next decision."""
         assert decision.node is not None
         token = token or str(_uuid.uuid4())
-        self.state.reserve_devices(token, decision.device_keys())
-        self.state.assume_pod(decision.pod, decision.node)
+        self.state.reserve(token, decision.device_keys(), decision.pod, decision.node)
         return token
 
-    def unreserve(self, decision: Decision, token: str) -> None:
-        self.state.release_devices(token)
-        self.state.forget_pod(decision.pod)
+    def release(self, decision: Decision, token: str) -> None:
+        """Undo ``reserve`` (the worker's ``unreserve`` calls it after undoing the API writes)."""
+        self.state.release(token, decision.pod)
 
 
 def allocation_node(claim: Obj) -> str | None:
@@ -434,10 +512,6 @@ def allocation_node(claim: Obj) -> str | None:
         if r.get("key") == "metadata.name" and r.get("operator") == "In" and len(values) == 1:
             return str(values[0])
     return None
-
-
-def _has_error_candidate(nd: NodeDevices, cls: str, state: ClusterState) -> bool:
-    return any(err is not None and not state.is_allocated(d.key) for d, err in nd.class_candidates(cls))
 
 
 def _in_memory_special_claim(pod: Obj, requests: list[Obj]) -> Obj:

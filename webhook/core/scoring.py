@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .nodeinfo import NodeInfo
 from .podresources import CPU, MEMORY, Units
-from .state import NodeInfo
 
 POLICIES = ("binpack", "spread")
 

@@ -37,9 +37,8 @@ from .fielderrors import (
     required,
     type_invalid,
 )
+from .objects import Obj, as_dict, as_list, as_str, meta
 from .quantity import QuantityError, parse_quantity
-
-Obj = dict[str, Any]
 
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
 _ERCS_PATH: Final = Path("status", "extendedResourceClaimStatus")
@@ -64,22 +63,6 @@ _REQUEST_SECTIONS: Final = ("requests", "limits")
 _CONTAINER_LISTS: Final = ("initContainers", "containers")
 
 
-def _dict(value: Any) -> Obj:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _meta(obj: Any) -> Obj:
-    return _dict(_dict(obj).get("metadata"))
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 # --- DeviceClass ---------------------------------------------------------------------------------
 
 
@@ -102,7 +85,7 @@ def validate_extended_resource_name(
 
 def declared_name(device_class: Any) -> str | None:
     """The explicit ``spec.extendedResourceName`` when it is a string (``""`` counts as set)."""
-    value = _dict(_dict(device_class).get("spec")).get("extendedResourceName")
+    value = as_dict(as_dict(device_class).get("spec")).get("extendedResourceName")
     return value if isinstance(value, str) else None
 
 
@@ -113,9 +96,9 @@ def _truncate(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
 def _classes_declaring(wanted: str, others: Iterable[Any], besides: str) -> list[str]:
     """Sorted names of live classes (not ``besides``) whose explicit name is ``wanted``."""
     found = {
-        _str(_meta(o).get("name"))
+        as_str(meta(o).get("name"))
         for o in others
-        if isinstance(o, dict) and not _meta(o).get("deletionTimestamp") and declared_name(o) == wanted
+        if isinstance(o, dict) and not meta(o).get("deletionTimestamp") and declared_name(o) == wanted
     }
     found.discard(besides)
     return sorted(found)
@@ -132,8 +115,8 @@ def validate_device_class(
     """
     errors: list[FieldError] = []
     warnings: list[str] = []
-    class_name = _str(_meta(new).get("name"))
-    spec_value = _dict(_dict(new).get("spec")).get("extendedResourceName")
+    class_name = as_str(meta(new).get("name"))
+    spec_value = as_dict(as_dict(new).get("spec")).get("extendedResourceName")
     if spec_value is not None:
         errors.extend(validate_extended_resource_name(spec_value))
     wanted = declared_name(new)
@@ -162,18 +145,18 @@ def _container_requests(container: Obj) -> dict[str, Any]:
     Objects read from the API server are already defaulted; manifests read offline are not,
     and must validate the same way.
     """
-    res = _dict(container.get("resources"))
-    merged = dict(_dict(res.get("limits")))
-    merged.update(_dict(res.get("requests")))
+    res = as_dict(container.get("resources"))
+    merged = dict(as_dict(res.get("limits")))
+    merged.update(as_dict(res.get("requests")))
     return merged
 
 
 def _containers_by_name(pod: Any) -> dict[str, tuple[str, int, Obj]]:
     """Name -> (list field, index, container) over initContainers then containers (later wins)."""
-    spec = _dict(_dict(pod).get("spec"))
+    spec = as_dict(as_dict(pod).get("spec"))
     out: dict[str, tuple[str, int, Obj]] = {}
     for section in _CONTAINER_LISTS:
-        for i, c in enumerate(_list(spec.get(section))):
+        for i, c in enumerate(as_list(spec.get(section))):
             if isinstance(c, dict) and isinstance(c.get("name"), str):
                 out[c["name"]] = (section, i, c)
     return out
@@ -198,7 +181,7 @@ def validate_extended_resource_claim_status(pod: Any) -> list[FieldError]:
     un-indexed path ``status.extendedResourceClaimStatus.requestName``, an upstream quirk), the
     three ``Duplicate`` errors of a repeated triple; finally ``resourceClaimName``.
     """
-    status = _dict(_dict(pod).get("status"))
+    status = as_dict(as_dict(pod).get("status"))
     ercs = status.get("extendedResourceClaimStatus")
     if ercs is None:
         return []
@@ -214,7 +197,7 @@ def validate_extended_resource_claim_status(pod: Any) -> list[FieldError]:
     if not mappings:
         errors.append(required(mappings_path, MSG_AT_LEAST_ONE_MAPPING))
     seen: set[tuple[str, str, str]] = set()
-    for i, mapping in enumerate(_list(mappings)):
+    for i, mapping in enumerate(as_list(mappings)):
         path = mappings_path.index(i)
         if not isinstance(mapping, dict):
             errors.append(type_invalid(path, mapping, "must be an object"))
@@ -275,12 +258,12 @@ def validate_mapped_requests(pod: Any) -> list[FieldError]:
     read as an integer; anything else would leave the allocated devices unused. Mappings whose
     container or resource does not exist are left to ``validate_extended_resource_claim_status``.
     """
-    ercs = _dict(_dict(_dict(pod).get("status")).get("extendedResourceClaimStatus"))
+    ercs = as_dict(as_dict(as_dict(pod).get("status")).get("extendedResourceClaimStatus"))
     containers = _containers_by_name(pod)
     errors: list[FieldError] = []
     done: set[tuple[str, str]] = set()
-    for mapping in _list(ercs.get("requestMappings")):
-        container, resource = _dict(mapping).get("containerName"), _dict(mapping).get("resourceName")
+    for mapping in as_list(ercs.get("requestMappings")):
+        container, resource = as_dict(mapping).get("containerName"), as_dict(mapping).get("resourceName")
         if not isinstance(container, str) or not isinstance(resource, str) or (container, resource) in done:
             continue
         done.add((container, resource))
@@ -288,11 +271,11 @@ def validate_mapped_requests(pod: Any) -> list[FieldError]:
         if found is None:
             continue
         section, index, c = found
-        res = _dict(c.get("resources"))
-        where = "requests" if resource in _dict(res.get("requests")) else "limits"
-        if resource not in _dict(res.get(where)):
+        res = as_dict(c.get("resources"))
+        where = "requests" if resource in as_dict(res.get("requests")) else "limits"
+        if resource not in as_dict(res.get(where)):
             continue
-        value = _dict(res.get(where))[resource]
+        value = as_dict(res.get(where))[resource]
         if _quantity_problem(value, positive=True) is not None:
             path = Path("spec", section).index(index).child("resources", where).key(resource)
             errors.append(invalid(path, value, MSG_MAPPED_REQUEST))
@@ -305,13 +288,13 @@ def validate_dra_quantities(pod: Any, is_dra_backed: Callable[[str], bool]) -> l
     Upstream treats implicit names as native resources (no integer rule) and the scheduler
     silently skips values ``AsInt64`` cannot read; draxr denies them instead, at the exact path.
     """
-    spec = _dict(_dict(pod).get("spec"))
+    spec = as_dict(as_dict(pod).get("spec"))
     errors: list[FieldError] = []
     for section in _CONTAINER_LISTS:
-        for i, c in enumerate(_list(spec.get(section))):
-            res = _dict(_dict(c).get("resources"))
+        for i, c in enumerate(as_list(spec.get(section))):
+            res = as_dict(as_dict(c).get("resources"))
             for where in _REQUEST_SECTIONS:
-                for name, value in _dict(res.get(where)).items():
+                for name, value in as_dict(res.get(where)).items():
                     if not isinstance(name, str) or not is_dra_backed(name):
                         continue
                     problem = _quantity_problem(value, positive=False)
@@ -328,17 +311,9 @@ def validate_dra_quantities(pod: Any, is_dra_backed: Callable[[str], bool]) -> l
 # --- the special ResourceClaim -------------------------------------------------------------------
 
 
-def controller_owner(obj: Any) -> Obj | None:
-    """The first owner reference with ``controller: true`` (``metav1.GetControllerOf``)."""
-    for ref in _list(_meta(obj).get("ownerReferences")):
-        if isinstance(ref, dict) and ref.get("controller") is True:
-            return ref
-    return None
-
-
 def is_special_claim(claim: Any) -> bool:
     """A ResourceClaim carrying the extended-resource-claim annotation, whatever its value."""
-    annotations = _meta(claim).get("annotations")
+    annotations = meta(claim).get("annotations")
     return isinstance(annotations, dict) and EXTENDED_RESOURCE_CLAIM_ANNOTATION in annotations
 
 
@@ -360,7 +335,7 @@ def validate_special_claim(claim: Any) -> list[FieldError]:
     if not is_special_claim(claim):
         return []
     errors: list[FieldError] = []
-    value = _meta(claim)["annotations"][EXTENDED_RESOURCE_CLAIM_ANNOTATION]
+    value = meta(claim)["annotations"][EXTENDED_RESOURCE_CLAIM_ANNOTATION]
     if value != "true":
         errors.append(invalid(_ANNOTATION_PATH, value, 'the only valid value is "true"'))
     errors.extend(_validate_special_owner(claim))
@@ -369,7 +344,7 @@ def validate_special_claim(claim: Any) -> list[FieldError]:
 
 
 def _validate_special_owner(claim: Any) -> list[FieldError]:
-    refs = _list(_meta(claim).get("ownerReferences"))
+    refs = as_list(meta(claim).get("ownerReferences"))
     controllers = [(i, r) for i, r in enumerate(refs) if isinstance(r, dict) and r.get("controller") is True]
     if not controllers:
         return [required(_OWNERS_PATH, "an extended resource claim must have its Pod as controller owner")]
@@ -394,15 +369,15 @@ def _validate_special_owner(claim: Any) -> list[FieldError]:
 
 def _exact_part(claim: Any, request: Obj, path: Path) -> tuple[Any, Path]:
     """The exact-request fields: ``exactly`` (v1, v1beta2) or the request itself (v1beta1)."""
-    if _str(_dict(claim).get("apiVersion")).endswith("/v1beta1") and "exactly" not in request:
+    if as_str(as_dict(claim).get("apiVersion")).endswith("/v1beta1") and "exactly" not in request:
         return request, path
     return request.get("exactly"), path.child("exactly")
 
 
 def _validate_special_requests(claim: Any) -> list[FieldError]:
     errors: list[FieldError] = []
-    requests = _dict(_dict(_dict(claim).get("spec")).get("devices")).get("requests")
-    for i, request in enumerate(_list(requests)):
+    requests = as_dict(as_dict(as_dict(claim).get("spec")).get("devices")).get("requests")
+    for i, request in enumerate(as_list(requests)):
         path = _REQUESTS_PATH.index(i)
         if not isinstance(request, dict):
             errors.append(type_invalid(path, request, "must be an object"))

@@ -7,7 +7,10 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..core.objects import Obj, uid
+from ..core.allocated import allocated_devices
+from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.objects import Obj, annotations_of, uid
+from ..core.scheduler import SCHEDULED, Decision, Scheduler
 from ..core.state import ClusterState
 from .client import KubeClient
 from .informer import Informer
@@ -102,7 +105,7 @@ class ClusterCache:
 
         return handle
 
-    def handle(self, kind: str, etype: str, obj: Obj) -> None:
+    def handle(self, kind: str, etype: str, obj: Obj, *, notify: bool = True) -> None:
         deleted = etype == "DELETED"
         with self.lock:
             if kind == "Pod":
@@ -111,9 +114,69 @@ class ClusterCache:
                 else:
                     self.pods[uid(obj)] = obj
             self.state.apply(kind, obj, deleted)
-        for listener in list(self._listeners):
-            listener(kind, etype, obj)
+        if notify:
+            for listener in list(self._listeners):
+                listener(kind, etype, obj)
+
+    # -- what the webhook and the worker ask (each answer under the lock) -------------------------
 
     def pod(self, pod_uid: str) -> Obj | None:
         with self.lock:
             return self.pods.get(pod_uid)
+
+    def all_pods(self) -> dict[str, Obj]:
+        """Every pod by uid (a copy of the index; the objects are shared, never mutate them)."""
+        with self.lock:
+            return dict(self.pods)
+
+    def special_claim_for(self, pod: Obj) -> Obj | None:
+        with self.lock:
+            return self.state.allocated.special_claim_for(pod)
+
+    def special_claims(self) -> list[Obj]:
+        with self.lock:
+            return [
+                c
+                for c in self.state.allocated.claims.values()
+                if annotations_of(c).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
+            ]
+
+    def allocated(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these claims the cache already shows allocated."""
+        with self.lock:
+            claims = self.state.allocated.claims
+            return {k for k in keys if k in claims and allocated_devices(claims[k])}
+
+    def forget_claim(self, claim: Obj) -> None:
+        """A claim this process deleted: gone from the engine's view before the watch says so."""
+        self.handle("ResourceClaim", "DELETED", claim, notify=False)
+
+    def scheduler(self, policy: str = "binpack", writer: str | None = None) -> SharedScheduler:
+        return SharedScheduler(self, Scheduler(self.state, policy, writer=writer))
+
+    def release(self, token: str) -> None:
+        """Drop an in-flight reservation whose claims the cache now shows as written."""
+        with self.lock:
+            self.state.release(token)
+
+
+class SharedScheduler:
+    """The engine over a cache's state: each phase that reads or changes the state holds the
+    cache's lock, so informer events never interleave with a decision and its Reserve."""
+
+    def __init__(self, cache: ClusterCache, engine: Scheduler) -> None:
+        self._cache = cache
+        self.engine = engine
+
+    def schedule_and_reserve(self, pod: Obj) -> tuple[Decision, str | None]:
+        """PreFilter, Score, Filter and, for a scheduled pod, Reserve, in one hold of the lock:
+        the next decision already sees the devices."""
+        with self._cache.lock:
+            decision = self.engine.schedule(pod)
+            token = self.engine.reserve(decision) if decision.status == SCHEDULED else None
+        return decision, token
+
+    def release(self, decision: Decision, token: str) -> None:
+        """The in-memory half of Unreserve."""
+        with self._cache.lock:
+            self.engine.release(decision, token)

@@ -11,21 +11,15 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
+from ..core.objects import Obj
+from ..core.objects import key as object_key
 from .client import ApiError, KubeClient, WatchStream
 from .resources import Resource
 
-Obj = dict[str, Any]
 Handler = Callable[[str, Obj], None]  # ("ADDED" | "MODIFIED" | "DELETED", object)
 
 log = logging.getLogger("draxr.informer")
-
-
-def object_key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace") or ""
-    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
 
 
 class Informer:

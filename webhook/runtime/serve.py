@@ -22,7 +22,6 @@ from starlette.applications import Starlette
 from ..core.constants import DEFAULT_SCHEDULER_NAME
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
-from .health import health_routes
 
 log = logging.getLogger("draxr.serve")
 
@@ -116,8 +115,8 @@ class Process:
             st = self.cache.state
             for dc in st.classes.classes():
                 cls = str(dc["metadata"]["name"])
-                free = st.free_counts(cls)
-                for node, total in sorted(st.total_counts(cls).items()):
+                free = st.capacity.free(cls)
+                for node, total in sorted(st.capacity.total(cls).items()):
                     out.append((cls, node, free.get(node, 0), total - free.get(node, 0)))
         return out
 
@@ -126,8 +125,8 @@ class Process:
 
     def app(self) -> Starlette:
         if self.opts.webhook:
-            from ..admission.app import create_app
             from ..admission.config import AdmissionConfig
+            from .apps import webhook_app
 
             config = AdmissionConfig(
                 allowed_writers=frozenset(self.opts.allowed_writers),
@@ -135,7 +134,9 @@ class Process:
                 scheduler_name=self.opts.scheduler_name,
                 class_read_seconds=self.opts.class_read_timeout,
             )
-            return create_app(self.cache, config, self.registry)
+            return webhook_app(self.cache, config, self.registry)
+        from .apps import health_app
+
         return health_app(self.cache, self.registry, self.kinds())
 
     def start_background(self) -> None:
@@ -202,10 +203,6 @@ class Process:
             target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn"
         )
         self._thread.start()
-
-
-def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:
-    return Starlette(routes=health_routes(cache, registry, kinds))
 
 
 def run(opts: ServeOptions) -> int:

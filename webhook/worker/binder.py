@@ -20,16 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.claims import extended_resource_claim_status, reserved_for, special_claim
-from ..core.constants import DELETE_PROTECTION_FINALIZER
-from ..core.objects import Obj, as_dict, as_list, name, namespace, status, uid
+from ..core.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
+from ..core.objects import Obj, as_dict, as_list, key, name, namespace, status, uid
 from ..core.scheduler import Decision
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient
 from ..kube.resources import PODS, RESOURCE_CLAIMS
 
 log = logging.getLogger("draxr.binder")
 
-#: draxr's mark on the special claims it writes (the scheduler name that wrote them).
-WRITER_ANNOTATION = "draxr.io/scheduler"
 CONFLICT_RETRIES = 5
 
 
@@ -86,7 +84,7 @@ class Binder:
 
     # -- PreBind ---------------------------------------------------------------------------------
 
-    def prebind(self, pod: Obj, decision: Decision, written: Written, reuse: Obj | None = None) -> None:
+    def pre_bind(self, pod: Obj, decision: Decision, written: Written) -> None:
         for uc in decision.user_claims:
             allocation = uc.allocation.to_api() if uc.allocation is not None else None
             ns, cname = namespace(uc.claim), name(uc.claim)
@@ -94,7 +92,7 @@ class Binder:
             written.user_claims.append((ns, cname, allocation is not None))
         allocation = decision.special_allocation()
         if allocation is not None:
-            claim = self._special_claim(pod, decision, written, reuse or decision.resumed)
+            claim = self._special_claim(pod, decision, written, decision.reuse or decision.resumed)
             self._update_claim_status(
                 namespace(claim), name(claim), pod, allocation, expected_uid=uid(claim), known=claim
             )
@@ -266,25 +264,26 @@ class Binder:
 
     # -- Unreserve -------------------------------------------------------------------------------
 
-    def unreserve(self, pod: Obj, written: Written) -> None:
-        """Undo this cycle's writes; best effort, every step tolerates NotFound."""
+    def roll_back(self, pod: Obj, written: Written) -> None:
+        """The API half of Unreserve: undo this cycle's writes; best effort, every step
+        tolerates NotFound."""
         claim = written.special_claim
         if claim is not None:
             try:
                 self.delete_claim(namespace(claim), name(claim), uid(claim))
             except (ApiError, BindError, NotLeader) as e:
-                log.warning("unreserve: delete claim: %s", e, extra={"pod": _key(pod), "claim": name(claim)})
+                log.warning("unreserve: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)})
         for ns, cname, allocated_here in written.user_claims:
             try:
                 self.release_claim(ns, cname, uid(pod), deallocate=allocated_here)
             except (ApiError, BindError, NotLeader) as e:
-                log.warning("unreserve: release claim: %s", e, extra={"pod": _key(pod), "claim": cname})
+                log.warning("unreserve: release claim: %s", e, extra={"pod": key(pod), "claim": cname})
         if written.pod_status:
             try:
                 self._check()
                 self._patch_mapping(pod, None)
             except (ApiError, NotLeader) as e:
-                log.info("unreserve: clear pod status: %s", e, extra={"pod": _key(pod)})
+                log.info("unreserve: clear pod status: %s", e, extra={"pod": key(pod)})
 
     def _read_claim(self, ns: str, cname: str) -> Obj | None:
         """A fresh copy, or None when the claim is gone (cleanup treats that as done)."""
@@ -370,7 +369,3 @@ def same_allocation(a: Obj, b: Obj) -> bool:
 
 def _requests(claim: Obj) -> list[Obj]:
     return copy.deepcopy(as_list(as_dict(as_dict(claim.get("spec")).get("devices")).get("requests")))
-
-
-def _key(pod: Obj) -> str:
-    return f"{namespace(pod)}/{name(pod)}"

@@ -18,14 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..core.objects import Obj, as_dict, is_terminating, name, namespace, parse_time, spec, status, uid
-from ..core.scheduler import SCHEDULED, UNSCHEDULABLE, Decision, Scheduler
-from ..core.state import allocated_devices
+from ..core.allocated import allocated_devices
+from ..core.objects import Obj, as_dict, is_terminating, key, name, namespace, parse_time, spec, status, uid
+from ..core.scheduler import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
-from .binder import WRITER_ANNOTATION, Binder, BindError, NotLeader, Written
-from .cleanup import Cleaner, is_special, pod_is_done, special_claim_name
+from .binder import Binder, BindError, NotLeader, Written
+from .cleanup import Cleaner, pod_is_done, special_claim_name
 from .events import EventRecorder, set_unschedulable
 from .metrics import WorkerMetrics
 from .queue import SchedulingQueue
@@ -40,10 +40,6 @@ class WorkerConfig:
     bind_workers: int = 8
     orphan_interval: float = 60.0
     identity: str = socket.gethostname()
-
-
-def _key(pod: Obj) -> str:
-    return f"{namespace(pod)}/{name(pod)}"
 
 
 class Worker:
@@ -62,12 +58,13 @@ class Worker:
         self.metrics = metrics
         self.leader = leader
         self.queue = SchedulingQueue(clock)
-        self.scheduler = Scheduler(cache.state, config.policy)
+        self.scheduler = cache.scheduler(config.policy, writer=config.scheduler_name)
         self.binder = Binder(client, config.scheduler_name, self.is_leader, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
         self.events = EventRecorder(client, config.scheduler_name, config.identity)
         self._cleanup: stdqueue.Queue[tuple[str, str, str]] = stdqueue.Queue()
         self._pending_tokens: dict[str, set[tuple[str, str]]] = {}
+        self._pending_lock = threading.Lock()
         self._stop = threading.Event()
         self._leading = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -107,9 +104,7 @@ class Worker:
 
     def resync(self) -> None:
         """Queue every pending pod and every finished pod's claim (after start or leadership)."""
-        with self.cache.lock:
-            pods = list(self.cache.pods.values())
-        for pod in pods:
+        for pod in self.cache.all_pods().values():
             self._on_event("Pod", "MODIFIED", pod)
 
     # -- events ---------------------------------------------------------------------------------
@@ -138,15 +133,14 @@ class Worker:
         pod_uid = uid(pod)
         if etype != "DELETED" and self.is_ours(pod):
             prio = spec(pod).get("priority")
-            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, _key(pod))
+            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod))
             return
         self.queue.remove(pod_uid)
         gone = etype == "DELETED" or pod_is_done(pod)
         if gone:
             claim_name = special_claim_name(pod)
             if claim_name is None:
-                with self.cache.lock:
-                    claim = self.cache.state.special_claim_for(pod)
+                claim = self.cache.special_claim_for(pod)
                 claim_name = name(claim) if claim is not None else None
             if claim_name is not None:
                 self._cleanup.put((namespace(pod), claim_name, pod_uid))
@@ -158,16 +152,17 @@ class Worker:
         may show without the update in between): its in-flight reservation can go."""
         if etype != "DELETED" and not allocated_devices(claim):
             return
-        key = (namespace(claim), name(claim))
+        written = (namespace(claim), name(claim))
         done: list[str] = []
-        with self.cache.lock:
+        with self._pending_lock:
             for token, keys in self._pending_tokens.items():
-                keys.discard(key)
+                keys.discard(written)
                 if not keys:
                     done.append(token)
             for token in done:
                 del self._pending_tokens[token]
-                self.cache.state.release_devices(token)
+        for token in done:
+            self.cache.release(token)
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -196,27 +191,12 @@ class Worker:
             self.queue.requeue(pod_uid)
             return None
         started = time.perf_counter()
-        reuse: Obj | None = None
-        with self.cache.lock:
-            existing = self.cache.state.special_claim_for(pod)
-            ours = (
-                existing is not None
-                and existing.get("metadata", {}).get("annotations", {}).get(WRITER_ANNOTATION)
-                == self.config.scheduler_name
-            )
-            decision: Decision | None = None
-            if existing is not None and ours and as_dict(status(existing).get("allocation")):
-                decision = self.scheduler.resume(pod, existing)
-            elif existing is not None and ours:
-                reuse = existing
-            if decision is None:
-                decision = self.scheduler.schedule(pod, ignore_claim=reuse is not None)
-            token = self.scheduler.reserve(decision) if decision.status == SCHEDULED else None
+        decision, token = self.scheduler.schedule_and_reserve(pod)
         self.metrics.attempt_duration.observe(time.perf_counter() - started)
         self.metrics.attempts.labels(decision.status.lower()).inc()
         if decision.status == SCHEDULED:
             assert token is not None
-            self._pool.submit(self._binding_cycle, pod, decision, token, reuse)
+            self._pool.submit(self._binding_cycle, pod, decision, token)
         elif decision.stale_claim is not None:
             self._post_filter(pod, decision.stale_claim)
         else:
@@ -227,12 +207,11 @@ class Worker:
         """A special claim from an earlier cycle blocks the pod: delete it and retry at once."""
         try:
             self.binder.delete_claim(namespace(claim), name(claim), uid(claim))
-            with self.cache.lock:
-                self.cache.state.remove_claim(namespace(claim), name(claim))
-            log.info("deletion of ResourceClaim completed", extra={"pod": _key(pod), "claim": name(claim)})
+            self.cache.forget_claim(claim)
+            log.info("deletion of ResourceClaim completed", extra={"pod": key(pod), "claim": name(claim)})
             self.queue.failed(uid(pod), retry_now=True)
         except (ApiError, BindError, NotLeader) as e:
-            log.warning("PostFilter: %s", e, extra={"pod": _key(pod), "claim": name(claim)})
+            log.warning("PostFilter: %s", e, extra={"pod": key(pod), "claim": name(claim)})
             self.queue.failed(uid(pod), unschedulable=False)
 
     def _unschedulable(self, pod: Obj, decision: Decision) -> None:
@@ -241,30 +220,29 @@ class Worker:
         delay = self.queue.failed(uid(pod), unschedulable=decision.status == UNSCHEDULABLE)
         log.info(
             "pod unschedulable",
-            extra={"pod": _key(pod), "reason": decision.message, "attempt": f"backoff {delay:.0f}s"},
+            extra={"pod": key(pod), "reason": decision.message, "attempt": f"backoff {delay:.0f}s"},
         )
         if not self.is_leader():
             return
         try:
             set_unschedulable(self.client, pod, reason, decision.message)
         except ApiError as e:
-            log.warning("set PodScheduled=False: %s", e, extra={"pod": _key(pod)})
+            log.warning("set PodScheduled=False: %s", e, extra={"pod": key(pod)})
         self.events.event(pod, "Warning", "FailedScheduling", decision.message)
 
     # -- binding cycle --------------------------------------------------------------------------
 
-    def _binding_cycle(self, pod: Obj, decision: Decision, token: str, reuse: Obj | None) -> None:
+    def _binding_cycle(self, pod: Obj, decision: Decision, token: str) -> None:
+        """PreBind and Bind; on any failure, Unreserve."""
         written = Written()
         assert decision.node is not None
         try:
-            self.binder.prebind(pod, decision, written, reuse)
+            self.binder.pre_bind(pod, decision, written)
             self.binder.bind(pod, decision.node)
         except Exception as e:
             msg = str(e)
-            log.warning("binding cycle failed", extra={"pod": _key(pod), "node": decision.node, "error": msg})
-            self.binder.unreserve(pod, written)
-            with self.cache.lock:
-                self.scheduler.unreserve(decision, token)
+            log.warning("binding cycle failed", extra={"pod": key(pod), "node": decision.node, "error": msg})
+            self.unreserve(pod, decision, token, written)
             self.metrics.attempts.labels("bind_error").inc()
             if isinstance(e, NotLeader):
                 self.queue.requeue(uid(pod))
@@ -272,16 +250,13 @@ class Worker:
                 self.queue.failed(uid(pod), unschedulable=False)
             return
         claim = written.special_claim or written.reused_claim
-        with self.cache.lock:
-            keys = set(written.claim_keys)
-            for key in list(keys):
-                cached = self.cache.state.claims.get(key)
-                if cached is not None and allocated_devices(cached):
-                    keys.discard(key)
-            if keys:
-                self._pending_tokens[token] = keys
-            else:
-                self.cache.state.release_devices(token)
+        # The reservation stays until the cache shows every claim this cycle wrote (``_on_claim``).
+        with self._pending_lock:
+            waiting = set(written.claim_keys) - self.cache.allocated(written.claim_keys)
+            if waiting:
+                self._pending_tokens[token] = waiting
+        if not waiting:
+            self.cache.release(token)
         self.queue.done(uid(pod))
         self.bound += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
@@ -290,12 +265,17 @@ class Worker:
         log.info(
             "bound",
             extra={
-                "pod": _key(pod),
+                "pod": key(pod),
                 "node": decision.node,
                 "claim": name(claim) if claim is not None else None,
             },
         )
-        self.events.event(pod, "Normal", "Scheduled", f"Successfully assigned {_key(pod)} to {decision.node}")
+        self.events.event(pod, "Normal", "Scheduled", f"Successfully assigned {key(pod)} to {decision.node}")
+
+    def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
+        """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""
+        self.binder.roll_back(pod, written)
+        self.scheduler.release(decision, token)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -321,7 +301,4 @@ class Worker:
         timer.start()
 
     def repair_orphans(self) -> int:
-        with self.cache.lock:
-            claims = [c for c in self.cache.state.claims.values() if is_special(c)]
-            pods = dict(self.cache.pods)
-        return self.cleaner.repair(claims, pods.get)
+        return self.cleaner.repair(self.cache.special_claims(), self.cache.all_pods().get)

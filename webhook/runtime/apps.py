@@ -1,0 +1,27 @@
+"""The two HTTP applications ``draxr serve`` runs: the webhook (hooks, health, metrics; TLS) and,
+for a worker-only process, health and metrics alone (plain HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
+
+from ..admission import AdmissionConfig, create_app
+from ..kube.cache import ClusterCache
+from .health import health_routes
+
+#: The webhook is ready once it can resolve extended resource names.
+WEBHOOK_READY_KINDS = ("DeviceClass",)
+
+
+def webhook_app(
+    cache: ClusterCache, config: AdmissionConfig, registry: CollectorRegistry | None = None
+) -> Starlette:
+    registry = registry if registry is not None else CollectorRegistry()
+    return create_app(cache, config, registry, health_routes(cache, registry, WEBHOOK_READY_KINDS))
+
+
+def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:
+    return Starlette(routes=health_routes(cache, registry, kinds))
