@@ -20,17 +20,16 @@ import os
 import sys
 import time
 import uuid
-from typing import Any
 
 if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
+from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, Scheduler
 from webhook.core.state import ClusterState
 
-Obj = dict[str, Any]
 DRIVER = "gpu.example.com"
 
 

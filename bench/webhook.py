@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from webhook.core.objects import Obj
+
 if __name__ == "__main__":
     # Run as a script, this file's directory comes first on sys.path, and this file's name would
     # shadow the ``webhook`` package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
-Obj = dict[str, Any]
 PATH = "/mutate/pods"
 GPU = "example.com/gpu"
 

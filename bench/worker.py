@@ -19,17 +19,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
+from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
-Obj = dict[str, Any]
 WORKER = "system:serviceaccount:draxr-system:draxr-worker"
 WRITES = ("create", "update", "patch", "delete")
 

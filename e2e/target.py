@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.core.objects import Obj
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 
-Obj = dict[str, Any]
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
 

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.core.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 
 from .target import Target
-
-Obj = dict[str, Any]
 
 
 def _bound(names: set[str]) -> Any:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from webhook.commands.manifests import run
+from webhook.core.objects import Obj
 from webhook.emulator.admission.conditions import ConditionEvaluator
 from webhook.install.certs import ensure_certs
 from webhook.install.manifests import (
@@ -27,7 +28,6 @@ from webhook.install.manifests import (
     split,
 )
 
-Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent
 
 

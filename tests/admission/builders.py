@@ -8,10 +8,9 @@ import json
 from typing import Any
 
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.objects import Obj
 
 from ..core.podfactory import container, device_class, gpus, node, pod, resource_slice
-
-Obj = dict[str, Any]
 
 WORKER = "system:serviceaccount:draxr-system:draxr-worker"
 SCHEDULER = "system:kube-scheduler"

@@ -22,12 +22,12 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from webhook.admission import AdmissionConfig
+from webhook.core.objects import Obj
 from webhook.install.certs import CA_CERT, ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.runtime.apps import webhook_app
 from webhook.runtime.tls import ReloadingTLS, uvicorn_server
 
-Obj = dict[str, Any]
 SERVICE, NAMESPACE = "draxr-webhook", "draxr-system"
 TIMEOUT = 10.0
 

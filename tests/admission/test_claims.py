@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION as ANNOTATION
+from webhook.core.objects import Obj
 
 from .builders import GPU_CLASS, RESOURCE_CLAIM, USER, WORKER, causes, gpu_pod, review, special_claim
 from .conftest import Webhook
 
-Obj = dict[str, Any]
 PATH = "/validate/resourceclaims"
 OWNER = gpu_pod("p")
 

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from tests.core.podfactory import device_class
 from webhook.admission.blocking import MAY_BLOCK, WouldBlock
 from webhook.admission.classreads import ClassReader, FreshClasses
+from webhook.core.objects import Obj
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import ApiError
 
 from .builders import GPU, GPU_CLASS
 
-Obj = dict[str, Any]
 GPU_DC = device_class(GPU_CLASS, GPU, ['device.driver == "gpu.example.com"'])
 
 

@@ -15,6 +15,7 @@ import pytest
 import urllib3
 
 from webhook.core.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
+from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.install.certs import CA_CERT
 from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
@@ -23,7 +24,6 @@ from webhook.kube.client import KubeClient
 from .builders import GPU, GPU_CLASS, WORKER, device_class, gpu_cluster, gpu_pod, mapping, special_claim
 from .conftest import NAMESPACE, SERVICE, Webhook
 
-Obj = dict[str, Any]
 TOKENS = {"worker": (WORKER, ["system:serviceaccounts"]), "alice": ("alice", ["devs"])}
 IMPLICIT = DEVICE_CLASS_PREFIX + GPU_CLASS
 

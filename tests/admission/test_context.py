@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 
 from webhook.admission.advice import FitAdvisor
 from webhook.admission.blocking import MAY_BLOCK, WouldBlock
 from webhook.admission.context import ClaimWaiter
+from webhook.core.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 from .builders import gpu_cluster, gpu_pod, special_claim
-
-Obj = dict[str, Any]
 
 
 def _wait_in_thread(waiter: ClaimWaiter, found: list[Obj | None]) -> threading.Thread:

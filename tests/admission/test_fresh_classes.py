@@ -9,18 +9,17 @@ watch that has not delivered the new class yet.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.core.podfactory import container, device_class, pod
 from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION
+from webhook.core.objects import Obj
 from webhook.emulator.sandbox import Sandbox
 from webhook.kube.client import ApiError
 from webhook.kube.resources import DEVICE_CLASSES, PODS
 
-Obj = dict[str, Any]
 GPU = "example.com/gpu"
 
 

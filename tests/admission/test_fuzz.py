@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
+from webhook.core.objects import Obj
+
 from .builders import (
     DEVICE_CLASS,
     RESOURCE_CLAIM,
@@ -26,7 +28,6 @@ from .builders import (
 )
 from .conftest import Webhook
 
-Obj = dict[str, Any]
 FUZZ = settings(
     max_examples=120,
     deadline=None,

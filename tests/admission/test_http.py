@@ -12,6 +12,7 @@ import pytest
 from cryptography import x509
 
 from webhook.admission import AdmissionConfig, create_app
+from webhook.core.objects import Obj
 from webhook.install.certs import TLS_CERT, ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
@@ -20,7 +21,6 @@ from webhook.runtime.apps import webhook_app
 from .builders import DEVICE_CLASS, RESOURCE_CLAIM, device_class, gpu_cluster, gpu_pod, review
 from .conftest import NAMESPACE, SERVICE, Webhook, serving
 
-Obj = dict[str, Any]
 HOOKS = ["/validate/deviceclasses", "/validate/pods", "/validate/resourceclaims", "/mutate/pods"]
 
 

@@ -12,6 +12,7 @@ import pytest
 from webhook.admission import AdmissionConfig
 from webhook.admission.context import Context
 from webhook.core.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
+from webhook.core.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 from .builders import (
@@ -28,7 +29,6 @@ from .builders import (
 )
 from .conftest import Webhook
 
-Obj = dict[str, Any]
 PATH = "/mutate/pods"
 ANNOTATION_PATH = "/metadata/annotations/draxr.io~1extended-resources"
 

@@ -10,6 +10,7 @@ import pytest
 
 from webhook.admission import AdmissionConfig
 from webhook.core.constants import DEVICE_CLASS_PREFIX
+from webhook.core.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 from .builders import (
@@ -30,7 +31,6 @@ from .builders import (
 )
 from .conftest import Webhook
 
-Obj = dict[str, Any]
 PATH = "/validate/pods"
 DRA_MSG = "must be a non-negative integer for a DRA-backed extended resource"
 ERCS = "status.extendedResourceClaimStatus"

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from webhook.cli import main
 from webhook.commands.validate import run
+from webhook.core.objects import Obj
 
 from .builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
 
-Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kep-5004"
 
 

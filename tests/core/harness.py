@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.core.allocator import Allocator, ClaimAllocation
+from webhook.core.objects import Obj
 from webhook.core.scheduler import Scheduler
 from webhook.core.state import ClusterState
-
-Obj = dict[str, Any]
 
 
 def state_of(*objects: Obj) -> ClusterState:

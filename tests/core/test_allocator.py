@@ -1,14 +1,12 @@
 """The structured allocator (spec §5, scenarios 29-32)."""
 
-from typing import Any
-
 import pytest
 
 from tests.core.harness import all_of, allocate, claim, exactly, picked, state_of
 from tests.core.podfactory import device, device_class, gpus, node, resource_slice
 from webhook.core.allocator import AllocationError, Unsatisfiable
+from webhook.core.objects import Obj
 
-Obj = dict[str, Any]
 GPU = device_class("gpu", selectors=['device.driver == "gpu.example.com"'])
 
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from tests.core.harness import allocate, claim, exactly, state_of
 from tests.core.podfactory import device, device_class, node, resource_slice
 from webhook.core.allocator import ClaimAllocation, Unsatisfiable
+from webhook.core.objects import Obj
 
-Obj = dict[str, Any]
 CLASSES = [
     device_class("any", selectors=["true"]),
     device_class("model-a", selectors=["device.attributes['gpu.example.com'].model == 'a'"]),

@@ -17,7 +17,6 @@ from webhook.core.claims import (
 )
 from webhook.core.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 
-Obj = dict[str, Any]
 GPU = "example.com/gpu"
 VERSIONS = ("1.34", "1.35", "1.36", "1.37")
 

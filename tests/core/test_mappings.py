@@ -1,11 +1,8 @@
 """Device requests and request mappings (spec §3.4, scenarios 21-25)."""
 
-from typing import Any
-
 from tests.core.podfactory import container, pod
 from webhook.core.mappings import create_requests_and_mappings
-
-Obj = dict[str, Any]
+from webhook.core.objects import Obj
 
 
 def req(name: str, cls: str, count: int) -> Obj:

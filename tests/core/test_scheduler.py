@@ -5,9 +5,9 @@ from typing import Any
 from tests.core.harness import claim, exactly, scheduler, state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, WRITER_ANNOTATION
+from webhook.core.objects import Obj
 from webhook.core.scheduler import ERROR, SCHEDULED, UNSCHEDULABLE, Scheduler, fit_error
 
-Obj = dict[str, Any]
 GPU = "example.com/gpu"
 CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.core.allocator import Unsatisfiable
+from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, UNSCHEDULABLE, Scheduler
 from webhook.core.state import ClusterState
 from webhook.core.taintrules import parse_taint_rule
@@ -16,7 +17,6 @@ from webhook.core.taintrules import parse_taint_rule
 from .harness import allocate, claim, exactly, state_of
 from .podfactory import container, device_class, gpus, node, pod, resource_slice
 
-Obj = dict[str, Any]
 GPU = "example.com/gpu"
 DRIVER = "gpu.example.com"
 

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from webhook.core import names
 from webhook.core.fielderrors import ErrorType, FieldError
+from webhook.core.messages import MAX_WARNING_LENGTH
 from webhook.core.objects import controller_ref
 from webhook.core.quantity import try_parse
 from webhook.core.validation import (
-    MAX_WARNING_LENGTH,
-    is_special_claim,
+    carries_special_annotation,
     validate_device_class,
     validate_dra_quantities,
     validate_extended_resource_claim_status,
@@ -456,7 +456,7 @@ def test_claims_without_the_annotation_are_not_checked() -> None:
     claim = special_claim()
     del claim["metadata"]["annotations"][ANNOTATION]
     claim["metadata"]["ownerReferences"] = []
-    assert not is_special_claim(claim)
+    assert not carries_special_annotation(claim)
     assert validate_special_claim(claim) == []
     assert validate_special_claim("junk") == []
 
@@ -464,7 +464,7 @@ def test_claims_without_the_annotation_are_not_checked() -> None:
 def test_annotation_value_must_be_true() -> None:
     claim = special_claim()
     claim["metadata"]["annotations"][ANNOTATION] = "yes"
-    assert is_special_claim(claim)
+    assert carries_special_annotation(claim)
     assert texts(validate_special_claim(claim)) == [
         f'metadata.annotations[{ANNOTATION}]: Invalid value: "yes": the only valid value is "true"'
     ]
@@ -659,7 +659,7 @@ def test_fuzz_pod_validators(pod_obj: Any) -> None:
 @given(claim_st)
 def test_fuzz_special_claim(claim: Any) -> None:
     only_field_errors(validate_special_claim(claim))
-    assert isinstance(is_special_claim(claim), bool)
+    assert isinstance(carries_special_annotation(claim), bool)
     owner = controller_ref(claim)
     assert owner is None or owner.get("controller") is True
 

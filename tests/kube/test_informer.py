@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
+from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, device_taint_rules
-
-Obj = dict[str, Any]
 
 
 class Recorder:

@@ -6,7 +6,6 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -16,8 +15,7 @@ from tests.core.podfactory import container, pod
 from webhook.cli import main
 from webhook.commands.demo import examples_dir
 from webhook.commands.plan import run
-
-Obj = dict[str, Any]
+from webhook.core.objects import Obj
 
 
 def plan(paths: list[Path | str], *args: str) -> tuple[int, str, str]:

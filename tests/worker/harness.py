@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
-Obj = dict[str, Any]
 WORKER_USER = "system:serviceaccount:draxr-system:draxr-worker"
 TOKENS = {"worker": (WORKER_USER, ["system:serviceaccounts"]), "user": ("alice", ["devs"])}
 RESOURCE = {

@@ -16,24 +16,18 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any, Final
+from typing import Final
 
 from ..core.fielderrors import go_quote
-from ..core.objects import meta, name, parse_time, spec, uid
+from ..core.messages import clip
+from ..core.objects import Obj, meta, name, parse_time, spec, uid
 from ..core.scheduler import ERROR, SCHEDULED, Scheduler
 from ..kube.cache import ClusterCache
 
-Obj = dict[str, Any]
-
 log = logging.getLogger("draxr.admission")
 
-MAX_WARNING_LENGTH: Final = 120
 PLACEHOLDER_NAME: Final = "<generated>"
 PLACEHOLDER_UID: Final = "00000000-0000-0000-0000-000000000000"
-
-
-def clip(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def contention_warning(resource: str, contenders: list[Obj]) -> str | None:

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..core.fielderrors import invalid_status
+from ..core.messages import clip
 from ..core.objects import name
 from ..kube.cache import ClusterCache
 from .blocking import MAY_BLOCK, WouldBlock
@@ -97,10 +98,7 @@ class Answer:
 
 
 def _internal_error(exc: BaseException) -> bytes:
-    text = f"internal error: {type(exc).__name__}: {exc}"
-    if len(text) > MAX_ERROR_LENGTH:
-        text = text[: MAX_ERROR_LENGTH - 3] + "..."
-    return encode_error(text)
+    return encode_error(clip(f"internal error: {type(exc).__name__}: {exc}", MAX_ERROR_LENGTH))
 
 
 def answer(endpoint: Endpoint, ctx: Context, body: bytes) -> Answer:

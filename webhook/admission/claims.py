@@ -18,7 +18,7 @@ from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from ..core.fielderrors import FieldError, Path, duplicate, forbidden_status, go_quote, invalid_status
 from ..core.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec
 from ..core.state import ClusterState
-from ..core.validation import is_special_claim, validate_special_claim
+from ..core.validation import carries_special_annotation, validate_special_claim
 from .context import Context
 from .review import AdmissionRequest, Verdict
 
@@ -79,7 +79,7 @@ def review_claim(req: AdmissionRequest, ctx: Context) -> Verdict:
     if req.operation not in ("CREATE", "UPDATE") or claim is None:
         return Verdict()
     old = req.old if req.operation == "UPDATE" else None
-    if not (is_special_claim(claim) or (old is not None and is_special_claim(old))):
+    if not (carries_special_annotation(claim) or (old is not None and carries_special_annotation(old))):
         return Verdict()
     if not touches_extended_claim(claim, old):
         return Verdict()

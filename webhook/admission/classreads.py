@@ -18,9 +18,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..core.deviceclasses import ClassResolver
+from ..core.objects import Obj
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import DEVICE_CLASSES
@@ -29,7 +29,6 @@ from .extended import backing_classes
 
 log = logging.getLogger("draxr.admission")
 
-Obj = dict[str, Any]
 Observer = Callable[[str], None]  # called with "found", "none" or "error" per read
 Lister = Callable[[float], list[Obj]]  # DeviceClasses from the API server, within the timeout
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
+from ..core.objects import Obj
 from ..kube.cache import ClusterCache
 from .advice import FitAdvisor
 from .blocking import MAY_BLOCK, WouldBlock
 from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
-
-Obj = dict[str, Any]
 
 
 class ClaimWaiter:

@@ -7,17 +7,15 @@ clash never happens unnoticed; an UPDATE that keeps its name stays allowed.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from ..core.deviceclasses import explicit_name
 from ..core.fielderrors import FieldError, invalid_status
-from ..core.objects import name
+from ..core.objects import Obj, name
 from ..core.validation import validate_device_class
 from .advice import stale_classes_warning
 from .context import Context
 from .review import AdmissionRequest, Verdict
-
-Obj = dict[str, Any]
 
 GROUP: Final = "resource.k8s.io"
 KIND: Final = "DeviceClass"

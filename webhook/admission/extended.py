@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..core.deviceclasses import ClassResolver
 from ..core.names import is_dra_extended_resource_name
+from ..core.objects import Obj
 from ..core.podresources import iter_requests
 from ..core.quantity import try_parse
-
-Obj = dict[str, Any]
 
 
 def requested_extended(pod: Obj) -> list[str]:

@@ -10,20 +10,18 @@ own output it changes nothing (the apiserver may call a webhook twice, ``reinvoc
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Final
 
 import jsonpatch
 
 from ..core.constants import DRAXR_RESOURCES_ANNOTATION
-from ..core.objects import as_dict, as_list, meta, namespace, spec
+from ..core.objects import Obj, as_dict, as_list, meta, namespace, spec
 from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
 from .context import Context
 from .extended import backing_classes, requested_extended
 from .review import AdmissionRequest, Verdict
-
-Obj = dict[str, Any]
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 

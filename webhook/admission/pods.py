@@ -14,6 +14,7 @@ from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from ..core.deviceclasses import ClassResolver
 from ..core.fielderrors import FieldError, Path, forbidden_status, go_quote, invalid, invalid_status
 from ..core.objects import (
+    Obj,
     annotations_of,
     as_dict,
     as_list,
@@ -32,8 +33,6 @@ from ..core.validation import (
 from .context import Context
 from .extended import dra_backed
 from .review import AdmissionRequest, Verdict
-
-Obj = dict[str, Any]
 
 KIND: Final = "Pod"
 RESOURCE: Final = "pods"

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core.fielderrors import FieldError
+from ..core.messages import clip
 from ..core.objectcheck import check_object
-
-Obj = dict[str, Any]
+from ..core.objects import Obj
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -135,7 +135,7 @@ def _type_name(value: Any) -> str:
 
 def _shown(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else _type_name(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(text, limit)
 
 
 def _string(request: Obj, key: str, *, required: bool = False) -> str:

@@ -70,8 +70,21 @@ def _create(api: KubeClient, obj: Obj) -> None:
         api.update(res, created, subresource="status")
 
 
+#: Said when the API emulator is not installed (a wheel or the image: it ships with the sources).
+NO_EMULATOR = (
+    "error: draxr demo runs on the API emulator, which ships only with draxr's sources: "
+    "run `make demo` in a checkout"
+)
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..emulator.sandbox import Sandbox
+    try:
+        from ..emulator.sandbox import Sandbox
+    except ModuleNotFoundError as e:
+        if e.name is None or not e.name.startswith(("webhook.emulator", "aiohttp")):
+            raise
+        err.write(NO_EMULATOR + "\n")
+        return 2
 
     timeout = float(getattr(args, "timeout", 60.0))
     started = time.monotonic()

@@ -28,7 +28,7 @@ from ..admission.pods import mapping_errors, mapping_status, quantity_errors
 from ..core.deviceclasses import ClassResolver
 from ..core.fielderrors import FieldError
 from ..core.objects import Obj, as_dict, controller_ref, meta, name, namespace
-from ..core.validation import is_special_claim, validate_special_claim
+from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
 
@@ -107,7 +107,7 @@ def check(loaded: Sequence[Loaded]) -> Report:
         elif kind == "Pod":
             pod = expand_workloads([obj])[0]
             report.add(_where(item, pod), *_pod_findings(pod, classes))
-        elif kind == "ResourceClaim" and is_special_claim(obj):
+        elif kind == "ResourceClaim" and carries_special_annotation(obj):
             claim = expand_workloads([obj])[0]
             errors = validate_special_claim(claim) or sibling_errors(claim, namespace(claim), find)
             owner = controller_ref(claim)

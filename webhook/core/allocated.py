@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
 
-from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from .claims import is_special_claim
 from .nodeinfo import Nodes, host_ports
-from .objects import Obj, annotations_of, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
+from .objects import Obj, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
 from .podresources import pod_requests
 from .quantity import Quantity
 from .slices import DeviceKey, Pool
@@ -130,7 +130,7 @@ class AllocatedState:
         self._claim_devices[key] = devices
         for d in devices:
             self._ref(d, +1)
-        if annotations_of(claim).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true":
+        if is_special_claim(claim):
             owner = controller_ref(claim)
             if owner is not None and isinstance(owner.get("uid"), str):
                 self._special_by_owner[owner["uid"]] = key

@@ -13,12 +13,17 @@ from .constants import (
     RESOURCE_API_VERSION,
     SPECIAL_CLAIM_GENERATE_SUFFIX,
 )
-from .objects import Obj, name, namespace, uid
+from .objects import Obj, annotations_of, name, namespace, uid
 
 #: The API server's generateName alphabet (no vowels, no digits that read like letters).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MAX_NAME_LENGTH = 63
 SUFFIX_LENGTH = 5
+
+
+def is_special_claim(claim: Obj) -> bool:
+    """A special claim as upstream reads one: the annotation with its single valid value "true"."""
+    return annotations_of(claim).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
 
 
 def generate_name(pod: Obj) -> str:

@@ -37,6 +37,7 @@ from .fielderrors import (
     required,
     type_invalid,
 )
+from .messages import clip
 from .objects import Obj, as_dict, as_list, as_str, meta
 from .quantity import QuantityError, parse_quantity
 
@@ -57,7 +58,6 @@ MSG_MAPPED_REQUEST: Final = (
     "must be a positive integer: the kubelet only hands devices to a container whose request for a "
     "mapped extended resource is a non-zero integer"
 )
-MAX_WARNING_LENGTH: Final = 120
 
 _REQUEST_SECTIONS: Final = ("requests", "limits")
 _CONTAINER_LISTS: Final = ("initContainers", "containers")
@@ -87,10 +87,6 @@ def declared_name(device_class: Any) -> str | None:
     """The explicit ``spec.extendedResourceName`` when it is a string (``""`` counts as set)."""
     value = as_dict(as_dict(device_class).get("spec")).get("extendedResourceName")
     return value if isinstance(value, str) else None
-
-
-def _truncate(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _classes_declaring(wanted: str, others: Iterable[Any], besides: str) -> list[str]:
@@ -130,9 +126,7 @@ def validate_device_class(
             )
     problems = names.implicit_name_problems(class_name) if class_name else []
     if problems:
-        warnings.append(
-            _truncate(f"implicit name {DEVICE_CLASS_PREFIX}<name> unusable in pods: {problems[0]}")
-        )
+        warnings.append(clip(f"implicit name {DEVICE_CLASS_PREFIX}<name> unusable in pods: {problems[0]}"))
     return errors, warnings
 
 
@@ -311,8 +305,9 @@ def validate_dra_quantities(pod: Any, is_dra_backed: Callable[[str], bool]) -> l
 # --- the special ResourceClaim -------------------------------------------------------------------
 
 
-def is_special_claim(claim: Any) -> bool:
-    """A ResourceClaim carrying the extended-resource-claim annotation, whatever its value."""
+def carries_special_annotation(claim: Any) -> bool:
+    """A ResourceClaim carrying the extended-resource-claim annotation, whatever its value (a
+    forged value is still checked; ``claims.is_special_claim`` is the scheduler's reading)."""
     annotations = meta(claim).get("annotations")
     return isinstance(annotations, dict) and EXTENDED_RESOURCE_CLAIM_ANNOTATION in annotations
 
@@ -332,7 +327,7 @@ def validate_special_claim(claim: Any) -> list[FieldError]:
     no admin access. Claims without the annotation pass. That at most one such claim exists per
     Pod needs the cluster's state and is left to the caller.
     """
-    if not is_special_claim(claim):
+    if not carries_special_annotation(claim):
         return []
     errors: list[FieldError] = []
     value = meta(claim)["annotations"][EXTENDED_RESOURCE_CLAIM_ANNOTATION]

@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.core.quantity import try_parse
 
-Obj = dict[str, Any]
+from ..core.objects import Obj
 
 
 def _quantities(values: Any) -> None:

@@ -6,11 +6,8 @@ to them when the response's content type is plain ``application/json``.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..core.objects import Obj
 from .resources import VERBS, ResourceIndex, ResourceType
-
-Obj = dict[str, Any]
 
 #: The Kubernetes release the emulator claims to be (resource.k8s.io/v1 is GA since 1.34).
 VERSION: Obj = {

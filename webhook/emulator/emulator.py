@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ..core.objects import Obj
 from .admission import AdmissionChain, ServiceMap, WebhookClient
 from .auth import Authenticator, TokenSpec, UserInfo, authenticated
 from .faults import FaultInjector, FaultRule, RequestRecord
@@ -33,7 +34,6 @@ from .server import ServerThread
 from .store import Store
 from .strategy import NAMESPACE_NAME_LABEL
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 
 #: The namespaces a fresh cluster has.

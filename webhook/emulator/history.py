@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..core.objects import Obj
 from .codec import encode
-
-Obj = dict[str, Any]
 
 
 @dataclass(slots=True)

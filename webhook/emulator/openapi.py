@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
+from ..core.objects import Obj
 from .resources import ResourceIndex, ResourceType
-
-Obj = dict[str, Any]
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
 

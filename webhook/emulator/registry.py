@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..core.objects import Obj
 from . import defaults, errors, strategy, validation
 from .admission import AdmissionChain, Attributes
 from .auth import UserInfo
@@ -26,8 +27,6 @@ from .patching import APPLY_PATCH, apply_patch
 from .resources import ResourceType
 from .selectors import Predicate
 from .store import Store, StoreConflict, StoreExists, StoreMissing
-
-Obj = dict[str, Any]
 
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"

@@ -8,19 +8,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..kube.resources import Resource
+
 #: Every served resource supports every verb (no authorization here).
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceType:
-    """A served resource (``group/version/plural``) and how its storage behaves."""
+class ResourceType(Resource):
+    """A served resource (``group/version/plural``, as draxr's client names it) and how its storage
+    behaves."""
 
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
     singular: str = ""
     short_names: tuple[str, ...] = ()
     #: Subresources served besides the main resource (``status``, ``binding``).
@@ -30,10 +28,6 @@ class ResourceType:
     #: Create drops a client-sent ``status`` (the strategy's PrepareForCreate resets it).
     reset_status_on_create: bool = False
     categories: tuple[str, ...] = ()
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
     def key(self) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 from webhook.core.names import is_qualified_name
 
+from ..core.objects import Obj
 from . import errors
 
-Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
 
 _FIELDS_ALL = frozenset({"metadata.name", "metadata.namespace"})

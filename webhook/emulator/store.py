@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..core.objects import Obj
 from .history import History, WatchEvent
 
-Obj = dict[str, Any]
 Sink = Callable[[WatchEvent], None]
 ObjectKey = tuple[str, str, str]  # (resource key, namespace, name)
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.objects import Obj
 from . import defaults
 from .features import DRA_EXTENDED_RESOURCE, FeatureGates
 from .resources import ResourceType
-
-Obj = dict[str, Any]
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 #: Metadata only the server sets; a client's values are ignored on update.

@@ -9,9 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core.objects import Obj
 from .resources import ResourceType
-
-Obj = dict[str, Any]
 
 
 def wants_table(accept: str | None) -> bool:

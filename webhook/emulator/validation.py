@@ -11,11 +11,10 @@ from typing import Any
 
 from webhook.core.names import is_dns1123_label, is_dns1123_subdomain
 
+from ..core.objects import Obj
 from . import errors
 from .errors import Cause
 from .resources import ResourceType
-
-Obj = dict[str, Any]
 
 POD_UPDATE_FORBIDDEN = (
     "pod updates may not change fields other than `spec.containers[*].image`,"

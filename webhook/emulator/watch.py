@@ -13,15 +13,13 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ..core.objects import Obj
 from . import errors
 from .codec import encode
 from .history import WatchEvent
 from .resources import ResourceType
 from .store import Store
-
-Obj = dict[str, Any]
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _TICK, _END, _ABORT = "tick", "end", "abort"

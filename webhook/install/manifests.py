@@ -19,8 +19,7 @@ from typing import Any
 import yaml
 
 from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-
-Obj = dict[str, Any]
+from ..core.objects import Obj
 
 DEFAULT_NAMESPACE = "draxr-system"
 DEFAULT_IMAGE = "ghcr.io/draxr/draxr:0.1.0"

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..core.allocated import allocated_devices
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from ..core.objects import Obj, annotations_of, uid
+from ..core.claims import is_special_claim
+from ..core.objects import Obj, uid
 from ..core.scheduler import SCHEDULED, Decision, Scheduler
 from ..core.state import ClusterState
 from .client import KubeClient
@@ -135,11 +135,7 @@ class ClusterCache:
 
     def special_claims(self) -> list[Obj]:
         with self.lock:
-            return [
-                c
-                for c in self.state.allocated.claims.values()
-                if annotations_of(c).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
-            ]
+            return [c for c in self.state.allocated.claims.values() if is_special_claim(c)]
 
     def allocated(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of these claims the cache already shows allocated."""

@@ -15,10 +15,10 @@ import kubernetes
 import urllib3
 from kubernetes.watch.watch import iter_resp_lines
 
+from ..core.objects import Obj
 from .ratelimit import TokenBucket
 from .resources import PODS, Resource
 
-Obj = dict[str, Any]
 RequestHook = Callable[[str, str, int], None]  # (verb, resource plural, HTTP status)
 
 MERGE_PATCH = "application/merge-patch+json"

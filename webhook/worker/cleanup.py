@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from ..core.objects import Obj, annotations_of, as_dict, controller_ref, name, namespace, status, uid
+from ..core.claims import is_special_claim
+from ..core.objects import Obj, as_dict, controller_ref, name, namespace, status, uid
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import PODS
 from .binder import Binder, BindError, NotLeader
@@ -38,10 +38,6 @@ def superseded(pod: Obj, claim: Obj) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) and special_claim_name(pod) != name(claim)
 
 
-def is_special(claim: Obj) -> bool:
-    return annotations_of(claim).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
-
-
 class Cleaner:
     def __init__(self, client: KubeClient, binder: Binder) -> None:
         self.client = client
@@ -54,7 +50,7 @@ class Cleaner:
             claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True)
             if claim is None:
                 return True
-            if not is_special(claim):
+            if not is_special_claim(claim):
                 return True  # never touch claims that are not special claims
             owner = controller_ref(claim)
             if owner is not None and owner.get("uid") != pod_uid:
@@ -74,7 +70,7 @@ class Cleaner:
         ``extendedResourceClaimStatus``, written before the binding, names the one it uses)."""
         out: list[Obj] = []
         for claim in claims:
-            if not is_special(claim):
+            if not is_special_claim(claim):
                 continue
             owner = controller_ref(claim)
             if owner is None or owner.get("kind") != "Pod":

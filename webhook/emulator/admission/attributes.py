@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
+from ...core.objects import Obj
 from ..auth import UserInfo
 from ..resources import ResourceType
-
-Obj = dict[str, Any]
 
 
 @dataclass(slots=True)

@@ -19,13 +19,13 @@ from typing import Any
 
 import jsonpatch
 
+from ...core.objects import Obj
 from .. import errors
 from .attributes import Attributes
 from .client import CallError, WebhookClient
 from .conditions import ConditionEvaluator
 from .rules import NamespaceLabels, webhook_applies
 
-Obj = dict[str, Any]
 #: Lists the stored configurations of one kind (``mutatingwebhookconfigurations``...).
 ConfigSource = Callable[[str], list[Obj]]
 

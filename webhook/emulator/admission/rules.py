@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...core.objects import Obj
 from ..selectors import labels_match
 from .attributes import Attributes
 
-Obj = dict[str, Any]
 NamespaceLabels = Callable[[str], dict[str, Any]]
 
 

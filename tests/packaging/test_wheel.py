@@ -1,0 +1,93 @@
+"""What the wheel (and so the production image, built from it) carries: draxr without its emulator."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of the sources (the build writes into the tree it builds)."""
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    shutil.copytree(
+        ROOT,
+        src,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".ci", "*.egg-info", "build", "__pycache__", ".*_cache", "e2e", "tests", "bench"
+        ),
+    )
+    out = work / "dist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    (built,) = out.glob("draxr-*.whl")
+    return built
+
+
+def _names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return z.namelist()
+
+
+def test_the_wheel_has_no_emulator(wheel: Path) -> None:
+    names = _names(wheel)
+    assert [n for n in names if n.startswith("webhook/emulator")] == []
+    assert "webhook/runtime/serve.py" in names
+    assert "webhook/commands/demo.py" in names
+    assert "webhook/data/examples/kep-5004/deviceclass.yaml" in names
+    assert "webhook/py.typed" in names
+
+
+def _python(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter with the wheel's files as ``webhook`` and the installed dependencies, but
+    not the editable install of the sources (``-S``: no ``.pth`` files; the cwd keeps them off too)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), sysconfig.get_paths()["purelib"]])}
+    return subprocess.run(
+        [sys.executable, "-S", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_installed_wheel_serves_and_says_why_demo_cannot_run(wheel: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    probe = (
+        "import importlib.util, webhook, webhook.runtime.serve, webhook.commands.serve; "
+        "print(webhook.__file__); print(importlib.util.find_spec('webhook.emulator') is None)"
+    )
+    shown = _python(site, tmp_path, "-c", probe)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == [str(site / "webhook" / "__init__.py"), "True"]
+    demo = _python(site, tmp_path, "-m", "webhook", "demo")
+    assert demo.returncode == 2
+    assert demo.stdout == ""
+    assert demo.stderr.strip().splitlines() == [
+        "error: draxr demo runs on the API emulator, which ships only with draxr's sources: "
+        "run `make demo` in a checkout"
+    ]

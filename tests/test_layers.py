@@ -1,0 +1,149 @@
+"""The package's layers, read from the code's own imports: a pure core at the bottom, the admission
+webhook and the worker side by side on it (never on each other), commands on top, and the API
+emulator apart from the product. No import cycles."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "webhook"
+
+#: Which rooms each room may import (a room is ``webhook.<room>``; the package root holds only the
+#: version). The emulator may use the product; nothing of the product may use the emulator, except
+#: the demo command, lazily, inside the function that runs it.
+ALLOWED: dict[str, set[str]] = {
+    "core": {"core"},
+    "kube": {"core", "kube"},
+    "admission": {"core", "kube", "admission"},
+    "worker": {"core", "kube", "worker"},
+    "loader": {"core", "loader"},
+    "install": {"core", "install"},
+    "runtime": {"core", "kube", "admission", "worker", "loader", "install", "runtime"},
+    "commands": {"", "core", "kube", "admission", "worker", "loader", "install", "runtime", "commands"},
+    "cli": {"", "commands", "cli"},
+    "emulator": {"core", "kube", "install", "runtime", "loader", "emulator"},
+    "": {""},
+}
+LAZY_EMULATOR_USERS = {"webhook.commands.demo"}
+
+
+def module_name(path: Path, top: Path = PACKAGE.parent) -> str:
+    parts = list(path.relative_to(top).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return ""
+    return "cli" if parts[1] in ("cli", "__main__") else parts[1]
+
+
+def imports(path: Path, top: Path = PACKAGE.parent) -> Iterator[tuple[str, bool]]:
+    """(imported draxr module, at the top level?) for every import in the file."""
+    module = module_name(path, top)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    top_level = set(map(id, tree.body))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "webhook":
+                continue
+            # ``from pkg import module`` names a module; ``from module import name`` a name in it.
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found = (top / sub.replace(".", "/")).with_suffix(".py").exists() or (
+                    top / sub.replace(".", "/") / "__init__.py"
+                ).exists()
+                yield (sub if found else target), id(node) in top_level
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "webhook":
+                    yield alias.name, id(node) in top_level
+
+
+def graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        edges[module_name(path)] = {target for target, _ in imports(path)}
+    return edges
+
+
+def test_every_room_imports_only_the_rooms_below_it() -> None:
+    wrong: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        mine = room(module)
+        for target, top_level in imports(path):
+            theirs = room(target)
+            if theirs in ALLOWED[mine]:
+                continue
+            if theirs == "emulator" and module in LAZY_EMULATOR_USERS and not top_level:
+                continue
+            wrong.append(f"{module} ({mine or 'root'}) imports {target} ({theirs or 'root'})")
+    assert wrong == []
+
+
+def test_every_room_is_known() -> None:
+    rooms = {room(module_name(p)) for p in PACKAGE.rglob("*.py")}
+    assert rooms <= set(ALLOWED), rooms - set(ALLOWED)
+
+
+def test_no_import_cycles() -> None:
+    edges = graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in edges:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            # A package's face (``__init__``) importing its own modules is not a cycle of design.
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
+    """The rules above catch what they are for: an admission module importing the worker."""
+    probe = tmp_path / "webhook" / "admission" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    (tmp_path / "webhook" / "emulator").mkdir()
+    (tmp_path / "webhook" / "emulator" / "__init__.py").write_text("")
+    probe.write_text("from ..worker.queue import SchedulingQueue\n\ndef f():\n    from .. import emulator\n")
+    found = list(imports(probe, tmp_path))
+    assert found == [("webhook.worker.queue", True), ("webhook.emulator", False)]
+    assert room("webhook.worker.queue") not in ALLOWED["admission"]
+    assert room("webhook.emulator") not in ALLOWED["admission"]
