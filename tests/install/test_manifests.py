@@ -28,7 +28,7 @@ from webhook.install.manifests import (
     split,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("version", ["1.34", "1.35", "1.36", "1.37"])

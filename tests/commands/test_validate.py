@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.admission.builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
 from webhook.cli import main
 from webhook.commands.validate import run
 from webhook.core.objects import Obj
-
-from .builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kep-5004"
 

@@ -1,0 +1,3 @@
+from tests.worker.conftest import kube
+
+__all__ = ["kube"]
