@@ -23,6 +23,9 @@ from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
+#: Leader election on the emulator: short, so failover takes seconds (the defaults are proven
+#: with a controlled clock in tests/worker/test_resilience.py).
+EMULATOR_LEASE = (1.5, 1.0, 0.2)
 
 
 @dataclass
@@ -196,7 +199,7 @@ class Target:
 def emulator_target() -> Target:
     from webhook.emulator.sandbox import Sandbox
 
-    box = Sandbox().start()
+    box = Sandbox(lease=EMULATOR_LEASE).start()
     nodes = ["e2e-node-a", "e2e-node-b"]
     for n in nodes:
         node = box.em.create("nodes", {"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}})

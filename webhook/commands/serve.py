@@ -41,8 +41,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
     s.add_argument("--namespace", default="draxr-system", help="draxr's namespace (lease, default writers)")
     s.add_argument("--lease-name", default="draxr-worker")
+    s.add_argument(
+        "--leader-elect-lease-duration",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="how long followers wait after the last renewal before taking over",
+    )
+    s.add_argument(
+        "--leader-elect-renew-deadline",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a leader that cannot renew for this long stops writing (less than the lease duration)",
+    )
+    s.add_argument(
+        "--leader-elect-retry-period",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often to try to acquire or renew the lease",
+    )
     s.add_argument("--no-leader-elect", dest="leader_elect", action="store_false")
     s.add_argument("--identity", help="leader election identity (default: hostname_pid)")
+    s.add_argument(
+        "--pod-initial-backoff-seconds",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="backoff after a pod's first failed attempt; doubles per attempt",
+    )
+    s.add_argument("--pod-max-backoff-seconds", type=float, default=60.0, metavar="SECONDS")
     s.add_argument("--qps", type=float, default=50.0, help="client-side write rate limit")
     s.add_argument("--burst", type=int, default=100)
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -67,7 +96,12 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         leader_elect=args.leader_elect,
         lease_namespace=args.namespace,
         lease_name=args.lease_name,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
         identity=args.identity or "",
+        pod_initial_backoff=args.pod_initial_backoff_seconds,
+        pod_max_backoff=args.pod_max_backoff_seconds,
         qps=args.qps,
         burst=args.burst,
         log_level=args.log_level,

@@ -30,8 +30,14 @@ TOKENS = {
 
 class Sandbox:
     def __init__(
-        self, *, leader_elect: bool = True, route: str = "default-only", class_read_timeout: float = 2.0
+        self,
+        *,
+        leader_elect: bool = True,
+        route: str = "default-only",
+        class_read_timeout: float = 2.0,
+        lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
     ) -> None:
+        """``lease``: leader election's lease duration, renew deadline and retry period."""
         self.em = Emulator(tokens=TOKENS)
         self._tmp = tempfile.TemporaryDirectory(prefix="draxr-sandbox-")
         self.dir = Path(self._tmp.name)
@@ -39,6 +45,7 @@ class Sandbox:
         self.leader_elect = leader_elect
         self.route = route
         self.class_read_timeout = class_read_timeout
+        self.lease = lease
         self.processes: list[Process] = []
         self._sockets: list[socket.socket] = []
         self.port = 0
@@ -71,6 +78,9 @@ class Sandbox:
             allowed_writers=default_writers(),
             route=self.route,
             class_read_timeout=self.class_read_timeout,
+            lease_duration=self.lease[0],
+            renew_deadline=self.lease[1],
+            retry_period=self.lease[2],
         )
         proc = Process(opts)
         proc.start_background()

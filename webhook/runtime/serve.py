@@ -50,10 +50,15 @@ class ServeOptions:
     leader_elect: bool = True
     lease_namespace: str = DEFAULT_NAMESPACE
     lease_name: str = "draxr-worker"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
     identity: str = ""
     qps: float = 50.0
     burst: int = 100
     bind_workers: int = 8
+    pod_initial_backoff: float = 1.0
+    pod_max_backoff: float = 60.0
     orphan_interval: float = 60.0
     log_level: str = "info"
 
@@ -95,7 +100,13 @@ class Process:
             assert self.metrics is not None
             identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
             cfg = WorkerConfig(
-                opts.scheduler_name, opts.policy, opts.bind_workers, opts.orphan_interval, identity
+                opts.scheduler_name,
+                opts.policy,
+                opts.bind_workers,
+                opts.orphan_interval,
+                identity,
+                initial_backoff=opts.pod_initial_backoff,
+                max_backoff=opts.pod_max_backoff,
             )
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
             if opts.leader_elect:
@@ -104,6 +115,9 @@ class Process:
                     opts.lease_namespace,
                     opts.lease_name,
                     identity,
+                    lease_duration=opts.lease_duration,
+                    renew_deadline=opts.renew_deadline,
+                    retry_period=opts.retry_period,
                     on_change=self.worker.on_leadership,
                 )
                 self.worker.leader = self.leader

@@ -28,7 +28,7 @@ from .binder import Binder, BindError, NotLeader, Written
 from .cleanup import Cleaner, pod_is_done, special_claim_name
 from .events import EventRecorder, set_unschedulable
 from .metrics import WorkerMetrics
-from .queue import SchedulingQueue
+from .queue import INITIAL_BACKOFF, MAX_BACKOFF, SchedulingQueue
 
 log = logging.getLogger("draxr.worker")
 
@@ -40,6 +40,9 @@ class WorkerConfig:
     bind_workers: int = 8
     orphan_interval: float = 60.0
     identity: str = socket.gethostname()
+    #: kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds.
+    initial_backoff: float = INITIAL_BACKOFF
+    max_backoff: float = MAX_BACKOFF
 
 
 class Worker:
@@ -57,7 +60,7 @@ class Worker:
         self.config = config
         self.metrics = metrics
         self.leader = leader
-        self.queue = SchedulingQueue(clock)
+        self.queue = SchedulingQueue(clock, config.initial_backoff, config.max_backoff)
         self.scheduler = cache.scheduler(config.policy, writer=config.scheduler_name)
         self.binder = Binder(client, config.scheduler_name, self.is_leader, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
