@@ -268,3 +268,28 @@ def test_a_device_taint_rule_in_the_input_keeps_pods_off_its_devices(tmp_path: P
         waiting
         == ["0/2 nodes are available: 1 Insufficient example.com/gpu, 1 cannot allocate all claims."] * 2
     )
+
+
+def test_invalid_pools_give_upstreams_reason(tmp_path: Path) -> None:
+    """``plan`` words an invalid pool as kube-scheduler does: "N invalid resource pools were
+    encountered" (the allocator's ``ErrFailedAllocationOnNode``)."""
+    docs = [
+        yaml.safe_load(d) for d in (examples_dir() / "deviceclass.yaml").read_text().split("---") if d.strip()
+    ]
+    nodes = list(yaml.safe_load_all((examples_dir() / "nodes.yaml").read_text()))
+    slices = list(yaml.safe_load_all((examples_dir() / "resourceslice.yaml").read_text()))
+    for s in slices:
+        devices = s["spec"]["devices"]
+        devices[1]["name"] = devices[0]["name"]
+    dra_only = [n for n in nodes if "example.com/gpu" not in n["status"].get("allocatable", {})]
+    pod: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}]},
+    }
+    f = write(tmp_path, "all.yaml", [*docs, *dra_only, *slices, pod])
+    code, out, _ = plan([f], "json")
+    assert code == 1
+    (result,) = json.loads(out)["pods"]
+    assert result["message"] == "0/1 nodes are available: 1 invalid resource pools were encountered."

@@ -75,7 +75,9 @@ def test_scenario_31_incomplete_pool_offers_nothing_and_all_mode_errors() -> Non
         allocate(st, "n1", [claim("c", [all_of("r", "gpu")])])
 
 
-def test_scenario_31_newer_generation_elsewhere_makes_the_old_one_obsolete() -> None:
+def test_gather_pools_a_complete_view_at_an_older_generation_stands() -> None:
+    """``GatherPools`` (incubating): the node's own slices decide when they are complete, even
+    though a newer generation of the pool name exists for another node."""
     st = state_of(
         node("n1"),
         node("n2"),
@@ -83,10 +85,61 @@ def test_scenario_31_newer_generation_elsewhere_makes_the_old_one_obsolete() -> 
         resource_slice("old", gpus(2), node_name="n1", pool="p", generation=1, count=1),
         resource_slice("new", gpus(2, "other"), node_name="n2", pool="p", generation=2, count=1),
     )
+    (a,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
+    assert picked(a) == ["p/gpu-0"]
+    (b,) = allocate(st, "n2", [claim("c", [exactly("r", "gpu")])])
+    assert picked(b) == ["p/other-0"]
+
+
+def test_gather_pools_check_slices_in_pool_makes_an_incomplete_older_view_obsolete() -> None:
+    """``checkSlicesInPool``: only an incomplete view is checked against every slice of the pool;
+    a newer generation there makes it obsolete (scenario 31)."""
+    st = state_of(
+        node("n1"),
+        node("n2"),
+        GPU,
+        resource_slice("old", gpus(2), node_name="n1", pool="p", generation=1, count=2),
+        resource_slice("new", gpus(2, "other"), node_name="n2", pool="p", generation=2, count=1),
+    )
     with pytest.raises(Unsatisfiable):
         allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
-    (a,) = allocate(st, "n2", [claim("c", [exactly("r", "gpu")])])
-    assert picked(a) == ["p/other-0"]
+    assert st.node_devices("n1") is not None
+    assert st.node_devices("n1").pools == []  # type: ignore[union-attr]
+
+
+def test_gather_pools_an_incomplete_view_is_completed_by_slices_of_other_nodes() -> None:
+    """``checkSlicesInPool`` counts every slice of the generation, wherever it points."""
+    st = state_of(
+        node("n1"),
+        node("n2"),
+        GPU,
+        resource_slice("a", gpus(1), node_name="n1", pool="p", generation=3, count=2),
+        resource_slice("b", gpus(1, "other"), node_name="n2", pool="p", generation=3, count=2),
+    )
+    (a,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
+    assert picked(a) == ["p/gpu-0"]
+
+
+def test_pool_is_invalid_only_for_duplicates_within_the_nodes_view() -> None:
+    """``poolIsInvalid`` looks at the node's slices: the same device name on two nodes' slices of
+    one pool name is no conflict."""
+    st = state_of(
+        node("n1"),
+        node("n2"),
+        GPU,
+        resource_slice("a", gpus(1), node_name="n1", pool="p", generation=1, count=2),
+        resource_slice("b", gpus(1), node_name="n2", pool="p", generation=1, count=2),
+    )
+    (a,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
+    assert picked(a) == ["p/gpu-0"]
+    twice = state_of(
+        node("n1"),
+        GPU,
+        resource_slice("a", gpus(1), node_name="n1", pool="p", generation=1, count=2),
+        resource_slice("b", gpus(1), node_name="n1", pool="p", generation=1, count=2),
+    )
+    with pytest.raises(Unsatisfiable, match=r"^invalid resource pools were encountered$"):
+        allocate(twice, "n1", [claim("c", [exactly("r", "gpu")])])
 
 
 def test_highest_generation_of_the_node_wins() -> None:

@@ -320,3 +320,35 @@ def test_feasibility_check_without_scoring_picks_the_first_node_by_name() -> Non
     spread.reserve(spread.schedule(gpu_pod("first")))
     assert spread.schedule(gpu_pod("x")).node == "b"
     assert spread.schedule(gpu_pod("x"), score=False).node == "a"
+
+
+def test_pod_overhead_is_not_a_device_request() -> None:
+    """``resourcehelper.PodRequests`` adds the RuntimeClass overhead to the pod's requests, but
+    ``createRequestsAndMappings`` builds the special claim from the containers alone: overhead
+    naming a DRA-backed resource asks for no device, so a node with one free device fits."""
+    s = scheduler(node("n"), CLASS, resource_slice("s", gpus(1), node_name="n"))
+    p = gpu_pod(overhead={GPU: "1", "cpu": "100m"})
+    d = s.schedule(p)
+    assert d.status == SCHEDULED, d.message
+    assert [r["exactly"]["count"] for r in d.requests] == [1]
+    assert d.special is not None
+    assert len(d.special.results) == 1
+
+
+def test_invalid_pools_give_upstreams_reason_instead_of_the_precheck_reason() -> None:
+    """``Allocate`` returns "invalid resource pools were encountered" when it found no devices and
+    a pool was invalid; kube-scheduler aggregates it per node (scheduler_perf's invalid-pool case:
+    "0/8 nodes are available: 1 invalid resource pools were encountered, 7 cannot allocate ...")."""
+    dup = [*gpus(1), *gpus(1)]  # the same device name twice in one node's pool
+    s = scheduler(
+        node("bad"),
+        node("empty"),
+        CLASS,
+        resource_slice("s-bad", dup, node_name="bad"),
+        resource_slice("s-empty", [], node_name="empty"),
+    )
+    d = s.schedule(gpu_pod())
+    assert d.status == UNSCHEDULABLE
+    assert d.message == (
+        "0/2 nodes are available: 1 cannot allocate all claims, 1 invalid resource pools were encountered."
+    )

@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 
 from webhook.core import names
 from webhook.core.fielderrors import ErrorType, FieldError
-from webhook.core.messages import MAX_WARNING_LENGTH
+from webhook.core.messages import MAX_WARNING_LENGTH, clip
 from webhook.core.objects import controller_ref
 from webhook.core.quantity import try_parse
 from webhook.core.validation import (
     carries_special_annotation,
+    extended_resource_name_reasons,
     validate_device_class,
     validate_dra_quantities,
     validate_extended_resource_claim_status,
@@ -63,30 +64,41 @@ def test_valid_extended_resource_names(value: str) -> None:
     ],
 )
 def test_invalid_extended_resource_names(value: str, reasons: str) -> None:
+    """``validateDeviceClassSpec``'s error, byte for byte; the declarative validator's reasons
+    (``strfmt.go``) come as a warning."""
     assert texts(validate_extended_resource_name(value)) == [
-        f'spec.extendedResourceName: Invalid value: "{value}": '
-        f"must be a valid extended resource name: {reasons}"
+        f'spec.extendedResourceName: Invalid value: "{value}": must be a valid extended resource name'
     ]
+    assert extended_resource_name_reasons(value)[0] == reasons
+    errors, warnings = validate_device_class(device_class("c", value))
+    assert texts(errors) == texts(validate_extended_resource_name(value))
+    assert warnings[0] == clip(
+        f"spec.extendedResourceName: {'; '.join(extended_resource_name_reasons(value))}"
+    )
+    assert warnings[0].startswith(f"spec.extendedResourceName: {reasons}"[:117])
 
 
 def test_empty_extended_resource_name_lists_every_reason() -> None:
     [err] = validate_extended_resource_name("")
-    assert str(err).startswith(
-        'spec.extendedResourceName: Invalid value: "": must be a valid extended resource name: '
-        "a name must be a domain-prefixed path, such as 'example.com/my-prop'; name part "
-    )
+    assert str(err) == 'spec.extendedResourceName: Invalid value: "": must be a valid extended resource name'
     assert err.type is ErrorType.INVALID
+    assert extended_resource_name_reasons("")[:2] == [
+        "a name must be a domain-prefixed path, such as 'example.com/my-prop'",
+        extended_resource_name_reasons("")[1],
+    ]
+    assert extended_resource_name_reasons("")[1].startswith("name part ")
 
 
 def test_extended_resource_name_path_and_type() -> None:
     assert texts(validate_extended_resource_name("x", "spec.other")) == [
-        'spec.other: Invalid value: "x": must be a valid extended resource name: '
-        "a name must be a domain-prefixed path, such as 'example.com/my-prop'"
+        'spec.other: Invalid value: "x": must be a valid extended resource name'
     ]
     assert texts(validate_extended_resource_name(5)) == [
         "spec.extendedResourceName: Invalid value: 5: "
         "must be a valid extended resource name: must be a string"
     ]
+    assert extended_resource_name_reasons(5) == []
+    assert extended_resource_name_reasons("example.com/gpu") == []
 
 
 @given(st.text(max_size=80))
@@ -123,8 +135,8 @@ def test_device_class_without_others_is_valid() -> None:
 def test_device_class_syntax_error() -> None:
     errors, _ = validate_device_class(device_class("gpu", "kubernetes.io/gpu"), None, [])
     assert texts(errors) == [
-        'spec.extendedResourceName: Invalid value: "kubernetes.io/gpu": must be a valid extended resource '
-        'name: must not have "kubernetes.io/" domain'
+        'spec.extendedResourceName: Invalid value: "kubernetes.io/gpu": '
+        "must be a valid extended resource name"
     ]
     errors, _ = validate_device_class({"metadata": {"name": "x"}, "spec": {"extendedResourceName": ""}})
     assert len(errors) == 1

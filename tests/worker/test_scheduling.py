@@ -131,6 +131,22 @@ def test_unschedulable_gets_condition_and_event_then_binds_when_a_slice_appears(
     assert kube.wait_bound(1) == {"waiting": "m"}
 
 
+def test_invalid_pools_are_named_in_the_condition_and_the_event(kube: Cluster) -> None:
+    """Upstream's Filter reason for a node whose pool is invalid (duplicate device names in the
+    node's view) is "invalid resource pools were encountered", aggregated per node."""
+    broken = gpu_slice("n", 2)
+    broken["spec"]["devices"][1]["name"] = broken["spec"]["devices"][0]["name"]
+    kube.apply(node("n"), node("m"), device_class(), broken)
+    kube.worker()
+    kube.pod("waiting")
+    msg = "0/2 nodes are available: 1 cannot allocate all claims, 1 invalid resource pools were encountered."
+    kube.em.wait_for(lambda: (kube.condition("waiting") or {}).get("message") == msg, 10)
+    events = kube.em.wait_for(
+        lambda: [e for e in kube.em.list("events", "default") if e["reason"] == "FailedScheduling"], 10
+    )
+    assert events[0]["message"] == msg
+
+
 def test_completion_and_deletion_free_devices(kube: Cluster) -> None:
     kube.apply(node("n"), device_class(), gpu_slice("n", 1))
     kube.worker()

@@ -28,6 +28,10 @@ _Taken = tuple[tuple[str, str], str, str, Quantity]  # (pool, counter set, count
 DEFAULT_STEP_BUDGET = 200_000
 
 
+#: Upstream's Filter reason when allocation failed and some pool was invalid.
+INVALID_POOLS = "invalid resource pools were encountered"
+
+
 class AllocationError(Exception):
     """Aborts the scheduling attempt (upstream returns these from ``Allocate`` as errors)."""
 
@@ -199,7 +203,7 @@ class Allocator:
             self._prepare_claim(ci, claim)
         if not self._claim(0):
             if any(p.invalid for p in self.node.pools):
-                raise Unsatisfiable("invalid resource pools were encountered")
+                raise Unsatisfiable(INVALID_POOLS)
             raise Unsatisfiable("cannot allocate all claims")
         return [self._finish(ci, claim) for ci, claim in enumerate(claims)]
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 import uuid as _uuid
 from dataclasses import dataclass, field
 
-from .allocator import AllocationError, Allocator, ClaimAllocation, Unsatisfiable
+from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocation, Unsatisfiable
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
 from .devices import NodeDevices
 from .fit import PodFilter, basic_filters, fit_resources
-from .mappings import create_requests_and_mappings
+from .mappings import create_requests_and_mappings, device_demand
 from .names import is_dra_extended_resource_name
 from .nodeinfo import NodeInfo, host_ports
 from .nodematch import SelectorError, node_selector_matches
@@ -113,8 +113,9 @@ class PreFilterResult:
     """What PreFilter learns once per pod, for Filter and Score on every node."""
 
     reqs: Units
-    extended: dict[str, int]  # DRA-candidate names with non-zero requests
+    extended: dict[str, int]  # DRA-candidate names with non-zero requests (overhead included)
     classes: dict[str, str]  # name -> backing class (explicit or implicit)
+    demand: dict[str, int]  # name -> devices the special claim asks for it where DRA serves it
     stale: Obj | None  # a special claim from an earlier cycle that blocks every node
     user_claims: list[Obj]  # every claim of the pod, resolved
     to_allocate: list[Obj]  # user claims without allocation
@@ -203,6 +204,7 @@ class Scheduler:
             reqs,
             extended,
             classes,
+            device_demand(pod, classes) if classes else {},
             stale,
             user_claims,
             to_allocate,
@@ -302,13 +304,17 @@ class Scheduler:
         if dra and count_devices:
             needs: dict[str, int] = {}
             for r, cls in dra.items():
-                needs[cls] = needs.get(cls, 0) + pre.extended[r]
+                needs[cls] = needs.get(cls, 0) + pre.demand.get(r, 0)
             for cls, need in needs.items():
-                if self.state.capacity.free(cls).get(node_name, 0) < need and not self._errors_on(
-                    node_name, cls
-                ):
-                    return None, [CANNOT_ALLOCATE]
+                if self.state.capacity.free(cls).get(node_name, 0) >= need or self._errors_on(node_name, cls):
+                    continue
+                # Upstream only learns this by failing to allocate; its reason names invalid pools.
+                return None, [INVALID_POOLS if self._has_invalid_pool(node_name) else CANNOT_ALLOCATE]
         return NodePlan(node_name, dra, routes), []
+
+    def _has_invalid_pool(self, node_name: str) -> bool:
+        nd = self.state.node_devices(node_name)
+        return nd is not None and any(p.invalid for p in nd.pools)
 
     def _errors_on(self, node_name: str, cls: str) -> bool:
         """A free candidate of the class on the node fails its selectors with a CEL error."""
@@ -379,7 +385,7 @@ class Scheduler:
                 cls = dra[r]
                 total = self.state.capacity.total(cls).get(node_name, 0)
                 free = self.state.capacity.free(cls).get(node_name, 0)
-                usage[r] = Usage(total - free + want, total)
+                usage[r] = Usage(total - free + pre.demand.get(r, 0), total)
         return utilisation(pre.reqs, info, usage)
 
     # -- the decision --------------------------------------------------------------------------

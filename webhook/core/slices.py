@@ -3,9 +3,10 @@
 * A slice is relevant for a node through ``nodeName``, ``allNodes``, ``nodeSelector`` or, with
   ``perDeviceNodeSelection``, when at least one of its devices selects the node.
 * Slices group into pools by (driver, pool name); only the highest ``pool.generation`` counts.
-* A pool is complete when the slices of that generation number ``resourceSliceCount``; a higher
-  generation elsewhere makes the node's view obsolete (ignored). Incomplete pools offer nothing.
-* Duplicate device names make a pool invalid.
+* A pool is complete when the node's slices of that generation number ``resourceSliceCount``;
+  only when they do not, a higher generation elsewhere makes the node's view obsolete (ignored)
+  and otherwise every slice of the generation counts. Incomplete pools offer nothing.
+* Duplicate device names within the node's view make a pool invalid.
 * Order is deterministic: pools by (driver, pool), binding-condition pools last, slices by name,
   devices in slice order.
 """
@@ -245,6 +246,11 @@ def gather_pools(node: Obj, candidates: Iterable[Slice], by_pool: dict[PoolKey, 
 
     ``candidates`` are the slices that may target the node (its node-local slices plus every
     slice that is not node-local); ``by_pool`` indexes all slices for the completeness re-scan.
+    The node's own view decides: its slices of a pool at their highest generation. Only when they
+    do not add up to ``resourceSliceCount`` are all slices of the pool consulted: a newer
+    generation elsewhere makes the view obsolete (the pool is ignored), otherwise the count of
+    every slice of that generation decides whether the pool is complete (``checkSlicesInPool``).
+    Duplicate device names are checked within the node's view (``poolIsInvalid``).
     """
     kept: dict[PoolKey, list[Slice]] = {}
     for sl in candidates:
@@ -259,13 +265,16 @@ def gather_pools(node: Obj, candidates: Iterable[Slice], by_pool: dict[PoolKey, 
     for key, slices in kept.items():
         gen = slices[0].generation
         everything = by_pool.get(key, slices)
-        if any(s.generation > gen for s in everything):
-            continue  # obsolete: a newer generation exists, just not for this node
         same_gen = [s for s in everything if s.generation == gen]
+        complete = len(slices) == slices[0].slice_count
+        if not complete:
+            if any(s.generation > gen for s in everything):
+                continue  # obsolete: the driver is replacing this generation
+            complete = len(same_gen) == slices[0].slice_count
         pool = Pool(driver=key[0], name=key[1], generation=gen, slices=sorted(slices, key=lambda s: s.name))
         pool.all_slices = sorted(same_gen, key=lambda s: s.name)
-        pool.incomplete = len(same_gen) != slices[0].slice_count
-        pool.invalid = _pool_problem(pool.all_slices)
+        pool.incomplete = not complete
+        pool.invalid = _pool_problem(pool.slices)
         for s in pool.all_slices:
             pool.counter_sets.update(s.shared_counters)
         pools.append(pool)
@@ -274,6 +283,7 @@ def gather_pools(node: Obj, candidates: Iterable[Slice], by_pool: dict[PoolKey, 
 
 
 def _pool_problem(slices: list[Slice]) -> str | None:
+    """``poolIsInvalid``: a slice that could not be read, or a device name twice in the view."""
     seen: set[str] = set()
     for s in slices:
         if s.problem:

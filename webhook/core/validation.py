@@ -69,18 +69,22 @@ _CONTAINER_LISTS: Final = ("initContainers", "containers")
 def validate_extended_resource_name(
     value: Any, path: PathLike = EXTENDED_RESOURCE_NAME_PATH
 ) -> list[FieldError]:
-    """The ``k8s-extended-resource-name`` format: one ``Invalid`` error with every precise reason.
-
-    The detail starts with upstream's imperative message and continues with the declarative
-    validator's reasons (``strfmt.go``), so both readings of upstream are matched.
-    """
+    """The ``k8s-extended-resource-name`` format, worded byte for byte as the apiserver words it
+    (``validateDeviceClassSpec``: one ``Invalid`` error, "must be a valid extended resource
+    name"). ``extended_resource_name_reasons`` says precisely why, for a warning."""
     if not isinstance(value, str):
         return [type_invalid(path, value, f"{MSG_EXTENDED_RESOURCE_NAME}: must be a string")]
     if names.is_extended_resource_name(value):
         return []
-    reasons = names.extended_resource_name_errors(value)
-    detail = MSG_EXTENDED_RESOURCE_NAME + (": " + "; ".join(reasons) if reasons else "")
-    return [invalid(path, value, detail)]
+    return [invalid(path, value, MSG_EXTENDED_RESOURCE_NAME)]
+
+
+def extended_resource_name_reasons(value: Any) -> list[str]:
+    """Why a name is not a valid extended resource name, in the words of the declarative
+    validator (``strfmt.go`` ``ExtendedResourceName``); empty for a valid name."""
+    if not isinstance(value, str) or names.is_extended_resource_name(value):
+        return []
+    return names.extended_resource_name_errors(value)
 
 
 def declared_name(device_class: Any) -> str | None:
@@ -115,6 +119,9 @@ def validate_device_class(
     spec_value = as_dict(as_dict(new).get("spec")).get("extendedResourceName")
     if spec_value is not None:
         errors.extend(validate_extended_resource_name(spec_value))
+        reasons = extended_resource_name_reasons(spec_value)
+        if reasons:
+            warnings.append(clip(f"spec.extendedResourceName: {'; '.join(reasons)}"))
     wanted = declared_name(new)
     if wanted is not None and not errors and wanted != declared_name(old):
         clashes = _classes_declaring(wanted, others, besides=class_name)

@@ -233,6 +233,22 @@ def test_list_attributes_and_includes(engine: SelectorEngine) -> None:
         assert match(engine, expr, d), expr
 
 
+def test_as_list_compiles_and_treats_a_scalar_as_a_one_element_list(engine: SelectorEngine) -> None:
+    """KEP-5491 list-typed attributes: ``asList()`` is declared, so a selector written for drivers
+    that publish a list (``pcieRoots``) or a scalar (``index``) compiles and matches both."""
+    d = gpu(attributes={f"{GPU}/roots": ("strings", ("pci0", "pci1")), f"{GPU}/root": ("string", "pci0")})
+    a = f"device.attributes['{GPU}']"
+    for expr in [
+        f"{a}.roots.asList().exists(r, r == 'pci1')",
+        f"{a}.root.asList().exists(r, r == 'pci0') && size({a}.root.asList()) == 1",
+        f"{a}.roots.asList() == ['pci0', 'pci1']",
+        f"!{a}.root.asList().exists(r, r == 'pci1')",
+        "[1, 2].asList() == [1, 2]",
+    ]:
+        assert match(engine, expr, d), expr
+    assert not match(engine, f"{a}.roots.asList().all(r, r == 'pci0')", d)
+
+
 def test_includes_rejects_lists_longer_than_32_values(engine: SelectorEngine) -> None:
     assert match(engine, f"{list(range(32))}.includes(31)")
     with pytest.raises(

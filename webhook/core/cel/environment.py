@@ -504,6 +504,7 @@ _RESULT_TYPES = {
     "minor": "int",
     "patch": "int",
     "includes": "bool",
+    "asList": "list(dyn)",
     "lowerAscii": "string",
     "upperAscii": "string",
     "trim": "string",

@@ -431,6 +431,14 @@ def fn_includes(target: Any, arg: Any) -> Any:
     return celtypes.BoolType(cel_equal(target, arg) is True)
 
 
+def fn_as_list(target: Any) -> Any:
+    """KEP-5491's migration helper: a list-typed attribute as it is, a scalar as a one-element
+    list, so one selector serves drivers that publish either (``x.asList().exists(...)``)."""
+    if isinstance(target, list):
+        return target
+    return celtypes.ListType([target])
+
+
 # --- strings extension (subset) ---------------------------------------------------------------
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -621,6 +629,7 @@ FUNCTIONS: dict[str, Fn] = {
     "patch": _semver_part("patch"),
     # DRA list attributes
     "includes": fn_includes,
+    "asList": fn_as_list,
     # cel-go strings extension (subset)
     "lowerAscii": fn_lower_ascii,
     "upperAscii": fn_upper_ascii,
