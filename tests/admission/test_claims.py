@@ -6,8 +6,17 @@ import copy
 
 import pytest
 
+from webhook.admission.advice import FitAdvisor
+from webhook.admission.app import ENDPOINTS
+from webhook.admission.blocking import MAY_BLOCK
+from webhook.admission.claims import review_claim
+from webhook.admission.classreads import ClassReader
+from webhook.admission.config import AdmissionConfig
+from webhook.admission.context import ClaimWaiter, Context
+from webhook.admission.review import parse_request
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION as ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, name
+from webhook.kube.cache import ClusterCache
 
 from .builders import GPU_CLASS, RESOURCE_CLAIM, USER, WORKER, causes, gpu_pod, review, special_claim
 from .conftest import Webhook
@@ -182,3 +191,26 @@ def test_v1beta1_requests_without_exactly(webhook: Webhook) -> None:
     ]
     resource = ("resource.k8s.io", "v1beta1", "resourceclaims")
     assert webhook.respond(PATH, review(claim, resource=resource, user=WORKER))["allowed"] is True
+
+
+def _review_directly(claim: Obj, installed: list[Obj], api: dict[str, Obj]) -> bool:
+    """The hook on a cache holding ``installed`` while the API holds ``api`` (by name)."""
+    cache = ClusterCache.from_objects(installed)
+    waiter = ClaimWaiter(cache, 2.0, reader=lambda ns, n: api.get(n))
+    ctx = Context(cache, AdmissionConfig(), FitAdvisor(cache), waiter, ClassReader(cache, 0))
+    (endpoint,) = [e for e in ENDPOINTS if e.path == PATH]
+    req = parse_request(_create(claim), endpoint.expected)
+    token = MAY_BLOCK.set(True)
+    try:
+        return review_claim(req, ctx).allowed
+    finally:
+        MAY_BLOCK.reset(token)
+
+
+def test_a_sibling_the_api_no_longer_has_does_not_refuse_the_scheduler() -> None:
+    """The worker deleted its failed cycle's claim and creates the next one before the webhook's
+    informer saw the deletion: the API's answer decides, not the lagging cache."""
+    old = special_claim("p-extended-resources-aaaaa", OWNER)
+    new = special_claim("p-extended-resources-bbbbb", OWNER)
+    assert _review_directly(new, [old], api={}) is True
+    assert _review_directly(new, [old], api={name(old): old}) is False  # it really is there

@@ -18,6 +18,7 @@ from webhook.core.objects import Obj
 from webhook.emulator.admission.conditions import ConditionEvaluator
 from webhook.install.certs import ensure_certs
 from webhook.install.manifests import (
+    CLAIM_GUARDED_CHANGE,
     ERCS_CHANGED,
     HAS_EXTENDED_NAME,
     HEADER,
@@ -260,6 +261,14 @@ def test_special_claim_and_device_class_match_conditions() -> None:
     assert matches(SPECIAL_CLAIM, special)
     assert not matches(SPECIAL_CLAIM, plain)
     assert matches(SPECIAL_CLAIM, plain, special, "UPDATE")  # removing the annotation is checked too
+    claim = {**special, "spec": {"devices": {"requests": []}}}
+    assert matches(CLAIM_GUARDED_CHANGE, claim)
+    finalized = {"metadata": {**special["metadata"], "finalizers": []}, "spec": claim["spec"]}
+    assert not matches(CLAIM_GUARDED_CHANGE, finalized, claim, "UPDATE")  # Unreserve needs no webhook
+    assert matches(CLAIM_GUARDED_CHANGE, {"metadata": {}, "spec": claim["spec"]}, claim, "UPDATE")
+    owned = {"metadata": {**special["metadata"], "ownerReferences": [{"uid": "u"}]}, "spec": claim["spec"]}
+    assert matches(CLAIM_GUARDED_CHANGE, owned, claim, "UPDATE")
+    assert matches(CLAIM_GUARDED_CHANGE, {**claim, "spec": {"devices": {}}}, claim, "UPDATE")
     named = {"metadata": {"name": "gpu"}}
     assert matches(HAS_EXTENDED_NAME, {**named, "spec": {"extendedResourceName": "example.com/gpu"}})
     assert not matches(HAS_EXTENDED_NAME, {**named, "spec": {}})

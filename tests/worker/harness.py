@@ -112,6 +112,7 @@ class Cluster:
         policy: str = "binpack",
         lease: tuple[float, float, float] | None = None,
         backoff: float = FAST_BACKOFF,
+        max_backoff: float = 60.0,
         qps: float = 1000.0,
     ) -> Process:
         lease_duration, renew_deadline, retry_period = lease or (15.0, 10.0, 2.0)
@@ -126,6 +127,7 @@ class Cluster:
             renew_deadline=renew_deadline,
             retry_period=retry_period,
             pod_initial_backoff=backoff,
+            pod_max_backoff=max_backoff,
             qps=qps,
             burst=int(qps),
         )

@@ -11,16 +11,20 @@ the claim the scheduler writes, and a pod has at most one. Finalizer and label u
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Final
 
 from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from ..core.fielderrors import FieldError, Path, duplicate, forbidden_status, go_quote, invalid_status
-from ..core.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec
+from ..core.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec, uid
 from ..core.state import ClusterState
 from ..core.validation import carries_special_annotation, validate_special_claim
+from ..kube.client import ApiError
 from .context import Context
 from .review import AdmissionRequest, Verdict
+
+log = logging.getLogger("draxr.admission")
 
 GROUP: Final = "resource.k8s.io"
 KIND: Final = "ResourceClaim"
@@ -74,6 +78,24 @@ def sibling_errors(claim: Obj, ns: str, find: ClaimFinder) -> list[FieldError]:
     return []
 
 
+def _fresh_finder(ctx: Context, ns: str) -> ClaimFinder:
+    """The cached sibling, re-read from the API (None when it is gone there)."""
+
+    def find(owner_name: str, owner_uid: str) -> Obj | None:
+        with ctx.cache.lock:
+            cached = cached_claim_finder(ctx.cache.state)(owner_name, owner_uid)
+        if cached is None:
+            return None
+        try:
+            fresh = ctx.claims.fresh(ns, name(cached))
+        except ApiError as e:
+            log.warning("re-reading ResourceClaim %s/%s failed: %s", ns, name(cached), e)
+            return cached  # the cache's answer stands
+        return fresh if fresh is not None and uid(fresh) == uid(cached) else None
+
+    return find
+
+
 def review_claim(req: AdmissionRequest, ctx: Context) -> Verdict:
     claim = req.obj
     if req.operation not in ("CREATE", "UPDATE") or claim is None:
@@ -92,9 +114,13 @@ def review_claim(req: AdmissionRequest, ctx: Context) -> Verdict:
         return Verdict.deny(forbidden_status(RESOURCE, GROUP, claim_name, reason))
     errors = validate_special_claim(claim)
     if not errors:
+        ns = req.namespace or namespace(claim)
         with ctx.cache.lock:
-            find = cached_claim_finder(ctx.cache.state)
-            errors = sibling_errors(claim, req.namespace or namespace(claim), find)
+            errors = sibling_errors(claim, ns, cached_claim_finder(ctx.cache.state))
+        if errors and ctx.claims.live():
+            # The cache may still hold a claim its writer deleted a moment ago (a failed binding
+            # cycle's, say): only the API's answer may refuse the scheduler's new claim.
+            errors = sibling_errors(claim, ns, _fresh_finder(ctx, ns))
     if errors:
         return Verdict.deny(invalid_status(KIND, GROUP, claim_name, errors))
     return Verdict()

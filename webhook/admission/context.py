@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.objects import Obj
 from ..kube.cache import ClusterCache
+from ..kube.client import ApiError
+from ..kube.resources import RESOURCE_CLAIMS
 from .advice import FitAdvisor
 from .blocking import MAY_BLOCK, WouldBlock
 from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
+
+ClaimReader = Callable[[str, str], Obj | None]  # (namespace, name) -> the claim, None when gone
 
 
 class ClaimWaiter:
@@ -22,9 +27,10 @@ class ClaimWaiter:
     A snapshot cache (``--snapshot``) never changes, so there is nothing to wait for.
     """
 
-    def __init__(self, cache: ClusterCache, timeout: float) -> None:
+    def __init__(self, cache: ClusterCache, timeout: float, reader: ClaimReader | None = None) -> None:
         self._cache = cache
         self._timeout = timeout
+        self._reader = reader
         self._changed = threading.Condition()
         self._events = 0
         cache.subscribe(self._on_event)
@@ -60,6 +66,26 @@ class ClaimWaiter:
             seen = self._wait_past(seen, remaining)
             claim = self._lookup(namespace, claim_name)
         return claim
+
+    def live(self) -> bool:
+        """Whether the API can be asked (an informer-fed cache, or a reader given for tests)."""
+        return self._reader is not None or "ResourceClaim" in self._cache.informers
+
+    def fresh(self, namespace: str, claim_name: str) -> Obj | None:
+        """The claim as the API server has it now (None: gone). The cache may still hold a claim
+        its writer deleted a moment ago. Raises ``WouldBlock`` on the event loop; API errors
+        propagate (``ApiError``)."""
+        if not MAY_BLOCK.get():
+            raise WouldBlock
+        if self._reader is not None:
+            return self._reader(namespace, claim_name)
+        client = self._cache.informers["ResourceClaim"].client
+        try:
+            return client.get(RESOURCE_CLAIMS, claim_name, namespace, timeout=self._timeout or 2.0, retries=0)
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
 
     def _wait_past(self, seen: int, timeout: float) -> int:
         """Wait until a claim event after the ``seen``-th one; the number of events so far."""

@@ -75,7 +75,7 @@ class AllocatedState:
         self._claim_devices: dict[ClaimKey, list[DeviceKey]] = {}
         self._inflight: dict[str, list[DeviceKey]] = {}
         self._refs: dict[DeviceKey, int] = {}
-        self._special_by_owner: dict[str, ClaimKey] = {}
+        self._special_by_owner: dict[str, set[ClaimKey]] = {}  # owner pod uid -> its special claims
         self.devices = TakenDevices(self._refs)
 
     # -- devices -----------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ class AllocatedState:
         if is_special_claim(claim):
             owner = controller_ref(claim)
             if owner is not None and isinstance(owner.get("uid"), str):
-                self._special_by_owner[owner["uid"]] = key
+                self._special_by_owner.setdefault(owner["uid"], set()).add(key)
 
     def remove_claim(self, ns: str, claim_name: str) -> None:
         self._drop_claim((ns, claim_name))
@@ -144,20 +144,38 @@ class AllocatedState:
             return
         for d in self._claim_devices.pop(key, []):
             self._ref(d, -1)
-        owner = controller_ref(old)
-        if owner is not None and self._special_by_owner.get(str(owner.get("uid"))) == key:
-            del self._special_by_owner[str(owner.get("uid"))]
+        owner_uid = str(as_dict(controller_ref(old)).get("uid"))
+        owned = self._special_by_owner.get(owner_uid)
+        if owned is not None:
+            owned.discard(key)
+            if not owned:
+                del self._special_by_owner[owner_uid]
+
+    def special_claims_of(self, pod: Obj) -> list[Obj]:
+        """Every special claim this pod (name + uid) is the controller owner of, by name. Normally
+        one; a binding cycle that failed half-way can leave more."""
+        out: list[Obj] = []
+        for key in sorted(self._special_by_owner.get(uid(pod), ())):
+            claim = self.claims.get(key)
+            owner = controller_ref(claim) if claim is not None else None
+            if claim is not None and owner is not None and owner.get("name") == name(pod):
+                out.append(claim)
+        return out
 
     def special_claim_for(self, pod: Obj) -> Obj | None:
-        """``findExtendedResourceClaim``: annotated "true", controller owner = this pod (name + uid)."""
-        key = self._special_by_owner.get(uid(pod))
-        if key is None:
-            return None
-        claim = self.claims.get(key)
-        owner = controller_ref(claim) if claim is not None else None
-        if claim is None or owner is None or owner.get("name") != name(pod):
-            return None
-        return claim
+        """``findExtendedResourceClaim``: annotated "true", controller owner = this pod (name +
+        uid). Of several, the one the pod's status names, else an allocated one, else the first."""
+        claims = self.special_claims_of(pod)
+        if len(claims) <= 1:
+            return claims[0] if claims else None
+        named = as_dict(status(pod).get("extendedResourceClaimStatus")).get("resourceClaimName")
+        for claim in claims:
+            if name(claim) == named:
+                return claim
+        for claim in claims:
+            if as_dict(status(claim).get("allocation")):
+                return claim
+        return claims[0]
 
     # -- pods --------------------------------------------------------------------------------------
 

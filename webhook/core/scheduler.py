@@ -411,7 +411,10 @@ class Scheduler:
                 if resumed is not None:
                     return resumed
         decision = self._decide(pod, ignore_claim=reuse is not None, score=score)
-        decision.reuse = reuse
+        if decision.status == UNSCHEDULABLE and reuse is not None:
+            decision.stale_claim = reuse  # PostFilter: a pending pod keeps no leftover claim
+        else:
+            decision.reuse = reuse
         return decision
 
     def _decide(self, pod: Obj, *, ignore_claim: bool, score: bool) -> Decision:

@@ -60,6 +60,17 @@ SPECIAL_CLAIM = (
     " || (request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && "
     f"'{EXTENDED_RESOURCE_CLAIM_ANNOTATION}' in oldObject.metadata.annotations)"
 )
+# What the claim hook guards: a CREATE, or an UPDATE of the annotation, the owners or the spec.
+# Finalizer, label and status changes (the worker's Unreserve, the garbage collector, the
+# resourceclaim controller) never depend on the webhook being reachable.
+_ANNOTATIONS = "(has({o}.metadata.annotations) ? {o}.metadata.annotations : {{}})"
+_OWNERS = "(has({o}.metadata.ownerReferences) ? {o}.metadata.ownerReferences : [])"
+CLAIM_GUARDED_CHANGE = (
+    "request.operation == 'CREATE' || "
+    f"{_ANNOTATIONS.format(o='object')} != {_ANNOTATIONS.format(o='oldObject')} || "
+    f"{_OWNERS.format(o='object')} != {_OWNERS.format(o='oldObject')} || "
+    "object.spec != oldObject.spec"
+)
 # Classes that declare (or declared) an explicit name, and classes whose name is too long to serve
 # as the implicit name deviceclass.resource.kubernetes.io/<class> (the webhook warns about those).
 HAS_EXTENDED_NAME = (
@@ -414,7 +425,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
                     "scope": "Namespaced",
                 }
             ],
-            [("special-claims-only", SPECIAL_CLAIM)],
+            [("special-claims-only", SPECIAL_CLAIM), ("guarded-fields-change", CLAIM_GUARDED_CHANGE)],
             "Fail",
         ),
     ]

@@ -133,6 +133,10 @@ class ClusterCache:
         with self.lock:
             return self.state.allocated.special_claim_for(pod)
 
+    def special_claims_of(self, pod: Obj) -> list[Obj]:
+        with self.lock:
+            return self.state.allocated.special_claims_of(pod)
+
     def special_claims(self) -> list[Obj]:
         with self.lock:
             return [c for c in self.state.allocated.claims.values() if is_special_claim(c)]

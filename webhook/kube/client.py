@@ -171,8 +171,19 @@ class KubeClient:
 
     # -- verbs ------------------------------------------------------------------------------
 
-    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
-        result: Obj = self.request("get", res.path(namespace, name), resource=res.plural)
+    def get(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> Obj:
+        """``timeout`` and ``retries`` override the client's defaults (a caller with a deadline)."""
+        result: Obj = self.request(
+            "get", res.path(namespace, name), resource=res.plural, timeout=timeout, retries=retries
+        )
         return result
 
     def list(

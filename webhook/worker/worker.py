@@ -19,18 +19,41 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..core.allocated import allocated_devices
-from ..core.objects import Obj, as_dict, is_terminating, key, name, namespace, parse_time, spec, status, uid
+from ..core.claims import is_special_claim
+from ..core.objects import (
+    Obj,
+    as_dict,
+    controller_ref,
+    is_terminating,
+    key,
+    name,
+    namespace,
+    parse_time,
+    spec,
+    status,
+    uid,
+)
 from ..core.scheduler import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
 from .binder import Binder, BindError, NotLeader, Written
-from .cleanup import Cleaner, pod_is_done, special_claim_name
+from .cleanup import Cleaner, pod_is_done, special_claim_name, superseded
 from .events import EventRecorder, set_unschedulable
 from .metrics import WorkerMetrics
 from .queue import INITIAL_BACKOFF, MAX_BACKOFF, SchedulingQueue
 
 log = logging.getLogger("draxr.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanup:
+    """A special claim to release; ``confirm``: ask the API first whether its pod still uses it."""
+
+    namespace: str
+    claim: str
+    pod_uid: str
+    confirm: Obj | None = None
 
 
 @dataclass
@@ -65,7 +88,8 @@ class Worker:
         self.binder = Binder(client, config.scheduler_name, self.is_leader, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
         self.events = EventRecorder(client, config.scheduler_name, config.identity)
-        self._cleanup: stdqueue.Queue[tuple[str, str, str]] = stdqueue.Queue()
+        self._cleanup: stdqueue.Queue[Cleanup] = stdqueue.Queue()
+        self._repair_now = threading.Event()
         self._pending_tokens: dict[str, set[tuple[str, str]]] = {}
         self._pending_lock = threading.Lock()
         self._stop = threading.Event()
@@ -81,10 +105,14 @@ class Worker:
         return self.leader is None or self.leader.is_leader()
 
     def on_leadership(self, leading: bool) -> None:
+        """Leading (or starting without election, once the cache has synced): queue every pending
+        pod and repair orphans at once: claims of pods deleted while no worker led still hold
+        their devices."""
         self.metrics.leader.set(1 if leading else 0)
         if leading:
             self._leading.set()
             self.resync()
+            self._repair_now.set()
         else:
             self._leading.clear()
 
@@ -139,18 +167,36 @@ class Worker:
             self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod))
             return
         self.queue.remove(pod_uid)
-        gone = etype == "DELETED" or pod_is_done(pod)
-        if gone:
-            claim_name = special_claim_name(pod)
-            if claim_name is None:
-                claim = self.cache.special_claim_for(pod)
-                claim_name = name(claim) if claim is not None else None
-            if claim_name is not None:
-                self._cleanup.put((namespace(pod), claim_name, pod_uid))
+        if etype == "DELETED" or pod_is_done(pod):
+            # Every special claim the pod owns goes, the one its status names first.
+            names = [n for n in (special_claim_name(pod),) if n]
+            names += [name(c) for c in self.cache.special_claims_of(pod) if name(c) not in names]
+            for claim_name in names:
+                self._cleanup.put(Cleanup(namespace(pod), claim_name, pod_uid))
             if spec(pod).get("nodeName"):
                 self.queue.cluster_changed()
+        elif spec(pod).get("nodeName"):
+            # Bound: special claims besides the one its status names are leftovers of a failed cycle.
+            for claim in self.cache.special_claims_of(pod):
+                if superseded(pod, claim):
+                    self._cleanup.put(Cleanup(namespace(claim), name(claim), pod_uid, claim))
 
     def _on_claim(self, etype: str, claim: Obj) -> None:
+        if etype != "DELETED" and is_special_claim(claim):
+            self._check_owner(claim)
+        self._release_written(etype, claim)
+
+    def _check_owner(self, claim: Obj) -> None:
+        """A special claim whose pod is gone, finished, or bound with another claim is released
+        at once (after asking the API), not at the next periodic repair."""
+        owner = controller_ref(claim)
+        if owner is None or owner.get("kind") != "Pod" or not self.cache.synced(["Pod"]):
+            return
+        pod = self.cache.pod(str(owner.get("uid", "")))
+        if pod is None or pod_is_done(pod) or superseded(pod, claim):
+            self._cleanup.put(Cleanup(namespace(claim), name(claim), str(owner.get("uid", "")), claim))
+
+    def _release_written(self, etype: str, claim: Obj) -> None:
         """The cache now holds what a binding cycle wrote (or the claim is gone, which a relist
         may show without the update in between): its in-flight reservation can go."""
         if etype != "DELETED" and not allocated_devices(claim):
@@ -286,19 +332,24 @@ class Worker:
         next_repair = time.monotonic() + self.config.orphan_interval
         while not self._stop.is_set():
             try:
-                item = self._cleanup.get(timeout=0.5)
+                item = self._cleanup.get(timeout=0.2)
             except stdqueue.Empty:
                 item = None
-            if item is not None and self.is_leader():
-                ns, claim_name, pod_uid = item
-                if not self.cleaner.release(ns, claim_name, pod_uid):
-                    self._retry_later(item)
-            if time.monotonic() >= next_repair:
+            if item is not None and self.is_leader() and not self._clean(item):
+                self._retry_later(item)
+            if self._repair_now.is_set() or time.monotonic() >= next_repair:
+                self._repair_now.clear()
                 next_repair = time.monotonic() + self.config.orphan_interval
                 if self.is_leader():
                     self.repair_orphans()
 
-    def _retry_later(self, item: tuple[str, str, str]) -> None:
+    def _clean(self, item: Cleanup) -> bool:
+        """Release one special claim; True when nothing is left to do."""
+        if item.confirm is not None and not self.cleaner.confirm_gone(item.confirm):
+            return True  # the API says its pod still uses it
+        return self.cleaner.release(item.namespace, item.claim, item.pod_uid)
+
+    def _retry_later(self, item: Cleanup) -> None:
         timer = threading.Timer(2.0, self._cleanup.put, args=(item,))
         timer.daemon = True
         timer.start()
