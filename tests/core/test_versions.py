@@ -473,7 +473,9 @@ def convert_resource_device_request_to_v1beta1_device_request(req: Obj) -> Obj:
 
 def convert_resource_resource_slice_spec_to_v1beta1(spec: Obj) -> Obj:
     out = {**spec, "devices": [convert_resource_device_to_v1beta1_device(d) for d in spec["devices"]]}
-    out.setdefault("nodeName", "")  # a string in v1beta1: unset is ""
+    # Plain string and bool in v1beta1 (Convert_Pointer_string_To_string): unset is "" and false.
+    # The JSON would omit them; written out, they exercise the rule that unsets them again.
+    out.setdefault("nodeName", "")
     out.setdefault("allNodes", False)
     return out
 

@@ -35,15 +35,17 @@ rules, ``zz_generated.conversion.go`` for the rest; the JSON names are those of
   ResourceClaimTemplate ``spec.spec``; ``constraints`` and ``config`` are copies.
 * **v1beta1 ResourceClaim status** (allocation results, ``reservedFor``, device statuses) and
   **DeviceClass**: generated copies, only ``apiVersion`` changes.
-* **DeviceTaintRule** (v1alpha3 up to 1.35, v1beta2 in 1.36, v1 in 1.37): one shape in every
-  version (``v1alpha3/conversion.go`` and ``v1beta2/conversion.go`` convert it field by field), and
-  the cluster may not serve v1 at all; it is returned as it is.
+* **DeviceTaintRule** (v1alpha3 up to 1.35, v1beta2 in 1.36, v1 in 1.37): within a release every
+  version has the same fields (``v1alpha3/conversion.go`` and ``v1beta2/conversion.go`` add nothing
+  to the generated copies; 1.35 removed ``deviceSelector.deviceClassName`` and ``selectors`` from
+  all of them, ``core.taintrules`` reports those), and the cluster may not serve v1 at all: it is
+  returned as it is.
 
-Fields a version does not have are dropped, as the API server's decoder drops unknown fields: a
-v1beta1 device keeps ``name`` and ``basic``'s fields only. Other versions (a v1alpha3
-ResourceSlice), other kinds and other groups are returned untouched, and so is every v1 object,
-at the cost of one comparison. The input is never mutated; the result shares the parts that need
-no change with it.
+Where the shape changes (a v1beta1 device, a v1beta1 request) the result is built from the fields
+upstream converts, so anything else there is dropped, as the API server's decoder drops unknown
+fields; everything around them is kept as it is. Other versions (a v1alpha3 ResourceSlice), other
+kinds and other groups are returned untouched, and so is every v1 object, at the cost of one
+comparison. The input is never mutated; the result shares the parts that need no change with it.
 """
 
 from __future__ import annotations
