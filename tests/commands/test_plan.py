@@ -14,8 +14,9 @@ from tests.core import podfactory as factory
 from tests.core.podfactory import container, pod
 from webhook.cli import main
 from webhook.commands.demo import examples_dir
-from webhook.commands.plan import run
+from webhook.commands.plan import build_plan, run
 from webhook.core.objects import Obj
+from webhook.loader import expand_workloads, load_paths
 
 
 def plan(paths: list[Path | str], *args: str) -> tuple[int, str, str]:
@@ -293,3 +294,81 @@ def test_invalid_pools_give_upstreams_reason(tmp_path: Path) -> None:
     assert code == 1
     (result,) = json.loads(out)["pods"]
     assert result["message"] == "0/1 nodes are available: 1 invalid resource pools were encountered."
+
+
+# --- resource.k8s.io/v1beta1 input (issue 10): the loader converts it to v1 ---------------------------
+
+
+def _v1beta1_gpus() -> list[Obj]:
+    """A v1beta1 ResourceSlice: device fields under ``basic``, as 1.32-1.35 drivers publish them."""
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "basic": {"attributes": {"model": {"string": m}}, "capacity": {"mem": {"value": "8Gi"}}},
+        }
+        for i, m in enumerate(["a", "b"])
+    ]
+    return [
+        factory.node("n"),
+        {
+            "apiVersion": "resource.k8s.io/v1beta1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "n-gpus"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n", "pool": {"name": "n"}, "devices": devices},
+        },
+    ]
+
+
+def test_convert_v1beta1_device_to_resource_device_lets_cel_read_basic_attributes(tmp_path: Path) -> None:
+    """Before the conversion, CEL failed with ``no such key`` on every ``basic:`` device."""
+    cls = factory.device_class(
+        "gpu.example.com", "example.com/gpu", ['device.attributes["gpu.example.com"].model == "b"']
+    )
+    cls["apiVersion"] = "resource.k8s.io/v1beta1"
+    write(
+        tmp_path, "cluster.yaml", [*_v1beta1_gpus(), cls, pod("p", [container("c", {"example.com/gpu": 1})])]
+    )
+    code, out, _ = plan([tmp_path], "json")
+    data = json.loads(out)
+    assert code == 0, data
+    (placed,) = data["pods"]
+    assert placed["node"] == "n"
+    (result,) = placed["claim"]["status"]["allocation"]["devices"]["results"]
+    assert result["device"] == "gpu-1"
+
+
+def test_convert_v1beta1_device_request_to_resource_device_request_allocates_a_flat_user_claim(
+    tmp_path: Path,
+) -> None:
+    """A v1beta1 user claim with the request fields at the top level (no ``exactly``) is allocated."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "mine", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "r",
+                        "deviceClassName": "gpu.example.com",
+                        "allocationMode": "ExactCount",
+                        "count": 1,
+                        "selectors": [
+                            {"cel": {"expression": 'device.attributes["gpu.example.com"].model == "b"'}}
+                        ],
+                    }
+                ]
+            }
+        },
+    }
+    user = pod("p", resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    docs = [*_v1beta1_gpus(), factory.device_class("gpu.example.com", selectors=["true"]), claim, user]
+    write(tmp_path, "cluster.yaml", docs)
+    code, out, _ = plan([tmp_path], "json")
+    assert code == 0, out
+    assert [p["node"] for p in json.loads(out)["pods"]] == ["n"]
+    loaded = expand_workloads([item.obj for item in load_paths([tmp_path])])
+    (decision,) = [r.decision for r in build_plan(loaded).results]
+    (user_claim,) = decision.user_claims
+    assert user_claim.allocation is not None
+    assert [r["device"] for r in user_claim.allocation.to_api()["devices"]["results"]] == ["gpu-1"]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
 from webhook.core.objects import Obj
 from webhook.emulator import Emulator
+from webhook.emulator.resources import BUILTIN
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer
-from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, device_taint_rules
+from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, Resource, device_taint_rules
 
 
 class Recorder:
@@ -102,3 +104,45 @@ def test_a_resource_the_server_does_not_serve_is_synced_empty(em: Emulator) -> N
     assert inf.items() == []
     assert rec.events == []
     assert not [r for r in em.requests() if r.resource == "devicetaintrules"]  # never listed
+
+
+def test_a_v1beta1_only_server_gives_v1_objects_from_list_and_watch() -> None:
+    """A cluster serving ResourceSlices only as v1beta1 (``basic:`` devices): the informer lists and
+    watches that version but stores and hands on v1 (``core.versions``)."""
+    types = [replace(t, version="v1beta1") if t.plural == "resourceslices" else t for t in BUILTIN]
+
+    def beta_slice(name: str) -> Obj:
+        device = {"name": "d", "basic": {"attributes": {"model": {"string": "a"}}}}
+        return {"metadata": {"name": name}, "spec": {"driver": "x", "nodeName": "", "devices": [device]}}
+
+    seen: list[Obj] = []
+    rec = Recorder()
+
+    def handler(etype: str, obj: Obj) -> None:
+        seen.append(obj)
+        rec(etype, obj)
+
+    with Emulator(bookmark_interval=0.2, resources=types) as em:
+        em.create("resourceslices", beta_slice("listed"))
+        inf = Informer(
+            KubeClient(em.api_client()),
+            Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+            handler,
+            versions=("v1", "v1beta2", "v1beta1"),
+        ).start()
+        try:
+            rec.wait(lambda ev: ("ADDED", "listed") in ev)
+            em.create("resourceslices", beta_slice("watched"))
+            rec.wait(lambda ev: ("ADDED", "watched") in ev)
+            assert inf.resource.version == "v1beta1"  # listed and watched as served
+            assert inf.relists == 1
+            stored = sorted(inf.items(), key=lambda o: str(o["metadata"]["name"]))
+        finally:
+            inf.stop()
+    for obj in [*seen, *stored]:
+        assert obj["apiVersion"] == "resource.k8s.io/v1"
+        assert obj["spec"] == {
+            "driver": "x",
+            "devices": [{"name": "d", "attributes": {"model": {"string": "a"}}}],
+        }
+    assert [o["metadata"]["name"] for o in stored] == ["listed", "watched"]

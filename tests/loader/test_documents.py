@@ -120,6 +120,36 @@ def test_generate_name_is_enough(tmp_path: Path) -> None:
     assert load_paths([path])[0].obj["metadata"] == {"generateName": "p-"}
 
 
+def test_resource_k8s_io_objects_come_out_in_v1_lists_included(tmp_path: Path) -> None:
+    """``core.versions.to_v1`` on every object: alone, in a ``List`` and in a typed v1beta1 list."""
+    device = "{name: d, basic: {attributes: {model: {string: a}}}}"
+    slice_ = f"kind: ResourceSlice\nmetadata: {{name: s}}\nspec: {{driver: x, devices: [{device}]}}\n"
+    request = "{name: r, deviceClassName: gpu, count: 2}"
+    claim = f"kind: ResourceClaim\nmetadata: {{name: c}}\nspec: {{devices: {{requests: [{request}]}}}}\n"
+    path = write(
+        tmp_path,
+        "beta.yaml",
+        f"apiVersion: resource.k8s.io/v1beta1\n{slice_}---\n"
+        "apiVersion: v1\nkind: List\nitems:\n"
+        f"- apiVersion: resource.k8s.io/v1beta2\n  kind: DeviceClass\n  metadata: {{name: k}}\n---\n"
+        "apiVersion: resource.k8s.io/v1beta1\nkind: ResourceClaimList\n"
+        f"items:\n- metadata: {{name: c}}\n  spec: {{devices: {{requests: [{request}]}}}}\n",
+    )
+    loaded = load_paths([path])
+    assert [(i.index, i.item, i.obj["apiVersion"], i.obj["kind"]) for i in loaded] == [
+        (0, None, "resource.k8s.io/v1", "ResourceSlice"),
+        (1, 0, "resource.k8s.io/v1", "DeviceClass"),
+        (2, 0, "resource.k8s.io/v1", "ResourceClaim"),
+    ]
+    assert loaded[0].obj["spec"]["devices"] == [{"name": "d", "attributes": {"model": {"string": "a"}}}]
+    assert loaded[2].obj["spec"]["devices"]["requests"] == [
+        {"name": "r", "exactly": {"deviceClassName": "gpu", "count": 2}}
+    ]
+    # The same claim as a document of its own reads the same.
+    [single] = load_paths([write(tmp_path, "c.yaml", f"apiVersion: resource.k8s.io/v1beta1\n{claim}")])
+    assert single.obj["spec"] == loaded[2].obj["spec"]
+
+
 # --- errors ----------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ from ..core.fielderrors import FieldError
 from ..core.messages import clip
 from ..core.objectcheck import check_object
 from ..core.objects import Obj
+from ..core.versions import GROUP as RESOURCE_GROUP
+from ..core.versions import to_v1
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -227,6 +229,11 @@ def parse_request(review: Obj, expected: Expected) -> AdmissionRequest:
         kind = value.get("kind") if value is not None else None
         if kind is not None and kind != expected.kind:
             raise BadRequest(f"request.{key}.kind is {_shown(kind)}; this endpoint serves {expected.kind}")
+    if expected.group == RESOURCE_GROUP:
+        # The hooks read v1 whatever version was sent; they only validate, so the converted copies
+        # never go back to the API server.
+        obj = to_v1(obj) if obj is not None else None
+        old = to_v1(old) if old is not None else None
     if old is not None:
         errors = object_errors(old, expected.kind)
         if errors:

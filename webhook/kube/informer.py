@@ -2,7 +2,8 @@
 
 Each informer keeps its own store of plain dicts and calls a handler with ``(type, obj)`` for every
 change: on (re)list it emits the difference against what it knew, so handlers never miss a
-deletion that happened while the watch was down.
+deletion that happened while the watch was down. Whatever version it lists, resource.k8s.io
+objects are stored and handed on in the v1 shape (``core.versions``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 from ..core.objects import Obj
 from ..core.objects import key as object_key
+from ..core.versions import to_v1
 from .client import ApiError, KubeClient, WatchStream
 from .resources import Resource
 
@@ -123,6 +125,7 @@ class Informer:
         for item in items:
             item.setdefault("apiVersion", self.resource.api_version)
             item.setdefault("kind", kind)
+            item = to_v1(item)
             fresh[object_key(item)] = item
         with self._lock:
             old = self._store
@@ -169,6 +172,7 @@ class Informer:
                 continue
             obj.setdefault("apiVersion", self.resource.api_version)
             obj.setdefault("kind", self.resource.kind)
+            obj = to_v1(obj)
             key = object_key(obj)
             with self._lock:
                 if etype == "DELETED":

@@ -4,7 +4,8 @@ YAML (multi-document) and JSON files, directories recursively, and ``kind: List`
 documents as ``kubectl get -o yaml`` prints them. Every object that comes out is plain JSON
 (string keys; timestamps as RFC 3339 strings) and has the field types the engine reads, so the
 pure core never meets a wrong type. Problems are ``LoadError`` naming the file, the document and
-the field.
+the field (as the file wrote it); resource.k8s.io objects then come out in the v1 shape, whatever
+version the file used (``core.versions``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..core.fielderrors import FieldError
 from ..core.fielderrors import Path as FieldPath
 from ..core.objectcheck import check_object, check_top, type_error
 from ..core.objects import Obj
+from ..core.versions import to_v1
 
 SUFFIXES: Final = (".yaml", ".yml", ".json")
 MAX_DEPTH: Final = 200
@@ -189,7 +191,7 @@ def _objects(doc: Any, source: str, index: int) -> Iterator[Loaded]:
     kind: str = obj["kind"]
     if not _is_list_kind(kind):
         _fail_first(check_object(obj), source, index)
-        yield Loaded(obj, source, index)
+        yield Loaded(to_v1(obj), source, index)
         return
     items = obj.get("items")
     if items is not None and not isinstance(items, list):
@@ -203,7 +205,7 @@ def _objects(doc: Any, source: str, index: int) -> Iterator[Loaded]:
             # Typed lists (``PodList``) omit apiVersion and kind on their items.
             item = {"apiVersion": obj["apiVersion"], "kind": kind[: -len("List")], **item}
         _fail_first(check_top(item, path) or check_object(item, path), source, index)
-        yield Loaded(item, source, index, i)
+        yield Loaded(to_v1(item), source, index, i)
 
 
 def _fail_first(errors: list[FieldError], source: str, index: int) -> None:
