@@ -22,6 +22,7 @@ from webhook.core.validation import (
     validate_mapped_requests,
     validate_special_claim,
 )
+from webhook.core.versions import to_v1
 
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 ERCS = "status.extendedResourceClaimStatus"
@@ -548,12 +549,16 @@ def test_allocation_mode_count_and_admin_access() -> None:
     assert validate_special_claim(claim) == []
 
 
-def test_v1beta1_claims_use_the_flat_request_shape() -> None:
+def test_v1beta1_claims_are_checked_in_the_v1_shape_they_convert_to() -> None:
+    """The boundary (``core.versions.to_v1``) turns a v1beta1 flat request into ``exactly``; the
+    rules then see one shape, and name fields by their v1 path as upstream's internal type does."""
     claim = special_claim(apiVersion="resource.k8s.io/v1beta1")
     claim["spec"]["devices"]["requests"] = [{"name": "r", "deviceClassName": "gpu", "count": 2}]
-    assert validate_special_claim(claim) == []
+    assert validate_special_claim(to_v1(claim)) == []
     claim["spec"]["devices"]["requests"][0]["allocationMode"] = "All"
-    assert [e.field for e in validate_special_claim(claim)] == ["spec.devices.requests[0].allocationMode"]
+    assert [e.field for e in validate_special_claim(to_v1(claim))] == [
+        "spec.devices.requests[0].exactly.allocationMode"
+    ]
 
 
 def test_controller_owner_helper() -> None:

@@ -369,13 +369,6 @@ def _validate_special_owner(claim: Any) -> list[FieldError]:
     return errors
 
 
-def _exact_part(claim: Any, request: Obj, path: Path) -> tuple[Any, Path]:
-    """The exact-request fields: ``exactly`` (v1, v1beta2) or the request itself (v1beta1)."""
-    if as_str(as_dict(claim).get("apiVersion")).endswith("/v1beta1") and "exactly" not in request:
-        return request, path
-    return request.get("exactly"), path.child("exactly")
-
-
 def _validate_special_requests(claim: Any) -> list[FieldError]:
     errors: list[FieldError] = []
     requests = as_dict(as_dict(as_dict(claim).get("spec")).get("devices")).get("requests")
@@ -386,7 +379,8 @@ def _validate_special_requests(claim: Any) -> list[FieldError]:
             continue
         if request.get("firstAvailable") is not None:
             errors.append(forbidden(path.child("firstAvailable"), f"{_MSG_NOT_IN_SPECIAL}; use exactly"))
-        exact, epath = _exact_part(claim, request, path)
+        # Every version reaches here in the v1 shape (core/versions converts at the boundary).
+        exact, epath = request.get("exactly"), path.child("exactly")
         if exact is None:
             if request.get("firstAvailable") is None:
                 errors.append(required(epath, "an extended resource claim request must use exactly"))
