@@ -47,9 +47,9 @@ run_logged() {
     local what="$1"; shift
     local log="$LOG/$what.log"
     if ! "$@" >"$log" 2>&1; then
-        if grep -qiE 'dial tcp|no such host|i/o timeout|connection refused|TLS handshake|proxy.golang.org|unrecognized import path|: 403 Forbidden|: 404 Not Found|Get "https?://' "$log"; then
+        if grep -qiE 'module lookup disabled|dial tcp|no such host|i/o timeout|connection refused|TLS handshake|proxy.golang.org|unrecognized import path|: 403 Forbidden|: 404 Not Found|Get "https?://' "$log"; then
             printf '[controlplane] error: %s: the Go module proxy (%s) is unreachable or lacks a module: %s\n' \
-                "$what" "$(go env GOPROXY)" "$(grep -m1 -iE 'dial tcp|no such host|timeout|refused|TLS|403|404|Get "' "$log")" >&2
+                "$what" "$(go env GOPROXY)" "$(grep -m1 -iE 'module lookup disabled|dial tcp|no such host|timeout|refused|TLS|403|404|Get "' "$log")" >&2
             exit 3
         fi
         printf '[controlplane] error: %s failed (full log: %s); its last lines:\n' "$what" "$log" >&2
@@ -119,12 +119,12 @@ regen_etcd_module() {  # <dir> <version>
     say "generated etcd/go.mod in $(elapsed "$t0")"
 }
 
-# Downloads (or finds in the module cache) what a module's build needs; fails with one line when the
-# module proxy cannot be reached.
-download() {  # <dir>
-    local dir="$1" t0=$SECONDS
+# Downloads (or finds in the module cache) the modules that provide the packages of the binaries to
+# build; fails with one line when the module proxy cannot be reached.
+download() {  # <dir> <packages...>
+    local dir="$1" t0=$SECONDS; shift
     say "fetching Go modules for $(basename "$dir") ..."
-    run_logged "download-$(basename "$dir")" bash -c "cd '$dir' && go mod download"
+    run_logged "download-$(basename "$dir")" bash -c "cd '$dir' && go list -deps $* >/dev/null"
     say "Go modules for $(basename "$dir") ready in $(elapsed "$t0")"
 }
 
@@ -174,7 +174,7 @@ build_kube() {  # <minor key, e.g. 1.35> <version> <binaries...>
         say "Kubernetes v$ver: $* built ($out)"
         return
     fi
-    download "$dir"
+    download "$dir" "${@/#/k8s.io/kubernetes/cmd/}"
     local ldflags
     ldflags="$(kube_ldflags "$ver")"
     for b in "$@"; do
@@ -190,7 +190,7 @@ build_etcd() {  # <version>
         say "etcd v$ver is built ($out/etcd)"
         return
     fi
-    download "$dir"
+    download "$dir" go.etcd.io/etcd/server/v3
     build_binary "$dir" "$out" etcd go.etcd.io/etcd/server/v3 "$ver" "-s -w"
 }
 

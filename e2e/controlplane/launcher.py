@@ -330,10 +330,15 @@ def log_tail(path: Path, lines: int = 40) -> str:
 
 
 def wait_until(
-    what: str, check: Callable[[], bool], timeout: float, *, alive: Callable[[], str | None] | None = None
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    *,
+    alive: Callable[[], str | None] | None = None,
+    detail: Callable[[], str] | None = None,
 ) -> None:
-    """Polls ``check`` (a bounded wait, backing off from 50 ms to 500 ms); raises ControlPlaneError with
-    ``alive()``'s message as soon as that reports a dead process, or on timeout."""
+    """Polls ``check`` (a bounded wait, backing off from 50 ms to 500 ms). Raises ControlPlaneError with
+    ``alive()``'s message as soon as that reports a dead process, or on timeout with ``detail()``."""
     deadline = time.monotonic() + timeout
     interval = 0.05
     while True:
@@ -342,7 +347,8 @@ def wait_until(
         if check():
             return
         if time.monotonic() >= deadline:
-            raise ControlPlaneError(f"{what}: not within {timeout:.0f}s")
+            more = f"\n{detail()}" if detail is not None else ""
+            raise ControlPlaneError(f"{what}: not within {timeout:.0f}s{more}")
         time.sleep(interval)  # a poll interval, not synchronisation: the loop re-checks the condition
         interval = min(interval * 2, 0.5)
 
@@ -440,6 +446,10 @@ class ControlPlane:
 
     def client(self, user: str = "admin") -> Client:
         return Client("127.0.0.1", self.port, self.ssl_context(user))
+
+    def running(self) -> list[str]:
+        """The names of the processes that are running."""
+        return [p.name for p in self._procs if p.popen.poll() is None]
 
     def logs(self, lines: int = 40) -> str:
         """The tail of every process's log, for a failure report."""
@@ -629,13 +639,13 @@ class ControlPlane:
             last[0] = f"{resp.status} {body.strip()[:200]}"
             return resp.status == 200
 
-        try:
-            wait_until("kube-apiserver did not become ready", ready, self.start_timeout, alive=self._dead)
-        except ControlPlaneError as e:
+        def detail() -> str:
             log = self.workdir / "kube-apiserver.log"
-            raise ControlPlaneError(
-                f"{e}\nlast /readyz: {last[0]}\nthe end of {log}:\n{log_tail(log)}"
-            ) from None
+            return f"last /readyz: {last[0]}\nthe end of {log}:\n{log_tail(log)}"
+
+        wait_until(
+            "kube-apiserver did not become ready", ready, self.start_timeout, alive=self._dead, detail=detail
+        )
 
     def _write_kubeconfigs(self) -> None:
         for user in self.users:
@@ -708,7 +718,14 @@ class ControlPlane:
             except OSError:
                 return False
 
-        wait_until(f"{name} did not become healthy", healthy, self.start_timeout, alive=self._dead)
+        log = self.workdir / f"{name}.log"
+        wait_until(
+            f"{name} did not become healthy",
+            healthy,
+            self.start_timeout,
+            alive=self._dead,
+            detail=lambda: f"the end of {log}:\n{log_tail(log)}",
+        )
 
     def wait_for(self, what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
         """A bounded poll that also fails, with the log's tail, as soon as a control plane process dies."""

@@ -6,7 +6,8 @@ One control plane per matrix row per module (a module-scoped fixture):
   with kube-controller-manager;
 - ``1.35-gate-on``: Kubernetes 1.35 with ``DRAExtendedResource=true``;
 - ``1.36-default``: Kubernetes 1.36 with its defaults (the gate is beta and on), with
-  kube-controller-manager and kube-scheduler.
+  kube-controller-manager and kube-scheduler;
+- ``1.36-gate-off``: Kubernetes 1.36 with ``DRAExtendedResource=false`` (a cluster that turned it off).
 
 Without the binaries (``make controlplane``) the tests skip, or fail when ``CI=true``.
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .launcher import USERS, ControlPlane, find_binaries
+from .launcher import USERS, ControlPlane, ControlPlaneError, find_binaries
 
 Obj = dict[str, Any]
 
@@ -29,6 +30,7 @@ ROWS: dict[str, dict[str, Any]] = {
     "1.35-gate-off": {"version": "1.35", "gates": {"DRAExtendedResource": False}, "controllers": True},
     "1.35-gate-on": {"version": "1.35", "gates": {"DRAExtendedResource": True}},
     "1.36-default": {"version": "1.36", "controllers": True, "scheduler": True},
+    "1.36-gate-off": {"version": "1.36", "gates": {"DRAExtendedResource": False}},
 }
 WITH_CONTROLLERS = [row for row, kw in ROWS.items() if kw.get("controllers")]
 EXT = "example.com/gpu"
@@ -127,6 +129,20 @@ def test_resource_versions_served_by_default(version: str, tmp_path: Path) -> No
         status, group = plane.client().get("/apis/resource.k8s.io")
     assert status == 200, group
     assert [v["version"] for v in group["versions"]] == ["v1"]
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.36"])
+def test_a_process_that_dies_fails_the_start_with_its_log(version: str, tmp_path: Path) -> None:
+    require_binaries(version)
+    plane = ControlPlane(version, gates={"NoSuchGate": True}, workdir=tmp_path)
+    with pytest.raises(ControlPlaneError) as raised, plane:
+        pytest.fail("the control plane started with an unknown feature gate")
+    message = str(raised.value)
+    assert message.startswith("kube-apiserver did not become ready: kube-apiserver exited with 1")
+    assert "unrecognized feature gate: NoSuchGate" in message
+    # Everything is stopped; the logs stay for the failure report.
+    assert plane.running() == []
+    assert (tmp_path / "kube-apiserver.log").exists()
 
 
 def test_users_are_who_they_claim(cp: ControlPlane) -> None:
