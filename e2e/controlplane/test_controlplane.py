@@ -195,18 +195,20 @@ def test_device_class_extended_resource_name(cp: ControlPlane) -> None:
         admin.delete(f"{RESOURCE}/deviceclasses/{name}")
 
 
-def test_device_class_dry_run_create(cp: ControlPlane) -> None:
+@pytest.mark.parametrize("api", ["v1", "v1beta1", "v1beta2"])
+def test_device_class_dry_run_create(cp: ControlPlane, api: str) -> None:
     admin = cp.client()
     name = unique("dry") + ".e2e.draxr.io"
-    status, answer = admin.post(f"{RESOURCE}/deviceclasses", device_class(name), dryRun="All")
+    body = device_class(name) | {"apiVersion": f"resource.k8s.io/{api}"}
+    status, answer = admin.post(f"/apis/resource.k8s.io/{api}/deviceclasses", body, dryRun="All")
     assert status == 201, answer
     assert answer["metadata"]["name"] == name
     assert ("extendedResourceName" in answer["spec"]) == gate_on(cp)
     if gate_on(cp):
         assert answer["spec"]["extendedResourceName"] == EXT
     # A dry run stores nothing.
-    status, body = admin.get(f"{RESOURCE}/deviceclasses/{name}")
-    assert status == 404, body
+    status, stored = admin.get(f"{RESOURCE}/deviceclasses/{name}")
+    assert status == 404, stored
 
 
 def test_pod_status_extended_resource_claim_status(cp: ControlPlane, namespace: str) -> None:
@@ -391,4 +393,4 @@ def test_scheduler_reports_no_nodes(cp: ControlPlane, namespace: str) -> None:
     cp.wait_for("the scheduler did not look at the pod", unschedulable)
     [cond] = conditions
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-    assert cond["message"].startswith("no nodes available to schedule pods"), cond
+    assert cond["message"] == "no nodes available to schedule pods", cond
