@@ -14,11 +14,13 @@ this run (see ``USERS``); ``kubeconfig_path(user)`` points kubectl or a client l
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import http.client
 import ipaddress
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -73,6 +75,12 @@ DEFAULT_CONTROLLERS = (
     "namespace-controller",
     "serviceaccount-controller",
 )
+
+#: Beta API versions are off by default; 1.35 and 1.36 both serve resource.k8s.io v1beta1 and v1beta2.
+DEFAULT_RUNTIME_CONFIG: Mapping[str, str] = {
+    "resource.k8s.io/v1beta1": "true",
+    "resource.k8s.io/v1beta2": "true",
+}
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"  # allocated from only: nothing is ever sent there
 
@@ -249,10 +257,20 @@ class _CA:
 
 
 class Client:
-    """Speaks to the apiserver as one user (its client certificate). Each call opens a connection."""
+    """Speaks to the apiserver as one user: by the client certificate in ``context``, or by a bearer
+    ``token``. Each call opens a connection."""
 
-    def __init__(self, host: str, port: int, context: ssl.SSLContext, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        context: ssl.SSLContext,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         self.host, self.port, self.context, self.timeout = host, port, context, timeout
+        self.token = token
 
     def request(
         self,
@@ -270,6 +288,8 @@ class Client:
         try:
             data = None if body is None else json.dumps(body).encode()
             headers = {"Accept": "application/json"}
+            if self.token is not None:
+                headers["Authorization"] = f"Bearer {self.token}"
             if data is not None:
                 headers["Content-Type"] = content_type
             conn.request(method, path, body=data, headers=headers)
@@ -305,13 +325,17 @@ class Client:
 # Processes
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the test process dies (Linux), so nothing outlives pytest."""
-    if sys.platform == "linux":
-        import ctypes
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when its parent dies (Linux), so nothing outlives a killed
+    pytest. (Strictly: when the thread that started it ends; start control planes from a thread that
+    outlives them, e.g. the main thread, as pytest fixtures do.) libc is loaded before the fork: a child of
+    a threaded process must not take locks."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -361,7 +385,8 @@ class ControlPlane:
     ``controllers``: False (none), True (``DEFAULT_CONTROLLERS``) or kube-controller-manager's
     ``--controllers`` names.
     ``scheduler``: also run kube-scheduler (built for 1.36 only).
-    ``runtime_config``: ``--runtime-config``; by default every served resource.k8s.io version is on.
+    ``runtime_config``: ``--runtime-config``; by default ``DEFAULT_RUNTIME_CONFIG`` (resource.k8s.io
+    v1beta1 and v1beta2 on besides v1; v1alpha3 stays off).
     ``workdir``: certificates, kubeconfigs and one ``<process>.log`` each; a temporary directory when None
     (removed on a clean exit, kept when the block raised).
     """
@@ -397,11 +422,10 @@ class ControlPlane:
         else:
             self.controllers = tuple(controllers)
         self.scheduler = scheduler
-        self.runtime_config = dict(
-            runtime_config if runtime_config is not None else default_runtime_config(found.version)
-        )
+        self.runtime_config = dict(runtime_config if runtime_config is not None else DEFAULT_RUNTIME_CONFIG)
         self.extra_apiserver_args = tuple(extra_apiserver_args)
         self.users = dict(users)
+        self._tokens = {key: secrets.token_urlsafe(24) for key in self.users}
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self._own_workdir = workdir is None
@@ -431,7 +455,7 @@ class ControlPlane:
         """The user's bearer token (``--token-auth-file``), for clients that do not do client certs."""
         if user not in self.users:
             raise KeyError(f"no user {user!r} (known: {', '.join(self.users)})")
-        return f"draxr-e2e-{user}-token"
+        return self._tokens[user]
 
     def cert_paths(self, user: str = "admin") -> tuple[Path, Path]:
         """(certificate, key) of a user's client certificate."""
@@ -444,7 +468,11 @@ class ControlPlane:
         ctx.load_cert_chain(str(cert), str(key))
         return ctx
 
-    def client(self, user: str = "admin") -> Client:
+    def client(self, user: str = "admin", *, by_token: bool = False) -> Client:
+        """A client as ``user``: by its client certificate, or by its bearer token."""
+        if by_token:
+            ctx = ssl.create_default_context(cafile=str(self.ca_path))
+            return Client("127.0.0.1", self.port, ctx, token=self.token(user))
         return Client("127.0.0.1", self.port, self.ssl_context(user))
 
     def running(self) -> list[str]:
@@ -734,10 +762,3 @@ class ControlPlane:
 
 def _gates_flag(gates: Mapping[str, bool]) -> str:
     return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
-
-
-def default_runtime_config(version: str) -> dict[str, str]:
-    """``--runtime-config`` turning on the resource.k8s.io versions a release serves besides v1 (beta
-    versions of an API are off by default)."""
-    del version  # 1.35 and 1.36 both still serve v1beta1 and v1beta2
-    return {"resource.k8s.io/v1beta1": "true", "resource.k8s.io/v1beta2": "true"}

@@ -148,12 +148,14 @@ def test_a_process_that_dies_fails_the_start_with_its_log(version: str, tmp_path
 def test_users_are_who_they_claim(cp: ControlPlane) -> None:
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     for key, user in USERS.items():
-        status, body = cp.client(key).post("/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
-        assert status == 201, body
-        info = body["status"]["userInfo"]
-        assert info["username"] == user.name
-        assert set(user.groups) <= set(info["groups"])
-        assert "system:authenticated" in info["groups"]
+        for by_token in (False, True):
+            client = cp.client(key, by_token=by_token)
+            status, body = client.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+            assert status == 201, body
+            info = body["status"]["userInfo"]
+            assert info["username"] == user.name
+            assert set(user.groups) <= set(info["groups"])
+            assert "system:authenticated" in info["groups"]
     # Without RBAC grants a normal user may not list DeviceClasses.
     status, body = cp.client("dev").get(f"{RESOURCE}/deviceclasses")
     assert status == 403, body
