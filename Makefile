@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean manifests
+.PHONY: demo test lint typecheck unit bench clean manifests controlplane
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,3 +35,8 @@ clean:
 
 manifests: $(STAMP)
 	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"
+
+# A real control plane for e2e tests (etcd, kube-apiserver 1.35/1.36, ...), built from Go modules at the
+# versions in e2e/controlplane/versions.env into e2e/controlplane/.cache/bin/ (a no-op once built).
+controlplane:
+	e2e/controlplane/build.sh
