@@ -22,6 +22,10 @@ MAX_ATTRIBUTE_VALUES_PER_DEVICE: Final = 32
 #: ``CELSelectorExpressionMaxLength``.
 CEL_SELECTOR_MAX_LENGTH: Final = 10 * 1024
 
+#: On a DeviceClass: the extended resource name, where the apiserver drops ``spec.extendedResourceName``
+#: (``DRAExtendedResource`` off). Same syntax and uniqueness; the field wins when both agree.
+EXTENDED_RESOURCE_NAME_ANNOTATION: Final = "draxr.io/extended-resource-name"
+
 #: draxr's own annotation on routed pods: JSON map of resource name to resolved DeviceClass.
 DRAXR_RESOURCES_ANNOTATION: Final = "draxr.io/extended-resources"
 DEFAULT_SCHEDULER_NAME: Final = "draxr"

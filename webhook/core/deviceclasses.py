@@ -1,22 +1,27 @@
 """Which DeviceClass backs an extended resource name (upstream ``ExtendedResourceCache``).
 
 Every class is reachable through its implicit name ``deviceclass.resource.kubernetes.io/<class>``.
-An explicit ``spec.extendedResourceName`` shared by several classes resolves, state-free, to the
-newest class (``creationTimestamp``), then the lexicographically smaller name, so deleting or
-renaming the winner promotes the runner-up.
+An explicit name (``spec.extendedResourceName``, or draxr's annotation
+``draxr.io/extended-resource-name`` where the apiserver drops the field) shared by several classes
+resolves, state-free, to the newest class (``creationTimestamp``), then the lexicographically
+smaller name, so deleting or renaming the winner promotes the runner-up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .constants import DEVICE_CLASS_PREFIX
-from .objects import Obj, meta, name, parse_time, spec
+from .constants import DEVICE_CLASS_PREFIX, EXTENDED_RESOURCE_NAME_ANNOTATION
+from .objects import Obj, annotations_of, meta, name, parse_time, spec
 
 
 def explicit_name(device_class: Obj) -> str | None:
+    """``spec.extendedResourceName``, else draxr's annotation (where the apiserver drops the field)."""
     value = spec(device_class).get("extendedResourceName")
-    return value if isinstance(value, str) and value else None
+    if isinstance(value, str) and value:
+        return value
+    noted = annotations_of(device_class).get(EXTENDED_RESOURCE_NAME_ANNOTATION)
+    return noted if isinstance(noted, str) and noted else None
 
 
 def _preference(device_class: Obj) -> tuple[float, list[int]]:

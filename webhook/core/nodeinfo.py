@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from .gates import kubelet_gate
 from .objects import Obj, as_dict, as_list, labels, name, spec, status
 from .podresources import Units
 from .quantity import try_parse
@@ -23,6 +24,7 @@ class NodeInfo:
     allocatable_names: frozenset[str]
     unschedulable: bool = False
     hard_taints: list[Obj] = field(default_factory=list)  # NoSchedule/NoExecute, readiness included
+    kubelet_gate: bool = True  # DRAExtendedResource on in the node's kubelet (core/gates.py)
     requested: Units = field(default_factory=dict)
     pods: dict[str, Units] = field(default_factory=dict)  # pod uid -> requests
     host_ports: dict[str, list[HostPort]] = field(default_factory=dict)
@@ -39,6 +41,7 @@ class NodeInfo:
         self.allocatable, self.allocatable_names = node_allocatable(node)
         self.unschedulable = spec(node).get("unschedulable") is True
         self.hard_taints = hard_taints(node)
+        self.kubelet_gate = kubelet_gate(node)
 
     def add_pod(self, pod_uid: str, reqs: Units, ports: list[HostPort]) -> None:
         if pod_uid in self.pods:

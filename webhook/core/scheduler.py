@@ -59,6 +59,8 @@ ERROR = "Error"
 STALE_CLAIM = "cannot schedule extended resource claim"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+#: draxr's Filter reason: the native path needs DRAExtendedResource in the node's kubelet.
+KUBELET_GATE_OFF = "node(s) had a kubelet without DRAExtendedResource"
 
 
 @dataclass(slots=True)
@@ -292,6 +294,8 @@ class Scheduler:
             return None, reasons
         if pre.stale is not None:
             return None, [STALE_CLAIM]
+        if dra and not info.kubelet_gate:
+            return None, [KUBELET_GATE_OFF]
         for claim in pre.user_claims:
             selector = as_dict(status(claim).get("allocation")).get("nodeSelector")
             if isinstance(selector, dict):

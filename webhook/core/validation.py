@@ -23,7 +23,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from . import names
-from .constants import DEVICE_CLASS_PREFIX, EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from .constants import (
+    DEVICE_CLASS_PREFIX,
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    EXTENDED_RESOURCE_NAME_ANNOTATION,
+)
 from .fielderrors import (
     OMITTED,
     FieldError,
@@ -42,9 +46,11 @@ from .objects import Obj, as_dict, as_list, as_str, meta
 from .quantity import QuantityError, parse_quantity
 
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
+ANNOTATED_NAME_PATH: Final = Path("metadata", "annotations").key(EXTENDED_RESOURCE_NAME_ANNOTATION)
 _ERCS_PATH: Final = Path("status", "extendedResourceClaimStatus")
 
 MSG_EXTENDED_RESOURCE_NAME: Final = "must be a valid extended resource name"
+MSG_NAME_DISAGREES: Final = "must equal spec.extendedResourceName when both are set"
 MSG_AT_LEAST_ONE_MAPPING: Final = "at least one request mapping is required"
 MSG_CONTAINER_NAME: Final = (
     "must match the name of an entry in spec.initContainers.name or spec.containers.name"
@@ -88,9 +94,20 @@ def extended_resource_name_reasons(value: Any) -> list[str]:
 
 
 def declared_name(device_class: Any) -> str | None:
-    """The explicit ``spec.extendedResourceName`` when it is a string (``""`` counts as set)."""
+    """The explicit ``spec.extendedResourceName`` when it is a string (``""`` counts as set), else
+    draxr's annotation ``draxr.io/extended-resource-name`` (where the apiserver drops the field)."""
     value = as_dict(as_dict(device_class).get("spec")).get("extendedResourceName")
-    return value if isinstance(value, str) else None
+    if isinstance(value, str):
+        return value
+    noted = as_dict(meta(device_class).get("annotations")).get(EXTENDED_RESOURCE_NAME_ANNOTATION)
+    return noted if isinstance(noted, str) else None
+
+
+def _declared_path(device_class: Any) -> Path:
+    """Where a class declares its name: the field when set, else the annotation."""
+    if isinstance(as_dict(as_dict(device_class).get("spec")).get("extendedResourceName"), str):
+        return EXTENDED_RESOURCE_NAME_PATH
+    return ANNOTATED_NAME_PATH
 
 
 def _classes_declaring(wanted: str, others: Iterable[Any], besides: str) -> list[str]:
@@ -117,20 +134,23 @@ def validate_device_class(
     warnings: list[str] = []
     class_name = as_str(meta(new).get("name"))
     spec_value = as_dict(as_dict(new).get("spec")).get("extendedResourceName")
-    if spec_value is not None:
-        errors.extend(validate_extended_resource_name(spec_value))
-        reasons = extended_resource_name_reasons(spec_value)
+    noted = as_dict(meta(new).get("annotations")).get(EXTENDED_RESOURCE_NAME_ANNOTATION)
+    for path, value in ((EXTENDED_RESOURCE_NAME_PATH, spec_value), (ANNOTATED_NAME_PATH, noted)):
+        if value is None:
+            continue
+        errors.extend(validate_extended_resource_name(value, path))
+        reasons = extended_resource_name_reasons(value)
         if reasons:
-            warnings.append(clip(f"spec.extendedResourceName: {'; '.join(reasons)}"))
+            warnings.append(clip(f"{path}: {'; '.join(reasons)}"))
+    if isinstance(spec_value, str) and isinstance(noted, str) and spec_value != noted and not errors:
+        errors.append(invalid(ANNOTATED_NAME_PATH, noted, MSG_NAME_DISAGREES))
     wanted = declared_name(new)
     if wanted is not None and not errors and wanted != declared_name(old):
         clashes = _classes_declaring(wanted, others, besides=class_name)
         if clashes:
             quoted = ", ".join(go_quote(c) for c in clashes)
             noun = "DeviceClass" if len(clashes) == 1 else "DeviceClasses"
-            errors.append(
-                duplicate(EXTENDED_RESOURCE_NAME_PATH, wanted, f"already declared by {noun} {quoted}")
-            )
+            errors.append(duplicate(_declared_path(new), wanted, f"already declared by {noun} {quoted}"))
     problems = names.implicit_name_problems(class_name) if class_name else []
     if problems:
         warnings.append(clip(f"implicit name {DEVICE_CLASS_PREFIX}<name> unusable in pods: {problems[0]}"))

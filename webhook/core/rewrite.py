@@ -1,0 +1,196 @@
+"""KEP-5004's "Option 1": a pod's DRA-backed extended resources rewritten into ordinary DRA claims.
+
+Where the apiserver drops the KEP-5004 fields (the ``DRAExtendedResource`` gate is off), a pod that
+asks for ``example.com/gpu: 1`` can still run on DRA devices if its spec asks for them as claims.
+The rewrite gives each container exactly the devices upstream's request mapping would give it
+(``createRequestsAndMappings``, init-container and sidecar reuse included):
+
+* every device request upstream would put in the special claim (``container-<i>-request-<j>``,
+  class, count) becomes one pod claim, ``spec.resourceClaims[]`` named ``draxr-<request>``, made
+  from a ResourceClaimTemplate that holds one request of that class and count;
+* every request mapping (container, resource, request) becomes a ``resources.claims[]`` entry of
+  that container naming the pod claim and the template's request;
+* the rewritten names leave ``requests`` and ``limits`` of every container and init container.
+
+Templates are shared: one per (namespace, class, count), with a deterministic name, so the
+webhook can name them without writing anything (dry runs stay exact) and the worker creates the
+ones that are missing. The pod's own claims are kept; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from .mappings import create_requests_and_mappings
+from .names import is_dns1123_subdomain
+from .objects import Obj, as_dict, as_list, spec
+from .podresources import containers
+
+#: Labels and annotations draxr puts on what it writes for the rewrite.
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "draxr"
+TEMPLATE_CLASS_LABEL: Final = "draxr.io/device-class"
+#: On a rewritten pod: JSON of what was rewritten (resource -> class), so the worker and people see it.
+REWRITTEN_ANNOTATION: Final = "draxr.io/rewritten"
+#: The one request of a draxr template; containers name it in ``resources.claims[].request``.
+TEMPLATE_REQUEST: Final = "devices"
+POD_CLAIM_PREFIX: Final = "draxr-"
+TEMPLATE_PREFIX: Final = "draxr-"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TemplateRef:
+    """A shared template: (class, count) in a namespace."""
+
+    device_class: str
+    count: int
+
+    @property
+    def name(self) -> str:
+        return template_name(self.device_class, self.count)
+
+
+@dataclass(slots=True)
+class Rewrite:
+    """What the rewrite does to one pod."""
+
+    pod_claims: list[Obj] = field(default_factory=list)  # new spec.resourceClaims entries
+    container_claims: dict[int, list[Obj]] = field(default_factory=dict)  # container index -> entries
+    resources: dict[str, str] = field(default_factory=dict)  # rewritten name -> class
+    templates: list[TemplateRef] = field(default_factory=list)  # sorted, unique
+
+    @property
+    def empty(self) -> bool:
+        return not self.pod_claims
+
+
+def template_name(device_class: str, count: int) -> str:
+    """``draxr-<class>-<count>``; a name that would not be a valid object name is shortened and
+    made unique by a hash of the class."""
+    plain = f"{TEMPLATE_PREFIX}{device_class}-{count}"
+    if not is_dns1123_subdomain(plain):  # no errors: a valid object name
+        return plain
+    digest = hashlib.sha256(device_class.encode()).hexdigest()[:10]
+    return f"{TEMPLATE_PREFIX}{digest}-{count}"
+
+
+def pod_claim_name(request_name: str) -> str:
+    return POD_CLAIM_PREFIX + request_name
+
+
+def plan_rewrite(pod: Obj, dra: Mapping[str, str]) -> Rewrite:
+    """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class)."""
+    out = Rewrite(resources=dict(dra))
+    if not dra:
+        return out
+    requests, mappings = create_requests_and_mappings(pod, dra)
+    taken = {as_dict(pc).get("name") for pc in as_list(spec(pod).get("resourceClaims"))}
+    templates: set[TemplateRef] = set()
+    for request in requests:
+        exactly = request["exactly"]
+        ref = TemplateRef(str(exactly["deviceClassName"]), int(exactly["count"]))
+        templates.add(ref)
+        claim_name = pod_claim_name(str(request["name"]))
+        if claim_name in taken:
+            raise ValueError(f"the pod already has a resource claim named {claim_name!r}")
+        out.pod_claims.append({"name": claim_name, "resourceClaimTemplateName": ref.name})
+    index_of = {ref.name: ref.index for ref in containers(pod)}
+    for m in mappings:
+        entry = {"name": pod_claim_name(m["requestName"]), "request": TEMPLATE_REQUEST}
+        entries = out.container_claims.setdefault(index_of[m["containerName"]], [])
+        if entry not in entries:
+            entries.append(entry)
+    out.templates = sorted(templates)
+    return out
+
+
+def rewritten_pod(pod: Obj, rewrite: Rewrite) -> Obj:
+    """A copy of ``pod`` with the rewrite applied (the input is not changed)."""
+    out = copy.deepcopy(pod)
+    if rewrite.empty and not rewrite.resources:
+        return out
+    s = out.setdefault("spec", {})
+    refs = containers(out)
+    for ref in refs:
+        res = ref.container.get("resources")
+        if isinstance(res, dict):
+            for section in ("requests", "limits"):
+                values = res.get(section)
+                if isinstance(values, dict):
+                    for name in rewrite.resources:
+                        values.pop(name, None)
+        entries = rewrite.container_claims.get(ref.index)
+        if entries:
+            res = ref.container.setdefault("resources", {})
+            res["claims"] = [*as_list(res.get("claims")), *entries]
+    if rewrite.pod_claims:
+        s["resourceClaims"] = [*as_list(s.get("resourceClaims")), *rewrite.pod_claims]
+    return out
+
+
+def template(ref: TemplateRef, namespace: str) -> Obj:
+    """The ResourceClaimTemplate a rewritten pod's claims come from."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": ref.name,
+            "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, TEMPLATE_CLASS_LABEL: _label_value(ref.device_class)},
+        },
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": TEMPLATE_REQUEST,
+                            "exactly": {
+                                "deviceClassName": ref.device_class,
+                                "allocationMode": "ExactCount",
+                                "count": ref.count,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def template_ref(obj: Obj) -> TemplateRef | None:
+    """The (class, count) of a template draxr wrote, or None for any other template."""
+    meta = as_dict(obj.get("metadata"))
+    if as_dict(meta.get("labels")).get(MANAGED_BY_LABEL) != MANAGED_BY:
+        return None
+    requests = as_list(as_dict(as_dict(as_dict(obj.get("spec")).get("spec")).get("devices")).get("requests"))
+    if len(requests) != 1:
+        return None
+    exactly = as_dict(as_dict(requests[0]).get("exactly"))
+    cls, count = exactly.get("deviceClassName"), exactly.get("count")
+    if not isinstance(cls, str) or not isinstance(count, int) or isinstance(count, bool):
+        return None
+    ref = TemplateRef(cls, count)
+    return ref if ref.name == meta.get("name") else None
+
+
+def templates_used(pod: Obj) -> list[str]:
+    """The draxr template names a pod's claims come from."""
+    return sorted(
+        {
+            str(as_dict(pc).get("resourceClaimTemplateName"))
+            for pc in as_list(spec(pod).get("resourceClaims"))
+            if str(as_dict(pc).get("name", "")).startswith(POD_CLAIM_PREFIX)
+            and str(as_dict(pc).get("resourceClaimTemplateName", "")).startswith(TEMPLATE_PREFIX)
+        }
+    )
+
+
+def _label_value(text: str) -> str:
+    """A label value (63 characters at most) naming the class."""
+    if len(text) <= 63:
+        return text
+    return text[:52] + "-" + hashlib.sha256(text.encode()).hexdigest()[:10]
