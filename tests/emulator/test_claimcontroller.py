@@ -1,0 +1,125 @@
+"""The emulator's resourceclaim controller: claims from templates, named, owned and recorded as
+kube-controller-manager does (observed on a real 1.35/1.36 control plane), and their cleanup."""
+
+from __future__ import annotations
+
+from webhook.core.objects import Obj
+from webhook.emulator import Emulator
+from webhook.emulator.claimcontroller import FINALIZER, POD_CLAIM_NAME_ANNOTATION, generate_name
+
+
+def template(name: str = "gpu-1", labels: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "metadata": {"labels": labels or {"from": "template"}},
+            "spec": {"devices": {"requests": [{"name": "devices", "exactly": {"deviceClassName": "gpu"}}]}},
+        },
+    }
+
+
+def pod(name: str = "p", template_name: str = "gpu-1") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+        },
+    }
+
+
+def claims(em: Emulator) -> list[Obj]:
+    return em.list("resourceclaims", "default")
+
+
+def test_a_claim_is_made_from_the_template_owned_by_the_pod_and_recorded() -> None:
+    with Emulator() as em:
+        em.create("resourceclaimtemplates", template())
+        created = em.create("pods", pod())
+        (claim,) = em.wait_for(lambda: claims(em), 5)
+        meta = claim["metadata"]
+        assert meta["generateName"] == "p-gpu-"
+        assert meta["name"].startswith("p-gpu-")
+        assert len(meta["name"]) == len("p-gpu-") + 5
+        assert meta["annotations"] == {POD_CLAIM_NAME_ANNOTATION: "gpu"}
+        assert meta["labels"] == {"from": "template"}
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "p",
+                "uid": created["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+        assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu"
+        statuses = em.wait_for(
+            lambda: (em.get("pods", "p", "default").get("status") or {}).get("resourceClaimStatuses"), 5
+        )
+        assert statuses == [{"name": "gpu", "resourceClaimName": meta["name"]}]
+        em.settle()
+        assert len(claims(em)) == 1  # recorded: never a second one
+
+
+def test_a_missing_template_is_waited_for() -> None:
+    with Emulator() as em:
+        em.create("pods", pod())
+        em.settle()
+        assert claims(em) == []
+        em.create("resourceclaimtemplates", template())
+        em.wait_for(lambda: claims(em), 5)
+
+
+def test_a_deleted_pods_allocated_claim_is_released_and_collected() -> None:
+    with Emulator() as em:
+        em.create("resourceclaimtemplates", template())
+        p = em.create("pods", pod())
+        em.wait_for(lambda: claims(em), 5)
+        em.settle()  # the claim is recorded in the pod's status: nobody else writes now
+        (claim,) = claims(em)
+        # As a scheduler's PreBind leaves it: allocated, reserved for the pod, finalizer on.
+        claim["status"] = {
+            "allocation": {
+                "devices": {"results": [{"request": "devices", "driver": "d", "pool": "n", "device": "g"}]}
+            },
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": p["metadata"]["uid"]}],
+        }
+        claim = em.update_status("resourceclaims", claim)
+        claim["metadata"]["finalizers"] = [FINALIZER]
+        em.update("resourceclaims", claim)
+        em.settle()
+        assert claims(em)[0]["metadata"]["finalizers"] == [FINALIZER]  # in use: kept
+        em.delete("pods", "p", "default")
+        em.wait_for(lambda: not claims(em), 5, "released, unfinalized and collected")
+
+
+def test_a_finished_pods_claim_is_deleted() -> None:
+    with Emulator() as em:
+        em.create("resourceclaimtemplates", template())
+        em.create("pods", pod())
+        em.wait_for(lambda: claims(em), 5)
+        em.settle()
+        done = em.get("pods", "p", "default")
+        done["status"]["phase"] = "Succeeded"
+        em.update_status("pods", done)
+        em.wait_for(lambda: not claims(em), 5)
+
+
+def test_the_controller_can_be_left_out() -> None:
+    with Emulator(claim_controller=False) as em:
+        em.create("resourceclaimtemplates", template())
+        em.create("pods", pod())
+        em.settle()
+        assert claims(em) == []
+
+
+def test_generate_name_is_shortened_in_proportion() -> None:
+    assert generate_name("pod", "claim") == "pod-claim-"
+    long = generate_name("p" * 50, "c" * 30)
+    assert len(long) <= 57
+    assert long.startswith("p" * 30)
+    assert "-" + "c" * 10 in long
