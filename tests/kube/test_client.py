@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -110,6 +111,14 @@ def test_a_dry_run_create_stores_nothing(em: Emulator) -> None:
     answer = c.create(NODES, {"metadata": {"name": "a"}}, dry_run=True)
     assert answer["metadata"]["name"] == "a"
     assert em.find("nodes", "a") is None
+
+
+def test_from_config_reads_a_kubeconfig(em: Emulator, tmp_path: Path) -> None:
+    em.create("nodes", {"metadata": {"name": "a"}})
+    c = KubeClient.from_config(str(em.kubeconfig(tmp_path / "kubeconfig")), retries=0)
+    assert c.retries == 0
+    assert c.get(NODES, "a")["metadata"]["name"] == "a"
+    assert c.api.user_agent == "draxr"
 
 
 def test_bind_assigns_the_node(em: Emulator) -> None:

@@ -199,6 +199,25 @@ def test_an_unallocated_claim_of_ours_is_reused_and_gets_its_finalizer(gpu_clust
     assert written.claim_keys == [("default", "p-extended-resources-old")]
 
 
+def test_a_conflicting_finalizer_write_on_a_reused_claim_is_retried_after_a_fresh_read(
+    gpu_cluster: Cluster,
+) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    _leftover(kube, pod)
+    d = decide(kube, pod, writer="draxr")
+    assert d.reuse is not None
+    b, _ = binder(kube)
+    rule = kube.em.inject(verbs="update", resource="resourceclaims", error=409, times=1)
+    kube.em.reset_requests()
+    b.pre_bind(pod, d, Written())
+    assert rule.hits == 1
+    assert kube.em.counts()[("get", "resourceclaims")] == 1
+    (claim,) = kube.claims()
+    assert claim["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert claim["status"]["reservedFor"][0]["name"] == "p"
+
+
 def test_a_reusable_claim_with_other_requests_is_deleted_and_replaced(gpu_cluster: Cluster) -> None:
     kube = gpu_cluster
     pod = kube.pod("p")
