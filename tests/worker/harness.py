@@ -11,6 +11,7 @@ from typing import Any
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.objects import Obj
 from webhook.emulator import Emulator
+from webhook.kube.client import KubeClient
 from webhook.runtime.serve import Process, ServeOptions
 
 WORKER_USER = "system:serviceaccount:draxr-system:draxr-worker"
@@ -93,6 +94,18 @@ class Cluster:
     def wait_bound(self, n: int, timeout: float = 30.0) -> dict[str, str]:
         self.em.wait_for(lambda: len(self.bound()) >= n, timeout, f"{n} pods bound")
         return self.bound()
+
+    def client(self, **kwargs: Any) -> KubeClient:
+        """draxr's client, as the worker's service account."""
+        return KubeClient(self.em.api_client("worker"), **kwargs)
+
+    def snapshot(self) -> list[Obj]:
+        """Every object the engine reads, as the API holds it now (for a static cache)."""
+        out: list[Obj] = []
+        for kind, res in RESOURCE.items():
+            for o in self.em.list(res):
+                out.append({**o, "kind": kind})
+        return out
 
     def condition(self, pod_name: str) -> Obj | None:
         pod = self.em.get("pods", pod_name, "default")

@@ -1,0 +1,361 @@
+"""KubeClient against the API emulator: the verbs, ApiError, retries of transient failures (fault
+injection; sleeps recorded, not slept), the write rate limit, watch streams and bindings."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from webhook.core.objects import Obj
+from webhook.emulator import Emulator
+from webhook.emulator.kubeconfig import api_client
+from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
+from webhook.kube.ratelimit import TokenBucket
+from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS
+
+
+class Sleeps:
+    """Stands in for the ``time`` module of the client (and of the rate limiter)."""
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.seen.append(seconds)
+
+
+class CountingBucket(TokenBucket):
+    def __init__(self) -> None:
+        super().__init__(qps=1000, burst=1000)
+        self.acquired = 0
+
+    def acquire(self) -> None:
+        self.acquired += 1
+
+
+@pytest.fixture
+def em() -> Iterator[Emulator]:
+    with Emulator(bookmark_interval=0.2, watch_expired="http") as e:
+        yield e
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> Sleeps:
+    fake = Sleeps()
+    monkeypatch.setattr("webhook.kube.client.time", fake)
+    monkeypatch.setattr("webhook.kube.ratelimit.time", fake)
+    return fake
+
+
+def pod_body(name: str = "p") -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+def hits(em: Emulator, verb: str, resource: str) -> list[int]:
+    return [r.code for r in em.requests() if (r.verb, r.resource) == (verb, resource)]
+
+
+# -- verbs -----------------------------------------------------------------------------------------
+
+
+def test_create_get_list_update_patch_delete(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    created = c.create(NODES, {"metadata": {"name": "a", "labels": {"zone": "x"}}})
+    assert created["metadata"]["uid"]
+    c.create(NODES, {"metadata": {"name": "b", "labels": {"zone": "y"}}})
+    assert c.get(NODES, "a")["metadata"]["uid"] == created["metadata"]["uid"]
+    listing = c.list(NODES)
+    assert sorted(n["metadata"]["name"] for n in listing["items"]) == ["a", "b"]
+    assert listing["metadata"]["resourceVersion"]
+    assert [n["metadata"]["name"] for n in c.list(NODES, label_selector="zone=y")["items"]] == ["b"]
+    assert [n["metadata"]["name"] for n in c.list(NODES, field_selector="metadata.name=a")["items"]] == ["a"]
+    created["metadata"]["labels"]["zone"] = "z"
+    updated = c.update(NODES, created)
+    assert updated["metadata"]["labels"] == {"zone": "z"}
+    patched = c.patch(NODES, "a", {"metadata": {"labels": {"extra": "1"}}})
+    assert patched["metadata"]["labels"] == {"zone": "z", "extra": "1"}
+    c.delete(NODES, "a")
+    assert em.find("nodes", "a") is None
+
+
+def test_namespaced_objects_and_their_status_subresource(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    c.create(PODS, pod_body(), "default")
+    assert [p["metadata"]["name"] for p in c.list(PODS, "default")["items"]] == ["p"]
+    assert c.list(PODS, "kube-system")["items"] == []
+    assert [p["metadata"]["name"] for p in c.list(PODS)["items"]] == ["p"]  # every namespace
+    c.patch(PODS, "p", {"status": {"phase": "Running"}}, namespace="default", subresource="status")
+    assert em.get("pods", "p", "default")["status"]["phase"] == "Running"
+    pod = c.get(PODS, "p", "default")
+    pod["status"]["phase"] = "Succeeded"
+    c.update(PODS, pod, subresource="status")
+    assert em.get("pods", "p", "default")["status"]["phase"] == "Succeeded"
+
+
+def test_json_and_strategic_patches(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    c.create(NODES, {"metadata": {"name": "a", "labels": {"x": "1"}}})
+    c.patch(NODES, "a", [{"op": "add", "path": "/metadata/labels/y", "value": "2"}], patch_type=JSON_PATCH)
+    c.patch(NODES, "a", {"metadata": {"labels": {"z": "3"}}}, patch_type=STRATEGIC_PATCH)
+    assert em.get("nodes", "a")["metadata"]["labels"] == {"x": "1", "y": "2", "z": "3"}
+
+
+def test_a_dry_run_create_stores_nothing(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    answer = c.create(NODES, {"metadata": {"name": "a"}}, dry_run=True)
+    assert answer["metadata"]["name"] == "a"
+    assert em.find("nodes", "a") is None
+
+
+def test_from_config_reads_a_kubeconfig(em: Emulator, tmp_path: Path) -> None:
+    em.create("nodes", {"metadata": {"name": "a"}})
+    c = KubeClient.from_config(str(em.kubeconfig(tmp_path / "kubeconfig")), retries=0)
+    assert c.retries == 0
+    assert c.get(NODES, "a")["metadata"]["name"] == "a"
+    assert c.api.user_agent == "draxr"
+
+
+def test_bind_assigns_the_node(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    pod = c.create(PODS, pod_body(), "default")
+    c.bind("default", "p", pod["metadata"]["uid"], "n1")
+    assert em.get("pods", "p", "default")["spec"]["nodeName"] == "n1"
+
+
+def test_served_finds_the_version_a_resource_is_served_in(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    assert c.served("resource.k8s.io", "devicetaintrules", DEVICE_TAINT_RULE_VERSIONS) == "v1alpha3"
+    assert c.served("resource.k8s.io", "nothing", ("v1",)) is None
+
+
+def test_the_hook_sees_every_request_with_its_status(em: Emulator) -> None:
+    seen: list[tuple[str, str, int]] = []
+    c = KubeClient(em.api_client(), hook=lambda verb, res, code: seen.append((verb, res, code)))
+    c.create(PODS, pod_body(), "default")
+    c.patch(PODS, "p", {"status": {"phase": "Running"}}, namespace="default", subresource="status")
+    with pytest.raises(ApiError):
+        c.get(PODS, "missing", "default")
+    assert seen == [("create", "pods", 201), ("patch", "pods/status", 200), ("get", "pods", 404)]
+
+
+# -- ApiError ----------------------------------------------------------------------------------------
+
+
+def test_not_found_carries_the_servers_status(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    with pytest.raises(ApiError) as info:
+        c.get(NODES, "zz")
+    e = info.value
+    assert (e.status, e.reason, e.message) == (404, "NotFound", 'nodes "zz" not found')
+    assert (e.not_found, e.conflict, e.gone, e.transient) == (True, False, False, False)
+    assert str(e) == 'get /api/v1/nodes/zz: 404 NotFound: nodes "zz" not found'
+    assert e.body["kind"] == "Status"
+
+
+def test_a_stale_update_or_a_wrong_precondition_is_a_conflict(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    node = c.create(NODES, {"metadata": {"name": "a"}})
+    c.patch(NODES, "a", {"metadata": {"labels": {"x": "1"}}})
+    with pytest.raises(ApiError) as stale:
+        c.update(NODES, node)
+    assert stale.value.conflict
+    assert stale.value.reason == "Conflict"
+    with pytest.raises(ApiError) as wrong_uid:
+        c.delete(NODES, "a", uid="not-the-uid")
+    assert wrong_uid.value.conflict
+    with pytest.raises(ApiError) as wrong_rv:
+        c.delete(NODES, "a", resource_version=node["metadata"]["resourceVersion"])
+    assert wrong_rv.value.conflict
+    assert em.find("nodes", "a") is not None
+
+
+def test_a_watch_from_a_compacted_version_is_gone(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    rv = c.list(NODES)["metadata"]["resourceVersion"]
+    c.create(NODES, {"metadata": {"name": "a"}})
+    em.compact()
+    with pytest.raises(ApiError) as info:
+        c.watch(NODES, rv)
+    assert info.value.gone
+    assert info.value.status == 410
+
+
+@pytest.mark.parametrize(
+    ("status", "transient"),
+    [
+        (0, True),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+        (504, True),
+        (400, False),
+        (403, False),
+        (409, False),
+        (410, False),
+    ],
+)
+def test_which_statuses_are_transient(status: int, transient: bool) -> None:
+    assert ApiError(status, {"message": "m"}).transient is transient
+
+
+def test_an_error_body_that_is_not_a_status_still_reads() -> None:
+    e = ApiError(502, {"message": "<html>bad gateway</html>"}, "get", "/x")
+    assert (e.reason, e.message) == ("", "<html>bad gateway</html>")
+
+
+def test_a_refused_connection_is_status_zero_and_transient(sleeps: Sleeps) -> None:
+    c = KubeClient(api_client("http://127.0.0.1:1", None), retries=0, timeout=2)
+    with pytest.raises(ApiError) as info:
+        c.get(NODES, "a")
+    assert info.value.status == 0
+    assert info.value.transient
+    assert sleeps.seen == []
+
+
+# -- retries -----------------------------------------------------------------------------------------
+
+
+def test_server_errors_are_retried_with_exponential_backoff(em: Emulator, sleeps: Sleeps) -> None:
+    em.create("nodes", {"metadata": {"name": "a"}})
+    rule = em.inject(verbs="get", resource="nodes", error=500, times=3)
+    c = KubeClient(em.api_client())
+    assert c.get(NODES, "a")["metadata"]["name"] == "a"
+    assert rule.hits == 3
+    assert sleeps.seen == [0.05, 0.1, 0.2]
+
+
+def test_retries_give_up_with_the_last_error(em: Emulator, sleeps: Sleeps) -> None:
+    em.inject(verbs="list", resource="nodes", error=503, message="overloaded")
+    c = KubeClient(em.api_client(), retries=2)
+    with pytest.raises(ApiError, match="overloaded") as info:
+        c.list(NODES)
+    assert info.value.status == 503
+    assert hits(em, "list", "nodes") == [503, 503, 503]
+    assert len(sleeps.seen) == 2
+    em.reset_requests()
+    with pytest.raises(ApiError):
+        c.list(NODES, retries=0)  # a caller with a deadline
+    assert hits(em, "list", "nodes") == [503]
+
+
+def test_errors_that_are_not_transient_are_not_retried(em: Emulator, sleeps: Sleeps) -> None:
+    em.inject(verbs="create", resource="nodes", error=403)
+    c = KubeClient(em.api_client())
+    with pytest.raises(ApiError) as info:
+        c.create(NODES, {"metadata": {"name": "a"}})
+    assert info.value.status == 403
+    assert hits(em, "create", "nodes") == [403]
+    assert sleeps.seen == []
+
+
+def test_too_many_requests_waits_for_retry_after_capped_at_a_second(em: Emulator, sleeps: Sleeps) -> None:
+    em.inject(verbs="create", resource="nodes", error=429, retry_after=3, times=1)
+    em.inject(verbs="create", resource="nodes", error=429, retry_after=0, times=1)
+    c = KubeClient(em.api_client())
+    c.create(NODES, {"metadata": {"name": "a"}})
+    assert hits(em, "create", "nodes") == [429, 429, 201]
+    assert sleeps.seen == [1.0, 0.1]  # Retry-After 3 (capped), then the backoff (Retry-After 0)
+
+
+def test_the_retry_after_header_is_kept_on_the_error(em: Emulator, sleeps: Sleeps) -> None:
+    em.inject(verbs="create", resource="nodes", error=429, retry_after=7)
+    c = KubeClient(em.api_client(), retries=0)
+    with pytest.raises(ApiError) as info:
+        c.create(NODES, {"metadata": {"name": "a"}})
+    assert info.value.retry_after == 7.0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the kubernetes ApiClient's urllib3 pool retries a 429 (or 503) that carries "
+    "Retry-After on GET/PUT/DELETE by itself, 3 times, sleeping the full Retry-After: KubeClient's "
+    "retries (0 for callers with a deadline) and its 1 s cap on the wait do not apply",
+)
+def test_retries_zero_means_one_request_even_for_too_many_requests(em: Emulator, sleeps: Sleeps) -> None:
+    em.create("nodes", {"metadata": {"name": "a"}})
+    rule = em.inject(verbs="get", resource="nodes", error=429, retry_after=0)
+    c = KubeClient(em.api_client(), retries=0)
+    with pytest.raises(ApiError):
+        c.get(NODES, "a")
+    assert rule.hits == 1
+
+
+# -- the write rate limit ------------------------------------------------------------------------------
+
+
+def test_the_rate_limit_applies_to_writes_only(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    bucket = CountingBucket()
+    c.writes = bucket
+    pod = c.create(PODS, pod_body(), "default")
+    c.get(PODS, "p", "default")
+    c.list(PODS, "default")
+    c.watch(PODS, c.list(PODS)["metadata"]["resourceVersion"], timeout_seconds=1).close()
+    c.served("resource.k8s.io", "resourceclaims", ("v1",))
+    assert bucket.acquired == 1
+    c.patch(PODS, "p", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
+    pod = c.get(PODS, "p", "default")
+    c.update(PODS, pod)
+    c.bind("default", "p", pod["metadata"]["uid"], "n")
+    c.delete(PODS, "p", "default")
+    assert bucket.acquired == 5
+
+
+def test_writes_beyond_the_burst_wait_for_tokens(em: Emulator, sleeps: Sleeps) -> None:
+    c = KubeClient(em.api_client())
+    c.writes = TokenBucket(qps=2, burst=1, clock=lambda: 0.0)
+    c.create(NODES, {"metadata": {"name": "a"}})
+    c.get(NODES, "a")
+    assert sleeps.seen == []
+    c.create(NODES, {"metadata": {"name": "b"}})
+    c.create(NODES, {"metadata": {"name": "c"}})
+    assert sleeps.seen == [0.5, 1.0]
+
+
+# -- watch -----------------------------------------------------------------------------------------
+
+
+def test_watch_streams_events_after_its_resource_version(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    em.create("nodes", {"metadata": {"name": "before"}})
+    rv = c.list(NODES)["metadata"]["resourceVersion"]
+    stream = c.watch(NODES, rv, timeout_seconds=10)
+    em.create("nodes", {"metadata": {"name": "after"}})
+    em.delete("nodes", "before")
+    events: list[tuple[str, str]] = []
+    for event in stream:
+        if event["type"] == "BOOKMARK":
+            continue
+        events.append((event["type"], event["object"]["metadata"]["name"]))
+        if len(events) == 2:
+            break
+    stream.close()
+    assert events == [("ADDED", "after"), ("DELETED", "before")]
+
+
+def test_closing_a_watch_from_another_thread_ends_its_reader(em: Emulator) -> None:
+    c = KubeClient(em.api_client())
+    stream = c.watch(NODES, c.list(NODES)["metadata"]["resourceVersion"], timeout_seconds=60)
+    started, ended = threading.Event(), threading.Event()
+
+    def read() -> None:
+        started.set()
+        try:
+            for _ in stream:
+                pass
+        except Exception:  # the cut connection surfaces as a protocol error; the informer retries
+            pass
+        ended.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert started.wait(5)
+    stream.close()
+    assert ended.wait(5)

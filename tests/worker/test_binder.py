@@ -1,0 +1,541 @@
+"""PreBind, Bind and the API half of Unreserve against the API emulator with the real client:
+the writes in upstream order (spec §3.6, §3.7), conflicts retried with fresh reads, fencing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
+from webhook.core.constants import (
+    DELETE_PROTECTION_FINALIZER,
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    WRITER_ANNOTATION,
+)
+from webhook.core.objects import Obj
+from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.kube.cache import ClusterCache
+from webhook.worker.binder import Binder, BindError, NotLeader, Written, same_allocation
+
+USER_CLAIM = {
+    "metadata": {"name": "mine", "namespace": "default"},
+    "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+}
+
+
+class Steps:
+    """The binder's observer: which steps completed, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, step: str, pod: Obj) -> None:
+        self.seen.append(step)
+
+
+def decide(kube: Cluster, pod: Obj, writer: str | None = None) -> Decision:
+    """The engine's decision for ``pod`` on the cluster as the API holds it now."""
+    engine = Scheduler(ClusterCache.from_objects(kube.snapshot()).state, writer=writer)
+    d = engine.schedule(kube.em.get("pods", pod["metadata"]["name"], "default"))
+    assert d.status == SCHEDULED, d.message
+    return d
+
+
+def writes(kube: Cluster) -> list[tuple[str, str]]:
+    return [(r.verb, r.resource) for r in kube.em.requests() if r.verb not in ("get", "list", "watch")]
+
+
+def binder(kube: Cluster, fence: Any = None, **kwargs: Any) -> tuple[Binder, Steps]:
+    b = Binder(kube.client(), "draxr", fence or (lambda: True), **kwargs)
+    steps = Steps()
+    b.observer = steps
+    return b, steps
+
+
+@pytest.fixture
+def gpu_cluster(kube: Cluster) -> Cluster:
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    return kube
+
+
+# -- PreBind ---------------------------------------------------------------------------------------
+
+
+def test_pre_bind_creates_allocates_then_maps_in_upstream_order(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    b, steps = binder(kube)
+    kube.em.reset_requests()
+    written = Written()
+    b.pre_bind(pod, d, written)
+    assert writes(kube) == [
+        ("create", "resourceclaims"),
+        ("update", "resourceclaims/status"),
+        ("patch", "pods/status"),
+    ]
+    assert steps.seen == ["claim-created", "claim-allocated", "pod-status"]
+    (claim,) = kube.claims()
+    meta = claim["metadata"]
+    assert meta["generateName"] == "p-extended-resources-"
+    assert meta["name"].startswith("p-extended-resources-")
+    assert meta["annotations"] == {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true", WRITER_ANNOTATION: "draxr"}
+    assert meta["finalizers"] == [DELETE_PROTECTION_FINALIZER]  # in the POST: no separate PUT
+    assert meta["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": pod["metadata"]["uid"], "controller": True}
+    ]
+    assert claim["status"]["allocation"] == d.special_allocation()
+    assert claim["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "p", "uid": pod["metadata"]["uid"]}
+    ]
+    erc = kube.em.get("pods", "p", "default")["status"]["extendedResourceClaimStatus"]
+    assert erc == {"requestMappings": d.mappings, "resourceClaimName": meta["name"]}
+    assert written.special_claim is not None
+    assert written.special_claim["metadata"]["uid"] == meta["uid"]
+    assert written.pod_status is True
+    assert written.claim_keys == [("default", meta["name"])]
+
+
+def test_a_device_plugin_decision_writes_nothing_before_the_binding(kube: Cluster) -> None:
+    kube.apply(node("dp", {GPU: 2}), device_class())
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    assert d.special is None
+    b, steps = binder(kube)
+    kube.em.reset_requests()
+    written = Written()
+    b.pre_bind(pod, d, written)
+    assert writes(kube) == []
+    assert written == Written()
+    b.bind(pod, "dp")
+    assert kube.bound() == {"p": "dp"}
+    assert steps.seen == ["bound"]
+
+
+def test_user_claims_are_written_before_the_special_claim(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    kube.em.create("resourceclaims", USER_CLAIM)
+    pod = kube.pod("p", resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    d = decide(kube, pod)
+    b, _ = binder(kube)
+    kube.em.reset_requests()
+    written = Written()
+    b.pre_bind(pod, d, written)
+    updated = [r.name for r in kube.em.requests() if r.resource == "resourceclaims/status"]
+    assert updated[0] == "mine"
+    assert writes(kube)[0] == ("update", "resourceclaims/status")
+    assert written.user_claims == [("default", "mine", True)]
+    user = kube.em.get("resourceclaims", "mine", "default")
+    assert len(user["status"]["allocation"]["devices"]["results"]) == 1
+    assert [r["name"] for r in user["status"]["reservedFor"]] == ["p"]
+    assert sorted(kube.allocated()) == [
+        ("gpu.example.com", "n-gpu", "gpu-0"),
+        ("gpu.example.com", "n-gpu", "gpu-1"),
+    ]
+
+
+def test_a_second_pre_bind_of_a_resumed_decision_writes_nothing(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    b, _ = binder(kube)
+    b.pre_bind(pod, decide(kube, pod), Written())
+    again = decide(kube, pod, writer="draxr")
+    assert again.resumed is not None
+    kube.em.reset_requests()
+    written = Written()
+    b.pre_bind(kube.em.get("pods", "p", "default"), again, written)
+    assert writes(kube) == []
+    assert written.reused_claim is not None
+    assert len(kube.claims()) == 1
+
+
+def _leftover(kube: Cluster, pod: Obj, count: int = 1, finalizer: bool = False) -> Obj:
+    request = {
+        "name": "container-0-request-0",
+        "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": count},
+    }
+    meta: Obj = {
+        "name": "p-extended-resources-old",
+        "namespace": "default",
+        "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true", WRITER_ANNOTATION: "draxr"},
+        "ownerReferences": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "p",
+                "uid": pod["metadata"]["uid"],
+                "controller": True,
+            }
+        ],
+    }
+    if finalizer:
+        meta["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    return kube.em.create("resourceclaims", {"metadata": meta, "spec": {"devices": {"requests": [request]}}})
+
+
+def test_an_unallocated_claim_of_ours_is_reused_and_gets_its_finalizer(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    old = _leftover(kube, pod)
+    d = decide(kube, pod, writer="draxr")
+    assert d.reuse is not None
+    b, steps = binder(kube)
+    kube.em.reset_requests()
+    written = Written()
+    b.pre_bind(pod, d, written)
+    assert writes(kube) == [
+        ("update", "resourceclaims"),
+        ("update", "resourceclaims/status"),
+        ("patch", "pods/status"),
+    ]
+    assert steps.seen == ["claim-allocated", "pod-status"]  # nothing was created
+    (claim,) = kube.claims()
+    assert claim["metadata"]["uid"] == old["metadata"]["uid"]
+    assert claim["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert claim["status"]["allocation"] == d.special_allocation()
+    assert written.special_claim is None
+    assert written.reused_claim is not None
+    assert written.claim_keys == [("default", "p-extended-resources-old")]
+
+
+def test_a_conflicting_finalizer_write_on_a_reused_claim_is_retried_after_a_fresh_read(
+    gpu_cluster: Cluster,
+) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    _leftover(kube, pod)
+    d = decide(kube, pod, writer="draxr")
+    assert d.reuse is not None
+    b, _ = binder(kube)
+    rule = kube.em.inject(verbs="update", resource="resourceclaims", error=409, times=1)
+    kube.em.reset_requests()
+    b.pre_bind(pod, d, Written())
+    assert rule.hits == 1
+    assert kube.em.counts()[("get", "resourceclaims")] == 1
+    (claim,) = kube.claims()
+    assert claim["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert claim["status"]["reservedFor"][0]["name"] == "p"
+
+
+def test_a_reusable_claim_with_other_requests_is_deleted_and_replaced(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    d.reuse = _leftover(kube, pod, count=2, finalizer=True)  # asks for two devices: not reusable
+    b, _ = binder(kube)
+    written = Written()
+    b.pre_bind(pod, d, written)
+    (claim,) = kube.claims()
+    assert claim["metadata"]["name"] != "p-extended-resources-old"
+    assert written.special_claim is not None
+    assert kube.em.find("resourceclaims", "p-extended-resources-old", "default") is None
+
+
+def test_conflicts_on_the_status_write_are_retried_with_fresh_reads(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    b, _ = binder(kube)
+    rule = kube.em.inject(verbs="update", resource="resourceclaims/status", error=409, times=2)
+    kube.em.reset_requests()
+    b.pre_bind(pod, d, Written())
+    assert rule.hits == 2
+    counts = kube.em.counts()
+    assert counts[("update", "resourceclaims/status")] == 3
+    assert counts[("get", "resourceclaims")] == 2  # one fresh read per conflict
+    (claim,) = kube.claims()
+    assert claim["status"]["reservedFor"][0]["name"] == "p"
+
+
+def test_a_stale_copy_costs_one_conflict_and_one_read(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    kube.em.create("resourceclaims", USER_CLAIM)
+    pod = kube.pod("p", resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    d = decide(kube, pod)
+    fresh = kube.em.get("resourceclaims", "mine", "default")
+    fresh["metadata"]["labels"] = {"touched": "yes"}
+    kube.em.update("resourceclaims", fresh)  # the decision's copy is now stale
+    b, _ = binder(kube)
+    kube.em.reset_requests()
+    b.pre_bind(pod, d, Written())
+    statuses = [(r.name, r.code) for r in kube.em.requests() if r.resource == "resourceclaims/status"]
+    assert statuses[:2] == [("mine", 409), ("mine", 200)]
+    user = kube.em.get("resourceclaims", "mine", "default")
+    assert user["metadata"]["labels"] == {"touched": "yes"}
+    assert user["status"]["reservedFor"][0]["name"] == "p"
+
+
+def test_a_claim_allocated_elsewhere_meanwhile_fails_the_cycle(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    kube.em.create("resourceclaims", USER_CLAIM)
+    pod = kube.pod("p", resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    d = decide(kube, pod)
+    other = kube.em.get("resourceclaims", "mine", "default")
+    result = {"request": "r", "driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-1"}
+    other["status"] = {"allocation": {"devices": {"results": [result]}}}
+    kube.em.update_status("resourceclaims", other)
+    assert d.user_claims[0].allocation is not None
+    assert d.user_claims[0].allocation.device_keys != [("gpu.example.com", "n-gpu", "gpu-1")]
+    b, _ = binder(kube)
+    with pytest.raises(BindError, match="claim default/mine got allocated elsewhere in the meantime"):
+        b.pre_bind(pod, d, Written())
+
+
+def test_endless_conflicts_give_up(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    b, _ = binder(kube)
+    kube.em.inject(verbs="update", resource="resourceclaims/status", error=409)
+    with pytest.raises(BindError, match="too many conflicts"):
+        b.pre_bind(pod, d, Written())
+
+
+def test_a_failed_creation_fails_pre_bind_and_is_counted(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    outcomes: list[tuple[str, bool]] = []
+    b, _ = binder(kube, on_claim=lambda op, ok: outcomes.append((op, ok)))
+    kube.em.inject(verbs="create", resource="resourceclaims", error=403, message="quota exceeded")
+    written = Written()
+    with pytest.raises(
+        BindError, match=r"claim creation errors: create claim for extended resources default/p: quota"
+    ):
+        b.pre_bind(pod, d, written)
+    assert outcomes == [("create", False)]
+    assert written.special_claim is None
+    assert kube.claims() == []
+
+
+def test_empty_mappings_are_refused_before_the_pod_is_patched(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    d.mappings = []
+    b, _ = binder(kube)
+    with pytest.raises(BindError, match="nil or empty request mappings"):
+        b.pre_bind(pod, d, Written())
+    assert "extendedResourceClaimStatus" not in kube.em.get("pods", "p", "default")["status"]
+
+
+# -- Unreserve -------------------------------------------------------------------------------------
+
+
+def test_roll_back_deletes_the_created_claim_finalizer_first_and_clears_the_mapping(
+    gpu_cluster: Cluster,
+) -> None:
+    kube = gpu_cluster
+    kube.em.create("resourceclaims", USER_CLAIM)
+    pod = kube.pod("p", resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    d = decide(kube, pod)
+    deleted: list[tuple[str, bool]] = []
+    b, _ = binder(kube, on_claim=lambda op, ok: deleted.append((op, ok)))
+    written = Written()
+    b.pre_bind(pod, d, written)
+    kube.em.reset_requests()
+    b.roll_back(pod, written)
+    assert writes(kube) == [
+        ("update", "resourceclaims"),  # the finalizer goes first
+        ("delete", "resourceclaims"),
+        ("update", "resourceclaims/status"),  # the user claim is released
+        ("patch", "pods/status"),
+    ]
+    assert kube.claims() == []
+    assert deleted == [("create", True), ("delete", True)]
+    assert kube.em.get("pods", "p", "default")["status"].get("extendedResourceClaimStatus") is None
+    user = kube.em.get("resourceclaims", "mine", "default")
+    assert not (user.get("status") or {}).get("reservedFor")
+    assert not (user.get("status") or {}).get("allocation")  # allocated by this cycle: undone
+
+
+def test_roll_back_keeps_an_allocation_the_cycle_did_not_make(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    claim = kube.em.create("resourceclaims", USER_CLAIM)
+    result = {"request": "r", "driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-1"}
+    claim["status"] = {"allocation": {"devices": {"results": [result]}}}
+    kube.em.update_status("resourceclaims", claim)
+    pod = kube.pod("p", {}, resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    d = decide(kube, pod)
+    b, _ = binder(kube)
+    written = Written()
+    b.pre_bind(pod, d, written)
+    assert written.user_claims == [("default", "mine", False)]
+    b.roll_back(pod, written)
+    user = kube.em.get("resourceclaims", "mine", "default")
+    assert not user["status"].get("reservedFor")
+    assert user["status"]["allocation"]["devices"]["results"] == [result]
+
+
+def test_roll_back_tolerates_a_claim_already_gone(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    b, _ = binder(kube)
+    written = Written()
+    b.pre_bind(pod, decide(kube, pod), written)
+    assert written.special_claim is not None
+    name = written.special_claim["metadata"]["name"]
+    b.delete_claim("default", name)
+    b.roll_back(pod, written)  # no exception
+    assert kube.claims() == []
+
+
+# -- Bind ------------------------------------------------------------------------------------------
+
+
+def test_bind_binds_and_reports(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p", {})
+    b, steps = binder(kube)
+    b.bind(pod, "n")
+    assert kube.bound() == {"p": "n"}
+    assert steps.seen == ["bound"]
+
+
+def test_bind_to_the_node_the_pod_is_already_on_is_success(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p", {})
+    kube.em.bind("p", "n", "default")  # an earlier attempt's binding went through
+    b, steps = binder(kube)
+    b.bind(pod, "n")
+    assert steps.seen == ["bound"]
+
+
+def test_bind_to_another_node_than_the_pod_is_on_fails(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    kube.apply(node("m"))
+    pod = kube.pod("p", {})
+    kube.em.bind("p", "m", "default")
+    b, steps = binder(kube)
+    with pytest.raises(BindError, match="binding rejected: pod is already assigned to node m"):
+        b.bind(pod, "n")
+    assert steps.seen == []
+
+
+def test_injected_binding_conflicts_are_retried(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p", {})
+    rule = kube.em.inject(verbs="create", resource="pods/binding", error=409, times=2)
+    b, _ = binder(kube)
+    b.bind(pod, "n")
+    assert rule.hits == 2
+    assert kube.bound() == {"p": "n"}
+
+
+def test_a_refused_binding_is_not_retried(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p", {})
+    rule = kube.em.inject(verbs="create", resource="pods/binding", error=403, message="nope")
+    b, _ = binder(kube)
+    with pytest.raises(BindError, match="binding rejected: nope"):
+        b.bind(pod, "n")
+    assert rule.hits == 1
+
+
+# -- fencing ---------------------------------------------------------------------------------------
+
+
+def test_a_fenced_binder_writes_nothing(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    b, _ = binder(kube, fence=lambda: False)
+    kube.em.reset_requests()
+    with pytest.raises(NotLeader):
+        b.pre_bind(pod, d, Written())
+    with pytest.raises(NotLeader):
+        b.bind(pod, "n")
+    assert writes(kube) == []
+    assert kube.bound() == {}
+
+
+def test_losing_the_lease_mid_cycle_stops_the_next_write(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    leading = [True]
+    b, _ = binder(kube, fence=lambda: leading[0])
+
+    def lose(step: str, _: Obj) -> None:
+        if step == "claim-created":
+            leading[0] = False
+
+    b.observer = lose
+    kube.em.reset_requests()
+    written = Written()
+    with pytest.raises(NotLeader):
+        b.pre_bind(pod, d, written)
+    assert writes(kube) == [("create", "resourceclaims")]
+    assert written.special_claim is not None  # so that the new leader's repair (or Unreserve) finds it
+    b.roll_back(pod, written)  # fenced too: best effort, nothing written
+    assert writes(kube) == [("create", "resourceclaims")]
+
+
+# -- deleteClaim and release -----------------------------------------------------------------------
+
+
+def test_delete_claim_tolerates_not_found(kube: Cluster) -> None:
+    b, _ = binder(kube)
+    kube.em.reset_requests()
+    assert b.delete_claim("default", "nothing-here") is True
+    assert writes(kube) == []
+
+
+def test_delete_claim_leaves_a_claim_with_another_uid_alone(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    claim = _leftover(kube, pod, finalizer=True)
+    b, _ = binder(kube)
+    kube.em.reset_requests()
+    assert b.delete_claim("default", claim["metadata"]["name"], "some-older-uid") is True
+    assert writes(kube) == []
+    assert kube.em.find("resourceclaims", claim["metadata"]["name"], "default") is not None
+
+
+def test_delete_claim_retries_a_conflicting_finalizer_removal(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    claim = _leftover(kube, pod, finalizer=True)
+    b, _ = binder(kube)
+    rule = kube.em.inject(verbs="update", resource="resourceclaims", error=409, times=1)
+    assert b.delete_claim("default", claim["metadata"]["name"], claim["metadata"]["uid"]) is True
+    assert rule.hits == 1
+    assert kube.em.find("resourceclaims", claim["metadata"]["name"], "default") is None
+
+
+def test_release_claim_keeps_the_allocation_while_another_pod_holds_it(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    claim = kube.em.create("resourceclaims", USER_CLAIM)
+    result = {"request": "r", "driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-0"}
+    claim["status"] = {
+        "allocation": {"devices": {"results": [result]}},
+        "reservedFor": [
+            {"resource": "pods", "name": "a", "uid": "ua"},
+            {"resource": "pods", "name": "b", "uid": "ub"},
+        ],
+    }
+    kube.em.update_status("resourceclaims", claim)
+    b, _ = binder(kube)
+    after = b.release_claim("default", "mine", "ua", deallocate=True)
+    assert after is not None
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == ["ub"]
+    assert after["status"]["allocation"]
+    after = b.release_claim("default", "mine", "ub", deallocate=True)
+    assert after is not None
+    assert not after["status"].get("reservedFor")
+    assert not after["status"].get("allocation")
+    assert b.release_claim("default", "gone", "ub", deallocate=True) is None
+
+
+# -- same_allocation ----------------------------------------------------------------------------------
+
+
+def test_same_allocation_ignores_order_and_extra_fields() -> None:
+    r1 = {"request": "a", "driver": "d", "pool": "p", "device": "x"}
+    r2 = {"request": "b", "driver": "d", "pool": "p", "device": "y"}
+    a = {"devices": {"results": [r1, r2]}, "nodeSelector": {}}
+    b = {"devices": {"results": [{**r2, "adminAccess": False}, r1]}}
+    assert same_allocation(a, b)
+    assert not same_allocation(a, {"devices": {"results": [r1]}})
+    assert not same_allocation(a, {"devices": {"results": [r1, {**r2, "device": "z"}]}})
