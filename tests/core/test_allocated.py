@@ -239,11 +239,6 @@ def test_a_removed_or_no_longer_special_claim_is_not_found() -> None:
     assert st.special_claim_for(p) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the owner index keeps one claim per pod uid; removing the newer of two special claims "
-    "of a pod forgets the older one, which upstream's findExtendedResourceClaim still finds (spec §3.2.3)",
-)
 def test_the_other_special_claim_of_a_pod_is_still_found_after_one_goes() -> None:
     st, _, _ = tracked()
     p = pod("p")
@@ -324,11 +319,6 @@ def test_assuming_a_bound_pod_or_on_an_unknown_node_does_nothing() -> None:
     assert nodes["elsewhere"].requested == {}  # only bound pods wait for their node
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: any update of a still-pending pod (its PreBind status patch, say) releases its "
-    "assumption, so the node stops counting a reserved pod before the binding is seen",
-)
 def test_an_update_of_the_pending_pod_keeps_its_assumption() -> None:
     st, nodes, _ = tracked("n")
     p = cpu_pod("p")

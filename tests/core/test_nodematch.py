@@ -209,13 +209,6 @@ def test_an_empty_required_affinity_does_not_constrain() -> None:
     assert pod_node_affinity_matches(p, N)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="divergence: upstream's LazyErrorNodeSelector skips a term it cannot parse and still "
-    "matches a later term (RequiredNodeAffinity ignores the error); here the first unreadable term "
-    "makes the whole required affinity fail (reachable only for objects the API server would reject, "
-    "e.g. manifests given to draxr plan)",
-)
 def test_an_unreadable_term_does_not_hide_a_later_matching_term() -> None:
     bad = {"matchExpressions": [expr("zone", "In")]}  # In without values
     good = {"matchExpressions": [expr("zone", "In", "a")]}

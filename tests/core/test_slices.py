@@ -247,13 +247,23 @@ def test_scenario_31_a_pool_missing_a_slice_is_incomplete() -> None:
     assert pool.incomplete
 
 
-def test_scenario_31_a_newer_generation_elsewhere_makes_the_node_view_obsolete() -> None:
+def test_scenario_31_a_newer_generation_elsewhere_makes_an_incomplete_node_view_obsolete() -> None:
+    """``checkSlicesInPool`` runs only for an incomplete view (the node sees 1 of 2 slices)."""
     slices = parsed(
-        resource_slice("old", gpus(1, "old"), pool="p", generation=1, nodeSelector=zone("a")),
+        resource_slice("old", gpus(1, "old"), pool="p", generation=1, nodeSelector=zone("a"), count=2),
         resource_slice("new", gpus(1, "new"), pool="p", generation=2, nodeSelector=zone("b")),
         resource_slice("other", gpus(1), pool="q", allNodes=True),
     )
     assert [p.name for p in pools_for(N, slices)] == ["q"]
+
+
+def test_gather_pools_a_complete_node_view_stands_beside_a_newer_generation_elsewhere() -> None:
+    slices = parsed(
+        resource_slice("old", gpus(1, "old"), pool="p", generation=1, nodeSelector=zone("a")),
+        resource_slice("new", gpus(1, "new"), pool="p", generation=2, nodeSelector=zone("b")),
+    )
+    (pool,) = pools_for(N, slices)
+    assert (pool.name, pool.generation, pool.incomplete) == ("p", 1, False)
 
 
 def test_rule_5_4_5_duplicate_device_names_make_the_pool_invalid() -> None:
@@ -313,14 +323,6 @@ def test_counter_sets_come_from_every_slice_of_the_generation() -> None:
     assert pool.counter_sets == {"mem": {"memory": Quantity.parse("80Gi")}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (history-dependent pools): when slices of one pool generation disagree on "
-    "resourceSliceCount, completeness is read from whichever slice reached the cache first, so two "
-    "caches with the same objects (the property test in test_capacity found an incremental state and a "
-    "fresh one disagreeing) answer differently; upstream has the order dependence too (issue 141117, "
-    "spec §5.4.6), but the module promises a deterministic order",
-)
 def test_disagreeing_slice_counts_give_the_same_answer_in_any_arrival_order() -> None:
     first, second = parsed(
         resource_slice("s-a", gpus(1, "a"), node_name="n", pool="p", count=2),

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.objects import Obj
@@ -217,12 +215,6 @@ def test_the_scheduler_carries_policy_and_writer() -> None:
     assert sched.engine.writer == "draxr"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an update of the reserved, still-pending pod (the worker's own PreBind status patch) "
-    "drops the pod's assumption, so the next decision double-books the node's cpu (see "
-    "tests/core/test_allocated.py::test_an_update_of_the_pending_pod_keeps_its_assumption)",
-)
 def test_a_status_update_of_a_reserved_pod_does_not_free_its_cpu() -> None:
     cache = gpu_cache(2, cpu="1")
     sched = cache.scheduler()

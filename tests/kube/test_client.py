@@ -272,12 +272,6 @@ def test_the_retry_after_header_is_kept_on_the_error(em: Emulator, sleeps: Sleep
     assert info.value.retry_after == 7.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the kubernetes ApiClient's urllib3 pool retries a 429 (or 503) that carries "
-    "Retry-After on GET/PUT/DELETE by itself, 3 times, sleeping the full Retry-After: KubeClient's "
-    "retries (0 for callers with a deadline) and its 1 s cap on the wait do not apply",
-)
 def test_retries_zero_means_one_request_even_for_too_many_requests(em: Emulator, sleeps: Sleeps) -> None:
     em.create("nodes", {"metadata": {"name": "a"}})
     rule = em.inject(verbs="get", resource="nodes", error=429, retry_after=0)

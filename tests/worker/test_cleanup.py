@@ -128,12 +128,6 @@ def test_release_never_touches_the_claim_of_a_newer_pod_of_the_same_name(
     assert kube.em.get("resourceclaims", "p-extended-resources-newer", "default") == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Cleaner.release takes the pod out of reservedFor and clears the allocation "
-    "(binder.release_claim) before it checks that the claim is a special claim of that pod, so a "
-    "user claim named by the pod's status is deallocated although release promises not to touch it",
-)
 def test_release_never_touches_a_claim_that_is_not_a_special_claim(kube: Cluster, cleaner: Cleaner) -> None:
     pod = kube.pod("p")
     before = held_claim(kube, "users-own", pod, pod, special=False)

@@ -63,11 +63,15 @@ def a_pod(name: str = "p", uid: str | None = None, **spec: Any) -> Obj:
 
 
 def cleanups(w: Worker) -> list[tuple[str, str, str]]:
-    """What the events queued for the maintenance thread to release (drained)."""
+    """What the events queued for the maintenance thread to release (drained):
+    (namespace, claim, pod uid)."""
     out = []
     while True:
         try:
-            out.append(w._cleanup.get_nowait())
+            item = w._cleanup.get_nowait()
+            entry = (item.namespace, item.claim, item.pod_uid)
+            if entry not in out:  # a claim event and a pod event may both queue it: release is idempotent
+                out.append(entry)
         except queue.Empty:
             return out
 

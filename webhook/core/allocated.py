@@ -183,6 +183,8 @@ class AllocatedState:
         """Bound, non-terminal pods consume node resources; others are forgotten here."""
         pod_uid = uid(pod)
         node_name = spec(pod).get("nodeName")
+        if not node_name and pod_uid in self._assumed and status(pod).get("phase") not in TERMINAL_PHASES:
+            return  # reserved, not yet seen bound (its PreBind status patch, say): the assumption stands
         self._release_pod(pod_uid)
         if node_name and status(pod).get("phase") not in TERMINAL_PHASES:
             node_name = str(node_name)

@@ -97,10 +97,14 @@ def pod_node_affinity_matches(pod: Obj, node: Obj) -> bool:
     )
     if not required:
         return True
-    try:
-        return node_selector_matches(node, required)
-    except SelectorError:
-        return False
+    # ``LazyErrorNodeSelector``: a term that cannot be read matches nothing; the others still count.
+    for term in as_list(required.get("nodeSelectorTerms")):
+        try:
+            if term_matches(node, as_dict(term)):
+                return True
+        except SelectorError:
+            continue
+    return False
 
 
 def tolerates(toleration: Obj, taint: Obj) -> bool:

@@ -262,7 +262,10 @@ def gather_pools(node: Obj, candidates: Iterable[Slice], by_pool: dict[PoolKey, 
         elif sl.generation == current[0].generation:
             current.append(sl)
     pools: list[Pool] = []
-    for key, slices in kept.items():
+    for key, found in kept.items():
+        # Upstream reads the count from whichever slice came first (issue 141117, when slices
+        # disagree); by name, the answer does not depend on the order slices arrived in.
+        slices = sorted(found, key=lambda s: s.name)
         gen = slices[0].generation
         everything = by_pool.get(key, slices)
         same_gen = [s for s in everything if s.generation == gen]
@@ -271,7 +274,7 @@ def gather_pools(node: Obj, candidates: Iterable[Slice], by_pool: dict[PoolKey, 
             if any(s.generation > gen for s in everything):
                 continue  # obsolete: the driver is replacing this generation
             complete = len(same_gen) == slices[0].slice_count
-        pool = Pool(driver=key[0], name=key[1], generation=gen, slices=sorted(slices, key=lambda s: s.name))
+        pool = Pool(driver=key[0], name=key[1], generation=gen, slices=slices)
         pool.all_slices = sorted(same_gen, key=lambda s: s.name)
         pool.incomplete = not complete
         pool.invalid = _pool_problem(pool.slices)

@@ -74,6 +74,11 @@ class KubeClient:
         self.hook = hook
         self.timeout = timeout
         self.retries = retries
+        # urllib3 would retry 429/503 itself (three times, sleeping the whole Retry-After): the
+        # retries and their deadline are ``request``'s alone.
+        pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool is not None:
+            pool.connection_pool_kw["retries"] = False
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeClient:

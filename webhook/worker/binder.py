@@ -285,7 +285,7 @@ class Binder:
             except (ApiError, NotLeader) as e:
                 log.info("unreserve: clear pod status: %s", e, extra={"pod": key(pod)})
 
-    def _read_claim(self, ns: str, cname: str) -> Obj | None:
+    def read_claim(self, ns: str, cname: str) -> Obj | None:
         """A fresh copy, or None when the claim is gone (cleanup treats that as done)."""
         try:
             return self.client.get(RESOURCE_CLAIMS, cname, ns)
@@ -297,7 +297,7 @@ class Binder:
     def release_claim(self, ns: str, cname: str, pod_uid: str, *, deallocate: bool) -> Obj | None:
         """Take the pod out of ``reservedFor``; clear the allocation when nobody is left."""
         for _ in range(CONFLICT_RETRIES):
-            claim = self._read_claim(ns, cname)
+            claim = self.read_claim(ns, cname)
             if claim is None:
                 return None
             st = claim.setdefault("status", {})
@@ -322,7 +322,7 @@ class Binder:
     def delete_claim(self, ns: str, cname: str, claim_uid: str | None = None) -> bool:
         """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine."""
         for _ in range(CONFLICT_RETRIES):
-            claim = self._read_claim(ns, cname)
+            claim = self.read_claim(ns, cname)
             if claim is None:
                 return True
             if claim_uid and uid(claim) != claim_uid:

@@ -47,14 +47,15 @@ class Cleaner:
         """Free one special claim of a finished or deleted pod (or one its bound pod does not use).
         True when nothing is left."""
         try:
+            current = self.binder.read_claim(ns, claim_name)
+            if current is None or not is_special_claim(current):
+                return True  # gone, or not a special claim: never touched here
+            owner = controller_ref(current)
+            if owner is not None and owner.get("uid") != pod_uid:
+                return True  # belongs to a newer pod of the same name
             claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True)
             if claim is None:
                 return True
-            if not is_special_claim(claim):
-                return True  # never touch claims that are not special claims
-            owner = controller_ref(claim)
-            if owner is not None and owner.get("uid") != pod_uid:
-                return True  # belongs to a newer pod of the same name
             if as_dict(claim.get("status")).get("reservedFor"):
                 return False  # still in use by someone else
             self.binder.delete_claim(ns, claim_name, uid(claim))

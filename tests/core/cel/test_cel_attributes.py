@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.core.cel import SimpleDevice, parse_attribute
@@ -79,6 +79,8 @@ json_values = st.recursive(
 fields = st.sampled_from(["int", "bool", "string", "version", "ints", "bools", "strings", "versions", "x"])
 
 
+# The first draw of text builds Hypothesis's Unicode tables (slow on a fresh checkout, no .hypothesis/).
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(fields, json_values, max_size=3))
 def test_fuzz_only_value_error_escapes(raw: dict[str, Any]) -> None:
     try:
