@@ -124,7 +124,11 @@ def test_user_claims_are_written_before_the_special_claim(gpu_cluster: Cluster) 
     b.pre_bind(pod, d, written)
     updated = [r.name for r in kube.em.requests() if r.resource == "resourceclaims/status"]
     assert updated[0] == "mine"
-    assert writes(kube)[0] == ("update", "resourceclaims/status")
+    # bindClaim: the delete-protection finalizer first, then the allocation and reservedFor.
+    assert writes(kube)[:2] == [("update", "resourceclaims"), ("update", "resourceclaims/status")]
+    assert kube.em.get("resourceclaims", "mine", "default")["metadata"]["finalizers"] == [
+        "resource.kubernetes.io/delete-protection"
+    ]
     assert written.user_claims == [("default", "mine", True)]
     user = kube.em.get("resourceclaims", "mine", "default")
     assert len(user["status"]["allocation"]["devices"]["results"]) == 1
@@ -259,8 +263,13 @@ def test_a_stale_copy_costs_one_conflict_and_one_read(gpu_cluster: Cluster) -> N
     b, _ = binder(kube)
     kube.em.reset_requests()
     b.pre_bind(pod, d, Written())
+    # The finalizer write meets the conflict; its answer is fresh, so the status write does not.
+    metadata = [
+        (r.name, r.code) for r in kube.em.requests() if r.resource == "resourceclaims" and r.verb == "update"
+    ]
+    assert metadata[:2] == [("mine", 409), ("mine", 200)]
     statuses = [(r.name, r.code) for r in kube.em.requests() if r.resource == "resourceclaims/status"]
-    assert statuses[:2] == [("mine", 409), ("mine", 200)]
+    assert statuses[0] == ("mine", 200)
     user = kube.em.get("resourceclaims", "mine", "default")
     assert user["metadata"]["labels"] == {"touched": "yes"}
     assert user["status"]["reservedFor"][0]["name"] == "p"
@@ -340,6 +349,7 @@ def test_roll_back_deletes_the_created_claim_finalizer_first_and_clears_the_mapp
         ("update", "resourceclaims"),  # the finalizer goes first
         ("delete", "resourceclaims"),
         ("update", "resourceclaims/status"),  # the user claim is released
+        ("update", "resourceclaims"),  # and, deallocated, loses its delete protection
         ("patch", "pods/status"),
     ]
     assert kube.claims() == []

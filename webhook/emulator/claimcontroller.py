@@ -7,10 +7,11 @@
   annotations and spec; the pod as controller owner, without ``blockOwnerDeletion``, as the real
   apiserver shows it), then recorded in the pod's status. A missing template is retried when it
   appears.
-* Cleanup (``syncClaim``) of the claims it generated (upstream syncs every claim; draxr's
-  worker cleans its own special claims, and tests set up other claims by hand): pods that are
-  gone or finished leave ``reservedFor``; a claim nobody reserves loses its allocation and the
-  delete-protection finalizer; a claim whose owner pod is gone or finished is deleted.
+* Cleanup (``syncClaim``) when a pod goes or finishes, of every claim reserved for it or generated
+  for it, except special claims (upstream syncs those too; here draxr's worker must clean its own,
+  so its tests prove it does): pods that are gone or finished leave ``reservedFor``; a claim
+  nobody reserves loses its allocation and the delete-protection finalizer; a claim whose owner
+  pod is gone or finished is deleted.
 
 It acts after the fact, as an API client of the registry with its own identity, like the garbage
 collector beside it.
@@ -35,6 +36,7 @@ CONTROLLER_USER = authenticated(
     "system:serviceaccount:kube-system:resource-claim-controller", ("system:serviceaccounts",)
 )
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+SPECIAL_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 _MAX_BASE = 57  # 63 minus a hyphen and five random characters
 
@@ -220,8 +222,8 @@ class ResourceClaimController:
             claim = self._store.get(key, cns, cname)
             if claim is None:
                 continue
-            if POD_CLAIM_NAME_ANNOTATION not in as_dict(claim["metadata"].get("annotations")):
-                continue  # only the claims it generated (draxr cleans its own special claims)
+            if SPECIAL_CLAIM_ANNOTATION in as_dict(claim["metadata"].get("annotations")):
+                continue  # draxr's worker cleans its own special claims
             reserved = {
                 as_dict(r).get("uid") for r in as_list(as_dict(claim.get("status")).get("reservedFor"))
             }

@@ -88,8 +88,12 @@ class Binder:
         for uc in decision.user_claims:
             allocation = uc.allocation.to_api() if uc.allocation is not None else None
             ns, cname = namespace(uc.claim), name(uc.claim)
-            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=uc.claim)
+            known = uc.claim
+            if allocation is not None:
+                # ``bindClaim``: an allocated claim is protected from deletion while in use.
+                known = self._ensure_finalizer(copy.deepcopy(uc.claim))
             written.user_claims.append((ns, cname, allocation is not None))
+            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known)
         allocation = decision.special_allocation()
         if allocation is not None:
             claim = self._special_claim(pod, decision, written, decision.reuse or decision.resumed)
@@ -311,13 +315,37 @@ class Binder:
                 st.pop("allocation", None)
             self._check()
             try:
-                return self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
+                released = self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
             except ApiError as e:
                 if e.not_found:
                     return None
                 if not e.conflict:
                     raise
+                continue
+            return self._drop_finalizer(released) if drop_alloc else released
         raise BindError(f"release claim {ns}/{cname}: too many conflicts")
+
+    def _drop_finalizer(self, claim: Obj) -> Obj | None:
+        """A deallocated claim no longer needs its delete protection."""
+        for _ in range(CONFLICT_RETRIES):
+            meta = claim.setdefault("metadata", {})
+            finalizers = as_list(meta.get("finalizers"))
+            if DELETE_PROTECTION_FINALIZER not in finalizers:
+                return claim
+            meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
+            self._check()
+            try:
+                return self.client.update(RESOURCE_CLAIMS, claim)
+            except ApiError as e:
+                if e.not_found:
+                    return None
+                if not e.conflict:
+                    raise
+            fresh = self.read_claim(namespace(claim), name(claim))
+            if fresh is None or as_dict(fresh.get("status")).get("allocation"):
+                return fresh  # gone, or allocated again meanwhile: the finalizer stays
+            claim = fresh
+        raise BindError(f"remove finalizer of claim {namespace(claim)}/{name(claim)}: too many conflicts")
 
     def delete_claim(self, ns: str, cname: str, claim_uid: str | None = None) -> bool:
         """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine."""
