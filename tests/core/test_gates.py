@@ -6,7 +6,7 @@ import pytest
 
 from tests.core.harness import scheduler
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
-from webhook.core.gates import decide_path, kubelet_gate, parse_version, version_gate
+from webhook.core.gates import kubelet_gate, parse_version, version_gate
 from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, UNSCHEDULABLE
 
@@ -44,22 +44,6 @@ def test_versions() -> None:
     assert version_gate("v1.36.1")
     assert not version_gate("v1.35.4")
     assert not version_gate(None)
-
-
-def test_paths() -> None:
-    both_on = {"apiserver_gate": True, "kubelet_gate_on_dra_nodes": True, "device_plugin_nodes": False}
-    assert decide_path("auto", **both_on).path == "native"
-    assert decide_path("auto", **{**both_on, "apiserver_gate": False}).path == "rewrite"
-    assert decide_path("auto", **{**both_on, "kubelet_gate_on_dra_nodes": False}).path == "rewrite"
-    mixed = {**both_on, "apiserver_gate": False, "device_plugin_nodes": True}
-    assert decide_path("auto", **mixed).path == "device-plugin"
-    assert decide_path("auto", **mixed, force_rewrite=True).path == "rewrite"
-    assert decide_path("native", **{**both_on, "apiserver_gate": False}).path == "native"
-    assert decide_path("rewrite", **both_on).path == "rewrite"
-    assert decide_path("off", **both_on).path == "none"
-    for mode in ("auto", "native", "rewrite", "off"):
-        for flags in (both_on, mixed):
-            assert len(decide_path(mode, **flags).why) <= 80  # fits a 120-character warning
 
 
 def test_the_native_path_skips_dra_nodes_whose_kubelet_has_the_gate_off() -> None:
