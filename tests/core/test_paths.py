@@ -54,3 +54,9 @@ def test_mixed_clusters_leave_pods_to_a_ready_device_plugin_unless_forced() -> N
         kubelet("dp", "v1.35.4", {GPU: 2}, ready=False), kubelet("dra", "v1.35.4"), cls, slices
     )
     assert path_for(not_ready, CLASSES, "auto", apiserver_gate=False).path == "rewrite"
+
+
+def test_with_no_node_known_the_apiservers_gate_decides() -> None:
+    empty = state_of(device_class("gpu.example.com", ext=GPU))
+    assert path_for(empty, CLASSES, "auto", apiserver_gate=True).path == "native"
+    assert path_for(empty, CLASSES, "auto", apiserver_gate=False).path == "rewrite"

@@ -73,15 +73,17 @@ def _flatten(rules: list[Obj]) -> set[tuple[str, str, str, str]]:
 def test_rbac_is_exactly_the_expected_set() -> None:
     read = ("get", "list", "watch")
     assert _flatten(_rules("ClusterRole", "draxr-webhook")) == {
-        *(("", "nodes", v, "*any*") for v in read),
+        *(("", r, v, "*any*") for r in ("nodes", "resourcequotas") for v in read),
         *(
             ("resource.k8s.io", r, v, "*any*")
             for r in ("deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices")
             for v in read
         ),
+        ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the gate probe, a dry run
+        ("", "events", "create", "*any*"),
     }
     assert _flatten(_rules("ClusterRole", "draxr-worker")) == {
-        *(("", r, v, "*any*") for r in ("nodes", "pods") for v in read),
+        *(("", r, v, "*any*") for r in ("nodes", "pods", "resourcequotas") for v in read),
         ("", "pods/status", "patch", "*any*"),
         ("", "pods/binding", "create", "*any*"),
         ("", "events", "create", "*any*"),
@@ -92,6 +94,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         *(("resource.k8s.io", "resourceclaims", v, "*any*") for v in (*read, "create", "update", "delete")),
         ("resource.k8s.io", "resourceclaims/status", "update", "*any*"),
+        *(("resource.k8s.io", "resourceclaimtemplates", v, "*any*") for v in (*read, "create", "delete")),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {
         ("coordination.k8s.io", "leases", "create", "*any*"),

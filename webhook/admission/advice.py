@@ -21,6 +21,7 @@ from typing import Final
 from ..core.fielderrors import go_quote
 from ..core.messages import clip
 from ..core.objects import Obj, meta, name, parse_time, spec, uid
+from ..core.quota import class_quota_key
 from ..core.scheduler import ERROR, SCHEDULED, Scheduler
 from ..kube.cache import ClusterCache
 
@@ -46,6 +47,10 @@ def contention_warning(resource: str, contenders: list[Obj]) -> str | None:
 
 def unserved_warning(resource: str) -> str:
     return clip(f"{resource}: no DeviceClass maps this name and no node advertises it")
+
+
+def quota_warning(resource: str, device_class: str) -> str:
+    return clip(f"quota on {resource} does not limit rewritten pods; add {class_quota_key(device_class)}")
 
 
 def stale_classes_warning(decision: str, error: str) -> str:

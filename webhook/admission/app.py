@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -188,11 +188,15 @@ def create_app(
     config: AdmissionConfig,
     registry: CollectorRegistry | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    apiserver_gate: Callable[[], bool] | None = None,
 ) -> Starlette:
-    """The four hooks (plus ``extra_routes``: the runtime adds health and metrics)."""
+    """The four hooks (plus ``extra_routes``: the runtime adds health and metrics).
+    ``apiserver_gate``: whether kube-apiserver keeps the KEP-5004 fields (default: it does)."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = metrics_for(registry)
     ctx = Context.build(cache, config, metrics.class_read)
+    if apiserver_gate is not None:
+        ctx = replace(ctx, apiserver_gate=apiserver_gate)
     routes: list[BaseRoute] = [_hook_route(ep, ctx, metrics) for ep in ENDPOINTS]
     routes += list(extra_routes)
     app = Starlette(routes=routes)

@@ -94,6 +94,10 @@ class ClaimWaiter:
             return self._events
 
 
+def _always_on() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Context:
     cache: ClusterCache
@@ -101,10 +105,16 @@ class Context:
     fit: FitAdvisor
     claims: ClaimWaiter
     classes: ClassReader
+    #: Whether kube-apiserver keeps the KEP-5004 fields now (kube/gates.py's detector).
+    apiserver_gate: Callable[[], bool] = _always_on
 
     @classmethod
     def build(
-        cls, cache: ClusterCache, config: AdmissionConfig, class_reads: Observer | None = None
+        cls,
+        cache: ClusterCache,
+        config: AdmissionConfig,
+        class_reads: Observer | None = None,
+        apiserver_gate: Callable[[], bool] = _always_on,
     ) -> Context:
         return cls(
             cache,
@@ -112,6 +122,7 @@ class Context:
             FitAdvisor(cache, config.fit_cache_size),
             ClaimWaiter(cache, config.claim_wait_seconds),
             ClassReader(cache, config.class_read_seconds, class_reads),
+            apiserver_gate,
         )
 
     def allowed_writer(self, username: str) -> bool:

@@ -1,10 +1,19 @@
-"""``POST /mutate/pods``: record how a new pod's extended resources resolve, and route it to draxr.
+"""``POST /mutate/pods``: the path of a new pod asking for DRA-backed extended resources.
 
-A pod asking for a DRA-backed extended resource gets the annotation ``draxr.io/extended-resources``
-(resource name -> DeviceClass, as resolved at admission) and, depending on ``--route``, draxr as its
-``spec.schedulerName``: ``default-only`` takes pods meant for the default scheduler, ``always``
-takes every such pod, ``never`` leaves the field alone. The mutation is a fixed point: run on its
-own output it changes nothing (the apiserver may call a webhook twice, ``reinvocationPolicy``).
+The path (core/paths.py) is decided per pod from ``--mode`` and the gates:
+
+* ``native``: the pod gets the annotation ``draxr.io/extended-resources`` (resource name ->
+  DeviceClass, as resolved at admission) and, depending on ``--route``, draxr as its
+  ``spec.schedulerName``: ``default-only`` takes pods meant for the default scheduler, ``always``
+  every such pod, ``never`` leaves the field alone;
+* ``rewrite`` (KEP-5004's "Option 1"): the names become DRA claims from shared
+  ResourceClaimTemplates (core/rewrite.py); the pod keeps its scheduler unless ``--route=always``;
+  the worker creates the templates, so this hook stays free of side effects (dry runs are exact);
+* ``device-plugin`` and ``none``: the pod is left alone.
+
+A pod that does not take the native path is told, in a warning, which path it took and why. The
+mutation is a fixed point: run on its own output it changes nothing (the apiserver may call a
+webhook twice, ``reinvocationPolicy``).
 """
 
 from __future__ import annotations
@@ -15,9 +24,13 @@ from typing import Final
 import jsonpatch
 
 from ..core.constants import DRAXR_RESOURCES_ANNOTATION
+from ..core.messages import clip
 from ..core.objects import Obj, as_dict, as_list, meta, namespace, spec
+from ..core.paths import PathChoice, path_for
+from ..core.quota import unguarded
+from ..core.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
 from ..kube.cache import WEBHOOK_KINDS
-from .advice import contention_warning, stale_classes_warning, unserved_warning
+from .advice import contention_warning, quota_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
 from .context import Context
 from .extended import backing_classes, requested_extended
@@ -62,6 +75,41 @@ def mutation_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) 
     return patch
 
 
+def rewrite_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) -> list[Obj]:
+    """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in."""
+    plan = plan_rewrite(pod, resolved)
+    after = rewritten_pod(pod, plan)
+    annotations = {**as_dict(meta(pod).get("annotations"))}
+    annotations[DRAXR_RESOURCES_ANNOTATION] = annotation_value(resolved)
+    annotations[REWRITTEN_ANNOTATION] = rewritten_annotation(plan)
+    after.setdefault("metadata", {})["annotations"] = annotations
+    if config.route == "always" and spec(pod).get("schedulerName") != config.scheduler_name:
+        after["spec"]["schedulerName"] = config.scheduler_name
+    touched = ("initContainers", "containers", "resourceClaims", "schedulerName")
+    before = {
+        "metadata": {k: v for k, v in meta(pod).items() if k == "annotations"},
+        "spec": {k: v for k, v in spec(pod).items() if k in touched},
+    }
+    trimmed = {
+        "metadata": {"annotations": annotations},
+        "spec": {k: v for k, v in after["spec"].items() if k in touched},
+    }
+    if "metadata" not in pod:
+        before.pop("metadata")
+    patch: list[Obj] = jsonpatch.make_patch(before, trimmed).patch
+    return patch
+
+
+def path_warning(names: list[str], choice: PathChoice) -> str:
+    what = {
+        "native": "extended resources from DRA devices",
+        "rewrite": "rewritten into DRA claims",
+        "device-plugin": "left to the device plugin",
+        "none": "left alone",
+    }[choice.path]
+    return clip(f"{', '.join(names)}: {what} ({choice.why})")
+
+
 def _uses_claim_templates(pod: Obj) -> bool:
     """Claims from templates are created after the pod: a fit check now would always fail."""
     claims = as_list(spec(pod).get("resourceClaims"))
@@ -97,6 +145,25 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             if complete and resource not in resolved and not state.nodes.serving(resource):
                 unserved.append(unserved_warning(resource))
     warnings += unserved
+    if not resolved:
+        return Verdict(warnings=warnings)
+    with cache.lock:
+        choice = path_for(
+            cache.state,
+            resolved,
+            ctx.config.mode,
+            apiserver_gate=ctx.apiserver_gate(),
+            force_rewrite=ctx.config.force_rewrite,
+        )
+        quotas = unguarded(cache.quotas(), req.namespace or namespace(pod), resolved)
+    if choice.path != "native":  # the native path is KEP-5004's own: nothing to explain
+        warnings.append(path_warning(sorted(resolved), choice))
+    if choice.path == "rewrite":
+        for name, cls in quotas:
+            warnings.append(quota_warning(name, cls))
+        return Verdict(patch=rewrite_patch(pod, resolved, ctx.config) or None, warnings=warnings)
+    if choice.path != "native":
+        return Verdict(warnings=warnings)
     # An unserved name already says why the pod cannot run; the fit message would only repeat it.
     if complete and not unserved and not spec(pod).get("nodeName") and not _uses_claim_templates(pod):
         fit = ctx.fit.warning(pod, req.namespace or namespace(pod))

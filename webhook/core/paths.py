@@ -67,12 +67,14 @@ def path_for(
 ) -> PathChoice:
     """``decide_path`` for a pod asking for ``classes`` (resource name -> DeviceClass), on the
     nodes ``state`` knows: DRA nodes are those with devices of the classes (every node when none
-    has any yet); device-plugin nodes are Ready nodes advertising a name with allocatable > 0."""
+    has any yet; with no node at all, nothing speaks against the kubelets); device-plugin nodes
+    are Ready nodes advertising a name with allocatable > 0."""
     dra_nodes: set[str] = set()
     for cls in set(classes.values()):
         dra_nodes |= set(state.capacity.total(cls))
-    candidates = dra_nodes or set(state.nodes)
-    kubelets_on = any(state.nodes[n].kubelet_gate for n in candidates if n in state.nodes)
+    candidates = [n for n in (dra_nodes or set(state.nodes)) if n in state.nodes]
+    # No node known yet: nothing says the kubelets lack the gate (the apiserver's answer decides).
+    kubelets_on = not candidates or any(state.nodes[n].kubelet_gate for n in candidates)
     plugin_nodes = any(
         _ready(state.nodes[n].hard_taints)
         for r in classes

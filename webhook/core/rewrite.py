@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -130,6 +131,34 @@ def rewritten_pod(pod: Obj, rewrite: Rewrite) -> Obj:
     if rewrite.pod_claims:
         s["resourceClaims"] = [*as_list(s.get("resourceClaims")), *rewrite.pod_claims]
     return out
+
+
+def rewritten_annotation(rewrite: Rewrite) -> str:
+    """The value of ``draxr.io/rewritten``: template name -> [class, count], all the worker needs to
+    create the templates the pod's claims come from."""
+    body = {ref.name: [ref.device_class, ref.count] for ref in rewrite.templates}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def templates_of(pod: Obj) -> list[TemplateRef]:
+    """The templates a rewritten pod needs, read back from its annotation (broken text: none)."""
+    raw = as_dict(as_dict(pod.get("metadata")).get("annotations")).get(REWRITTEN_ANNOTATION)
+    try:
+        body = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return []
+    out: list[TemplateRef] = []
+    for name, value in as_dict(body).items():
+        if (
+            isinstance(value, list)
+            and len(value) == 2
+            and isinstance(value[0], str)
+            and isinstance(value[1], int)
+        ):
+            ref = TemplateRef(value[0], value[1])
+            if ref.name == name and ref.count > 0:
+                out.append(ref)
+    return sorted(out)
 
 
 def template(ref: TemplateRef, namespace: str) -> Obj:

@@ -74,6 +74,9 @@ BUILTIN: tuple[ResourceType, ...] = (
         categories=("all",),
     ),
     ResourceType("", "v1", "secrets", "Secret", True),
+    ResourceType(
+        "", "v1", "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)
+    ),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), create_on_update=True),

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, EXTENDED_RESOURCE_NAME_ANNOTATION
 from ..core.objects import Obj
 
 DEFAULT_NAMESPACE = "draxr-system"
@@ -73,9 +73,13 @@ CLAIM_GUARDED_CHANGE = (
 )
 # Classes that declare (or declared) an explicit name, and classes whose name is too long to serve
 # as the implicit name deviceclass.resource.kubernetes.io/<class> (the webhook warns about those).
+_NAMED = (
+    "has({o}.spec.extendedResourceName) || (has({o}.metadata.annotations) && "
+    f"'{EXTENDED_RESOURCE_NAME_ANNOTATION}' in {{o}}.metadata.annotations)"
+)
 HAS_EXTENDED_NAME = (
-    "has(object.spec.extendedResourceName) || size(object.metadata.name) > 63 || "
-    "(request.operation == 'UPDATE' && has(oldObject.spec.extendedResourceName))"
+    f"{_NAMED.format(o='object')} || size(object.metadata.name) > 63 || "
+    f"(request.operation == 'UPDATE' && ({_NAMED.format(o='oldObject')}))"
 )
 
 
@@ -93,15 +97,18 @@ def _meta(name: str, namespace: str | None, component: str, **extra: Any) -> Obj
 
 def rbac(namespace: str) -> list[Obj]:
     webhook_rules = [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
         {
             "apiGroups": ["resource.k8s.io"],
             "resources": ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices"],
             "verbs": ["get", "list", "watch"],
         },
+        # The gate probe: a dry-run create of a DeviceClass (nothing is ever stored).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
     worker_rules = [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
@@ -117,6 +124,11 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "list", "watch", "create", "update", "delete"],
         },
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaimtemplates"],
+            "verbs": ["get", "list", "watch", "create", "delete"],
+        },
     ]
     lease_rules = [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

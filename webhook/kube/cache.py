@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.allocated import allocated_devices
 from ..core.claims import is_special_claim
-from ..core.objects import Obj, uid
+from ..core.objects import Obj, name, namespace, uid
 from ..core.scheduler import SCHEDULED, Decision, Scheduler
 from ..core.state import ClusterState
 from .client import KubeClient
@@ -19,7 +19,9 @@ from .resources import (
     DEVICE_TAINT_RULE_VERSIONS,
     NODES,
     PODS,
+    RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
+    RESOURCE_QUOTAS,
     RESOURCE_SLICES,
     Resource,
     device_taint_rules,
@@ -34,11 +36,14 @@ KIND_OF = {
     "ResourceClaim": RESOURCE_CLAIMS,
     "Pod": PODS,
     "DeviceTaintRule": device_taint_rules(DEVICE_TAINT_RULE_VERSIONS[0]),  # version found at start
+    "ResourceQuota": RESOURCE_QUOTAS,
+    "ResourceClaimTemplate": RESOURCE_CLAIM_TEMPLATES,
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
-WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule")
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod")
+WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "ResourceQuota")
+#: The worker also keeps the ResourceClaimTemplates of the rewrite.
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod", "ResourceClaimTemplate")
 
 
 class ClusterCache:
@@ -47,6 +52,8 @@ class ClusterCache:
         self.lock = threading.RLock()
         self.informers: dict[str, Informer] = {}
         self.pods: dict[str, Obj] = {}  # every pod by uid (the worker needs pending ones too)
+        self._quotas: dict[tuple[str, str], Obj] = {}  # ResourceQuotas by (namespace, name)
+        self._templates: dict[tuple[str, str], Obj] = {}  # ResourceClaimTemplates by (namespace, name)
         self._listeners: list[Listener] = []
         self._static_synced: set[str] = set()
 
@@ -113,6 +120,12 @@ class ClusterCache:
                     self.pods.pop(uid(obj), None)
                 else:
                     self.pods[uid(obj)] = obj
+            elif kind in ("ResourceQuota", "ResourceClaimTemplate"):
+                index = self._quotas if kind == "ResourceQuota" else self._templates
+                if deleted:
+                    index.pop((namespace(obj), name(obj)), None)
+                else:
+                    index[(namespace(obj), name(obj))] = obj
             self.state.apply(kind, obj, deleted)
         if notify:
             for listener in list(self._listeners):
@@ -123,6 +136,15 @@ class ClusterCache:
     def pod(self, pod_uid: str) -> Obj | None:
         with self.lock:
             return self.pods.get(pod_uid)
+
+    def quotas(self) -> list[Obj]:
+        with self.lock:
+            return list(self._quotas.values())
+
+    def templates(self) -> dict[tuple[str, str], Obj]:
+        """ResourceClaimTemplates by (namespace, name)."""
+        with self.lock:
+            return dict(self._templates)
 
     def all_pods(self) -> dict[str, Obj]:
         """Every pod by uid (a copy of the index; the objects are shared, never mutate them)."""

@@ -215,6 +215,12 @@ class KubeClient:
         )
         return result
 
+    def server_version(self) -> str:
+        """The API server's ``gitVersion`` (``GET /version``)."""
+        found = self.request("get", "/version", retries=1)
+        version = found.get("gitVersion") if isinstance(found, dict) else None
+        return version if isinstance(version, str) else ""
+
     def served(self, group: str, plural: str, versions: tuple[str, ...]) -> str | None:
         """The first of ``versions`` in which the API server serves ``plural`` (discovery)."""
         for version in versions:

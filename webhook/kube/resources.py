@@ -39,6 +39,10 @@ DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
 
 #: DeviceTaintRule's versions, newest first: v1 (1.37), v1beta2 (1.36), v1alpha3 (1.33-1.35, only
 #: when enabled). A cluster may serve none; ``served`` finds out which.
@@ -51,5 +55,16 @@ def device_taint_rules(version: str) -> Resource:
 
 BY_PLURAL = {
     r.plural: r
-    for r in (PODS, NODES, EVENTS, NAMESPACES, DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, LEASES)
+    for r in (
+        PODS,
+        NODES,
+        EVENTS,
+        NAMESPACES,
+        DEVICE_CLASSES,
+        RESOURCE_SLICES,
+        RESOURCE_CLAIMS,
+        LEASES,
+        RESOURCE_QUOTAS,
+        RESOURCE_CLAIM_TEMPLATES,
+    )
 }
