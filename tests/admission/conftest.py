@@ -118,10 +118,13 @@ class Webhook:
         *,
         config: AdmissionConfig | None = None,
         cache: ClusterCache | None = None,
+        apiserver_gate: bool = True,
     ) -> ClusterCache:
+        """``apiserver_gate``: whether the apiserver keeps the KEP-5004 fields (rewrite when not)."""
         self.cache = cache if cache is not None else ClusterCache.from_objects(list(objects))
         self.registry = CollectorRegistry()
-        self.server.switch.app = webhook_app(self.cache, config or AdmissionConfig(), self.registry)
+        gate = (lambda: True) if apiserver_gate else (lambda: False)
+        self.server.switch.app = webhook_app(self.cache, config or AdmissionConfig(), self.registry, gate)
         return self.cache
 
     def post(self, path: str, body: Any) -> httpx.Response:

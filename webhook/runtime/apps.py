@@ -3,7 +3,7 @@ for a worker-only process, health and metrics alone (plain HTTP)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
@@ -17,10 +17,14 @@ WEBHOOK_READY_KINDS = ("DeviceClass",)
 
 
 def webhook_app(
-    cache: ClusterCache, config: AdmissionConfig, registry: CollectorRegistry | None = None
+    cache: ClusterCache,
+    config: AdmissionConfig,
+    registry: CollectorRegistry | None = None,
+    apiserver_gate: Callable[[], bool] | None = None,
 ) -> Starlette:
     registry = registry if registry is not None else CollectorRegistry()
-    return create_app(cache, config, registry, health_routes(cache, registry, WEBHOOK_READY_KINDS))
+    health = health_routes(cache, registry, WEBHOOK_READY_KINDS)
+    return create_app(cache, config, registry, health, apiserver_gate)
 
 
 def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:
