@@ -726,3 +726,41 @@ def test_fuzz_quantity_rules_follow_the_quantity(case: tuple[dict[str, Any], Any
     for err in mapped + dra:
         assert err.field.endswith("[example.com/gpu]")
         assert err.bad_value == value
+
+
+def _annotated(name: str, value: str, field: str | None = None) -> dict[str, Any]:
+    dc = device_class(name, field)
+    dc["metadata"]["annotations"] = {"draxr.io/extended-resource-name": value}
+    return dc
+
+
+def test_the_annotation_follows_the_fields_syntax_rules() -> None:
+    assert validate_device_class(_annotated("gpu", "example.com/gpu"))[0] == []
+    errors, warnings = validate_device_class(_annotated("gpu", "example.com"))
+    assert texts(errors) == [
+        'metadata.annotations[draxr.io/extended-resource-name]: Invalid value: "example.com": '
+        "must be a valid extended resource name"
+    ]
+    assert warnings[0].startswith("metadata.annotations[draxr.io/extended-resource-name]: a name must be")
+
+
+def test_field_and_annotation_must_agree_when_both_are_set() -> None:
+    assert validate_device_class(_annotated("gpu", "example.com/gpu", "example.com/gpu"))[0] == []
+    errors, _ = validate_device_class(_annotated("gpu", "example.com/other", "example.com/gpu"))
+    assert texts(errors) == [
+        'metadata.annotations[draxr.io/extended-resource-name]: Invalid value: "example.com/other": '
+        "must equal spec.extendedResourceName when both are set"
+    ]
+
+
+def test_an_annotated_name_is_unique_across_annotations_and_fields() -> None:
+    holder = device_class("gpu-a", "example.com/gpu")
+    errors, _ = validate_device_class(_annotated("gpu-b", "example.com/gpu"), None, [holder])
+    assert texts(errors) == [
+        'metadata.annotations[draxr.io/extended-resource-name]: Duplicate value: "example.com/gpu": '
+        'already declared by DeviceClass "gpu-a"'
+    ]
+    errors, _ = validate_device_class(
+        device_class("gpu-c", "example.com/gpu"), None, [_annotated("gpu-b", "example.com/gpu")]
+    )
+    assert [e.field for e in errors] == ["spec.extendedResourceName"]
