@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.paths import MODES
 from ..runtime.serve import ServeOptions, default_writers, run
 
 
@@ -38,6 +39,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="USER",
         help="identities allowed to write special claims and pod mappings (repeatable)",
     )
+    s.add_argument(
+        "--mode",
+        choices=MODES,
+        default="auto",
+        help="the path of pods asking for DRA-backed names: native (KEP-5004), rewrite (into DRA claims), "
+        "off; auto picks per pod from DRAExtendedResource on the apiserver and the kubelets",
+    )
+    s.add_argument(
+        "--force-rewrite",
+        action="store_true",
+        help="rewrite even pods whose names a Ready node's device plugin advertises",
+    )
+    s.add_argument(
+        "--apiserver-gate",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="whether kube-apiserver keeps the KEP-5004 fields; auto probes with a dry-run create",
+    )
+    s.add_argument(
+        "--gate-probe-interval", type=float, default=300.0, metavar="SECONDS", help="how often auto re-probes"
+    )
+    s.add_argument(
+        "--template-grace",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="delete a rewrite ResourceClaimTemplate no pod has used for this long",
+    )
+    s.add_argument("--deployment", default="draxr-webhook", help="draxr's webhook Deployment (mode Events)")
     s.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
     s.add_argument("--namespace", default="draxr-system", help="draxr's namespace (lease, default writers)")
     s.add_argument("--lease-name", default="draxr-worker")
@@ -93,6 +123,12 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         class_read_timeout=args.class_read_timeout,
         allowed_writers=args.allowed_writers or default_writers(args.namespace),
         policy=args.policy,
+        mode=args.mode,
+        force_rewrite=args.force_rewrite,
+        apiserver_gate=args.apiserver_gate,
+        gate_probe_interval=args.gate_probe_interval,
+        template_grace=args.template_grace,
+        deployment=args.deployment,
         leader_elect=args.leader_elect,
         lease_namespace=args.namespace,
         lease_name=args.lease_name,

@@ -26,6 +26,10 @@ CEL_SELECTOR_MAX_LENGTH: Final = 10 * 1024
 #: (``DRAExtendedResource`` off). Same syntax and uniqueness; the field wins when both agree.
 EXTENDED_RESOURCE_NAME_ANNOTATION: Final = "draxr.io/extended-resource-name"
 
+#: The apiserver gate probe's DeviceClasses (dry runs, never stored) are named so; the DeviceClass
+#: hook's matchConditions skip them, so the probe never waits for draxr's own webhook.
+GATE_PROBE_PREFIX: Final = "draxr-gate-probe-"
+
 #: draxr's own annotation on routed pods: JSON map of resource name to resolved DeviceClass.
 DRAXR_RESOURCES_ANNOTATION: Final = "draxr.io/extended-resources"
 DEFAULT_SCHEDULER_NAME: Final = "draxr"

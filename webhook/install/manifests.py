@@ -18,7 +18,11 @@ from typing import Any
 
 import yaml
 
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, EXTENDED_RESOURCE_NAME_ANNOTATION
+from ..core.constants import (
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    EXTENDED_RESOURCE_NAME_ANNOTATION,
+    GATE_PROBE_PREFIX,
+)
 from ..core.objects import Obj
 
 DEFAULT_NAMESPACE = "draxr-system"
@@ -78,8 +82,9 @@ _NAMED = (
     f"'{EXTENDED_RESOURCE_NAME_ANNOTATION}' in {{o}}.metadata.annotations)"
 )
 HAS_EXTENDED_NAME = (
+    f"!object.metadata.name.startsWith('{GATE_PROBE_PREFIX}') && ("
     f"{_NAMED.format(o='object')} || size(object.metadata.name) > 63 || "
-    f"(request.operation == 'UPDATE' && ({_NAMED.format(o='oldObject')}))"
+    f"(request.operation == 'UPDATE' && ({_NAMED.format(o='oldObject')})))"
 )
 
 

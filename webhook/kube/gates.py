@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Final, Literal
 
+from ..core.constants import GATE_PROBE_PREFIX
 from ..core.gates import version_gate
 from .client import ApiError, KubeClient
 from .resources import DEVICE_CLASSES
@@ -24,6 +25,8 @@ log = logging.getLogger("draxr.gates")
 Setting = Literal["on", "off", "auto"]
 PROBE_NAME: Final = "draxr.io/gate-probe"
 DEFAULT_INTERVAL: Final = 300.0
+#: After a failed probe, the next comes this soon (seconds).
+RETRY_INTERVAL: Final = 5.0
 
 
 class ApiserverGate:
@@ -67,7 +70,9 @@ class ApiserverGate:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(
+            self.interval if self.source == "probe" else min(self.interval, RETRY_INTERVAL)
+        ):
             self.refresh()
 
     def refresh(self) -> bool:
@@ -95,7 +100,7 @@ class ApiserverGate:
         body = {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
-            "metadata": {"name": f"draxr-gate-probe-{uuid.uuid4().hex[:10]}"},
+            "metadata": {"name": f"{GATE_PROBE_PREFIX}{uuid.uuid4().hex[:10]}"},
             "spec": {"extendedResourceName": PROBE_NAME},
         }
         answer = client.create(DEVICE_CLASSES, body, dry_run=True)

@@ -21,9 +21,11 @@ def webhook_app(
     config: AdmissionConfig,
     registry: CollectorRegistry | None = None,
     apiserver_gate: Callable[[], bool] | None = None,
+    details: Callable[[], list[str]] | None = None,
 ) -> Starlette:
+    """``details``: lines ``/readyz`` adds (the mode and why)."""
     registry = registry if registry is not None else CollectorRegistry()
-    health = health_routes(cache, registry, WEBHOOK_READY_KINDS)
+    health = health_routes(cache, registry, WEBHOOK_READY_KINDS, details)
     return create_app(cache, config, registry, health, apiserver_gate)
 
 

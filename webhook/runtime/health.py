@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -14,17 +14,23 @@ from ..kube.cache import ClusterCache
 
 
 def health_routes(
-    cache: ClusterCache, registry: CollectorRegistry, ready_kinds: Sequence[str]
+    cache: ClusterCache,
+    registry: CollectorRegistry,
+    ready_kinds: Sequence[str],
+    details: Callable[[], list[str]] | None = None,
 ) -> list[BaseRoute]:
-    """Ready once the informers of ``ready_kinds`` have synced (always live while serving)."""
+    """Ready once the informers of ``ready_kinds`` have synced (always live while serving).
+    ``details``: lines ``/readyz`` adds after its verdict."""
 
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(_: Request) -> Response:
+        lines = details() if details is not None else []
         if cache.synced(ready_kinds):
-            return PlainTextResponse("ok")
-        return PlainTextResponse(f"{', '.join(ready_kinds)} cache not synced", status_code=503)
+            return PlainTextResponse("\n".join(["ok", *lines]))
+        text = "\n".join([f"{', '.join(ready_kinds)} cache not synced", *lines])
+        return PlainTextResponse(text, status_code=503)
 
     async def metrics(_: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from ..core.constants import DEFAULT_SCHEDULER_NAME
+from ..core.objects import Obj
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
 
@@ -59,6 +60,12 @@ class ServeOptions:
     bind_workers: int = 8
     pod_initial_backoff: float = 1.0
     pod_max_backoff: float = 60.0
+    template_grace: float = 60.0
+    mode: str = "auto"
+    force_rewrite: bool = False
+    apiserver_gate: str = "auto"
+    gate_probe_interval: float = 300.0
+    deployment: str = "draxr-webhook"
     orphan_interval: float = 60.0
     log_level: str = "info"
 
@@ -77,6 +84,8 @@ class Process:
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._watcher: Any = None
+        self.gate: Any = None
+        self.mode: Any = None
         self.metrics = WorkerMetrics(self.registry) if opts.worker else None
         if opts.snapshot:
             if opts.worker:
@@ -107,6 +116,7 @@ class Process:
                 identity,
                 initial_backoff=opts.pod_initial_backoff,
                 max_backoff=opts.pod_max_backoff,
+                template_grace=opts.template_grace,
             )
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
             if opts.leader_elect:
@@ -122,6 +132,30 @@ class Process:
                 )
                 self.worker.leader = self.leader
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
+        if opts.webhook:
+            from ..kube.gates import ApiserverGate
+            from .mode import ModeReporter
+
+            self.gate = ApiserverGate(
+                self.client,
+                opts.apiserver_gate,  # type: ignore[arg-type]
+                interval=opts.gate_probe_interval,
+                on_change=lambda enabled, source: self.mode.refresh(),
+            )
+            self.mode = ModeReporter(
+                self.cache,
+                self.gate,
+                opts.mode,  # type: ignore[arg-type]
+                self.registry,
+                client=self.client,
+                namespace=opts.lease_namespace,
+                deployment=opts.deployment,
+            )
+            self.cache.subscribe(self._on_cluster_event)
+
+    def _on_cluster_event(self, kind: str, _etype: str, _obj: Obj) -> None:
+        if kind == "Node":  # the kubelets' gates are part of the mode
+            self.mode.refresh()
 
     def _device_gauges(self) -> list[tuple[str, str, int, int]]:
         out: list[tuple[str, str, int, int]] = []
@@ -147,16 +181,21 @@ class Process:
                 route=self.opts.route,  # type: ignore[arg-type]
                 scheduler_name=self.opts.scheduler_name,
                 class_read_seconds=self.opts.class_read_timeout,
+                mode=self.opts.mode,  # type: ignore[arg-type]
+                force_rewrite=self.opts.force_rewrite,
             )
-            return webhook_app(self.cache, config, self.registry)
+            return webhook_app(self.cache, config, self.registry, self.gate, self.mode.details)
         from .apps import health_app
 
         return health_app(self.cache, self.registry, self.kinds())
 
     def start_background(self) -> None:
-        """Informers, leader election and the worker (not the HTTP server)."""
+        """Informers, the apiserver gate probe, leader election and the worker (not the HTTP server)."""
         if self.client is not None:
             self.cache.start(self.client, self.kinds())
+        if self.gate is not None:
+            self.gate.start()
+            self.mode.refresh()
         if self.worker is not None:
             self.cache.wait_synced(self.kinds(), timeout=60)
             self.worker.start()
@@ -176,6 +215,8 @@ class Process:
             self.worker.stop()
         if self.leader is not None:
             self.leader.stop(release=True)
+        if self.gate is not None:
+            self.gate.stop()
         self.cache.stop()
 
     def kill_worker(self) -> None:

@@ -42,6 +42,7 @@ from .cleanup import Cleaner, pod_is_done, special_claim_name, superseded
 from .events import EventRecorder, set_unschedulable
 from .metrics import WorkerMetrics
 from .queue import INITIAL_BACKOFF, MAX_BACKOFF, SchedulingQueue
+from .templates import TemplateKeeper
 
 log = logging.getLogger("draxr.worker")
 
@@ -66,6 +67,8 @@ class WorkerConfig:
     #: kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds.
     initial_backoff: float = INITIAL_BACKOFF
     max_backoff: float = MAX_BACKOFF
+    #: An unused ResourceClaimTemplate of the rewrite is deleted after this many seconds.
+    template_grace: float = 60.0
 
 
 class Worker:
@@ -88,6 +91,7 @@ class Worker:
         self.binder = Binder(client, config.scheduler_name, self.is_leader, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
         self.events = EventRecorder(client, config.scheduler_name, config.identity)
+        self.templates = TemplateKeeper(client, cache, self.is_leader, grace=config.template_grace)
         self._cleanup: stdqueue.Queue[Cleanup] = stdqueue.Queue()
         self._repair_now = threading.Event()
         self._pending_tokens: dict[str, set[tuple[str, str]]] = {}
@@ -162,6 +166,8 @@ class Worker:
 
     def _on_pod(self, etype: str, pod: Obj) -> None:
         pod_uid = uid(pod)
+        if etype != "DELETED":
+            self.templates.want(pod)  # a rewritten pod's templates, if any are missing
         if etype != "DELETED" and self.is_ours(pod):
             prio = spec(pod).get("priority")
             self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod))
@@ -330,13 +336,21 @@ class Worker:
 
     def _maintenance_loop(self) -> None:
         next_repair = time.monotonic() + self.config.orphan_interval
+        collect_every = min(max(self.config.template_grace / 2, 0.1), 5.0)
+        next_collect = time.monotonic() + collect_every
         while not self._stop.is_set():
             try:
-                item = self._cleanup.get(timeout=0.2)
+                item = self._cleanup.get(timeout=0.1)
             except stdqueue.Empty:
                 item = None
             if item is not None and self.is_leader() and not self._clean(item):
                 self._retry_later(item)
+            if self.templates.wanted() and self.is_leader():
+                self.templates.ensure()
+            if time.monotonic() >= next_collect:
+                next_collect = time.monotonic() + collect_every
+                if self.is_leader():
+                    self.templates.collect()
             if self._repair_now.is_set() or time.monotonic() >= next_repair:
                 self._repair_now.clear()
                 next_repair = time.monotonic() + self.config.orphan_interval

@@ -1,0 +1,116 @@
+"""The path draxr takes on this cluster, told to operators: ``/readyz`` details, the gauge
+``draxr_mode{mode}``, a log line at start and on every change, and an Event on draxr's Deployment.
+
+The path is decided per pod (core/paths.py); the cluster's mode summarises it: ``native`` when
+kube-apiserver keeps the KEP-5004 fields and some kubelet has the gate on, ``rewrite`` otherwise
+(``--mode`` other than ``auto`` fixes it). It follows the apiserver gate detector
+(kube/gates.py), which re-probes under a running webhook.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from ..core.objects import Obj
+from ..core.paths import MODES, Mode
+from ..kube.cache import ClusterCache
+from ..kube.client import ApiError, KubeClient
+from ..kube.gates import ApiserverGate
+from ..kube.resources import EVENTS
+
+log = logging.getLogger("draxr.mode")
+
+CLUSTER_MODES = ("native", "rewrite", "off")
+
+
+class ModeReporter:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        gate: ApiserverGate,
+        mode: Mode,
+        registry: CollectorRegistry,
+        *,
+        client: KubeClient | None = None,
+        namespace: str = "draxr-system",
+        deployment: str = "draxr-webhook",
+    ) -> None:
+        self.cache = cache
+        self.gate = gate
+        self.mode = mode
+        self.client = client
+        self.namespace = namespace
+        self.deployment = deployment
+        self._lock = threading.Lock()
+        self._last: str | None = None
+        self.gauge = Gauge(
+            "draxr_mode",
+            "1 for the path draxr takes on this cluster (native, rewrite, off).",
+            ["mode"],
+            registry=registry,
+        )
+        assert set(MODES) >= {"auto", *CLUSTER_MODES}
+
+    def current(self) -> str:
+        if self.mode != "auto":
+            return self.mode
+        if not self.gate.enabled:
+            return "rewrite"
+        with self.cache.lock:
+            nodes = self.cache.state.nodes
+            kubelets_on = not nodes or any(info.kubelet_gate for info in nodes.values())
+        return "native" if kubelets_on else "rewrite"
+
+    def details(self) -> list[str]:
+        """Lines for ``/readyz``: the mode and why."""
+        return [
+            f"mode: {self.current()} (--mode={self.mode})",
+            f"apiserver DRAExtendedResource: {'on' if self.gate.enabled else 'off'} ({self.gate.source})",
+        ]
+
+    def refresh(self) -> str:
+        """Recompute; on a change, update the gauge, log a line and record an Event."""
+        mode = self.current()
+        with self._lock:
+            changed, before = mode != self._last, self._last
+            self._last = mode
+        if changed:
+            for m in CLUSTER_MODES:
+                self.gauge.labels(m).set(1 if m == mode else 0)
+            why = "; ".join(self.details())
+            log.info("draxr mode: %s (%s)", mode, why if before is None else f"was {before}; {why}")
+            self._event(mode, before, why)
+        return mode
+
+    def _event(self, mode: str, before: str | None, why: str) -> None:
+        if self.client is None:
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{self.deployment}.", "namespace": self.namespace},
+            "involvedObject": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": self.deployment,
+                "namespace": self.namespace,
+            },
+            "reason": "ModeChanged" if before is not None else "Mode",
+            "message": f"draxr mode: {mode}" + (f" (was {before})" if before else "") + f"; {why}",
+            "type": "Normal",
+            "source": {"component": "draxr"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.client.create(EVENTS, body, self.namespace)
+        except (ApiError, OSError) as e:
+            log.info(
+                "could not record the mode Event on Deployment %s/%s: %s", self.namespace, self.deployment, e
+            )

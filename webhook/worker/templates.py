@@ -1,0 +1,114 @@
+"""The ResourceClaimTemplates rewritten pods' claims come from (core/rewrite.py).
+
+The webhook names the templates without writing anything (dry runs stay exact), so they are made
+here, on first sight of a rewritten pod: one per (namespace, class, count), with a deterministic
+name and ``app.kubernetes.io/managed-by: draxr``. The resourceclaim controller retries a pod whose
+template does not exist yet, so a template made a moment after its first pod is in time.
+
+A template no pod of its namespace uses for ``grace`` seconds is deleted: its claims are owned by
+their pods and collected with them, so nothing of the rewrite outlives the pods that use it (no
+orphans by construction). Only the leader writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ..core.objects import Obj, namespace
+from ..core.rewrite import TemplateRef, template, template_ref, templates_of, templates_used
+from ..kube.cache import ClusterCache
+from ..kube.client import ApiError, KubeClient
+from ..kube.resources import RESOURCE_CLAIM_TEMPLATES
+
+log = logging.getLogger("draxr.templates")
+
+TemplateKey = tuple[str, str]  # (namespace, name)
+
+
+class TemplateKeeper:
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: ClusterCache,
+        fence: Callable[[], bool],
+        *,
+        grace: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.fence = fence
+        self.grace = grace
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._wanted: dict[TemplateKey, TemplateRef] = {}
+        self._unused_since: dict[TemplateKey, float] = {}
+
+    def want(self, pod: Obj) -> bool:
+        """Note the templates a rewritten pod needs; True when some are missing."""
+        refs = templates_of(pod)
+        if not refs:
+            return False
+        have = self.cache.templates()
+        missing = {(namespace(pod), r.name): r for r in refs if (namespace(pod), r.name) not in have}
+        with self._lock:
+            self._wanted.update(missing)
+        return bool(missing)
+
+    def wanted(self) -> bool:
+        with self._lock:
+            return bool(self._wanted)
+
+    def ensure(self) -> int:
+        """Create the templates wanted and missing; the number created."""
+        with self._lock:
+            wanted, self._wanted = self._wanted, {}
+        created = 0
+        have = self.cache.templates()
+        for (ns, tname), ref in sorted(wanted.items()):
+            if (ns, tname) in have or not self.fence():
+                continue
+            try:
+                self.client.create(RESOURCE_CLAIM_TEMPLATES, template(ref, ns), ns)
+                created += 1
+                log.info("created ResourceClaimTemplate", extra={"claim": f"{ns}/{tname}"})
+            except ApiError as e:
+                if e.status == 409:
+                    continue  # made meanwhile (by us, or a previous leader)
+                log.warning("create ResourceClaimTemplate %s/%s: %s", ns, tname, e)
+                with self._lock:
+                    self._wanted.setdefault((ns, tname), ref)  # next round
+        return created
+
+    def collect(self) -> int:
+        """Delete draxr's templates that no pod of their namespace has used for ``grace`` seconds."""
+        now = self._clock()
+        used: set[TemplateKey] = set()
+        for pod in self.cache.all_pods().values():
+            used.update((namespace(pod), tname) for tname in templates_used(pod))
+        deleted = 0
+        for key, obj in sorted(self.cache.templates().items()):
+            if template_ref(obj) is None:
+                continue  # not ours
+            if key in used:
+                self._unused_since.pop(key, None)
+                continue
+            since = self._unused_since.setdefault(key, now)
+            if now - since < self.grace or not self.fence():
+                continue
+            try:
+                self.client.delete(RESOURCE_CLAIM_TEMPLATES, key[1], key[0])
+                deleted += 1
+                log.info("deleted unused ResourceClaimTemplate", extra={"claim": f"{key[0]}/{key[1]}"})
+            except ApiError as e:
+                if not e.not_found:
+                    log.warning("delete ResourceClaimTemplate %s/%s: %s", key[0], key[1], e)
+                    continue
+            self._unused_since.pop(key, None)
+        for key in list(self._unused_since):
+            if key not in self.cache.templates():
+                del self._unused_since[key]
+        return deleted
