@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,9 +37,14 @@ class Sandbox:
         route: str = "default-only",
         class_read_timeout: float = 2.0,
         lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
+        feature_gates: Mapping[str, bool] | None = None,
+        **options: Any,
     ) -> None:
-        """``lease``: leader election's lease duration, renew deadline and retry period."""
-        self.em = Emulator(tokens=TOKENS)
+        """``lease``: leader election's lease duration, renew deadline and retry period.
+        ``feature_gates``: the emulated apiserver's (``DRAExtendedResource``). ``options``: more
+        ``ServeOptions`` for every ``draxr serve`` (``mode``, ``template_grace``, ...)."""
+        self.em = Emulator(tokens=TOKENS, feature_gates=feature_gates)
+        self.options = options
         self._tmp = tempfile.TemporaryDirectory(prefix="draxr-sandbox-")
         self.dir = Path(self._tmp.name)
         self.certs = self.dir / "certs"
@@ -78,6 +84,7 @@ class Sandbox:
             allowed_writers=default_writers(),
             route=self.route,
             class_read_timeout=self.class_read_timeout,
+            **self.options,
             lease_duration=self.lease[0],
             renew_deadline=self.lease[1],
             retry_period=self.lease[2],
