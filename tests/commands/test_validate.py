@@ -75,10 +75,9 @@ def test_pods_and_workload_templates(tmp_path: Path) -> None:
     assert code == 1
     assert lines == [
         f"{workloads}: document 0: Deployment default/demo (pod template): "
-        f'spec.containers[0].resources.limits[{GPU}]: Invalid value: "0.5": must be a non-negative integer '
-        "for a DRA-backed extended resource",
+        f"spec.containers[0].resources.limits[{GPU}]: Invalid value: 500m: must be an integer",
         f"{workloads}: document 1: Pod default/p: spec.containers[0].resources.requests[{GPU}]: "
-        'Invalid value: "-1": must be a non-negative integer for a DRA-backed extended resource',
+        'Invalid value: "-1": must be greater than or equal to 0',
         "denied: 3 objects checked, 2 denied, 0 warnings",
     ]
     assert classes.exists()
