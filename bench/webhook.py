@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -262,7 +263,17 @@ def informer_cache(objs: list[Obj]) -> Any:
     return cache
 
 
-def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_plugin: bool) -> None:
+def serve(
+    cert_dir: str,
+    sock: socket.socket,
+    nodes: int,
+    devices: int,
+    device_plugin: bool,
+    settings: dict[str, int] | None = None,
+    switch_interval: float | None = None,
+) -> None:
+    if switch_interval is not None:
+        sys.setswitchinterval(switch_interval)
     from webhook.admission import AdmissionConfig
     from webhook.kube.cache import ClusterCache
     from webhook.runtime.apps import webhook_app
@@ -272,7 +283,15 @@ def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_p
         cache = informer_cache(device_plugin_cluster(nodes, devices))
     else:
         cache = ClusterCache.from_objects(cluster(nodes, devices))
-    app = webhook_app(cache, AdmissionConfig())
+    chosen = settings or {}
+    default = AdmissionConfig()
+    config = dataclasses.replace(
+        default,
+        review_threads=chosen.get("review_threads", default.review_threads),
+        inline_review_bytes=chosen.get("inline_review_bytes", default.inline_review_bytes),
+        max_large_reviews=chosen.get("max_large_reviews", default.max_large_reviews),
+    )
+    app = webhook_app(cache, config)
     server = uvicorn_server(
         app,
         ReloadingTLS(cert_dir),
@@ -547,6 +566,12 @@ def main(argv: list[str] | None = None) -> int:
         default="valid",
         help="valid: mutated (/mutate/pods); invalid: two field errors per container (/validate/pods)",
     )
+    ap.add_argument("--review-threads", type=int, help="the server's AdmissionConfig.review_threads")
+    ap.add_argument(
+        "--inline-review-bytes", type=int, help="the server's AdmissionConfig.inline_review_bytes"
+    )
+    ap.add_argument("--max-large-reviews", type=int, help="the server's AdmissionConfig.max_large_reviews")
+    ap.add_argument("--switch-interval", type=float, help="the server's sys.setswitchinterval (seconds)")
     ap.add_argument("--probe-rate", type=float, default=20.0, help="small reviews (and /healthz) per second")
     args = ap.parse_args(argv)
 
@@ -559,8 +584,27 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)
     port = sock.getsockname()[1]
+    settings = {
+        key: value
+        for key, value in (
+            ("review_threads", args.review_threads),
+            ("inline_review_bytes", args.inline_review_bytes),
+            ("max_large_reviews", args.max_large_reviews),
+        )
+        if value is not None
+    }
     proc = mp.get_context("fork").Process(
-        target=serve, args=(str(cert_dir), sock, args.nodes, args.devices, args.device_plugin), daemon=True
+        target=serve,
+        args=(
+            str(cert_dir),
+            sock,
+            args.nodes,
+            args.devices,
+            args.device_plugin,
+            settings,
+            args.switch_interval,
+        ),
+        daemon=True,
     )
     proc.start()
     ctx = ssl.create_default_context(cafile=str(cert_dir / CA_CERT))
@@ -579,6 +623,7 @@ def main(argv: list[str] | None = None) -> int:
             results_large: Obj = {
                 "mode": "large-pods",
                 "large_connections": args.large_pods,
+                "server_settings": settings,
                 "large_kind": args.large_kind,
                 "large_path": large[0],
                 "large_review_bytes": len(large[1]),

@@ -137,14 +137,14 @@ def test_unusable_input_exits_2(tmp_path: Path, content: str, message: str) -> N
     f.write_text(content)
     code, lines, err = _run(f)
     assert (code, lines) == (2, [])
-    assert err.startswith(f"error: {f}: ")
+    assert err.startswith(f"draxr validate: error: {f}: ")
     assert message in err
 
 
 def test_a_missing_path_exits_2(tmp_path: Path) -> None:
     code, _, err = _run(tmp_path / "nope.yaml")
     assert code == 2
-    assert err == f"error: {tmp_path / 'nope.yaml'}: no such file or directory\n"
+    assert err == f"draxr validate: error: {tmp_path / 'nope.yaml'}: no such file or directory\n"
 
 
 def test_the_cli_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

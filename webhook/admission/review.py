@@ -86,15 +86,22 @@ def _no_constant(name: str) -> Any:
 
 
 def _check_depth(value: dict[str, Any] | list[Any]) -> None:
-    """Iteratively, so that the check itself cannot overflow; only containers are visited."""
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    """Iteratively, so that the check itself cannot overflow: one level of containers at a time
+    (what ``json.loads`` makes: plain dicts and lists; scalars are skipped)."""
+    level: list[dict[str, Any] | list[Any]] = [value]
+    depth = 0
+    while level:
+        depth += 1
         if depth > MAX_DEPTH:
             raise BadRequest(f"request body nests deeper than {MAX_DEPTH} levels")
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1))
+        below: list[Any] = []
+        for item in level:
+            children: Any = item.values() if type(item) is dict else item
+            for child in children:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    below.append(child)
+        level = below
 
 
 def decode_review(body: bytes) -> Obj:

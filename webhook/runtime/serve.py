@@ -19,9 +19,11 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
+from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.constants import DEFAULT_SCHEDULER_NAME
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
+from .timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, deadline_protocol
 
 log = logging.getLogger("draxr.serve")
 
@@ -61,6 +63,10 @@ class ServeOptions:
     pod_max_backoff: float = 60.0
     orphan_interval: float = 60.0
     log_level: str = "info"
+    read_header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    read_body_timeout: float = DEFAULT_BODY_TIMEOUT
+    review_threads: int = REVIEW_THREADS
+    max_large_reviews: int = MAX_LARGE_REVIEWS
 
 
 class Process:
@@ -147,6 +153,8 @@ class Process:
                 route=self.opts.route,  # type: ignore[arg-type]
                 scheduler_name=self.opts.scheduler_name,
                 class_read_seconds=self.opts.class_read_timeout,
+                review_threads=self.opts.review_threads,
+                max_large_reviews=self.opts.max_large_reviews,
             )
             return webhook_app(self.cache, config, self.registry)
         from .apps import health_app
@@ -200,6 +208,7 @@ class Process:
             "log_config": None,
             "access_log": False,
             "timeout_graceful_shutdown": 10,
+            "http": deadline_protocol(self.opts.read_header_timeout, self.opts.read_body_timeout),
         }
         if self.opts.webhook:
             from .tls import ReloadingTLS, uvicorn_server
