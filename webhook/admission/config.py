@@ -20,9 +20,10 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 #: Bodies up to this size are answered on the event loop (a realistic pod review is 5-20 KB and
 #: takes well under a millisecond); larger ones go to the review threads.
 INLINE_REVIEW_BYTES = 64 * 1024
-#: Threads answering large reviews. Python runs one thread at a time (the GIL): more threads do
-#: not add throughput, they only share the loop's time among more large reviews.
-REVIEW_THREADS = 2
+#: Threads answering large reviews. Python runs one thread at a time (the GIL): more threads add
+#: no throughput, they only take more of the loop's turns (bench/webhook.py --large-pods: with 2,
+#: the small reviews' p99 doubled).
+REVIEW_THREADS = 1
 #: Large reviews in flight (being read, waiting or answered) beyond which more are refused at
 #: once with HTTP 429, as the apiserver refuses requests past --max-requests-inflight.
 MAX_LARGE_REVIEWS = 4

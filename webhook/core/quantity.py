@@ -11,6 +11,7 @@ upstream's ``String()``, the form field errors print a quantity in.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class Quantity:
     format: str = field(compare=False, hash=False, default=DECIMAL_SI)
     #: The input text when upstream keeps it as the quantity's ``String()`` (already canonical).
     kept: str = field(compare=False, hash=False, default="")
+    _canonical: str = field(compare=False, hash=False, default="", repr=False)
 
     @classmethod
     def parse(cls, text: Any) -> Quantity:
@@ -80,7 +82,11 @@ class Quantity:
             if not math.isfinite(text):
                 raise QuantityError("quantities must be finite")
             # The decimal the JSON number was written as (its shortest repr), not the binary float.
-            return cls.parse(repr(text))
+            return _parse_text(repr(text))
+        return _parse_text(text)
+
+    @classmethod
+    def _from_text(cls, text: str) -> Quantity:
         s = text.strip()
         m = _RE.fullmatch(s)
         if not m:
@@ -134,6 +140,11 @@ class Quantity:
         rounded up, away from zero, as ``ParseQuantity`` rounds them."""
         if self.kept:
             return self.kept
+        if not self._canonical:  # parsed quantities are shared (and immutable): compute it once
+            object.__setattr__(self, "_canonical", self._canonicalize())
+        return self._canonical
+
+    def _canonicalize(self) -> str:
         nanos = _ceil_away(self.value * _NANO)
         if nanos == 0:
             return "0"
@@ -166,6 +177,13 @@ class Quantity:
 
     def __str__(self) -> str:
         return self.text or format_fraction(self.value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_text(text: str) -> Quantity:
+    """Parsed quantities are immutable: a pod repeating ``"1"`` or ``"0.5"`` in thousands of
+    containers parses it once (a failure is not remembered, and raises again)."""
+    return Quantity._from_text(text)
 
 
 def _ceil_away(value: Fraction) -> int:

@@ -317,12 +317,16 @@ def validate_dra_quantities(pod: Any, is_dra_backed: Callable[[str], bool]) -> l
     """
     spec = as_dict(as_dict(pod).get("spec"))
     errors: list[FieldError] = []
+    backed: dict[str, bool] = {}  # thousands of containers name the same few resources
     for section in _CONTAINER_LISTS:
         for i, c in enumerate(as_list(spec.get(section))):
             res = as_dict(as_dict(c).get("resources"))
             for where in _REQUEST_SECTIONS:
-                for name, value in as_dict(res.get(where)).items():
-                    if not isinstance(name, str) or not is_dra_backed(name):
+                for name, value in as_dict(res.get(where)).items():  # JSON keys: always strings
+                    dra = backed.get(name)
+                    if dra is None:
+                        dra = backed[name] = is_dra_backed(name)
+                    if not dra:
                         continue
                     path = Path("spec", section).index(i).child("resources", where).key(name)
                     errors.extend(validate_quantity_value(value, path))
