@@ -283,14 +283,14 @@ def serve(
         cache = informer_cache(device_plugin_cluster(nodes, devices))
     else:
         cache = ClusterCache.from_objects(cluster(nodes, devices))
-    chosen = settings or {}
-    default = AdmissionConfig()
-    config = dataclasses.replace(
-        default,
-        review_threads=chosen.get("review_threads", default.review_threads),
-        inline_review_bytes=chosen.get("inline_review_bytes", default.inline_review_bytes),
-        max_large_reviews=chosen.get("max_large_reviews", default.max_large_reviews),
-    )
+    config = AdmissionConfig()
+    if settings:  # (without any, the bench also runs against older trees: PYTHONPATH=<tree>)
+        config = dataclasses.replace(
+            config,
+            review_threads=settings.get("review_threads", config.review_threads),
+            inline_review_bytes=settings.get("inline_review_bytes", config.inline_review_bytes),
+            max_large_reviews=settings.get("max_large_reviews", config.max_large_reviews),
+        )
     app = webhook_app(cache, config)
     server = uvicorn_server(
         app,

@@ -242,6 +242,8 @@ def test_large_reviews_beyond_the_limit_are_refused_unread(hooked: Webhook) -> N
         assert refused.json() == {
             "error": "too many large admission reviews in flight (at most 1); the request was not read"
         }
+        labels = {"endpoint": "/validate/pods", "operation": "unknown", "result": "too_many_requests"}
+        assert hooked.registry.get_sample_value("draxr_admission_requests_total", labels) == 1
         assert (
             hooked.respond("/validate/pods", review(gpu_pod("small", 1)))["allowed"] is True
         )  # small: inline
@@ -253,3 +255,10 @@ def test_large_reviews_beyond_the_limit_are_refused_unread(hooked: Webhook) -> N
         assert answer.startswith(b"HTTP/1.1 200")
     assert threads.in_flight == 0
     assert hooked.post("/validate/pods", body).status_code == 200  # the slot is free again
+
+
+def test_the_body_limit_is_the_apiservers() -> None:
+    # MaxRequestBodyBytes: int64(3 * 1024 * 1024) in NewConfig,
+    # staging/src/k8s.io/apiserver/pkg/server/config.go: no object the apiserver stores is larger.
+    assert MAX_BODY_BYTES == 3 * 1024 * 1024
+    assert AdmissionConfig().max_body_bytes == MAX_BODY_BYTES
