@@ -11,12 +11,19 @@ below the server's. The pod is a realistic ~5 KB Deployment pod asking for ``exa
     python bench/webhook.py [--rates 200,1000] [--seconds 10] [--connections 16] [--unique]
                             [--device-plugin]
 
+    python bench/webhook.py --large-pods 12 [--large-bytes 2600000] [--probe-rate 20] [--seconds 10]
+
 ``--unique`` makes every pod's spec distinct, defeating the webhook's cache of fit answers.
 ``--device-plugin`` is the webhook's slow path: no DeviceClass maps the name (the nodes advertise
 it, as device plugins do) and the cache is fed by informers from an API emulator running in the
 server process, so every admission waits for a fresh DeviceClass list (shared by concurrent
 admissions) before it leaves the pod alone. The emulator shares the server's CPU; a real API
 server would not, so this is the pessimistic case.
+``--large-pods N`` is the hostile case instead: N connections send ~``--large-bytes`` pods (the
+realistic pod with its container repeated; ``--large-kind invalid``: every copy asks for half a
+GPU, and the pods go to ``/validate/pods`` to be denied) back to back, while an open-loop schedule at
+``--probe-rate`` per second sends the small review and, separately, ``GET /healthz``; latencies of
+both probes count from their scheduled start, against the apiserver's webhook timeout.
 Prints JSON.
 """
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -35,13 +43,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from webhook.core.objects import Obj
-
 if __name__ == "__main__":
     # Run as a script, this file's directory comes first on sys.path, and this file's name would
     # shadow the ``webhook`` package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+
+from webhook.core.objects import Obj
 
 PATH = "/mutate/pods"
 GPU = "example.com/gpu"
@@ -255,7 +263,17 @@ def informer_cache(objs: list[Obj]) -> Any:
     return cache
 
 
-def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_plugin: bool) -> None:
+def serve(
+    cert_dir: str,
+    sock: socket.socket,
+    nodes: int,
+    devices: int,
+    device_plugin: bool,
+    settings: dict[str, int] | None = None,
+    switch_interval: float | None = None,
+) -> None:
+    if switch_interval is not None:
+        sys.setswitchinterval(switch_interval)
     from webhook.admission import AdmissionConfig
     from webhook.kube.cache import ClusterCache
     from webhook.runtime.apps import webhook_app
@@ -265,7 +283,15 @@ def serve(cert_dir: str, sock: socket.socket, nodes: int, devices: int, device_p
         cache = informer_cache(device_plugin_cluster(nodes, devices))
     else:
         cache = ClusterCache.from_objects(cluster(nodes, devices))
-    app = webhook_app(cache, AdmissionConfig())
+    config = AdmissionConfig()
+    if settings:  # (without any, the bench also runs against older trees: PYTHONPATH=<tree>)
+        config = dataclasses.replace(
+            config,
+            review_threads=settings.get("review_threads", config.review_threads),
+            inline_review_bytes=settings.get("inline_review_bytes", config.inline_review_bytes),
+            max_large_reviews=settings.get("max_large_reviews", config.max_large_reviews),
+        )
+    app = webhook_app(cache, config)
     server = uvicorn_server(
         app,
         ReloadingTLS(cert_dir),
@@ -298,21 +324,23 @@ class Connection:
         return cls(reader, writer)
 
     async def post(self, body: bytes) -> bytes:
-        head = (
-            f"POST {PATH} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        self.writer.write(head + body)
+        status, payload = await self.request("POST", PATH, body)
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
+        return payload
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
+        if body:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        self.writer.write((head + "\r\n").encode() + body)
         headers = await self.reader.readuntil(b"\r\n\r\n")
         status = int(headers.split(b" ", 2)[1])
         length = 0
         for line in headers.split(b"\r\n"):
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":", 1)[1])
-        payload = await self.reader.readexactly(length)
-        if status != 200:
-            raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
-        return payload
+        return status, await self.reader.readexactly(length)
 
     def close(self) -> None:
         self.writer.close()
@@ -400,6 +428,114 @@ async def closed_loop(
     return summary(latencies, time.perf_counter() - start, None, errors)
 
 
+def large_body(target: int, invalid: bool) -> bytes:
+    """A review of the realistic pod whose container is repeated until the body is ~``target`` bytes.
+
+    ``invalid``: every container asks for half a GPU, so each one adds two field errors.
+    """
+    review = json.loads(review_body(0, False))
+    pod = review["request"]["object"]
+    template = pod["spec"]["containers"][0]
+    copies = max(1, target // len(json.dumps(template, separators=(",", ":"))))
+    containers = []
+    for k in range(copies):
+        c = json.loads(json.dumps(template))
+        c["name"] = f"trainer-{k}"
+        if invalid:
+            c["resources"] = {"requests": {"cpu": "1", GPU: "0.5"}, "limits": {GPU: "0.5"}}
+        elif k:  # one GPU for the pod, as a real one would ask
+            c["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+        containers.append(c)
+    pod["spec"]["containers"] = containers
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+async def under_large_load(
+    port: int,
+    ctx: ssl.SSLContext,
+    small: bytes,
+    large: tuple[str, bytes],
+    pods: int,
+    seconds: float,
+    rate: float,
+) -> Obj:
+    """Small reviews and /healthz at ``rate`` per second while ``pods`` connections send ``large``.
+
+    Every connection is open before the load starts: the probes measure requests, not handshakes.
+    """
+    heavy_conns = [await Connection.open(port, ctx) for _ in range(pods)]
+    pools: list[asyncio.Queue[Connection]] = []
+    for _ in range(2):
+        pool: asyncio.Queue[Connection] = asyncio.Queue()
+        for _ in range(8):
+            pool.put_nowait(await Connection.open(port, ctx))
+        pools.append(pool)
+    large_latencies: list[float] = []
+    large_status: dict[str, int] = {}
+    deadline = time.perf_counter() + seconds
+
+    async def heavy(conn: Connection) -> None:
+        try:
+            while time.perf_counter() < deadline:
+                t = time.perf_counter()
+                try:
+                    status, _ = await conn.request("POST", *large)
+                except (OSError, asyncio.IncompleteReadError):
+                    large_status["disconnected"] = large_status.get("disconnected", 0) + 1
+                    conn.close()
+                    conn = await Connection.open(port, ctx)
+                    continue
+                large_latencies.append(time.perf_counter() - t)
+                large_status[str(status)] = large_status.get(str(status), 0) + 1
+        finally:
+            conn.close()
+
+    async def probe(pool: asyncio.Queue[Connection], method: str, path: str, body: bytes) -> Obj:
+        latencies: list[float] = []
+        errors = 0
+
+        async def one(scheduled: float) -> None:
+            nonlocal errors
+            conn = await pool.get()
+            try:
+                status, _ = await conn.request(method, path, body)
+                if status == 200:
+                    latencies.append(time.perf_counter() - scheduled)
+                else:
+                    errors += 1
+            except Exception:
+                errors += 1
+            finally:
+                pool.put_nowait(conn)
+
+        start = time.perf_counter() + 0.5  # after the large pods are on their way
+        tasks = []
+        i = 0
+        while (scheduled := start + i / rate) < deadline:
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(scheduled)))
+            i += 1
+        await asyncio.gather(*tasks)
+        while not pool.empty():
+            pool.get_nowait().close()
+        out = summary(latencies, seconds, rate, errors)
+        out["sent"] = i
+        out["over_3s"] = sum(1 for x in latencies if x > 3.0)
+        return out
+
+    results = await asyncio.gather(
+        probe(pools[0], "POST", PATH, small),
+        probe(pools[1], "GET", "/healthz", b""),
+        *(heavy(c) for c in heavy_conns),
+    )
+    large_summary = summary(large_latencies, seconds, None, 0)
+    del large_summary["errors"]
+    large_summary["status"] = large_status
+    return {"small_review": results[0], "healthz": results[1], "large_pods": large_summary}
+
+
 async def check_answer(port: int, ctx: ssl.SSLContext, body: bytes) -> Obj:
     conn = await Connection.open(port, ctx)
     try:
@@ -422,6 +558,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no DeviceClass maps the name: every admission waits for a fresh DeviceClass list",
     )
+    ap.add_argument("--large-pods", type=int, default=0, help="connections sending large pods (load mode)")
+    ap.add_argument("--large-bytes", type=int, default=2_600_000, help="size of each large review")
+    ap.add_argument(
+        "--large-kind",
+        choices=("valid", "invalid"),
+        default="valid",
+        help="valid: mutated (/mutate/pods); invalid: two field errors per container (/validate/pods)",
+    )
+    ap.add_argument("--review-threads", type=int, help="the server's AdmissionConfig.review_threads")
+    ap.add_argument(
+        "--inline-review-bytes", type=int, help="the server's AdmissionConfig.inline_review_bytes"
+    )
+    ap.add_argument("--max-large-reviews", type=int, help="the server's AdmissionConfig.max_large_reviews")
+    ap.add_argument("--switch-interval", type=float, help="the server's sys.setswitchinterval (seconds)")
+    ap.add_argument("--probe-rate", type=float, default=20.0, help="small reviews (and /healthz) per second")
     args = ap.parse_args(argv)
 
     from webhook.install.certs import CA_CERT, ensure_certs
@@ -433,8 +584,27 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)
     port = sock.getsockname()[1]
+    settings = {
+        key: value
+        for key, value in (
+            ("review_threads", args.review_threads),
+            ("inline_review_bytes", args.inline_review_bytes),
+            ("max_large_reviews", args.max_large_reviews),
+        )
+        if value is not None
+    }
     proc = mp.get_context("fork").Process(
-        target=serve, args=(str(cert_dir), sock, args.nodes, args.devices, args.device_plugin), daemon=True
+        target=serve,
+        args=(
+            str(cert_dir),
+            sock,
+            args.nodes,
+            args.devices,
+            args.device_plugin,
+            settings,
+            args.switch_interval,
+        ),
+        daemon=True,
     )
     proc.start()
     ctx = ssl.create_default_context(cafile=str(cert_dir / CA_CERT))
@@ -444,6 +614,28 @@ def main(argv: list[str] | None = None) -> int:
         if answer.get("allowed") is not True or ("patch" in answer) == args.device_plugin:
             raise SystemExit(f"unexpected answer from the webhook: {answer}")
         asyncio.run(closed_loop(port, ctx, bodies, 2.0, args.connections))  # warm-up
+        if args.large_pods:
+            invalid = args.large_kind == "invalid"
+            large = ("/validate/pods" if invalid else PATH, large_body(args.large_bytes, invalid))
+            load = asyncio.run(
+                under_large_load(port, ctx, bodies[0], large, args.large_pods, args.seconds, args.probe_rate)
+            )
+            results_large: Obj = {
+                "mode": "large-pods",
+                "large_connections": args.large_pods,
+                "server_settings": settings,
+                "large_kind": args.large_kind,
+                "large_path": large[0],
+                "large_review_bytes": len(large[1]),
+                "small_review_bytes": len(bodies[0]),
+                "probe_rate": args.probe_rate,
+                "seconds": args.seconds,
+                "cpus": os.cpu_count(),
+                **load,
+            }
+            json.dump(results_large, sys.stdout, indent=2)
+            print()
+            return 0
         results: Obj = {
             "endpoint": PATH,
             "pod_bytes": len(json.dumps(realistic_pod(0, args.unique))),

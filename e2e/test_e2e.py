@@ -53,7 +53,7 @@ def test_fractional_dra_quantity_is_denied(target: Target) -> None:
     with pytest.raises(ApiError) as denied:
         target.pod("fractional", {implicit: "500m"})
     assert denied.value.status == 422
-    assert "must be a non-negative integer for a DRA-backed extended resource" in denied.value.message
+    assert "Invalid value: 500m: must be an integer" in denied.value.message
 
 
 def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:

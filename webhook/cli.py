@@ -1,4 +1,8 @@
-"""The ``draxr`` command line: serve, plan, certs, manifests, validate, demo."""
+"""The ``draxr`` command line: serve, plan, certs, manifests, validate, demo.
+
+A bad flag or value, and any failure a command does not handle itself, ends with one line on
+standard error and a non-zero exit status, never a traceback (``commands.flags``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,13 @@ import sys
 
 from . import __version__
 from .commands import certs, demo, manifests, plan, serve, validate
+from .commands.flags import OneLineParser, print_error, report
 
 COMMANDS = (serve, plan, certs, manifests, validate, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="draxr", description=__doc__)
+    parser = OneLineParser(prog="draxr", description=__doc__)
     parser.add_argument("--version", action="version", version=f"draxr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
@@ -28,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # a bug or an unforeseen failure: one line, not a traceback
+        print_error(report(args.command, e))
+        return 1
     return code
 
 

@@ -143,4 +143,7 @@ def decode_patch(response: Obj) -> list[Obj]:
 
 def causes(response: Obj) -> list[tuple[str, str, str]]:
     """(field, reason, message) of each cause of a denial."""
-    return [(c["field"], c["reason"], c["message"]) for c in response["status"]["details"].get("causes", [])]
+    return [
+        (c.get("field", ""), c["reason"], c["message"])
+        for c in response["status"]["details"].get("causes", [])
+    ]

@@ -173,8 +173,7 @@ def test_a_fractional_implicit_request_is_denied_alike_under_dry_run(cluster: Cl
     assert real.status == 422
     assert json.loads(real.data)["message"] == (
         'admission webhook "pods.validate.draxr.io" denied the request: Pod "p" is invalid: '
-        f'spec.containers[0].resources.requests[{IMPLICIT}]: Invalid value: "0.5": must be a non-negative '
-        "integer for a DRA-backed extended resource"
+        f"spec.containers[0].resources.requests[{IMPLICIT}]: Invalid value: 500m: must be an integer"
     )
 
 

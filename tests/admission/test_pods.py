@@ -32,7 +32,8 @@ from .builders import (
 from .conftest import Webhook
 
 PATH = "/validate/pods"
-DRA_MSG = "must be a non-negative integer for a DRA-backed extended resource"
+NOT_INTEGER = "must be an integer"  # isNotIntegerErrorMsg
+NEGATIVE = "must be greater than or equal to 0"  # IsNegativeErrorMsg
 ERCS = "status.extendedResourceClaimStatus"
 
 
@@ -43,16 +44,35 @@ def _status_update(old: Obj, new: Obj, user: str = WORKER, sub_resource: str = "
 # --- CREATE: quantities ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["0.5", "500m", "1.5", 0.5, "-1", -2])
-def test_fractional_or_negative_dra_quantities_are_denied(webhook: Webhook, value: Any) -> None:
+@pytest.mark.parametrize(
+    ("value", "body"),
+    [
+        ("0.5", f"Invalid value: 500m: {NOT_INTEGER}"),
+        ("500m", f"Invalid value: 500m: {NOT_INTEGER}"),
+        ("1.5", f"Invalid value: 1500m: {NOT_INTEGER}"),
+        (0.5, f"Invalid value: 500m: {NOT_INTEGER}"),
+        ("-1", f'Invalid value: "-1": {NEGATIVE}'),
+        (-2, f'Invalid value: "-2": {NEGATIVE}'),
+        (
+            "1e400",
+            f"Invalid value: 10e399: {NOT_INTEGER}: the largest device count is 9223372036854775807 (int64)",
+        ),
+        (
+            "9223372036854775808",
+            f"Invalid value: 9223372036854775808: {NOT_INTEGER}: "
+            "the largest device count is 9223372036854775807 (int64)",
+        ),
+    ],
+)
+def test_dra_quantities_that_are_no_device_count_are_denied(webhook: Webhook, value: Any, body: str) -> None:
+    # Upstream's ValidateResourceQuantityValue messages; AsInt64 decides what an integer is.
     webhook.install(gpu_cluster())
     response = webhook.respond(PATH, review(gpu_pod("p", value)))
     assert response["allowed"] is False
     field = f"spec.containers[0].resources.requests[{GPU}]"
-    shown = f'"{value}"' if isinstance(value, str) else str(value)
     assert response["status"]["code"] == 422
-    assert response["status"]["message"] == f'Pod "p" is invalid: {field}: Invalid value: {shown}: {DRA_MSG}'
-    assert causes(response) == [(field, "FieldValueInvalid", f"Invalid value: {shown}: {DRA_MSG}")]
+    assert response["status"]["message"] == f'Pod "p" is invalid: {field}: {body}'
+    assert causes(response) == [(field, "FieldValueInvalid", body)]
 
 
 @pytest.mark.parametrize("value", ["1", 2, "0", "1k"])

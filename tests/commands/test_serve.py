@@ -46,6 +46,10 @@ def test_every_serve_flag_is_passed_on() -> None:
         "--qps=200",
         "--burst=400",
         "--log-level=debug",
+        "--read-header-timeout=0.5",
+        "--read-body-timeout=1.5",
+        "--review-threads=2",
+        "--max-large-reviews=8",
     ]
     assert serve_options(build_parser().parse_args(argv)) == ServeOptions(
         host="127.0.0.1",
@@ -77,6 +81,10 @@ def test_every_serve_flag_is_passed_on() -> None:
         qps=200.0,
         burst=400,
         log_level="debug",
+        read_header_timeout=0.5,
+        read_body_timeout=1.5,
+        review_threads=2,
+        max_large_reviews=8,
     )
     named = build_parser().parse_args(
         ["serve", "--no-webhook", "--allowed-writers=u1", "--allowed-writers=u2"]

@@ -77,10 +77,9 @@ def test_pods_and_workload_templates(tmp_path: Path) -> None:
     assert code == 1
     assert lines == [
         f"{workloads}: document 0: Deployment default/demo (pod template): "
-        f'spec.containers[0].resources.limits[{GPU}]: Invalid value: "0.5": must be a non-negative integer '
-        "for a DRA-backed extended resource",
+        f"spec.containers[0].resources.limits[{GPU}]: Invalid value: 500m: must be an integer",
         f"{workloads}: document 1: Pod default/p: spec.containers[0].resources.requests[{GPU}]: "
-        'Invalid value: "-1": must be a non-negative integer for a DRA-backed extended resource',
+        'Invalid value: "-1": must be greater than or equal to 0',
         "denied: 3 objects checked, 2 denied, 0 warnings",
     ]
     assert classes.exists()
@@ -140,14 +139,14 @@ def test_unusable_input_exits_2(tmp_path: Path, content: str, message: str) -> N
     f.write_text(content)
     code, lines, err = _run(f)
     assert (code, lines) == (2, [])
-    assert err.startswith(f"error: {f}: ")
+    assert err.startswith(f"draxr validate: error: {f}: ")
     assert message in err
 
 
 def test_a_missing_path_exits_2(tmp_path: Path) -> None:
     code, _, err = _run(tmp_path / "nope.yaml")
     assert code == 2
-    assert err == f"error: {tmp_path / 'nope.yaml'}: no such file or directory\n"
+    assert err == f"draxr validate: error: {tmp_path / 'nope.yaml'}: no such file or directory\n"
 
 
 def test_the_cli_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

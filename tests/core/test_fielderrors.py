@@ -281,6 +281,82 @@ def test_invalid_status_without_errors() -> None:
     assert status["details"]["causes"] == []
 
 
+class _CountingStr(str):
+    """A message that counts how often it is compared (a hash-based de-duplication rarely does)."""
+
+    comparisons = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingStr.comparisons += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+class _CountedError(FieldError):
+    def __str__(self) -> str:
+        return _CountingStr(FieldError.__str__(self))
+
+
+def test_aggregate_message_deduplicates_in_linear_time() -> None:
+    # ErrorList.ToAggregate keeps a sets.String of the messages seen; a list made 28,000 mapping
+    # errors cost 392 million comparisons.
+    n = 5000
+    errors = [_CountedError(ErrorType.INVALID, f"spec.x[{i}]", i % 50, "d") for i in range(n)]
+    errors += errors[:10]  # duplicates: compared once each
+    _CountingStr.comparisons = 0
+    message = fe.aggregate_message(errors)
+    assert message.count("Invalid value") == n
+    assert _CountingStr.comparisons <= 2 * len(errors)
+
+
+def test_invalid_status_caps_errors_as_the_apiserver_store_does() -> None:
+    # staging/src/k8s.io/apiserver/pkg/storage/etcd3: corruptObjErrAggregatorFactory(100) keeps 100
+    # errors, then one metav1.CauseTypeTooMany cause with errTooMany's text; draxr adds the count.
+    errors = [fe.invalid(f"status.m[{i}].containerName", f"c{i}", "must match") for i in range(28_000)]
+    status = fe.invalid_status("Pod", "", "p", errors)
+    causes = status["details"]["causes"]
+    assert fe.MAX_STATUS_ERRORS == 100
+    assert causes[:100] == [e.cause() for e in errors[:100]]
+    assert causes[100:] == [
+        {
+            "reason": "FieldValueTooMany",
+            "message": "too many errors, the list is truncated: 27900 more errors not shown",
+        }
+    ]
+    message = status["message"]
+    assert message.startswith(
+        'Pod "p" is invalid: [status.m[0].containerName: Invalid value: "c0": must match, '
+    )
+    assert message.endswith(
+        'status.m[99].containerName: Invalid value: "c99": must match, '
+        "too many errors, the list is truncated: 27900 more errors not shown]"
+    )
+    assert "c100" not in message
+
+
+@pytest.mark.parametrize(("count", "tail"), [(100, None), (101, "1 more error not shown")])
+def test_the_cap_counts_what_it_leaves_out(count: int, tail: str | None) -> None:
+    errors = [fe.required(f"f{i}", "") for i in range(count)]
+    status = fe.invalid_status("Pod", "", "p", errors)
+    causes = status["details"]["causes"]
+    if tail is None:
+        assert len(causes) == count
+        assert "too many errors" not in status["message"]
+    else:
+        assert len(causes) == 101
+        assert causes[-1]["message"] == f"too many errors, the list is truncated: {tail}"
+        assert status["message"].endswith(f"the list is truncated: {tail}]")
+
+
+def test_a_stringer_prints_unquoted() -> None:
+    # field.Invalid(path, quantity, ...): a fmt.Stringer prints through String(), without quotes.
+    assert str(fe.invalid("r", fe.GoStringer("500m"), "must be an integer")) == (
+        "r: Invalid value: 500m: must be an integer"
+    )
+    assert str(fe.invalid("r", "500m", "d")) == 'r: Invalid value: "500m": d'
+
+
 def test_forbidden_status_messages() -> None:
     s = fe.forbidden_status("resourceclaims", "resource.k8s.io", "c1", "quota exceeded")
     assert s["message"] == 'resourceclaims.resource.k8s.io "c1" is forbidden: quota exceeded'

@@ -55,3 +55,67 @@ def test_int64_and_rounding() -> None:
 @given(st.integers(min_value=-(10**12), max_value=10**12))
 def test_integers_round_trip(n: int) -> None:
     assert Quantity.parse(str(n)).as_int64() == n
+
+
+# ``String()`` of a parsed quantity: ``ParseQuantity`` (which keeps canonical input text as it was
+# written, and rounds finer than a nano up) then ``CanonicalizeBytes`` (apimachinery
+# pkg/api/resource/quantity.go, amount.go, suffix.go).
+@pytest.mark.parametrize(
+    ("text", "canonical", "fmt"),
+    [
+        ("0", "0", "DecimalSI"),
+        ("1", "1", "DecimalSI"),
+        ("+5", "+5", "DecimalSI"),  # kept as written: upstream's fast path reuses the string
+        ("05", "05", "DecimalSI"),
+        ("1000", "1k", "DecimalSI"),
+        ("1.5", "1500m", "DecimalSI"),
+        ("0.5", "500m", "DecimalSI"),
+        ("100m", "100m", "DecimalSI"),
+        ("1.9995", "1999500u", "DecimalSI"),
+        ("-0.5", "-500m", "DecimalSI"),
+        ("10E", "10E", "DecimalSI"),
+        ("1000E", "1", "DecimalSI"),  # 1e21: no DecimalSI suffix for it, constructBytes gives none
+        ("1e3", "1e3", "DecimalExponent"),
+        ("1e400", "10e399", "DecimalExponent"),  # exponent to a multiple of three
+        ("1e19", "10e18", "DecimalExponent"),
+        ("1e-10", "1e-9", "DecimalExponent"),  # rounded up to the nano
+        ("1.5Gi", "1536Mi", "BinarySI"),
+        ("2048Ki", "2Mi", "BinarySI"),
+        ("1Ki", "1Ki", "BinarySI"),
+        ("0.5Ki", "512", "BinarySI"),  # below 1024: printed as a decimal
+        ("9223372036854775808", "9223372036854775808", "DecimalSI"),
+    ],
+)
+def test_canonical_is_upstreams_string(text: str, canonical: str, fmt: str) -> None:
+    q = Quantity.parse(text)
+    assert q.canonical() == canonical
+    assert q.format == fmt
+
+
+@pytest.mark.parametrize(
+    ("value", "int64"),
+    [
+        ("9223372036854775807", 2**63 - 1),
+        ("-9223372036854775808", -(2**63)),
+        ("9223372036854775808", None),
+        ("1e400", None),
+        ("8Ei", None),  # 2^63: upstream caps BinarySI at 2^63-1, draxr refuses it instead
+        ("0.5", None),
+        (0.5, None),
+        (1e3, 1000),
+        (7, 7),
+    ],
+)
+def test_as_int64_is_the_scheduler_reading(value: object, int64: int | None) -> None:
+    # ``AsInt64``: what createRequestsAndMappings reads a device count with.
+    assert Quantity.parse(value).as_int64() == int64
+
+
+def test_floats_are_read_as_the_decimal_they_were_written_as() -> None:
+    assert Quantity.parse(0.1).value == Fraction(1, 10)  # not the binary float 0.1000000000000000055...
+    assert Quantity.parse(1e21).canonical() == "1e+21"
+
+
+def test_more_digits_than_python_reads_is_a_quantity_error() -> None:
+    with pytest.raises(QuantityError, match="unable to parse numeric part of quantity"):
+        Quantity.parse("9" * 5000)

@@ -387,34 +387,74 @@ def quantity_pod(requests: dict[str, Any], limits: dict[str, Any] | None = None)
 
 def test_fractional_quantity_is_denied_with_the_exact_path() -> None:
     assert texts(validate_dra_quantities(quantity_pod({"example.com/gpu": "1500m"}), is_dra)) == [
-        'spec.containers[1].resources.requests[example.com/gpu]: Invalid value: "1500m": must be a '
-        "non-negative integer for a DRA-backed extended resource"
+        "spec.containers[1].resources.requests[example.com/gpu]: Invalid value: 1500m: must be an integer"
     ]
 
 
-@pytest.mark.parametrize("good", ["0", "1", "2", 3, "1k", "2000m", "1e3"])
-def test_integer_quantities_pass(good: Any) -> None:
-    assert (
-        validate_dra_quantities(quantity_pod({"example.com/gpu": good}, {"example.com/gpu": good}), is_dra)
-        == []
-    )
+INT64_NOTE = "must be an integer: the largest device count is 9223372036854775807 (int64)"
 
 
-@pytest.mark.parametrize(("bad", "shown"), [("-1", '"-1"'), (-2, "-2"), (1.5, "1.5"), ("0.5", '"0.5"')])
-def test_negative_and_fractional_quantities_are_denied(bad: Any, shown: str) -> None:
-    assert texts(validate_dra_quantities(quantity_pod({}, {"example.com/gpu": bad}), is_dra)) == [
-        f"spec.containers[1].resources.limits[example.com/gpu]: Invalid value: {shown}: must be a "
-        "non-negative integer for a DRA-backed extended resource"
-    ]
+# ``ValidateResourceQuantityValue`` (pkg/apis/core/validation/validation.go) for an integer resource:
+# ``ValidateNonnegativeQuantity`` first (``IsNegativeErrorMsg``, the value's String() quoted), then
+# ``isNotIntegerErrorMsg`` (the Quantity itself, a fmt.Stringer: unquoted). draxr's integer test is
+# ``AsInt64``, so values upstream's wrapped ``MilliValue() % 1000`` lets through are denied too.
+@pytest.mark.parametrize(
+    ("value", "messages"),
+    [
+        ("0.5", ["Invalid value: 500m: must be an integer"]),
+        (0.5, ["Invalid value: 500m: must be an integer"]),
+        (1.5, ["Invalid value: 1500m: must be an integer"]),
+        ("1.5Gi", []),  # 1536Mi: a whole number of bytes is an integer
+        ("0.1", ["Invalid value: 100m: must be an integer"]),
+        ("1.9995", ["Invalid value: 1999500u: must be an integer"]),  # MilliValue() rounds it to 2000
+        ("1e-10", ["Invalid value: 1e-9: must be an integer"]),  # rounded up to a nano, as ParseQuantity does
+        ("1e400", [f"Invalid value: 10e399: {INT64_NOTE}"]),  # MilliValue() wraps to 0
+        ("9223372036854775808", [f"Invalid value: 9223372036854775808: {INT64_NOTE}"]),
+        ("9223372036854775807", []),
+        ("1e19", [f"Invalid value: 10e18: {INT64_NOTE}"]),
+        ("10E", [f"Invalid value: 10E: {INT64_NOTE}"]),
+        ("9Ei", [f"Invalid value: 9Ei: {INT64_NOTE}"]),
+        ("-1", ['Invalid value: "-1": must be greater than or equal to 0']),
+        (-2, ['Invalid value: "-2": must be greater than or equal to 0']),
+        (
+            "-0.5",
+            [
+                'Invalid value: "-500m": must be greater than or equal to 0',
+                "Invalid value: -500m: must be an integer",
+            ],
+        ),
+        ("0", []),
+        ("1k", []),
+        ("2000m", []),
+        ("1e3", []),
+        (3, []),
+    ],
+)
+def test_dra_quantities_follow_validate_resource_quantity_value(value: Any, messages: list[str]) -> None:
+    path = "spec.containers[1].resources.limits[example.com/gpu]"
+    errors = validate_dra_quantities(quantity_pod({}, {"example.com/gpu": value}), is_dra)
+    assert texts(errors) == [f"{path}: {m}" for m in messages]
+    assert all(e.type is ErrorType.INVALID for e in errors)
 
 
-def test_unparseable_quantity_says_why() -> None:
-    [err] = validate_dra_quantities(quantity_pod({"deviceclass.resource.kubernetes.io/gpu": "lots"}), is_dra)
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [
+        (
+            "lots",
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        ),
+        ("9" * 5000, "unable to parse numeric part of quantity"),  # upstream's ErrNumeric
+        ("1e1001", "quantity exponent out of range"),
+        (float("inf"), "quantities must be finite"),
+        ([1], "quantities must be strings or numbers, not list"),
+    ],
+)
+def test_unparseable_quantity_says_why(value: Any, detail: str) -> None:
+    [err] = validate_dra_quantities(quantity_pod({"deviceclass.resource.kubernetes.io/gpu": value}), is_dra)
     assert err.field == "spec.containers[1].resources.requests[deviceclass.resource.kubernetes.io/gpu]"
-    assert err.detail == (
-        "must be a non-negative integer for a DRA-backed extended resource: "
-        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-    )
+    assert err.detail == detail
+    assert err.bad_value == value
 
 
 def test_other_resources_and_init_containers() -> None:
@@ -719,13 +759,18 @@ def test_fuzz_quantity_rules_follow_the_quantity(case: tuple[dict[str, Any], Any
     pod_obj, value = case
     q = try_parse(value)
     assert validate_extended_resource_claim_status(pod_obj) == []
+    count = q.as_int64() if q is not None else None  # what the scheduler reads (AsInt64)
     mapped = validate_mapped_requests(pod_obj)
-    assert len(mapped) == (0 if q is not None and q.is_integer() and q.value > 0 else 1)
+    assert len(mapped) == (0 if count is not None and count > 0 else 1)
     dra = validate_dra_quantities(pod_obj, is_dra)
-    assert len(dra) == (0 if q is not None and q.is_integer() and q.value >= 0 else 1)
+    if q is None:
+        assert [e.bad_value for e in dra] == [value]
+    else:
+        assert len(dra) == (q.value < 0) + (count is None)
+        assert {e.bad_value for e in dra} <= {q.canonical()}
     for err in mapped + dra:
         assert err.field.endswith("[example.com/gpu]")
-        assert err.bad_value == value
+    assert all(err.bad_value == value for err in mapped)
 
 
 def _annotated(name: str, value: str, field: str | None = None) -> dict[str, Any]:

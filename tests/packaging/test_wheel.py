@@ -88,6 +88,6 @@ def test_the_installed_wheel_serves_and_says_why_demo_cannot_run(wheel: Path, tm
     assert demo.returncode == 2
     assert demo.stdout == ""
     assert demo.stderr.strip().splitlines() == [
-        "error: draxr demo runs on the API emulator, which ships only with draxr's sources: "
+        "draxr demo: error: it runs on the API emulator, which ships only with draxr's sources: "
         "run `make demo` in a checkout"
     ]

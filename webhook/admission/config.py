@@ -15,7 +15,19 @@ Route = Literal["default-only", "always", "never"]
 DEFAULT_ALLOWED_WRITERS: frozenset[str] = frozenset(
     {"system:serviceaccount:draxr-system:draxr-worker", "system:kube-scheduler"}
 )
+#: The apiserver's own request body limit, ``MaxRequestBodyBytes: int64(3 * 1024 * 1024)`` in
+#: ``NewConfig`` (``staging/src/k8s.io/apiserver/pkg/server/config.go``): no object it stores is larger.
 MAX_BODY_BYTES = 3 * 1024 * 1024
+#: Bodies up to this size are answered on the event loop (a realistic pod review is 5-20 KB and
+#: takes well under a millisecond); larger ones go to the review threads.
+INLINE_REVIEW_BYTES = 64 * 1024
+#: Threads answering large reviews. Python runs one thread at a time (the GIL): more threads add
+#: no throughput, they only take more of the loop's turns (bench/webhook.py --large-pods: with 2,
+#: the small reviews' p99 doubled).
+REVIEW_THREADS = 1
+#: Large reviews in flight (being read, waiting or answered) beyond which more are refused at
+#: once with HTTP 429, as the apiserver refuses requests past --max-requests-inflight.
+MAX_LARGE_REVIEWS = 4
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,11 @@ class AdmissionConfig:
     ``class_read_seconds``: how long a pod admission may wait for a fresh DeviceClass list when
     the cache knows no class for a name the pod asks for (a class created a moment before the pod
     may not have reached the informer; routing is decided only once). 0 trusts the cache.
+
+    ``inline_review_bytes``, ``review_threads``, ``max_large_reviews``: a body larger than
+    ``inline_review_bytes`` is answered on one of ``review_threads`` threads, so the event loop
+    (small reviews, health probes) stays free; at most ``max_large_reviews`` such bodies are in
+    flight, and more are answered HTTP 429 without being read.
     """
 
     allowed_writers: frozenset[str] = DEFAULT_ALLOWED_WRITERS
@@ -42,3 +59,6 @@ class AdmissionConfig:
     #: per pod from the gates. ``force_rewrite``: rewrite even where a device plugin serves the name.
     mode: Mode = "auto"
     force_rewrite: bool = False
+    inline_review_bytes: int = INLINE_REVIEW_BYTES
+    review_threads: int = REVIEW_THREADS
+    max_large_reviews: int = MAX_LARGE_REVIEWS

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 #: Admission answers should take milliseconds; the top buckets catch a stalled hook before the
 #: apiserver's own timeout (10 s by default, 30 s at most) does.
 DURATION_BUCKETS: Final = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0)
-RESULTS: Final = ("allowed", "denied", "invalid_request", "error")
+RESULTS: Final = ("allowed", "denied", "invalid_request", "too_many_requests", "error")
 
 
 class AdmissionMetrics:
@@ -19,7 +19,8 @@ class AdmissionMetrics:
         self.requests = Counter(
             "draxr_admission_requests",
             "Admission requests by endpoint, operation and result "
-            "(allowed, denied, invalid_request: HTTP 400, error: internal failure answered with 400).",
+            "(allowed, denied, invalid_request: HTTP 400, too_many_requests: a large review refused "
+            "unread with HTTP 429, error: internal failure answered with 400).",
             ["endpoint", "operation", "result"],
             registry=registry,
         )

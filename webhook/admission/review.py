@@ -88,15 +88,22 @@ def _no_constant(name: str) -> Any:
 
 
 def _check_depth(value: dict[str, Any] | list[Any]) -> None:
-    """Iteratively, so that the check itself cannot overflow; only containers are visited."""
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    """Iteratively, so that the check itself cannot overflow: one level of containers at a time
+    (what ``json.loads`` makes: plain dicts and lists; scalars are skipped)."""
+    level: list[dict[str, Any] | list[Any]] = [value]
+    depth = 0
+    while level:
+        depth += 1
         if depth > MAX_DEPTH:
             raise BadRequest(f"request body nests deeper than {MAX_DEPTH} levels")
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1))
+        below: list[Any] = []
+        for item in level:
+            children: Any = item.values() if type(item) is dict else item
+            for child in children:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    below.append(child)
+        level = below
 
 
 def decode_review(body: bytes) -> Obj:
@@ -261,6 +268,40 @@ def object_errors(obj: Obj, kind: str) -> list[FieldError]:
 
 # --- encoding ------------------------------------------------------------------------------------
 
+#: The apiserver's warning recorder (``staging/src/k8s.io/apiserver/pkg/endpoints/filters/warning.go``):
+#: past ``truncateAtTotalRunes`` of warning text, every warning is cut to ``truncateItemRunes``
+#: and warnings that come after the total is reached are dropped.
+TRUNCATE_AT_TOTAL_RUNES: Final = 4 * 1024
+TRUNCATE_ITEM_RUNES: Final = 256
+
+
+def truncate_warnings(
+    warnings: list[str], total: int = TRUNCATE_AT_TOTAL_RUNES, item: int = TRUNCATE_ITEM_RUNES
+) -> list[str]:
+    """The warnings the apiserver would pass on: de-duplicated, then truncated as its recorder does
+    (so a response never carries more than about 4 KiB of them, however many a pod provokes)."""
+    kept: list[str] = []
+    written = 0
+    truncating = False
+    seen: set[str] = set()
+    for text in warnings:
+        if not text or (truncating and written >= total):
+            continue
+        if text in seen:
+            continue
+        seen.add(text)
+        if truncating:
+            text = text[:item]
+        if written + len(text) <= total or truncating:
+            kept.append(text)
+            written += len(text)
+            continue
+        # Over the limit: replay everything so far, and this one, truncated.
+        truncating = True
+        kept = [w[:item] for w in [*kept, text]]
+        written = sum(len(w) for w in kept)
+    return kept
+
 
 def encode_response(uid: str, verdict: Verdict) -> bytes:
     """The AdmissionReview answer; ASCII-only JSON, so no input string can break the encoding."""
@@ -272,7 +313,7 @@ def encode_response(uid: str, verdict: Verdict) -> bytes:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(patch).decode("ascii")
     if verdict.warnings:
-        response["warnings"] = list(verdict.warnings)
+        response["warnings"] = truncate_warnings(verdict.warnings)
     review = {"apiVersion": API_VERSION, "kind": KIND, "response": response}
     return json.dumps(review, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 

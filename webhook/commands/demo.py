@@ -23,6 +23,7 @@ from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.client import KubeClient
 from ..kube.resources import BY_PLURAL
 from ..loader import expand_workloads, load_paths
+from .flags import positive_number
 
 
 def examples_dir() -> Path:
@@ -32,7 +33,13 @@ def examples_dir() -> Path:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = sub.add_parser("demo", help="run the KEP-5004 example end to end")
-    d.add_argument("--timeout", type=float, default=60.0)
+    d.add_argument(
+        "--timeout",
+        type=positive_number,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for every pod to be bound (default: 60)",
+    )
     d.set_defaults(func=main)
 
 
@@ -72,7 +79,7 @@ def _create(api: KubeClient, obj: Obj) -> None:
 
 #: Said when the API emulator is not installed (a wheel or the image: it ships with the sources).
 NO_EMULATOR = (
-    "error: draxr demo runs on the API emulator, which ships only with draxr's sources: "
+    "draxr demo: error: it runs on the API emulator, which ships only with draxr's sources: "
     "run `make demo` in a checkout"
 )
 
@@ -157,6 +164,17 @@ def _count(em: Any, names: list[str]) -> int:
     return sum(1 for n in names if pods.get(n, {}).get("spec", {}).get("nodeName"))
 
 
+def _results(claim: Obj) -> list[Obj]:
+    """The claim's allocated devices; none while it waits for its allocation (a demo cut short)."""
+    allocation = as_dict(as_dict(as_dict(claim.get("status")).get("allocation")).get("devices"))
+    return [as_dict(r) for r in allocation.get("results") or []]
+
+
+def _owner(claim: Obj) -> str:
+    refs = as_dict(claim.get("metadata")).get("ownerReferences") or [{}]
+    return str(as_dict(refs[0]).get("name", "?"))
+
+
 def _report(em: Any, out: TextIO) -> None:
     pods = sorted(em.list("pods", "default"), key=lambda p: p["metadata"]["name"])
     claims = {c["metadata"]["name"]: c for c in em.list("resourceclaims", "default")}
@@ -164,8 +182,8 @@ def _report(em: Any, out: TextIO) -> None:
     for p in pods:
         erc = (p.get("status") or {}).get("extendedResourceClaimStatus")
         if erc and erc.get("resourceClaimName") in claims:
-            alloc = claims[erc["resourceClaimName"]]["status"]["allocation"]["devices"]["results"]
-            what = ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in alloc)
+            results = _results(claims[erc["resourceClaimName"]])
+            what = ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results) or "allocating"
         elif p["spec"].get("nodeName"):
             what = "example.com/gpu from the device plugin"
         else:
@@ -183,10 +201,11 @@ def _report(em: Any, out: TextIO) -> None:
             f"{r['name']}: {r['exactly'].get('count', 1)} x {r['exactly']['deviceClassName']}"
             for r in c["spec"]["devices"]["requests"]
         )
-        alloc = ", ".join(r["device"] for r in c["status"]["allocation"]["devices"]["results"])
-        reserved = ", ".join(r["name"] for r in c["status"].get("reservedFor") or [])
-        owner = c["metadata"]["ownerReferences"][0]["name"]
-        rows.append([cname, f"Pod/{owner}", reqs, alloc, reserved])
+        devices = ", ".join(str(r.get("device")) for r in _results(c)) or "-"
+        reserved = ", ".join(
+            str(as_dict(r).get("name")) for r in as_dict(c.get("status")).get("reservedFor") or []
+        )
+        rows.append([cname, f"Pod/{_owner(c)}", reqs, devices, reserved or "-"])
     _say(out, _table(rows))
     _say(out, "\nPods' status.extendedResourceClaimStatus:")
     for p in pods:
@@ -200,8 +219,8 @@ def _report(em: Any, out: TextIO) -> None:
     _say(out, "\nDevices per node:")
     used: dict[tuple[str, str, str], str] = {}
     for c in claims.values():
-        for r in c["status"]["allocation"]["devices"]["results"]:
-            used[(r["driver"], r["pool"], r["device"])] = c["metadata"]["ownerReferences"][0]["name"]
+        for r in _results(c):
+            used[(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))] = _owner(c)
     rows = [["NODE", "SOURCE", "FREE", "USED"]]
     for s in sorted(em.list("resourceslices"), key=lambda s: s["metadata"]["name"]):
         spec = s["spec"]

@@ -9,12 +9,13 @@ from typing import TextIO
 
 from ..install.certs import CertError, load_ca_bundle
 from ..install.manifests import DEFAULT_IMAGE, DEFAULT_NAMESPACE, dump, render
+from .flags import dns_label, non_empty, one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m = sub.add_parser("manifests", help="render the installation manifests")
-    m.add_argument("--namespace", default=DEFAULT_NAMESPACE)
-    m.add_argument("--image", default=DEFAULT_IMAGE)
+    m.add_argument("--namespace", type=dns_label, default=DEFAULT_NAMESPACE)
+    m.add_argument("--image", type=non_empty, default=DEFAULT_IMAGE)
     m.add_argument("--ca-bundle", help="CA certificate file (for the webhook configurations' caBundle)")
     m.add_argument(
         "--cert-manager",
@@ -35,12 +36,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         try:
             ca_bundle = load_ca_bundle(args.ca_bundle)
         except (CertError, OSError) as e:
-            err.write(f"error: --ca-bundle {args.ca_bundle}: {e}\n")
+            err.write(f"draxr manifests: error: --ca-bundle {args.ca_bundle}: {one_line(str(e))}\n")
             return 2
         candidate = Path(args.ca_bundle)
         cert_dir = candidate if candidate.is_dir() else candidate.parent
         if not all((cert_dir / f).is_file() for f in ("tls.crt", "tls.key")):
-            err.write(f"error: {cert_dir} must also hold tls.crt and tls.key (run `draxr certs` first)\n")
+            err.write(
+                f"draxr manifests: error: {cert_dir} must also hold tls.crt and tls.key "
+                "(run `draxr certs` first)\n"
+            )
             return 2
     out.write(
         dump(

@@ -27,6 +27,7 @@ from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
 from ..core.slices import parse_slice
 from ..core.state import ClusterState
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
+from .flags import one_line
 
 
 @dataclass
@@ -175,7 +176,7 @@ def run(paths: Sequence[str | Path], output: str, policy: str, out: TextIO, err:
         loaded = load_paths(paths)
         check_inputs(loaded)
     except LoadError as e:
-        err.write(f"error: {e}\n")
+        err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
     plan = build_plan(objects, policy)

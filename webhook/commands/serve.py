@@ -5,29 +5,48 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.paths import MODES
 from ..runtime.serve import ServeOptions, default_writers, run
+from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
+from .flags import (
+    dns_label,
+    dns_subdomain,
+    fail,
+    non_empty,
+    non_negative_integer,
+    non_negative_number,
+    port,
+    positive_integer,
+    positive_number,
+)
+
+#: client-go's leader election: renewDeadline must exceed retryPeriod * JitterFactor.
+JITTER_FACTOR = 1.2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the admission webhook and the allocation worker")
-    s.add_argument("--host", default="0.0.0.0")
-    s.add_argument("--port", type=int, default=8443)
-    s.add_argument("--cert-dir", default="certs", help="holds ca.crt, tls.crt, tls.key (default: certs/)")
+    s.add_argument("--host", type=non_empty, default="0.0.0.0")
+    s.add_argument("--port", type=port, default=8443)
+    s.add_argument(
+        "--cert-dir", type=non_empty, default="certs", help="holds ca.crt, tls.crt, tls.key (default: certs/)"
+    )
     s.add_argument("--no-webhook", action="store_true", help="run only the worker")
     s.add_argument("--no-worker", action="store_true", help="run only the webhook")
-    s.add_argument("--kubeconfig", help="default: in-cluster config, then ~/.kube/config")
+    s.add_argument("--kubeconfig", type=non_empty, help="default: in-cluster config, then ~/.kube/config")
     s.add_argument(
         "--snapshot",
+        type=non_empty,
         action="append",
         metavar="PATH",
         help="serve the webhook from manifest files instead of a cluster (with --no-worker)",
     )
-    s.add_argument("--scheduler-name", default="draxr")
+    s.add_argument("--scheduler-name", type=non_empty, default="draxr")
     s.add_argument("--route", choices=("default-only", "always", "never"), default="default-only")
     s.add_argument(
         "--class-read-timeout",
-        type=float,
+        type=non_negative_number,
         default=2.0,
         metavar="SECONDS",
         help="when the cache knows no DeviceClass for a name a new pod asks for, wait this long for a "
@@ -35,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     s.add_argument(
         "--allowed-writers",
+        type=non_empty,
         action="append",
         metavar="USER",
         help="identities allowed to write special claims and pod mappings (repeatable)",
@@ -58,54 +78,123 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="whether kube-apiserver keeps the KEP-5004 fields; auto probes with a dry-run create",
     )
     s.add_argument(
-        "--gate-probe-interval", type=float, default=300.0, metavar="SECONDS", help="how often auto re-probes"
+        "--gate-probe-interval",
+        type=positive_number,
+        default=300.0,
+        metavar="SECONDS",
+        help="how often auto re-probes",
     )
     s.add_argument(
         "--template-grace",
-        type=float,
+        type=non_negative_number,
         default=60.0,
         metavar="SECONDS",
         help="delete a rewrite ResourceClaimTemplate no pod has used for this long",
     )
-    s.add_argument("--deployment", default="draxr-webhook", help="draxr's webhook Deployment (mode Events)")
+    s.add_argument(
+        "--deployment",
+        type=dns_subdomain,
+        default="draxr-webhook",
+        help="draxr's webhook Deployment (mode Events)",
+    )
     s.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
-    s.add_argument("--namespace", default="draxr-system", help="draxr's namespace (lease, default writers)")
-    s.add_argument("--lease-name", default="draxr-worker")
+    s.add_argument(
+        "--namespace",
+        type=dns_label,
+        default="draxr-system",
+        help="draxr's namespace (lease, default writers)",
+    )
+    s.add_argument("--lease-name", type=dns_subdomain, default="draxr-worker")
     s.add_argument(
         "--leader-elect-lease-duration",
-        type=float,
+        type=positive_number,
         default=15.0,
         metavar="SECONDS",
         help="how long followers wait after the last renewal before taking over",
     )
     s.add_argument(
         "--leader-elect-renew-deadline",
-        type=float,
+        type=positive_number,
         default=10.0,
         metavar="SECONDS",
         help="a leader that cannot renew for this long stops writing (less than the lease duration)",
     )
     s.add_argument(
         "--leader-elect-retry-period",
-        type=float,
+        type=positive_number,
         default=2.0,
         metavar="SECONDS",
         help="how often to try to acquire or renew the lease",
     )
     s.add_argument("--no-leader-elect", dest="leader_elect", action="store_false")
-    s.add_argument("--identity", help="leader election identity (default: hostname_pid)")
+    s.add_argument("--identity", type=non_empty, help="leader election identity (default: hostname_pid)")
     s.add_argument(
         "--pod-initial-backoff-seconds",
-        type=float,
+        type=positive_number,
         default=1.0,
         metavar="SECONDS",
         help="backoff after a pod's first failed attempt; doubles per attempt",
     )
-    s.add_argument("--pod-max-backoff-seconds", type=float, default=60.0, metavar="SECONDS")
-    s.add_argument("--qps", type=float, default=50.0, help="client-side write rate limit")
-    s.add_argument("--burst", type=int, default=100)
+    s.add_argument("--pod-max-backoff-seconds", type=positive_number, default=60.0, metavar="SECONDS")
+    s.add_argument("--qps", type=positive_number, default=50.0, help="client-side write rate limit")
+    s.add_argument("--burst", type=positive_integer, default=100)
+    s.add_argument(
+        "--read-header-timeout",
+        type=positive_number,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request line and headers take longer to arrive (slow clients)",
+    )
+    s.add_argument(
+        "--read-body-timeout",
+        type=positive_number,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request body takes longer to arrive after its headers",
+    )
+    s.add_argument(
+        "--review-threads",
+        type=non_negative_integer,
+        default=REVIEW_THREADS,
+        help="threads answering admission reviews over 64 KiB, off the event loop (0: on it)",
+    )
+    s.add_argument(
+        "--max-large-reviews",
+        type=positive_integer,
+        default=MAX_LARGE_REVIEWS,
+        help="admission reviews over 64 KiB in flight at once; more are refused with HTTP 429",
+    )
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    s.set_defaults(func=main)
+    s.set_defaults(func=main, parser=s)
+
+
+def check_together(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Values that are wrong only together (client-go's and kube-scheduler's own checks)."""
+    lease, renew, retry = (
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    )
+    if not lease > renew:
+        fail(
+            parser,
+            f"--leader-elect-lease-duration ({lease:g}) must be greater than "
+            f"--leader-elect-renew-deadline ({renew:g})",
+        )
+    if not renew > retry * JITTER_FACTOR:
+        fail(
+            parser,
+            f"--leader-elect-renew-deadline ({renew:g}) must be greater than "
+            f"{JITTER_FACTOR:g} times --leader-elect-retry-period ({retry:g})",
+        )
+    if args.pod_max_backoff_seconds < args.pod_initial_backoff_seconds:
+        fail(
+            parser,
+            f"--pod-max-backoff-seconds ({args.pod_max_backoff_seconds:g}) must not be less than "
+            f"--pod-initial-backoff-seconds ({args.pod_initial_backoff_seconds:g})",
+        )
+    if args.no_webhook and args.no_worker:
+        fail(parser, "--no-webhook and --no-worker together leave nothing to run")
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
@@ -141,8 +230,13 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         qps=args.qps,
         burst=args.burst,
         log_level=args.log_level,
+        read_header_timeout=args.read_header_timeout,
+        read_body_timeout=args.read_body_timeout,
+        review_threads=args.review_threads,
+        max_large_reviews=args.max_large_reviews,
     )
 
 
 def main(args: argparse.Namespace) -> int:
+    check_together(args, args.parser)
     return run(serve_options(args))

@@ -31,6 +31,7 @@ from ..core.objects import Obj, as_dict, controller_ref, meta, name, namespace
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
+from .flags import one_line
 
 
 @dataclass
@@ -128,7 +129,7 @@ def run(paths: Sequence[str | Path], out: TextIO, err: TextIO) -> int:
         loaded = load_paths(paths)
         report = check(loaded)
     except LoadError as e:
-        print(f"error: {e}", file=err)
+        print(f"draxr validate: error: {one_line(str(e))}", file=err)
         return 2
     for finding in report.findings:
         print(finding.line(), file=out)

@@ -235,8 +235,17 @@ def go_json(value: Any) -> str:
     return _json_string(str(value))
 
 
+class GoStringer(str):
+    """A bad value Go prints through its ``String()`` method (a ``fmt.Stringer`` such as
+    ``resource.Quantity``): as the text itself, unquoted."""
+
+    __slots__ = ()
+
+
 def format_bad_value(value: Any) -> str:
     """How ``ErrorBody`` prints a bad value."""
+    if isinstance(value, GoStringer):
+        return str.__str__(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -380,16 +389,37 @@ def internal_error(path: PathLike, detail: str) -> FieldError:
     return FieldError(ErrorType.INTERNAL, str(path), None, detail)
 
 
-def aggregate_message(errors: Iterable[FieldError]) -> str:
-    """``ErrorList.ToAggregate().Error()``: duplicates dropped, ``[a, b]`` when more than one."""
-    seen: list[str] = []
+#: At most this many field errors reach a status (causes and message); the rest are counted.
+#: Upstream's one cap on a status's causes: the apiserver's etcd3 store aggregates at most 100
+#: errors (``corruptObjErrAggregatorFactory(100)`` in ``staging/src/k8s.io/apiserver/pkg/storage/
+#: etcd3/store.go``) and then appends one ``FieldValueTooMany`` cause, ``errTooMany`` in
+#: ``corrupt_obj_deleter.go``.
+MAX_STATUS_ERRORS: Final = 100
+#: ``errTooMany``'s text; draxr adds how many errors were left out.
+MSG_TOO_MANY_ERRORS: Final = "too many errors, the list is truncated"
+
+
+def too_many_errors_message(omitted: int) -> str:
+    """The final line of a truncated error list."""
+    noun = "error" if omitted == 1 else "errors"
+    return f"{MSG_TOO_MANY_ERRORS}: {omitted} more {noun} not shown"
+
+
+def aggregate_message(errors: Iterable[FieldError], omitted: int = 0) -> str:
+    """``ErrorList.ToAggregate().Error()``: duplicates dropped, ``[a, b]`` when more than one.
+
+    Linear: a set remembers the messages already seen (upstream's ``sets.String``). ``omitted``
+    errors that were left out of the list add a final ``too many errors`` line.
+    """
+    seen: dict[str, None] = {}
     for err in errors:
-        msg = str(err)
-        if msg not in seen:
-            seen.append(msg)
-    if len(seen) == 1:
-        return seen[0]
-    return "[" + ", ".join(seen) + "]" if seen else ""
+        seen.setdefault(str(err), None)
+    messages = list(seen)
+    if omitted > 0:
+        messages.append(too_many_errors_message(omitted))
+    if len(messages) == 1:
+        return messages[0]
+    return "[" + ", ".join(messages) + "]" if messages else ""
 
 
 # --- statuses ------------------------------------------------------------------------------------
@@ -425,12 +455,21 @@ def _status(message: str, reason: str, details: dict[str, Any], code: int) -> di
 
 
 def invalid_status(kind: str, group: str, name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
-    """``apierrors.NewInvalid(GroupKind{group, kind}, name, errors).ErrStatus`` (HTTP 422)."""
+    """``apierrors.NewInvalid(GroupKind{group, kind}, name, errors).ErrStatus`` (HTTP 422).
+
+    At most ``MAX_STATUS_ERRORS`` errors are reported; beyond that, the message ends with one line
+    and the causes with one ``FieldValueTooMany`` cause saying how many were left out.
+    """
     subject = f"{_qualified(kind, group)} {go_quote(name)} is invalid"
-    aggregate = aggregate_message(errors)
+    kept = errors[:MAX_STATUS_ERRORS]
+    omitted = len(errors) - len(kept)
+    aggregate = aggregate_message(kept, omitted)
     message = f"{subject}: {aggregate}" if aggregate else subject
     details = _details(name, group, kind)
-    details["causes"] = [e.cause() for e in errors]
+    causes: list[dict[str, str]] = [e.cause() for e in kept]
+    if omitted:
+        causes.append({"reason": ErrorType.TOO_MANY.value, "message": too_many_errors_message(omitted)})
+    details["causes"] = causes
     return _status(message, "Invalid", details, 422)
 
 

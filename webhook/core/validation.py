@@ -10,7 +10,10 @@ draxr's own rules go beyond upstream where the upstream behaviour is silent or e
 * ``validate_device_class``: an explicit name declared by only one class (upstream resolves clashes
   at runtime, silently, by creation time);
 * ``validate_mapped_requests``: a mapped request the kubelet would ignore;
-* ``validate_dra_quantities``: non-integer quantities the scheduler would silently ignore;
+* ``validate_dra_quantities``: upstream's ``ValidateResourceQuantityValue`` for every DRA-backed name
+  (implicit ones too, which upstream treats as native), with ``AsInt64`` as the integer test, so
+  that no value the scheduler would silently ignore (``0.5``, ``1e400``, ``9223372036854775808``)
+  is admitted;
 * ``validate_special_claim``: a hand-made "extended resource claim" that dodges quota
   (kubernetes/kubernetes#135404).
 
@@ -31,6 +34,7 @@ from .constants import (
 from .fielderrors import (
     OMITTED,
     FieldError,
+    GoStringer,
     Path,
     PathLike,
     duplicate,
@@ -43,7 +47,7 @@ from .fielderrors import (
 )
 from .messages import clip
 from .objects import Obj, as_dict, as_list, as_str, meta
-from .quantity import QuantityError, parse_quantity
+from .quantity import INT64_MAX, QuantityError, parse_quantity
 
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
 ANNOTATED_NAME_PATH: Final = Path("metadata", "annotations").key(EXTENDED_RESOURCE_NAME_ANNOTATION)
@@ -59,7 +63,12 @@ MSG_RESOURCE_NAME: Final = (
     "must match the extended resource name of an entry in spec.initContainers.resources.requests "
     "or spec.containers.resources.requests"
 )
-MSG_DRA_QUANTITY: Final = "must be a non-negative integer for a DRA-backed extended resource"
+#: ``isNotIntegerErrorMsg`` (``pkg/apis/core/validation/validation.go``).
+MSG_NOT_INTEGER: Final = "must be an integer"
+#: ``IsNegativeErrorMsg`` (``apimachinery/pkg/api/validation``), as ``ValidateNonnegativeQuantity`` says it.
+MSG_NEGATIVE: Final = "must be greater than or equal to 0"
+#: Why an integer beyond int64 is not one (upstream's ``MilliValue()`` wraps around and lets it through).
+MSG_INT64_RANGE: Final = f"the largest device count is {INT64_MAX} (int64)"
 MSG_MAPPED_REQUEST: Final = (
     "must be a positive integer: the kubelet only hands devices to a container whose request for a "
     "mapped extended resource is a non-zero integer"
@@ -258,18 +267,41 @@ def _validate_claim_name(value: Any) -> list[FieldError]:
 
 
 def _quantity_problem(value: Any, *, positive: bool) -> str | None:
-    """Why ``value`` is not an acceptable device count, or None when it is."""
+    """Why ``value`` is not an acceptable device count (an ``AsInt64`` integer), or None when it is."""
     try:
         q = parse_quantity(value)
     except QuantityError as e:
         return str(e)
-    except ValueError:  # e.g. more digits than Python converts to int
-        return "not a readable quantity"
-    if not q.is_integer():
-        return "fraction"
+    if q.as_int64() is None:
+        return "integer"
     if q.value < 0 or (positive and q.value == 0):
         return "sign"
     return None
+
+
+def validate_quantity_value(value: Any, path: PathLike) -> list[FieldError]:
+    """``ValidateResourceQuantityValue`` for an integer resource (``IsIntegerResourceName``).
+
+    Upstream checks ``MilliValue() % 1000``, which rounds up and wraps around: ``1.9995``, ``1e400``
+    and ``9223372036854775808`` pass it, and the scheduler's ``AsInt64`` then ignores them. Here
+    the integer test is ``AsInt64`` itself, with upstream's message. Errors print the quantity as
+    upstream does: ``value.String()`` for a negative one (quoted), the quantity itself (unquoted)
+    for one that is not an integer. A value that is no quantity at all gets the parser's message
+    (upstream's decoder would refuse the whole object with it).
+    """
+    try:
+        q = parse_quantity(value)
+    except QuantityError as e:
+        return [invalid(path, value, str(e))]
+    errors: list[FieldError] = []
+    if q.sign() < 0:
+        errors.append(invalid(path, q.canonical(), MSG_NEGATIVE))
+    if q.as_int64() is None:
+        detail = MSG_NOT_INTEGER
+        if q.is_integer():
+            detail += f": {MSG_INT64_RANGE}"
+        errors.append(invalid(path, GoStringer(q.canonical()), detail))
+    return errors
 
 
 def validate_mapped_requests(pod: Any) -> list[FieldError]:
@@ -304,28 +336,27 @@ def validate_mapped_requests(pod: Any) -> list[FieldError]:
 
 
 def validate_dra_quantities(pod: Any, is_dra_backed: Callable[[str], bool]) -> list[FieldError]:
-    """Every request and limit of a DRA-backed name must be a non-negative integer.
+    """Every request and limit of a DRA-backed name must be an int64 integer, not negative.
 
-    Upstream treats implicit names as native resources (no integer rule) and the scheduler
-    silently skips values ``AsInt64`` cannot read; draxr denies them instead, at the exact path.
+    Upstream validates explicit names with ``ValidateResourceQuantityValue``, treats implicit names
+    as native resources (no integer rule), and the scheduler silently skips values ``AsInt64``
+    cannot read; draxr denies all of them, at the exact path, with upstream's messages.
     """
     spec = as_dict(as_dict(pod).get("spec"))
     errors: list[FieldError] = []
+    backed: dict[str, bool] = {}  # thousands of containers name the same few resources
     for section in _CONTAINER_LISTS:
         for i, c in enumerate(as_list(spec.get(section))):
             res = as_dict(as_dict(c).get("resources"))
             for where in _REQUEST_SECTIONS:
-                for name, value in as_dict(res.get(where)).items():
-                    if not isinstance(name, str) or not is_dra_backed(name):
-                        continue
-                    problem = _quantity_problem(value, positive=False)
-                    if problem is None:
+                for name, value in as_dict(res.get(where)).items():  # JSON keys: always strings
+                    dra = backed.get(name)
+                    if dra is None:
+                        dra = backed[name] = is_dra_backed(name)
+                    if not dra:
                         continue
                     path = Path("spec", section).index(i).child("resources", where).key(name)
-                    detail = MSG_DRA_QUANTITY
-                    if problem not in ("fraction", "sign"):
-                        detail += f": {problem}"
-                    errors.append(invalid(path, value, detail))
+                    errors.extend(validate_quantity_value(value, path))
     return errors
 
 

@@ -19,10 +19,12 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
+from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.constants import DEFAULT_SCHEDULER_NAME
 from ..core.objects import Obj
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
+from .timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, deadline_protocol
 
 log = logging.getLogger("draxr.serve")
 
@@ -68,6 +70,10 @@ class ServeOptions:
     deployment: str = "draxr-webhook"
     orphan_interval: float = 60.0
     log_level: str = "info"
+    read_header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    read_body_timeout: float = DEFAULT_BODY_TIMEOUT
+    review_threads: int = REVIEW_THREADS
+    max_large_reviews: int = MAX_LARGE_REVIEWS
 
 
 class Process:
@@ -183,6 +189,8 @@ class Process:
                 class_read_seconds=self.opts.class_read_timeout,
                 mode=self.opts.mode,  # type: ignore[arg-type]
                 force_rewrite=self.opts.force_rewrite,
+                review_threads=self.opts.review_threads,
+                max_large_reviews=self.opts.max_large_reviews,
             )
             return webhook_app(self.cache, config, self.registry, self.gate, self.mode.details)
         from .apps import health_app
@@ -241,6 +249,7 @@ class Process:
             "log_config": None,
             "access_log": False,
             "timeout_graceful_shutdown": 10,
+            "http": deadline_protocol(self.opts.read_header_timeout, self.opts.read_body_timeout),
         }
         if self.opts.webhook:
             from .tls import ReloadingTLS, uvicorn_server

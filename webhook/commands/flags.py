@@ -1,0 +1,161 @@
+"""What every ``draxr`` command's flags share: a parser that fails in one line, and value types.
+
+A bad flag or value ends the command with exit status 2 and one line on standard error, in
+argparse's own form without its usage block: ``draxr demo: error: --timeout: must be a positive
+number, not -1``. The type functions below raise ``argparse.ArgumentTypeError`` with the reason;
+argparse names the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from ..core import names
+
+#: argparse puts this before the flag's name; the one-line form leaves it out.
+_ARGUMENT_PREFIX = "argument "
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: line breaks (a YAML error, a nested exception) become spaces."""
+    return " ".join(text.split())
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """``ArgumentParser`` whose errors are one line, ``<prog>: error: <message>``, exit status 2.
+
+    Sub-commands' parsers are of the same class (``add_subparsers`` uses the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith(_ARGUMENT_PREFIX):
+            message = message[len(_ARGUMENT_PREFIX) :]
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """A value that is wrong only together with another flag's: the same one line, exit status 2."""
+    parser.error(message)
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+
+
+def positive_number(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
+
+
+def non_negative_number(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or a positive number, not {text}")
+    return value
+
+
+def positive_integer(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text}")
+    return value
+
+
+def non_negative_integer(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or a positive whole number, not {text}")
+    return value
+
+
+def integer_between(low: int, high: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        value = _integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, not {text}")
+        return value
+
+    check.__name__ = f"integer between {low} and {high}"
+    return check
+
+
+port = integer_between(0, 65535)
+
+
+def non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _name(check: Callable[[str], list[str]], what: str) -> Callable[[str], str]:
+    def convert(text: str) -> str:
+        problems = check(text)
+        if problems:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {what}: {problems[0]}")
+        return text
+
+    convert.__name__ = what
+    return convert
+
+
+#: A namespace or Service name (``IsDNS1123Label``).
+dns_label = _name(names.is_dns1123_label, "DNS-1123 label")
+#: A DNS name, a Lease name (``IsDNS1123Subdomain``).
+dns_subdomain = _name(names.is_dns1123_subdomain, "DNS-1123 subdomain")
+
+
+def ip_address(text: str) -> str:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 or IPv6 address") from None
+    return text
+
+
+def report(command: str, exc: BaseException) -> str:
+    """The one line for a failure no command handled itself (never a traceback)."""
+    return f"draxr {command}: error: {type(exc).__name__}: {one_line(str(exc))}"
+
+
+def print_error(line: str) -> None:
+    print(one_line(line), file=sys.stderr)
+
+
+__all__ = [
+    "OneLineParser",
+    "dns_label",
+    "dns_subdomain",
+    "fail",
+    "integer_between",
+    "ip_address",
+    "non_empty",
+    "non_negative_integer",
+    "non_negative_number",
+    "one_line",
+    "port",
+    "positive_integer",
+    "positive_number",
+    "print_error",
+    "report",
+]
