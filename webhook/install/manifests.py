@@ -327,8 +327,13 @@ def _hook(
     rules: list[Obj],
     conditions: list[tuple[str, str]],
     failure_policy: str,
+    webhook_url: str | None = None,
 ) -> Obj:
-    client: Obj = {"service": {"namespace": namespace, "name": WEBHOOK, "path": path, "port": 443}}
+    client: Obj
+    if webhook_url:
+        client = {"url": webhook_url.rstrip("/") + path}
+    else:
+        client = {"service": {"namespace": namespace, "name": WEBHOOK, "path": path, "port": 443}}
     if ca_bundle:
         client["caBundle"] = ca_bundle
     return {
@@ -353,7 +358,11 @@ def _hook(
     }
 
 
-def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: bool = False) -> list[Obj]:
+def webhook_configurations(
+    namespace: str, ca_bundle: str | None, cert_manager: bool = False, webhook_url: str | None = None
+) -> list[Obj]:
+    """``webhook_url``: call the webhook at this URL (``https://host:port``, the hook's path appended)
+    instead of through the Service, as envtest does where no Service routes (no kube-proxy)."""
     pods_create = {
         "operations": ["CREATE"],
         "apiGroups": [""],
@@ -369,6 +378,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
         [pods_create],
         [("requests-dra-backed-names", REQUESTS_DRA_NAME)],
         "Fail",
+        webhook_url,
     )
     mutating["reinvocationPolicy"] = "IfNeeded"
     validating = [
@@ -388,6 +398,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
             ],
             [("extended-resource-names", HAS_EXTENDED_NAME)],
             "Fail",
+            webhook_url,
         ),
         _hook(
             "pods.validate.draxr.io",
@@ -410,6 +421,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
                 )
             ],
             "Fail",
+            webhook_url,
         ),
         _hook(
             "resourceclaims.validate.draxr.io",
@@ -427,6 +439,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
             ],
             [("special-claims-only", SPECIAL_CLAIM), ("guarded-fields-change", CLAIM_GUARDED_CHANGE)],
             "Fail",
+            webhook_url,
         ),
     ]
     # DeviceClasses are cluster-scoped: a namespaceSelector does not apply to them.
@@ -478,6 +491,7 @@ def render(
     ca_bundle: str | None = None,
     cert_dir: Path | None = None,
     cert_manager: bool = False,
+    webhook_url: str | None = None,
 ) -> list[Obj]:
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace, None, "namespace")}
     objects = [ns, *rbac(namespace), *workloads(namespace, image)]
@@ -485,7 +499,9 @@ def render(
         objects += cert_manager_objects(namespace)
     else:
         objects.append(tls_secret(namespace, cert_dir))
-    objects += webhook_configurations(namespace, None if cert_manager else ca_bundle, cert_manager)
+    objects += webhook_configurations(
+        namespace, None if cert_manager else ca_bundle, cert_manager, webhook_url
+    )
     return objects
 
 
