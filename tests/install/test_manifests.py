@@ -166,6 +166,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         *(("resource.k8s.io", "resourceclaims", v, "*any*") for v in (*read, "create", "update", "delete")),
         ("resource.k8s.io", "resourceclaims/status", "update", "*any*"),
+        ("resource.k8s.io", "resourceclaims/binding", "update", "*any*"),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {
         ("coordination.k8s.io", "leases", "create", "*any*"),

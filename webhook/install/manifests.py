@@ -117,6 +117,9 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "list", "watch", "create", "update", "delete"],
         },
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        # 1.36+: writing status.allocation or status.reservedFor also needs this (the apiserver
+        # checks it as a separate authorization; kube-scheduler's role has it since 1.36).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update"]},
     ]
     lease_rules = [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
