@@ -1,6 +1,7 @@
 """End-to-end scenarios: admission, dry-run warnings, scheduling, cleanup, failover.
 
-Each runs against the emulator sandbox, and against a real cluster when DRAXR_E2E_KUBECONFIG is set.
+Each runs against the emulator sandbox, against a real cluster when DRAXR_E2E_KUBECONFIG is set, and
+against the local control plane's rows where the native path works (``make e2e-local``, e2e/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from webhook.core.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 
+from .barrier import AdmissionBarrier
 from .target import Target
 
 
@@ -150,19 +152,82 @@ def test_dry_run_shows_the_webhook_warnings_and_denials(target: Target, kubectl:
 
 
 def test_worker_failover(target: Target) -> None:
-    if target.sandbox is None:
-        pytest.skip("failover is exercised on the emulator (it kills a worker replica)")
-    box = target.sandbox
-    box.serve("draxr-1")
+    procs = target.processes
+    if procs is None:
+        pytest.skip("the suite does not run draxr's workers on this target, so it cannot kill one")
     target.device_class()
     target.slice(target.nodes[0], 2)
-    box.em.wait_for(lambda: box.leader() in ("draxr-0", "draxr-1"), 10)
-    leader = box.processes[0] if box.leader() == "draxr-0" else box.processes[1]
+    leader = procs.leader(10)
     target.pod("before", {target.ext: "1"})
     target.wait("pods", _bound({"before"}), timeout=30)
-    leader.kill_worker()
+    procs.kill(leader)
     killed = time.monotonic()
     target.pod("after", {target.ext: "1"})
     target.wait("pods", _bound({"after"}), timeout=30)
-    lease, _, retry = box.lease
+    lease, _, retry = procs.lease
     assert time.monotonic() - killed < lease + retry + 3
+
+
+def _special_claims_of(pod: str) -> Any:
+    def check(claims: list[Obj]) -> list[Obj] | None:
+        mine = [
+            c for c in claims if any(o["name"] == pod for o in c["metadata"].get("ownerReferences") or [])
+        ]
+        return mine or None
+
+    return check
+
+
+def _held_mid_allocation(target: Target, barrier: AdmissionBarrier, pod: str) -> None:
+    """The worker's write of the special claim's allocation is held at the barrier: the claim exists,
+    unallocated, and the pod is not bound."""
+    held = barrier.wait_held()
+    [claim] = target.objects("resourceclaims")
+    assert held["name"] == claim["metadata"]["name"]
+    assert held["object"]["status"]["reservedFor"][0]["name"] == pod  # the write that is held
+    assert not claim.get("status", {}).get("allocation")
+    assert not target.admin.get(PODS, pod, target.namespace)["spec"].get("nodeName")
+
+
+def test_a_pod_deleted_mid_allocation_leaves_nothing_behind(target: Target) -> None:
+    """The pod goes while the worker is in PreBind: its special claim is created, the write of the
+    claim's allocation is in flight. The worker's next writes fail; it removes the claim, and the
+    device serves the next pod."""
+    if not target.local:
+        pytest.skip("the API server cannot call the test's admission barrier on this target")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    with AdmissionBarrier(target, "resourceclaims/status") as barrier:
+        target.pod("doomed", {target.ext: "1"})
+        _held_mid_allocation(target, barrier, "doomed")
+        target.user.delete(PODS, "doomed", target.namespace)
+        barrier.release()
+        target.wait("resourceclaims", lambda cs: not cs, timeout=60)
+    target.pod("next", {target.ext: "1"})
+    target.wait("pods", _bound({"next"}), timeout=60)
+    [claim] = target.wait("resourceclaims", _special_claims_of("next"))
+    assert claim["status"]["reservedFor"][0]["name"] == "next"
+
+
+def test_a_pod_deleted_mid_allocation_while_no_worker_runs_is_repaired(target: Target) -> None:
+    """Every worker dies while a pod's allocation is in flight (its special claim exists, the write of
+    its allocation is held); the pod is deleted while no worker runs, then the held write goes on.
+    The workers started again release whatever the dead leader left, and the device serves the next
+    pod."""
+    procs = target.processes
+    if procs is None or not target.local:
+        pytest.skip("the suite does not run draxr's workers on this target, so it cannot kill them")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    procs.leader(10)
+    with AdmissionBarrier(target, "resourceclaims/status") as barrier:
+        target.pod("doomed", {target.ext: "1"})
+        _held_mid_allocation(target, barrier, "doomed")
+        for worker in procs.workers():
+            procs.kill(worker)
+        target.user.delete(PODS, "doomed", target.namespace)
+        barrier.release()
+        procs.restore()
+        target.wait("resourceclaims", lambda cs: not cs, timeout=60)
+    target.pod("next", {target.ext: "1"})
+    target.wait("pods", _bound({"next"}), timeout=60)
