@@ -39,12 +39,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "gate_off: runs on the matrix rows where DRAExtendedResource is off (e2e/local.py)"
-    )
-
-
 def selected_targets(config: pytest.Config) -> list[str]:
     raw = config.getoption("--e2e-targets") or os.environ.get(TARGETS_ENV) or ",".join(DEFAULT_TARGETS)
     out: list[str] = []

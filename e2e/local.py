@@ -257,8 +257,14 @@ class LocalCluster:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.n_workers = workers
+        # runtime_config={}: the release's default API versions (resource.k8s.io/v1 only), as a
+        # cluster installed with defaults serves them.
         self.cp = ControlPlane(
-            row.version, gates=row.gates, controllers=True, workdir=self.workdir / "controlplane"
+            row.version,
+            gates=row.gates,
+            controllers=True,
+            runtime_config={},
+            workdir=self.workdir / "controlplane",
         )
         self.certs = self.workdir / "certs"
         self.processes: LocalProcesses | None = None
