@@ -28,7 +28,8 @@ from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 
 #: What the scenarios read that draxr itself never does.
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
-RESOURCES = {**BY_PLURAL, SERVICE_ACCOUNTS.plural: SERVICE_ACCOUNTS}
+CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True)
+RESOURCES = {**BY_PLURAL, **{r.plural: r for r in (SERVICE_ACCOUNTS, CLAIM_TEMPLATES)}}
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
 #: Leader election on the emulator: short, so failover takes seconds (the defaults are proven
@@ -147,7 +148,7 @@ class Target:
     # -- objects --------------------------------------------------------------------------------
 
     def create(self, plural: str, obj: Obj, *, as_user: bool = False) -> Obj:
-        res = BY_PLURAL[plural]
+        res = RESOURCES[plural]
         ns = self.namespace if res.namespaced else None
         created = (self.user if as_user else self.admin).create(res, obj, ns)
         if not as_user or plural != "pods":

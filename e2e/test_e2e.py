@@ -87,6 +87,39 @@ def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:
     target.wait("resourceclaims", lambda cs: not cs or None, timeout=60)
 
 
+def test_a_pod_with_a_claim_from_a_template_gets_both_allocated(target: Target) -> None:
+    """The pod's own claim comes from a template (kube-controller-manager's resourceclaim controller
+    makes it after the pod); draxr waits for it, then allocates it with the special claim in one go."""
+    cls = target.device_class()["metadata"]["name"]
+    target.slice(target.nodes[0], 2)
+    target.create(
+        "resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "tmpl"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "own", "exactly": {"deviceClassName": cls}}]}}
+            },
+        },
+    )
+    target.pod(
+        "both", {target.ext: "1"}, resourceClaims=[{"name": "own", "resourceClaimTemplateName": "tmpl"}]
+    )
+    [pod] = target.wait("pods", lambda ps: [p for p in ps if p["spec"].get("nodeName")], timeout=60)
+    claims = {c["metadata"]["name"]: c for c in target.objects("resourceclaims")}
+    [own] = pod["status"]["resourceClaimStatuses"]
+    special = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    assert own["name"] == "own"
+    assert set(claims) == {own["resourceClaimName"], special}
+    devices = set()
+    for c in claims.values():
+        assert [r["name"] for r in c["status"]["reservedFor"]] == ["both"]
+        (res,) = c["status"]["allocation"]["devices"]["results"]
+        devices.add(res["device"])
+    assert len(devices) == 2
+
+
 def test_unschedulable_pod_waits_with_a_reason_until_devices_appear(target: Target) -> None:
     target.device_class()
     target.pod("waits", {target.ext: "1"})

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..core.objects import Obj
 from .admission import AdmissionChain, ServiceMap, WebhookClient
 from .auth import Authenticator, TokenSpec, UserInfo, authenticated
+from .claimcontroller import ResourceClaimController
 from .faults import FaultInjector, FaultRule, RequestRecord
 from .features import FeatureGates
 from .gc import GarbageCollector
@@ -58,7 +59,10 @@ class Emulator:
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         resources: Iterable[ResourceType] = BUILTIN,
         port: int = 0,
+        resource_claim_controller: bool = True,
     ) -> None:
+        """``resource_claim_controller``: make claims from pods' ResourceClaimTemplates, as
+        kube-controller-manager does (``claimcontroller.py``)."""
         if watch_expired not in ("event", "http"):
             raise ValueError(
                 "watch_expired must be 'event' (ERROR event in a 200 stream) or 'http' (HTTP 410)"
@@ -77,6 +81,8 @@ class Emulator:
         self.registry = Registry(self.store, self.gates, admission, self._rng)
         self._handler: ApiHandler | None = None
         self._gc: GarbageCollector | None = None
+        self._claims_enabled = resource_claim_controller
+        self._claims: ResourceClaimController | None = None
         self._initial_namespaces = tuple(namespaces)
         self._server = ServerThread(self._build, self._shutdown, port=port)
         self.url = f"http://{self._server.host}:{self._server.port}"
@@ -86,6 +92,8 @@ class Emulator:
 
     def _build(self, loop: asyncio.AbstractEventLoop) -> ApiHandler:
         self._gc = GarbageCollector(self.registry, self.index, loop)
+        if self._claims_enabled:
+            self._claims = ResourceClaimController(self.registry, self.index, loop)
         self._handler = ApiHandler(
             self.index,
             self.registry,
@@ -102,6 +110,8 @@ class Emulator:
             self._handler.drop_watches(abort=True)
         if self._gc is not None:
             self._gc.cancel()
+        if self._claims is not None:
+            self._claims.cancel()
         await self._webhooks.close()
 
     def start(self) -> Emulator:
@@ -309,7 +319,10 @@ class Emulator:
             seen = self.store.wait_changed(seen, remaining)
 
     def settle(self, timeout: float = 10.0) -> None:
-        """Wait until the built-in controllers (garbage collector, namespace cleanup) are idle."""
+        """Wait until the built-in controllers (garbage collector, namespace cleanup, claims from
+        templates) are idle."""
+        if self._claims is not None:
+            self._server.call(self._claims.drain(), timeout)
         if self._gc is not None:
             self._server.call(self._gc.drain(), timeout)
 
