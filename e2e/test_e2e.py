@@ -184,6 +184,47 @@ def test_dry_run_shows_the_webhook_warnings_and_denials(target: Target, kubectl:
     assert "already declared by DeviceClass" in denied.stderr
 
 
+def test_a_terminating_pod_keeps_its_device_until_it_is_gone(target: Target) -> None:
+    """A bound pod deleted with a grace period stays, terminating, until its kubelet confirms the
+    containers stopped (here nobody does: the scenario deletes it again with grace 0, as the kubelet
+    would). Until then its device stays taken: the next pod waits, then gets it."""
+    if target.sandbox is not None:
+        pytest.skip(
+            "the emulator deletes a bound pod at once, as if its kubelet had confirmed (e2e/README.md)"
+        )
+    if not target.local:
+        pytest.skip("a cluster's kubelets end the grace period themselves: the pod may be gone at once")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    target.pod("leaving", {target.ext: "1"}, terminationGracePeriodSeconds=30)
+    target.wait("pods", _bound({"leaving"}), timeout=60)
+    target.user.delete(PODS, "leaving", target.namespace)
+    [pod] = [p for p in target.objects("pods") if p["metadata"]["name"] == "leaving"]
+    assert pod["metadata"]["deletionTimestamp"]
+    target.pod("next", {target.ext: "1"})
+
+    def waiting(pods: list[Obj]) -> bool:
+        return any(
+            c["type"] == "PodScheduled" and c["status"] == "False"
+            for p in pods
+            if p["metadata"]["name"] == "next"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+
+    target.wait("pods", waiting, timeout=30)
+    [claim] = target.objects("resourceclaims")
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["leaving"]
+    target.user.request(
+        "delete",
+        PODS.path(target.namespace, "leaving"),
+        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        resource="pods",
+    )
+    target.wait("pods", _bound({"next"}), timeout=60)
+    [claim] = target.wait("resourceclaims", _special_claims_of("next"))
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["next"]
+
+
 def test_worker_failover(target: Target) -> None:
     procs = target.processes
     if procs is None:
