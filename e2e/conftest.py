@@ -125,12 +125,14 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
         yield t
     finally:
         try:
+            if t.sandbox is None and t.processes is not None:
+                # Every replica runs again before the clean-up (special claims keep their finalizer
+                # until a worker releases them) and for the next test.
+                t.processes.restore()
             t.teardown()
         finally:
             if t.sandbox is not None:
                 t.sandbox.stop()
-            elif t.processes is not None:
-                t.processes.restore()  # the next test starts with every replica running
 
 
 @pytest.fixture

@@ -325,7 +325,8 @@ class LocalCluster:
 
     def _apply(self, objects: list[Obj], kinds: Sequence[str]) -> None:
         chosen = [o for o in objects if o["kind"] in kinds]
-        assert {o["kind"] for o in chosen} == set(kinds), f"draxr manifests rendered no {kinds}"
+        if {o["kind"] for o in chosen} != set(kinds):
+            raise LocalError(f"draxr manifests rendered {sorted({o['kind'] for o in chosen})}, not {kinds}")
         _run(
             [self.kubectl, "--kubeconfig", str(self.kubeconfig), "apply", "-f", "-"],
             stdin=yaml.safe_dump_all(chosen),
