@@ -1,9 +1,13 @@
-"""Where the e2e scenarios run: the emulator sandbox, or a real cluster with draxr installed.
+"""Where the e2e scenarios run: the emulator sandbox, or a real cluster with draxr installed (one named
+by DRAXR_E2E_KUBECONFIG, or the local control plane of ``e2e/local.py``).
 
-Both are driven the same way, through the official client over HTTP and, for dry runs, kubectl.
+All are driven the same way, through the official client over HTTP and, for dry runs, kubectl.
 On a real cluster the suite creates its own namespace, DeviceClasses and ResourceSlices for a test
 driver (``e2e.draxr.io``, devices that no kubelet plugin will ever prepare: pods get bound, then
 deleted) and removes everything afterwards.
+
+Where the suite runs draxr's processes itself (the emulator sandbox, the local control plane) the
+Target also has ``processes``: the scenarios that kill a worker use it.
 """
 
 from __future__ import annotations
@@ -11,21 +15,109 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from webhook.core.objects import Obj
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 
+#: What the scenarios read that draxr itself never does.
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
+CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True)
+RESOURCES = {**BY_PLURAL, **{r.plural: r for r in (SERVICE_ACCOUNTS, CLAIM_TEMPLATES)}}
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
 #: Leader election on the emulator: short, so failover takes seconds (the defaults are proven
 #: with a controlled clock in tests/worker/test_resilience.py).
 EMULATOR_LEASE = (1.5, 1.0, 0.2)
+
+
+class Processes(Protocol):
+    """draxr's worker replicas, where the suite runs them: kill one (no lease release, no cleanup
+    writes), start it again, find the leader."""
+
+    #: Leader election's lease duration, renew deadline and retry period, in seconds.
+    lease: tuple[float, float, float]
+
+    def workers(self) -> list[str]:
+        """Every worker replica's name (its leader-election identity)."""
+        ...
+
+    def leader(self, timeout: float = 10.0) -> str:
+        """The replica holding the Lease, once a live one does (bounded wait)."""
+        ...
+
+    def kill(self, name: str) -> None:
+        """The replica dies at once: no lease release, no cleanup writes."""
+        ...
+
+    def restart(self, name: str) -> None:
+        """Start the replica again; returns once it is ready (its caches synced)."""
+        ...
+
+    def restore(self) -> None:
+        """Start again every replica a scenario killed."""
+        ...
+
+    def logs(self, lines: int = 40) -> str:
+        """The tail of each process's log, for a failure report."""
+        ...
+
+
+class EmulatorProcesses:
+    """The sandbox's ``draxr serve`` replicas as ``Processes``: ``draxr-0`` (webhook and worker, started
+    with the sandbox) and ``draxr-1`` (a second worker, started on first use). Killing ``draxr-0``
+    kills its worker only: the webhook keeps serving, as it would from its own Deployment."""
+
+    def __init__(self, box: Any) -> None:
+        self.box = box
+        self.lease: tuple[float, float, float] = box.lease
+        self._procs: dict[str, Any] = {"draxr-0": box.processes[0]}
+        self._dead: set[str] = set()
+
+    def _standby(self) -> None:
+        if "draxr-1" not in self._procs:
+            self._procs["draxr-1"] = self.box.serve("draxr-1")
+
+    def workers(self) -> list[str]:
+        self._standby()
+        return list(self._procs)
+
+    def leader(self, timeout: float = 10.0) -> str:
+        self._standby()
+        holder: str = self.box.em.wait_for(
+            lambda: (h := self.box.leader()) in self._procs and h not in self._dead and h,
+            timeout,
+            "a live replica holds the Lease",
+        )
+        return holder
+
+    def kill(self, name: str) -> None:
+        # In a thread: stopping waits for the binding pool, whose write may be held by a test's
+        # admission barrier. The leader stops at once, so the replica writes nothing more once its
+        # in-flight request returns (its binder checks leadership before every write).
+        killer = threading.Thread(target=self._procs[name].kill_worker, daemon=True, name=f"kill-{name}")
+        killer.start()
+        killer.join(timeout=1.0)
+        self._dead.add(name)
+
+    def restart(self, name: str) -> None:
+        if name not in self._dead:
+            self.kill(name)
+        self._procs[name] = self.box.serve(name)  # the sandbox stops it with the others
+        self._dead.discard(name)
+
+    def restore(self) -> None:
+        for name in sorted(self._dead):
+            self.restart(name)
+
+    def logs(self, lines: int = 40) -> str:
+        return "(the emulator's replicas run in the test process: see the captured log)"
 
 
 @dataclass
@@ -39,6 +131,11 @@ class Target:
     namespace: str = ""
     created: list[tuple[Resource, str, str | None]] = field(default_factory=list)
     sandbox: Any = None
+    #: draxr's worker replicas, where the suite runs them (None on a cluster it only reaches).
+    processes: Processes | None = None
+    #: The API server runs on this machine and can call webhooks served on 127.0.0.1 by the test
+    #: process (e2e/barrier.py).
+    local: bool = False
 
     @property
     def ext(self) -> str:
@@ -51,7 +148,7 @@ class Target:
     # -- objects --------------------------------------------------------------------------------
 
     def create(self, plural: str, obj: Obj, *, as_user: bool = False) -> Obj:
-        res = BY_PLURAL[plural]
+        res = RESOURCES[plural]
         ns = self.namespace if res.namespaced else None
         created = (self.user if as_user else self.admin).create(res, obj, ns)
         if not as_user or plural != "pods":
@@ -126,7 +223,7 @@ class Target:
         """List, then watch until ``predicate(items)`` is truthy (no polling sleeps)."""
         import time
 
-        res = BY_PLURAL[plural]
+        res = RESOURCES[plural]
         ns = self.namespace if res.namespaced else None
         deadline = time.monotonic() + timeout
         while True:
@@ -176,11 +273,16 @@ class Target:
 
     # -- setup and teardown ---------------------------------------------------------------------
 
-    def setup(self) -> None:
+    def setup(self, *, service_account: bool = True) -> None:
+        """A namespace of this run's own. ``service_account``: wait for its ``default``
+        ServiceAccount, which kube-controller-manager creates a moment after the namespace and
+        without which the ServiceAccount admission plugin refuses every pod (403)."""
         self.namespace = f"draxr-e2e-{self.run_id}"
         self.admin.create(
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
         )
+        if service_account:
+            self.wait("serviceaccounts", lambda sas: any(s["metadata"]["name"] == "default" for s in sas))
 
     def teardown(self) -> None:
         for res, name, ns in reversed(self.created):
@@ -209,13 +311,18 @@ def emulator_target() -> Target:
         }
         box.em.update_status("nodes", node)
     t = Target("emulator", box.admin, box.dev, box.kubeconfig("dev"), nodes, sandbox=box)
-    t.setup()
+    t.processes = EmulatorProcesses(box)
+    t.local = True
+    # The emulator admits pods without a ServiceAccount (e2e/README.md, "The emulator and the real
+    # apiserver").
+    t.setup(service_account=False)
     return t
 
 
-def cluster_target() -> Target | str:
-    """A Target on the cluster named by DRAXR_E2E_KUBECONFIG, or why there is none."""
-    path = os.environ.get(KUBECONFIG_ENV)
+def cluster_target(path: str | None = None, name: str = "cluster") -> Target | str:
+    """A Target on the cluster named by ``path`` (by default DRAXR_E2E_KUBECONFIG), or why there is
+    none."""
+    path = path or os.environ.get(KUBECONFIG_ENV)
     if not path:
         return (
             f"{KUBECONFIG_ENV} is not set: the real-cluster variant needs a Kubernetes >= 1.34 cluster "
@@ -234,6 +341,6 @@ def cluster_target() -> Target | str:
         return f"cannot list nodes with {path}: {e}"
     if not nodes:
         return "the cluster has no schedulable node"
-    t = Target("cluster", client, client, Path(path), nodes[:2])
+    t = Target(name, client, client, Path(path), nodes[:2])
     t.setup()
     return t

@@ -1,6 +1,7 @@
 """End-to-end scenarios: admission, dry-run warnings, scheduling, cleanup, failover.
 
-Each runs against the emulator sandbox, and against a real cluster when DRAXR_E2E_KUBECONFIG is set.
+Each runs against the emulator sandbox, against a real cluster when DRAXR_E2E_KUBECONFIG is set, and
+against the local control plane's rows where the native path works (``make e2e-local``, e2e/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from webhook.core.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 
+from .barrier import AdmissionBarrier
 from .target import Target
 
 
@@ -85,6 +87,39 @@ def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:
     target.wait("resourceclaims", lambda cs: not cs or None, timeout=60)
 
 
+def test_a_pod_with_a_claim_from_a_template_gets_both_allocated(target: Target) -> None:
+    """The pod's own claim comes from a template (kube-controller-manager's resourceclaim controller
+    makes it after the pod); draxr waits for it, then allocates it with the special claim in one go."""
+    cls = target.device_class()["metadata"]["name"]
+    target.slice(target.nodes[0], 2)
+    target.create(
+        "resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "tmpl"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "own", "exactly": {"deviceClassName": cls}}]}}
+            },
+        },
+    )
+    target.pod(
+        "both", {target.ext: "1"}, resourceClaims=[{"name": "own", "resourceClaimTemplateName": "tmpl"}]
+    )
+    [pod] = target.wait("pods", lambda ps: [p for p in ps if p["spec"].get("nodeName")], timeout=60)
+    claims = {c["metadata"]["name"]: c for c in target.objects("resourceclaims")}
+    [own] = pod["status"]["resourceClaimStatuses"]
+    special = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    assert own["name"] == "own"
+    assert set(claims) == {own["resourceClaimName"], special}
+    devices = set()
+    for c in claims.values():
+        assert [r["name"] for r in c["status"]["reservedFor"]] == ["both"]
+        (res,) = c["status"]["allocation"]["devices"]["results"]
+        devices.add(res["device"])
+    assert len(devices) == 2
+
+
 def test_unschedulable_pod_waits_with_a_reason_until_devices_appear(target: Target) -> None:
     target.device_class()
     target.pod("waits", {target.ext: "1"})
@@ -149,20 +184,124 @@ def test_dry_run_shows_the_webhook_warnings_and_denials(target: Target, kubectl:
     assert "already declared by DeviceClass" in denied.stderr
 
 
+def test_a_terminating_pod_keeps_its_device_until_it_is_gone(target: Target) -> None:
+    """A bound pod deleted with a grace period stays, terminating, until its kubelet confirms the
+    containers stopped (here nobody does: the scenario deletes it again with grace 0, as the kubelet
+    would). Until then its device stays taken: the next pod waits, then gets it."""
+    if target.sandbox is not None:
+        pytest.skip(
+            "the emulator deletes a bound pod at once, as if its kubelet had confirmed (e2e/README.md)"
+        )
+    if not target.local:
+        pytest.skip("a cluster's kubelets end the grace period themselves: the pod may be gone at once")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    target.pod("leaving", {target.ext: "1"}, terminationGracePeriodSeconds=30)
+    target.wait("pods", _bound({"leaving"}), timeout=60)
+    target.user.delete(PODS, "leaving", target.namespace)
+    [pod] = [p for p in target.objects("pods") if p["metadata"]["name"] == "leaving"]
+    assert pod["metadata"]["deletionTimestamp"]
+    target.pod("next", {target.ext: "1"})
+
+    def waiting(pods: list[Obj]) -> bool:
+        return any(
+            c["type"] == "PodScheduled" and c["status"] == "False"
+            for p in pods
+            if p["metadata"]["name"] == "next"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+
+    target.wait("pods", waiting, timeout=30)
+    [claim] = target.objects("resourceclaims")
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["leaving"]
+    target.user.request(
+        "delete",
+        PODS.path(target.namespace, "leaving"),
+        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        resource="pods",
+    )
+    target.wait("pods", _bound({"next"}), timeout=60)
+    [claim] = target.wait("resourceclaims", _special_claims_of("next"))
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["next"]
+
+
 def test_worker_failover(target: Target) -> None:
-    if target.sandbox is None:
-        pytest.skip("failover is exercised on the emulator (it kills a worker replica)")
-    box = target.sandbox
-    box.serve("draxr-1")
+    procs = target.processes
+    if procs is None:
+        pytest.skip("the suite does not run draxr's workers on this target, so it cannot kill one")
     target.device_class()
     target.slice(target.nodes[0], 2)
-    box.em.wait_for(lambda: box.leader() in ("draxr-0", "draxr-1"), 10)
-    leader = box.processes[0] if box.leader() == "draxr-0" else box.processes[1]
+    leader = procs.leader(10)
     target.pod("before", {target.ext: "1"})
     target.wait("pods", _bound({"before"}), timeout=30)
-    leader.kill_worker()
+    procs.kill(leader)
     killed = time.monotonic()
     target.pod("after", {target.ext: "1"})
     target.wait("pods", _bound({"after"}), timeout=30)
-    lease, _, retry = box.lease
+    lease, _, retry = procs.lease
     assert time.monotonic() - killed < lease + retry + 3
+
+
+def _special_claims_of(pod: str) -> Any:
+    def check(claims: list[Obj]) -> list[Obj] | None:
+        mine = [
+            c for c in claims if any(o["name"] == pod for o in c["metadata"].get("ownerReferences") or [])
+        ]
+        return mine or None
+
+    return check
+
+
+def _held_mid_allocation(target: Target, barrier: AdmissionBarrier, pod: str) -> None:
+    """The worker's write of the special claim's allocation is held at the barrier: the claim exists,
+    unallocated, and the pod is not bound."""
+    held = barrier.wait_held()
+    [claim] = target.objects("resourceclaims")
+    assert held["name"] == claim["metadata"]["name"]
+    assert held["object"]["status"]["reservedFor"][0]["name"] == pod  # the write that is held
+    assert not claim.get("status", {}).get("allocation")
+    assert not target.admin.get(PODS, pod, target.namespace)["spec"].get("nodeName")
+
+
+def test_a_pod_deleted_mid_allocation_leaves_nothing_behind(target: Target) -> None:
+    """The pod goes while the worker is in PreBind: its special claim is created, the write of the
+    claim's allocation is in flight. The worker's next writes fail; it removes the claim, and the
+    device serves the next pod."""
+    if not target.local:
+        pytest.skip("the API server cannot call the test's admission barrier on this target")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    with AdmissionBarrier(target, "resourceclaims/status") as barrier:
+        target.pod("doomed", {target.ext: "1"})
+        _held_mid_allocation(target, barrier, "doomed")
+        target.user.delete(PODS, "doomed", target.namespace)
+        barrier.release()
+        target.wait("resourceclaims", lambda cs: not cs, timeout=60)
+    target.pod("next", {target.ext: "1"})
+    target.wait("pods", _bound({"next"}), timeout=60)
+    [claim] = target.wait("resourceclaims", _special_claims_of("next"))
+    assert claim["status"]["reservedFor"][0]["name"] == "next"
+
+
+def test_a_pod_deleted_mid_allocation_while_no_worker_runs_is_repaired(target: Target) -> None:
+    """Every worker dies while a pod's allocation is in flight (its special claim exists, the write of
+    its allocation is held); the pod is deleted while no worker runs, then the held write goes on.
+    The workers started again release whatever the dead leader left, and the device serves the next
+    pod."""
+    procs = target.processes
+    if procs is None or not target.local:
+        pytest.skip("the suite does not run draxr's workers on this target, so it cannot kill them")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    procs.leader(10)
+    with AdmissionBarrier(target, "resourceclaims/status") as barrier:
+        target.pod("doomed", {target.ext: "1"})
+        _held_mid_allocation(target, barrier, "doomed")
+        for worker in procs.workers():
+            procs.kill(worker)
+        target.user.delete(PODS, "doomed", target.namespace)
+        barrier.release()
+        procs.restore()
+        target.wait("resourceclaims", lambda cs: not cs, timeout=60)
+    target.pod("next", {target.ext: "1"})
+    target.wait("pods", _bound({"next"}), timeout=60)

@@ -64,6 +64,10 @@ USERS: Mapping[str, User] = {
         "system:serviceaccount:draxr-system:draxr-worker",
         ("system:serviceaccounts", "system:serviceaccounts:draxr-system"),
     ),
+    "webhook": User(
+        "system:serviceaccount:draxr-system:draxr-webhook",
+        ("system:serviceaccounts", "system:serviceaccounts:draxr-system"),
+    ),
 }
 
 #: kube-controller-manager's controllers when ``controllers=True``: claims from templates, owner-based
@@ -385,6 +389,7 @@ class ControlPlane:
     ``controllers``: False (none), True (``DEFAULT_CONTROLLERS``) or kube-controller-manager's
     ``--controllers`` names.
     ``scheduler``: also run kube-scheduler (built for 1.36 only).
+    ``scheduler_args``: more kube-scheduler flags (``--kube-api-qps=1000``, say).
     ``runtime_config``: ``--runtime-config``; by default ``DEFAULT_RUNTIME_CONFIG`` (resource.k8s.io
     v1beta1 and v1beta2 on besides v1; v1alpha3 stays off).
     ``workdir``: certificates, kubeconfigs and one ``<process>.log`` each; a temporary directory when None
@@ -400,6 +405,7 @@ class ControlPlane:
         scheduler: bool = False,
         runtime_config: Mapping[str, str] | None = None,
         extra_apiserver_args: Sequence[str] = (),
+        scheduler_args: Sequence[str] = (),
         workdir: Path | str | None = None,
         users: Mapping[str, User] = USERS,
         start_timeout: float = 120.0,
@@ -424,6 +430,7 @@ class ControlPlane:
         self.scheduler = scheduler
         self.runtime_config = dict(runtime_config if runtime_config is not None else DEFAULT_RUNTIME_CONFIG)
         self.extra_apiserver_args = tuple(extra_apiserver_args)
+        self.scheduler_args = tuple(scheduler_args)
         self.users = dict(users)
         self._tokens = {key: secrets.token_urlsafe(24) for key in self.users}
         self.start_timeout = start_timeout
@@ -714,6 +721,7 @@ class ControlPlane:
             f"--kubeconfig={self.kubeconfig_path('admin')}",
             "--leader-elect=false",
             "--v=2",
+            *self.scheduler_args,
         ]
         self._start_component("kube-scheduler", argv)
 

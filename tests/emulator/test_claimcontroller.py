@@ -3,6 +3,8 @@ kube-controller-manager does (observed on a real 1.35/1.36 control plane), and t
 
 from __future__ import annotations
 
+import pytest
+
 from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.claimcontroller import FINALIZER, POD_CLAIM_NAME_ANNOTATION, generate_name
@@ -117,9 +119,31 @@ def test_the_controller_can_be_left_out() -> None:
         assert claims(em) == []
 
 
-def test_generate_name_is_shortened_in_proportion() -> None:
-    assert generate_name("pod", "claim") == "pod-claim-"
-    long = generate_name("p" * 50, "c" * 30)
-    assert len(long) <= 57
-    assert long.startswith("p" * 30)
-    assert "-" + "c" * 10 in long
+def test_named_claims_and_recorded_entries_are_left_alone() -> None:
+    with Emulator() as em:
+        em.create("resourceclaimtemplates", template())
+        p = pod()
+        p["spec"]["resourceClaims"].insert(0, {"name": "mine", "resourceClaimName": "existing"})
+        em.create("pods", p)
+        em.wait_for(lambda: em.get("pods", "p", "default").get("status", {}).get("resourceClaimStatuses"), 5)
+        [made] = claims(em)
+        statuses = em.get("pods", "p", "default")["status"]["resourceClaimStatuses"]
+        assert statuses == [{"name": "gpu", "resourceClaimName": made["metadata"]["name"]}]
+        again = em.get("pods", "p", "default")
+        again["metadata"]["labels"] = {"touched": "yes"}
+        em.update("pods", again)  # later pod updates make no second claim
+        em.settle()
+        assert len(claims(em)) == 1
+
+
+@pytest.mark.parametrize(
+    ("pod_name", "claim", "expected"),
+    [
+        ("consumer", "gpu", "consumer-gpu-"),
+        ("p" * 39, "c" * 16, "p" * 39 + "-" + "c" * 16 + "-"),  # 57 characters: kept
+        ("p" * 40, "c" * 16, "p" * 39 + "-" + "c" * 15),  # 58: 40*57//58 = 39, 16*57//58 = 15
+        ("p" * 100, "claim", "p" * 53 + "-" + "cl"),  # 107: 100*57//107 = 53, 5*57//107 = 2
+    ],
+)
+def test_generate_name_cuts_both_parts_in_proportion(pod_name: str, claim: str, expected: str) -> None:
+    assert generate_name(pod_name, claim) == expected

@@ -41,6 +41,80 @@ def test_every_manifest_validates(version: str, cert_manager: bool) -> None:
         kubernetes_validate.validate(obj, version, strict=True)
 
 
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.36", "1.37"])
+def test_manifests_with_a_webhook_url_validate(version: str) -> None:
+    for obj in render(ca_bundle="Y2E=", webhook_url="https://127.0.0.1:9443"):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def _manifests(*argv: str) -> tuple[int, str, str]:
+    from webhook.cli import build_parser
+
+    args = build_parser().parse_args(["manifests", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    return run(args, out, err), out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("https://127.0.0.1:9443", "https://127.0.0.1:9443"),
+        ("https://127.0.0.1:9443/", "https://127.0.0.1:9443"),
+        ("https://draxr.example.org/prefix", "https://draxr.example.org/prefix"),
+    ],
+)
+def test_webhook_url_replaces_the_service(tmp_path: Path, url: str, base: str) -> None:
+    ensure_certs(tmp_path, "draxr-webhook", "draxr-system", extra_ips=["127.0.0.1"])
+    code, out, err = _manifests("--ca-bundle", str(tmp_path / "ca.crt"), "--webhook-url", url)
+    assert code == 0, err
+    objs = list(yaml.safe_load_all(out))
+    hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
+    assert {h["name"]: h["clientConfig"]["url"] for h in hooks} == {
+        "pods.mutate.draxr.io": f"{base}/mutate/pods",
+        "deviceclasses.validate.draxr.io": f"{base}/validate/deviceclasses",
+        "pods.validate.draxr.io": f"{base}/validate/pods",
+        "resourceclaims.validate.draxr.io": f"{base}/validate/resourceclaims",
+    }
+    ca = (tmp_path / "ca.crt").read_bytes()
+    for hook in hooks:
+        assert set(hook["clientConfig"]) == {"url", "caBundle"}
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
+    # Everything but the clientConfigs is the Service rendering.
+    code, plain, err = _manifests("--ca-bundle", str(tmp_path / "ca.crt"))
+    assert code == 0, err
+    strip = list(yaml.safe_load_all(plain))
+    for o in strip + objs:
+        for h in o.get("webhooks") or []:
+            del h["clientConfig"]
+    secrets = {"Secret"}  # identical: the same files
+    assert [o for o in objs if o["kind"] not in secrets] == [o for o in strip if o["kind"] not in secrets]
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:9443", "the scheme must be https"),
+        ("https://", "no host"),
+        ("https://127.0.0.1:9443/?x=1", "a query or fragment is not allowed"),
+        ("https://127.0.0.1:9443/#f", "a query or fragment is not allowed"),
+        ("https://u:p@127.0.0.1:9443", "user information is not allowed"),
+        ("https://127.0.0.1:port", "Port could not be cast to integer value as 'port'"),
+    ],
+)
+def test_unusable_webhook_urls_are_refused(url: str, problem: str) -> None:
+    code, out, err = _manifests("--webhook-url", url)
+    assert (code, out) == (2, "")
+    assert err == f"error: --webhook-url {url}: {problem}\n"
+
+
+def test_manifests_help_documents_the_webhook_url() -> None:
+    from webhook.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "--webhook-url URL" in sub.choices["manifests"].format_help()
+
+
 def test_manifests_directory_matches_the_renderer() -> None:
     for filename, objects in split(render()).items():
         assert (ROOT / "manifests" / filename).read_text() == HEADER + dump(objects), (
@@ -94,6 +168,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         *(("resource.k8s.io", "resourceclaims", v, "*any*") for v in (*read, "create", "update", "delete")),
         ("resource.k8s.io", "resourceclaims/status", "update", "*any*"),
+        ("resource.k8s.io", "resourceclaims/binding", "update", "*any*"),
         *(("resource.k8s.io", "resourceclaimtemplates", v, "*any*") for v in (*read, "create", "delete")),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlsplit
 
 from ..install.certs import CertError, load_ca_bundle
 from ..install.manifests import DEFAULT_IMAGE, DEFAULT_NAMESPACE, dump, render
@@ -22,7 +23,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="use cert-manager CA injection instead of a literal caBundle",
     )
+    m.add_argument(
+        "--webhook-url",
+        metavar="URL",
+        help="the webhook configurations call https://HOST[:PORT][/PREFIX] + the hook's path "
+        "(clientConfig.url) instead of the Service; for API servers that cannot reach Services "
+        "(no kube-proxy: envtest, a local control plane). The certificate must name HOST",
+    )
     m.set_defaults(func=main)
+
+
+def url_problem(url: str) -> str | None:
+    """Why kube-apiserver would reject ``url`` as a webhook's ``clientConfig.url`` base, or None."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises on a malformed port
+    except ValueError as e:
+        return str(e)
+    if parts.scheme != "https":
+        return "the scheme must be https"
+    if not parts.hostname:
+        return "no host"
+    if parts.username or parts.password:
+        return "user information is not allowed"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "a query or fragment is not allowed"
+    return None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -30,6 +56,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    webhook_url = getattr(args, "webhook_url", None)
+    if webhook_url is not None and (problem := url_problem(webhook_url)) is not None:
+        err.write(f"error: --webhook-url {webhook_url}: {problem}\n")
+        return 2
     ca_bundle = None
     cert_dir = None
     if args.ca_bundle:
@@ -54,6 +84,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 ca_bundle=ca_bundle,
                 cert_dir=cert_dir,
                 cert_manager=args.cert_manager,
+                webhook_url=webhook_url,
             )
         )
     )

@@ -319,7 +319,10 @@ class Emulator:
             seen = self.store.wait_changed(seen, remaining)
 
     def settle(self, timeout: float = 10.0) -> None:
-        """Wait until the built-in controllers (garbage collector, namespace cleanup) are idle."""
+        """Wait until the built-in controllers (garbage collector, namespace cleanup, claims from
+        templates) are idle."""
+        if self._claims is not None:
+            self._server.call(self._claims.drain(), timeout)
         if self._gc is not None:
             self._server.call(self._gc.drain(), timeout)
         if self._claims is not None:

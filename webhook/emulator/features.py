@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 DRA_EXTENDED_RESOURCE = "DRAExtendedResource"
 
-#: Defaults of the gates the emulator knows (1.35: DRAExtendedResource is beta, on).
+#: Defaults of the gates the emulator knows: DRAExtendedResource on, as in 1.36 (beta). In 1.35 it is
+#: alpha and off by default (observed on the real control plane, e2e/controlplane/README.md).
 DEFAULTS: dict[str, bool] = {DRA_EXTENDED_RESOURCE: True}
 
 

@@ -129,6 +129,9 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "list", "watch", "create", "update", "delete"],
         },
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        # 1.36+: writing status.allocation or status.reservedFor also needs this (the apiserver
+        # checks it as a separate authorization; kube-scheduler's role has it since 1.36).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update"]},
         {
             "apiGroups": ["resource.k8s.io"],
             "resources": ["resourceclaimtemplates"],
@@ -344,8 +347,13 @@ def _hook(
     rules: list[Obj],
     conditions: list[tuple[str, str]],
     failure_policy: str,
+    webhook_url: str | None = None,
 ) -> Obj:
-    client: Obj = {"service": {"namespace": namespace, "name": WEBHOOK, "path": path, "port": 443}}
+    client: Obj
+    if webhook_url:
+        client = {"url": webhook_url.rstrip("/") + path}
+    else:
+        client = {"service": {"namespace": namespace, "name": WEBHOOK, "path": path, "port": 443}}
     if ca_bundle:
         client["caBundle"] = ca_bundle
     return {
@@ -370,7 +378,11 @@ def _hook(
     }
 
 
-def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: bool = False) -> list[Obj]:
+def webhook_configurations(
+    namespace: str, ca_bundle: str | None, cert_manager: bool = False, webhook_url: str | None = None
+) -> list[Obj]:
+    """``webhook_url``: call the webhook at this URL (``https://host:port``, the hook's path appended)
+    instead of through the Service, as envtest does where no Service routes (no kube-proxy)."""
     pods_create = {
         "operations": ["CREATE"],
         "apiGroups": [""],
@@ -386,6 +398,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
         [pods_create],
         [("requests-dra-backed-names", REQUESTS_DRA_NAME)],
         "Fail",
+        webhook_url,
     )
     mutating["reinvocationPolicy"] = "IfNeeded"
     validating = [
@@ -405,6 +418,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
             ],
             [("extended-resource-names", HAS_EXTENDED_NAME)],
             "Fail",
+            webhook_url,
         ),
         _hook(
             "pods.validate.draxr.io",
@@ -427,6 +441,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
                 )
             ],
             "Fail",
+            webhook_url,
         ),
         _hook(
             "resourceclaims.validate.draxr.io",
@@ -444,6 +459,7 @@ def webhook_configurations(namespace: str, ca_bundle: str | None, cert_manager: 
             ],
             [("special-claims-only", SPECIAL_CLAIM), ("guarded-fields-change", CLAIM_GUARDED_CHANGE)],
             "Fail",
+            webhook_url,
         ),
     ]
     # DeviceClasses are cluster-scoped: a namespaceSelector does not apply to them.
@@ -495,6 +511,7 @@ def render(
     ca_bundle: str | None = None,
     cert_dir: Path | None = None,
     cert_manager: bool = False,
+    webhook_url: str | None = None,
 ) -> list[Obj]:
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace, None, "namespace")}
     objects = [ns, *rbac(namespace), *workloads(namespace, image)]
@@ -502,7 +519,9 @@ def render(
         objects += cert_manager_objects(namespace)
     else:
         objects.append(tls_secret(namespace, cert_dir))
-    objects += webhook_configurations(namespace, None if cert_manager else ca_bundle, cert_manager)
+    objects += webhook_configurations(
+        namespace, None if cert_manager else ca_bundle, cert_manager, webhook_url
+    )
     return objects
 
 
