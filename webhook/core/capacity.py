@@ -5,6 +5,11 @@ For each class, how many devices of each node a selector-less, toleration-less r
 use; afterwards a device that becomes taken or free moves one count (``on_flip``), and a node whose
 device view was dropped is counted again on the next use. Nothing here scans the cluster per
 decision.
+
+For a class with ``draxr.io/align-by``, the same counts per topology group (``groups``: per
+attribute and value, how many candidates and how many free), which placement scores read, and the
+largest group anywhere (``largest_group``), which decides whether a container's demand can be aligned
+at all.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from collections.abc import Callable, Iterable
 
 from .devices import DeviceIndex
 from .nodeinfo import Nodes
-from .slices import DeviceKey
+from .slices import Device, DeviceKey
+from .topology import Group, Groups, align_by, group_devices
 
 Slot = tuple[str, str]  # (class, node)
 
@@ -29,6 +35,9 @@ class FreeDevices:
         self._complete: set[str] = set()  # classes whose counts cover every node
         self._device_slots: dict[DeviceKey, set[Slot]] = {}
         self._slot_devices: dict[Slot, list[DeviceKey]] = {}
+        self._groups: dict[Slot, dict[str, Groups]] = {}  # (class, node) -> attribute -> groups
+        self._device_groups: dict[DeviceKey, dict[Slot, list[Group]]] = {}
+        self._largest: dict[tuple[str, str], int] = {}  # (class, attribute) -> size, while valid
 
     def free(self, class_name: str) -> dict[str, int]:
         """Node -> free candidate devices of the class."""
@@ -50,8 +59,39 @@ class FreeDevices:
             self._slot_devices[slot] = [d.key for d in cands]
             for d in cands:
                 self._device_slots.setdefault(d.key, set()).add(slot)
+            attrs = align_by(self._devices.classes.get(class_name))
+            if attrs:
+                self._count_groups(slot, cands, attrs)
         self._complete.add(class_name)
         return free
+
+    def _count_groups(self, slot: Slot, cands: list[Device], attrs: tuple[str, ...]) -> None:
+        by_attr: dict[str, Groups] = {}
+        for attr in attrs:
+            groups, values = group_devices(cands, attr, self._is_allocated)
+            by_attr[attr] = groups
+            for key, vals in values.items():
+                self._device_groups.setdefault(key, {}).setdefault(slot, []).extend(groups[v] for v in vals)
+            self._largest.pop((slot[0], attr), None)
+        self._groups[slot] = by_attr
+
+    def groups(self, class_name: str, node_name: str, attribute: str) -> Groups:
+        """The node's groups of the class by ``attribute`` (empty unless the class aligns by it)."""
+        self.free(class_name)
+        return self._groups.get((class_name, node_name), {}).get(attribute, {})
+
+    def largest_group(self, class_name: str, attribute: str) -> int:
+        """The most candidates of the class any one group has, on any node."""
+        self.free(class_name)
+        key = (class_name, attribute)
+        size = self._largest.get(key)
+        if size is None:
+            size = 0
+            for node_name in self._counted.get(class_name, ()):
+                for g in self._groups.get((class_name, node_name), {}).get(attribute, {}).values():
+                    size = max(size, g.size)
+            self._largest[key] = size
+        return size
 
     def total(self, class_name: str) -> dict[str, int]:
         """Node -> candidate devices of the class, taken or not."""
@@ -65,10 +105,16 @@ class FreeDevices:
             bucket = self._free.get(cls)
             if bucket is not None and node in bucket:
                 bucket[node] += -1 if taken else 1
+        grouped = self._device_groups.get(key)
+        if grouped:
+            for groups in grouped.values():
+                for g in groups:
+                    g.free += -1 if taken else 1
 
     def node_added(self) -> None:
         """A new node: every class must count it on its next use."""
         self._complete.clear()
+        self._largest.clear()
 
     def forget_nodes(self, node_names: Iterable[str]) -> None:
         """These nodes' device views changed: count them again on the next use."""
@@ -86,14 +132,24 @@ class FreeDevices:
             self._forget_slot(class_name, node_name)
         self._free.pop(class_name, None)
         self._total.pop(class_name, None)
+        self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
 
     def _forget_slot(self, class_name: str, node_name: str) -> None:
         self._free.get(class_name, {}).pop(node_name, None)
         self._total.get(class_name, {}).pop(node_name, None)
         slot = (class_name, node_name)
+        grouped = self._groups.pop(slot, None)
+        if grouped is not None:
+            self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
         for key in self._slot_devices.pop(slot, []):
             slots = self._device_slots.get(key)
             if slots is not None:
                 slots.discard(slot)
                 if not slots:
                     del self._device_slots[key]
+            if grouped is not None:
+                by_slot = self._device_groups.get(key)
+                if by_slot is not None:
+                    by_slot.pop(slot, None)
+                    if not by_slot:
+                        del self._device_groups[key]
