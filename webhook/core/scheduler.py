@@ -7,12 +7,17 @@
                 NodeResourcesFit (device-plugin names counted against allocatable), then
                 DynamicResources (names with allocatable 0 and a class go to DRA; the special
                 claim's requests and the user claims allocated together).
-``score``       Score: ``binpack`` or ``spread``.
+``score``       Score: ``binpack``, ``spread`` or ``upstream`` (``scoring``).
 ``reserve``     Reserve: in-flight devices and the assumed pod, visible to the next decision.
 ``release``     the in-memory half of Unreserve (the worker's ``unreserve`` also undoes the
                 binding cycle's API writes).
 
 PostFilter, PreBind and Bind write to the API and live in the worker.
+
+draxr's placement (``topology``, ``placement``): for classes with ``draxr.io/align-by`` the special
+claim gets a ``matchAttribute`` constraint per container and attribute (unless the pod says
+``draxr.io/align: none``; ``preferred`` retries without them), and the allocator tries each request's
+candidates in the policy's group order. ``--policy upstream`` does neither: first fit, no constraint.
 
 Scores depend only on counts (free devices, requested and allocatable resources), never on the
 outcome of Filter, so candidate nodes are scored first and then filtered and allocated lazily in
@@ -24,7 +29,9 @@ candidates are always allocated, so the error aborts the attempt as upstream's p
 from __future__ import annotations
 
 import uuid as _uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocation, Unsatisfiable
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
@@ -47,10 +54,22 @@ from .objects import (
     status,
     uid,
 )
-from .podresources import Units, pod_requests
-from .scoring import POLICIES, Usage, order_nodes, utilisation
+from .placement import Placement, record_alignment
+from .podresources import Units, pod_requests, pod_requests_nonzero
+from .scoring import BINPACK, POLICIES, UPSTREAM, Usage, order_nodes, upstream_score, utilisation
 from .slices import DeviceKey
 from .state import ClusterState
+from .topology import (
+    NONE,
+    PREFERRED,
+    align_by,
+    alignment_constraints,
+    constraint_demand,
+    group_devices,
+    groups_broken,
+    pod_alignment,
+    whole_groups,
+)
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
@@ -91,6 +110,12 @@ class Decision:
     reasons: dict[str, list[str]] = field(default_factory=dict)
     resumed: Obj | None = None  # an existing, allocated special claim this decision continues
     reuse: Obj | None = None  # an existing, unallocated special claim PreBind may reuse
+    placement: Placement | None = None  # how the special claim's devices were placed, and why
+
+    @property
+    def constraints(self) -> list[Obj]:
+        """The special claim's ``spec.devices.constraints`` (draxr's alignment; none upstream)."""
+        return list(self.placement.constraints) if self.placement is not None else []
 
     def special_allocation(self) -> Obj | None:
         if self.special is not None:
@@ -120,6 +145,9 @@ class PreFilterResult:
     user_claims: list[Obj]  # every claim of the pod, resolved
     to_allocate: list[Obj]  # user claims without allocation
     filter: PodFilter
+    nonzero: Units = field(default_factory=dict)  # cpu and memory as kube-scheduler scores them
+    align: str = NONE  # the pod's draxr.io/align, when a class of the pod aligns
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> align-by attributes
 
 
 @dataclass(slots=True)
@@ -141,6 +169,7 @@ class NodeFit:
     requests: list[Obj] = field(default_factory=list)
     mappings: list[Obj] = field(default_factory=list)
     user_claims: list[UserClaim] = field(default_factory=list)
+    placement: Placement | None = None
 
 
 class PreFilterFailed(Exception):
@@ -187,7 +216,11 @@ class Scheduler:
     def pre_filter(self, pod: Obj, *, ignore_claim: bool = False) -> PreFilterResult:
         """Raises ``PreFilterFailed`` when a claim of the pod is missing or unusable.
         ``ignore_claim``: the pod's special claim will be reused, so it is not stale."""
-        reqs = pod_requests(pod)
+        nonzero: Units = {}
+        if self.policy == UPSTREAM:
+            reqs, nonzero = pod_requests_nonzero(pod)
+        else:
+            reqs = pod_requests(pod)
         extended = {r: v for r, v in reqs.items() if v != 0 and is_dra_extended_resource_name(r)}
         classes: dict[str, str] = {}
         for r in extended:
@@ -200,6 +233,12 @@ class Scheduler:
             if existing is not None and as_list(as_dict(spec(existing).get("devices")).get("requests")):
                 stale = existing
         user_claims, to_allocate = self._user_claims(pod)
+        groups: dict[str, tuple[str, ...]] = {}
+        if self.policy != UPSTREAM:
+            for cls in set(classes.values()):
+                attrs = align_by(self.state.classes.get(cls))
+                if attrs:
+                    groups[cls] = attrs
         return PreFilterResult(
             reqs,
             extended,
@@ -209,6 +248,9 @@ class Scheduler:
             user_claims,
             to_allocate,
             PodFilter.of(pod, host_ports(pod)),
+            nonzero,
+            pod_alignment(pod) if groups else NONE,
+            groups,
         )
 
     def _user_claims(self, pod: Obj) -> tuple[list[Obj], list[Obj]]:
@@ -332,8 +374,16 @@ class Scheduler:
         claims: list[Obj] = list(pre.to_allocate)
         if plan.dra:
             requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        placement = None
+        constraints: list[Obj] = []
+        if requests and (pre.groups or self.policy == UPSTREAM):
+            placement = Placement(self.policy, pre.align)
+            if pre.align != NONE:
+                constraints, placement.notes = alignment_constraints(
+                    requests, pre.groups, self.state.capacity.largest_group
+                )
         if requests:
-            claims.append(_in_memory_special_claim(pod, requests))
+            claims.append(_in_memory_special_claim(pod, requests, constraints))
         users = [UserClaim(c) for c in pre.user_claims]
         if not claims:
             return NodeFit([], plan, None, [], [], users)
@@ -347,13 +397,49 @@ class Scheduler:
             taken.devices,
             taken.allocated_counters,
             self.step_budget,
+            policy=None if self.policy == UPSTREAM else self.policy,
+            group_attributes=_attributes_of(pre.groups) if pre.groups else None,
         )
-        results = allocator.allocate(claims)
+        relaxed = False
+        if constraints:
+            unaligned = self._unalignable(nd, requests, constraints)
+            if unaligned is not None and pre.align != PREFERRED:
+                raise Unsatisfiable(f"cannot align devices by {unaligned}")
+            if unaligned is not None:
+                relaxed = True
+                claims[-1] = _in_memory_special_claim(pod, requests, [])
+        try:
+            results = allocator.allocate(claims)
+        except Unsatisfiable:
+            if not constraints or relaxed or pre.align != PREFERRED:
+                raise
+            relaxed = True
+            claims[-1] = _in_memory_special_claim(pod, requests, [])
+            results = allocator.allocate(claims)
         by_claim = {id(c): a for c, a in zip(claims, results, strict=True)}
         for uc in users:
             uc.allocation = by_claim.get(id(uc.claim))
         special = results[-1] if requests else None
-        return NodeFit([], plan, special, requests, mappings, users)
+        if placement is not None and special is not None:
+            placement.constraints = [] if relaxed else constraints
+            record_alignment(placement, constraints, special.results, relaxed)
+        return NodeFit([], plan, special, requests, mappings, users, placement)
+
+    def _unalignable(self, nd: NodeDevices, requests: list[Obj], constraints: list[Obj]) -> str | None:
+        """The attribute of the first constraint no group of the node has enough free devices for
+        (counted per class; every search under it would fail, so none is started)."""
+        taken = self.state.allocated.is_allocated
+        for c in constraints:
+            attr = str(c["matchAttribute"])
+            demand = constraint_demand(c, requests)
+            room: set[Any] | None = None
+            for cls, need in demand.items():
+                groups, _ = group_devices(nd.special_candidates(cls), attr, taken)
+                fits = {v for v, g in groups.items() if g.free >= need}
+                room = fits if room is None else room & fits
+            if not room:
+                return attr
+        return None
 
     def _candidate_nodes(self, pre: PreFilterResult) -> list[str]:
         """Nodes that might serve every extended resource; everything when nothing narrows it."""
@@ -373,6 +459,8 @@ class Scheduler:
     def score(self, pre: PreFilterResult, node_name: str) -> float:
         """Score from counts alone, so nodes can be ordered before they are filtered."""
         info = self.state.nodes[node_name]
+        if self.policy == UPSTREAM:
+            return float(upstream_score(pre.reqs, pre.nonzero, info))
         dra, routes = self._routes(pre, info)
         usage: dict[str, Usage] = {}
         for r, want in pre.extended.items():
@@ -386,7 +474,25 @@ class Scheduler:
                 total = self.state.capacity.total(cls).get(node_name, 0)
                 free = self.state.capacity.free(cls).get(node_name, 0)
                 usage[r] = Usage(total - free + pre.demand.get(r, 0), total)
-        return utilisation(pre.reqs, info, usage)
+        score = utilisation(pre.reqs, info, usage)
+        if pre.groups and self.policy == BINPACK:
+            score -= self._groups_broken(pre, node_name, dra)
+        return score
+
+    def _groups_broken(self, pre: PreFilterResult, node_name: str, dra: dict[str, str]) -> int:
+        """Whole topology groups the pod would break on the node (binpack's fragmentation term):
+        each weighs more than any difference in utilisation, so a pod goes where it breaks none."""
+        demand: dict[str, int] = {}
+        for r, cls in dra.items():
+            if cls in pre.groups:
+                demand[cls] = demand.get(cls, 0) + pre.demand.get(r, 0)
+        broken = 0
+        capacity = self.state.capacity
+        for cls, need in demand.items():
+            attr = pre.groups[cls][0]
+            aligned = pre.align != NONE and 2 <= need <= capacity.largest_group(cls, attr)
+            broken += groups_broken(capacity.groups(cls, node_name, attr), need, aligned)
+        return broken
 
     # -- the decision --------------------------------------------------------------------------
 
@@ -441,6 +547,8 @@ class Scheduler:
                     reasons[n] = fit.reasons
                     continue
                 assert fit.plan is not None
+                if fit.placement is not None and fit.special is not None:
+                    self._count_groups(fit.placement, pre, n, fit.requests, fit.special.device_keys)
                 return Decision(
                     pod,
                     SCHEDULED,
@@ -450,6 +558,7 @@ class Scheduler:
                     mappings=fit.mappings,
                     special=fit.special,
                     user_claims=fit.user_claims,
+                    placement=fit.placement,
                 )
         except AllocationError as e:
             return Decision(pod, ERROR, message=str(e))
@@ -461,6 +570,33 @@ class Scheduler:
         return Decision(
             pod, UNSCHEDULABLE, message=fit_error(total, reasons), reasons=reasons, stale_claim=pre.stale
         )
+
+    def _count_groups(
+        self,
+        placement: Placement,
+        pre: PreFilterResult,
+        node: str,
+        requests: list[Obj],
+        chosen: list[DeviceKey],
+    ) -> None:
+        """Whole groups before and after the winner's devices (for the Event), of the aligning class
+        the special claim asks most devices of."""
+        nd = self.state.node_devices(node)
+        demand = constraint_demand({}, requests)
+        asked = [c for c in sorted(pre.groups) if demand.get(c, 0) > 0]
+        if nd is None or not asked:
+            return
+        cls = max(asked, key=lambda c: demand[c])
+        attr = pre.groups[cls][0]
+        taken = self.state.allocated.is_allocated
+        picked = set(chosen)
+        cands = nd.special_candidates(cls)
+        before, _ = group_devices(cands, attr, taken)
+        after, _ = group_devices(cands, attr, lambda k: taken(k) or k in picked)
+        placement.group_attribute = attr
+        placement.groups = len(before)
+        placement.whole_before = whole_groups(before)
+        placement.whole_after = whole_groups(after)
 
     def resume(self, pod: Obj, claim: Obj) -> Decision | None:
         """Continue with an allocated special claim left by an interrupted binding cycle.
@@ -523,12 +659,19 @@ def allocation_node(claim: Obj) -> str | None:
     return None
 
 
-def _in_memory_special_claim(pod: Obj, requests: list[Obj]) -> Obj:
+def _attributes_of(groups: dict[str, tuple[str, ...]]) -> Callable[[str], tuple[str, ...]]:
+    return lambda cls: groups.get(cls, ())
+
+
+def _in_memory_special_claim(pod: Obj, requests: list[Obj], constraints: list[Obj]) -> Obj:
+    devices: Obj = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
     return {
         "metadata": {
             "name": SPECIAL_CLAIM_IN_MEMORY_NAME,
             "namespace": namespace(pod),
             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
         },
-        "spec": {"devices": {"requests": requests}},
+        "spec": {"devices": devices},
     }
