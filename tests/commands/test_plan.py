@@ -51,7 +51,9 @@ def test_motivating_example_json_shape() -> None:
             "resources",
             "claim",
             "extendedResourceClaimStatus",
+            "alignment",
         }
+        assert p["alignment"] is None  # no class of the example aligns by a topology attribute
     dp = [p for p in pods if p["node"] == "device-plugin-node"]
     dra = [p for p in pods if p["node"] == "dra-node"]
     assert len(dp) == 2

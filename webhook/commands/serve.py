@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.scoring import BINPACK, POLICIES
 from ..runtime.serve import ServeOptions, default_writers, run
 
 
@@ -38,7 +39,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="USER",
         help="identities allowed to write special claims and pod mappings (repeatable)",
     )
-    s.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
+    s.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=BINPACK,
+        help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
+        "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
+    )
     s.add_argument("--namespace", default="draxr-system", help="draxr's namespace (lease, default writers)")
     s.add_argument("--lease-name", default="draxr-worker")
     s.add_argument(
