@@ -36,8 +36,10 @@ class FreeDevices:
         self._device_slots: dict[DeviceKey, set[Slot]] = {}
         self._slot_devices: dict[Slot, list[DeviceKey]] = {}
         self._groups: dict[Slot, dict[str, Groups]] = {}  # (class, node) -> attribute -> groups
+        self._by_attr: dict[tuple[str, str], dict[str, Groups]] = {}  # (class, attribute) -> node -> groups
         self._device_groups: dict[DeviceKey, dict[Slot, list[Group]]] = {}
         self._largest: dict[tuple[str, str], int] = {}  # (class, attribute) -> size, while valid
+        self._errors: dict[str, set[str]] = {}  # class -> nodes with a CEL error among its candidates
 
     def free(self, class_name: str) -> dict[str, int]:
         """Node -> free candidate devices of the class."""
@@ -50,7 +52,10 @@ class FreeDevices:
             if node_name in loaded:
                 continue
             loaded.add(node_name)
-            cands = self._devices.node_devices(info.node).special_candidates(class_name)
+            nd = self._devices.node_devices(info.node)
+            if nd.has_errors(class_name):
+                self._errors.setdefault(class_name, set()).add(node_name)
+            cands = nd.special_candidates(class_name)
             if not cands:
                 continue
             total[node_name] = len(cands)
@@ -73,12 +78,23 @@ class FreeDevices:
             for key, vals in values.items():
                 self._device_groups.setdefault(key, {}).setdefault(slot, []).extend(groups[v] for v in vals)
             self._largest.pop((slot[0], attr), None)
+            self._by_attr.setdefault((slot[0], attr), {})[slot[1]] = groups
         self._groups[slot] = by_attr
+
+    def error_nodes(self, class_name: str) -> set[str]:
+        """Nodes where some candidate of the class failed its selectors with a CEL error."""
+        self.free(class_name)
+        return self._errors.get(class_name, set())
 
     def groups(self, class_name: str, node_name: str, attribute: str) -> Groups:
         """The node's groups of the class by ``attribute`` (empty unless the class aligns by it)."""
+        return self.groups_by_node(class_name, attribute).get(node_name, {})
+
+    def groups_by_node(self, class_name: str, attribute: str) -> dict[str, Groups]:
+        """Node -> its groups of the class by ``attribute``: one lookup for a whole decision (the
+        groups change in place as devices flip; nodes come and go only between decisions)."""
         self.free(class_name)
-        return self._groups.get((class_name, node_name), {}).get(attribute, {})
+        return self._by_attr.get((class_name, attribute), {})
 
     def largest_group(self, class_name: str, attribute: str) -> int:
         """The most candidates of the class any one group has, on any node."""
@@ -87,8 +103,8 @@ class FreeDevices:
         size = self._largest.get(key)
         if size is None:
             size = 0
-            for node_name in self._counted.get(class_name, ()):
-                for g in self._groups.get((class_name, node_name), {}).get(attribute, {}).values():
+            for groups in self._by_attr.get(key, {}).values():
+                for g in groups.values():
                     size = max(size, g.size)
             self._largest[key] = size
         return size
@@ -124,6 +140,7 @@ class FreeDevices:
                 if node_name in loaded:
                     loaded.discard(node_name)
                     self._forget_slot(cls, node_name)
+                    self._errors.get(cls, set()).discard(node_name)
 
     def forget_class(self, class_name: str) -> None:
         """The class's selectors changed (or it went away)."""
@@ -132,6 +149,7 @@ class FreeDevices:
             self._forget_slot(class_name, node_name)
         self._free.pop(class_name, None)
         self._total.pop(class_name, None)
+        self._errors.pop(class_name, None)
         self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
 
     def _forget_slot(self, class_name: str, node_name: str) -> None:
@@ -141,6 +159,8 @@ class FreeDevices:
         grouped = self._groups.pop(slot, None)
         if grouped is not None:
             self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
+            for attr in grouped:
+                self._by_attr.get((class_name, attr), {}).pop(node_name, None)
         for key in self._slot_devices.pop(slot, []):
             slots = self._device_slots.get(key)
             if slots is not None:

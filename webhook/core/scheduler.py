@@ -31,7 +31,6 @@ from __future__ import annotations
 import uuid as _uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocation, Unsatisfiable
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
@@ -57,17 +56,20 @@ from .objects import (
 from .placement import Placement, record_alignment
 from .podresources import Units, pod_requests, pod_requests_nonzero
 from .scoring import BINPACK, POLICIES, UPSTREAM, Usage, order_nodes, upstream_score, utilisation
-from .slices import DeviceKey
+from .slices import Device, DeviceKey
 from .state import ClusterState
 from .topology import (
     NONE,
     PREFERRED,
+    REQUIRED,
+    Groups,
+    Value,
     align_by,
     alignment_constraints,
     constraint_demand,
-    group_devices,
     groups_broken,
     pod_alignment,
+    values_of,
     whole_groups,
 )
 
@@ -133,6 +135,9 @@ class Decision:
         return keys
 
 
+Scope = tuple[str, dict[str, int]]  # a matchAttribute constraint: attribute, devices per class
+
+
 @dataclass(slots=True)
 class PreFilterResult:
     """What PreFilter learns once per pod, for Filter and Score on every node."""
@@ -148,6 +153,16 @@ class PreFilterResult:
     nonzero: Units = field(default_factory=dict)  # cpu and memory as kube-scheduler scores them
     align: str = NONE  # the pod's draxr.io/align, when a class of the pod aligns
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> align-by attributes
+    # Score's per-decision caches: class -> (free, total) by node; class -> (groups by node, largest).
+    counts: dict[str, tuple[dict[str, int], dict[str, int]]] = field(default_factory=dict)
+    grouping: dict[str, tuple[dict[str, Groups], int]] = field(default_factory=dict)
+    # Where DRA serves every name: the special claim's requests and mappings, draxr's constraints
+    # (and the alignments no group anywhere can hold), and what the constraints ask of a node.
+    built: tuple[list[Obj], list[Obj]] | None = None
+    constraints: list[Obj] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    scopes: list[Scope] = field(default_factory=list)
+    by_attr: dict[tuple[str, str], dict[str, Groups]] = field(default_factory=dict)  # Filter's cache
 
 
 @dataclass(slots=True)
@@ -239,18 +254,31 @@ class Scheduler:
                 attrs = align_by(self.state.classes.get(cls))
                 if attrs:
                     groups[cls] = attrs
+        align = pod_alignment(pod) if groups else NONE
+        scopes: list[Scope] = []
+        constraints: list[Obj] = []
+        notes: list[str] = []
+        built = create_requests_and_mappings(pod, classes) if classes else None
+        if align != NONE and built is not None:
+            requests = built[0]
+            constraints, notes = alignment_constraints(requests, groups, self.state.capacity.largest_group)
+            scopes = [(str(c["matchAttribute"]), constraint_demand(c, requests)) for c in constraints]
         return PreFilterResult(
             reqs,
             extended,
             classes,
-            device_demand(pod, classes) if classes else {},
+            device_demand(pod, classes, built) if built is not None else {},
             stale,
             user_claims,
             to_allocate,
             PodFilter.of(pod, host_ports(pod)),
             nonzero,
-            pod_alignment(pod) if groups else NONE,
+            align,
             groups,
+            scopes=scopes,
+            built=built,
+            constraints=constraints,
+            notes=notes,
         )
 
     def _user_claims(self, pod: Obj) -> tuple[list[Obj], list[Obj]]:
@@ -352,7 +380,14 @@ class Scheduler:
                     continue
                 # Upstream only learns this by failing to allocate; its reason names invalid pools.
                 return None, [INVALID_POOLS if self._has_invalid_pool(node_name) else CANNOT_ALLOCATE]
+            if pre.scopes and pre.align == REQUIRED and dra.keys() == pre.classes.keys():
+                unaligned = self._unalignable(node_name, pre.scopes, pre)
+                if unaligned is not None:
+                    return None, [f"cannot align devices by {unaligned}"]
         return NodePlan(node_name, dra, routes), []
+
+    def _class_has_errors(self, node_name: str, cls: str) -> bool:
+        return node_name in self.state.capacity.error_nodes(cls)
 
     def _has_invalid_pool(self, node_name: str) -> bool:
         nd = self.state.node_devices(node_name)
@@ -360,8 +395,10 @@ class Scheduler:
 
     def _errors_on(self, node_name: str, cls: str) -> bool:
         """A free candidate of the class on the node fails its selectors with a CEL error."""
+        if node_name not in self.state.capacity.error_nodes(cls):
+            return False
         nd = self.state.node_devices(node_name)
-        return nd is not None and nd.has_errors(cls) and self._has_error_candidate(nd, cls)
+        return nd is not None and self._has_error_candidate(nd, cls)
 
     def _has_error_candidate(self, nd: NodeDevices, cls: str) -> bool:
         taken = self.state.allocated
@@ -372,16 +409,24 @@ class Scheduler:
         requests: list[Obj] = []
         mappings: list[Obj] = []
         claims: list[Obj] = list(pre.to_allocate)
-        if plan.dra:
+        # Where DRA serves every name the pod's classes back, PreFilter built all of it already.
+        prebuilt = pre.built is not None and plan.dra == pre.classes
+        if prebuilt and pre.built is not None:
+            requests, mappings = pre.built
+        elif plan.dra:
             requests, mappings = create_requests_and_mappings(pod, plan.dra)
         placement = None
         constraints: list[Obj] = []
+        scopes = pre.scopes
         if requests and (pre.groups or self.policy == UPSTREAM):
             placement = Placement(self.policy, pre.align)
-            if pre.align != NONE:
+            if pre.align != NONE and prebuilt:
+                constraints, placement.notes = pre.constraints, list(pre.notes)
+            elif pre.align != NONE:
                 constraints, placement.notes = alignment_constraints(
                     requests, pre.groups, self.state.capacity.largest_group
                 )
+                scopes = [(str(c["matchAttribute"]), constraint_demand(c, requests)) for c in constraints]
         if requests:
             claims.append(_in_memory_special_claim(pod, requests, constraints))
         users = [UserClaim(c) for c in pre.user_claims]
@@ -401,8 +446,8 @@ class Scheduler:
             group_attributes=_attributes_of(pre.groups) if pre.groups else None,
         )
         relaxed = False
-        if constraints:
-            unaligned = self._unalignable(nd, requests, constraints)
+        if constraints and not (prebuilt and pre.align == REQUIRED):  # else Filter checked already
+            unaligned = self._unalignable(plan.node, scopes, pre)
             if unaligned is not None and pre.align != PREFERRED:
                 raise Unsatisfiable(f"cannot align devices by {unaligned}")
             if unaligned is not None:
@@ -425,33 +470,60 @@ class Scheduler:
             record_alignment(placement, constraints, special.results, relaxed)
         return NodeFit([], plan, special, requests, mappings, users, placement)
 
-    def _unalignable(self, nd: NodeDevices, requests: list[Obj], constraints: list[Obj]) -> str | None:
-        """The attribute of the first constraint no group of the node has enough free devices for
-        (counted per class; every search under it would fail, so none is started)."""
-        taken = self.state.allocated.is_allocated
-        for c in constraints:
-            attr = str(c["matchAttribute"])
-            demand = constraint_demand(c, requests)
-            room: set[Any] | None = None
+    def _unalignable(self, node_name: str, scopes: list[Scope], pre: PreFilterResult) -> str | None:
+        """The attribute of the first constraint no group of the node has enough free devices for,
+        per class, from the group counts (every search under it would fail, so none is started)."""
+        for attr, demand in scopes:
+            wanted: list[tuple[Groups, int]] = []
             for cls, need in demand.items():
-                groups, _ = group_devices(nd.special_candidates(cls), attr, taken)
-                fits = {v for v, g in groups.items() if g.free >= need}
-                room = fits if room is None else room & fits
-            if not room:
+                by_node = pre.by_attr.get((cls, attr))
+                if by_node is None:
+                    by_node = pre.by_attr[(cls, attr)] = self.state.capacity.groups_by_node(cls, attr)
+                wanted.append((by_node.get(node_name, {}), need))
+            first, need = wanted[0]
+            if not any(
+                g.free >= need and all((h := m.get(v)) is not None and h.free >= n for m, n in wanted[1:])
+                for v, g in first.items()
+            ):
                 return attr
         return None
 
     def _candidate_nodes(self, pre: PreFilterResult) -> list[str]:
-        """Nodes that might serve every extended resource; everything when nothing narrows it."""
+        """Nodes that might serve every extended resource; everything when nothing narrows it.
+
+        Where DRA serves a name, a node needs at least as many free devices of its class as the
+        special claim asks for that name (Filter's count check would refuse it anyway); a node
+        with fewer stays when a CEL error lurks among its candidates, so that the error aborts the
+        attempt as upstream's Filter, which runs on every node, would.
+        """
         possible: set[str] | None = None
         for r in pre.extended:
             served = set(self.state.nodes.serving(r))
             cls = pre.classes.get(r)
             if cls is not None:
-                served |= {n for n, free in self.state.capacity.free(cls).items() if free > 0}
+                need = pre.demand.get(r, 0)
+                served |= {
+                    n
+                    for n, free in self.state.capacity.free(cls).items()
+                    if free > 0 and (free >= need or self._class_has_errors(n, cls))
+                }
             possible = served if possible is None else possible & served
         if possible is None or pre.to_allocate:
             return sorted(self.state.nodes)
+        if pre.scopes and pre.align == REQUIRED:
+            # Filter refuses these too (``_node_plan``): every name served by DRA, and no group with
+            # room for a container's aligned devices.
+            plugin: set[str] = set()
+            for r in pre.classes:
+                plugin |= self.state.nodes.serving(r)
+            classes = set(pre.classes.values())
+            possible = {
+                n
+                for n in possible
+                if n in plugin
+                or self._unalignable(n, pre.scopes, pre) is None
+                or any(self._class_has_errors(n, c) for c in classes)
+            }
         return sorted(possible)
 
     # -- Score ---------------------------------------------------------------------------------
@@ -471,9 +543,12 @@ class Scheduler:
                 usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
             else:
                 cls = dra[r]
-                total = self.state.capacity.total(cls).get(node_name, 0)
-                free = self.state.capacity.free(cls).get(node_name, 0)
-                usage[r] = Usage(total - free + pre.demand.get(r, 0), total)
+                counts = pre.counts.get(cls)
+                if counts is None:  # once per class and decision: the same dicts for every node
+                    capacity = self.state.capacity
+                    counts = pre.counts[cls] = (capacity.free(cls), capacity.total(cls))
+                total = counts[1].get(node_name, 0)
+                usage[r] = Usage(total - counts[0].get(node_name, 0) + pre.demand.get(r, 0), total)
         score = utilisation(pre.reqs, info, usage)
         if pre.groups and self.policy == BINPACK:
             score -= self._groups_broken(pre, node_name, dra)
@@ -487,11 +562,18 @@ class Scheduler:
             if cls in pre.groups:
                 demand[cls] = demand.get(cls, 0) + pre.demand.get(r, 0)
         broken = 0
-        capacity = self.state.capacity
         for cls, need in demand.items():
-            attr = pre.groups[cls][0]
-            aligned = pre.align != NONE and 2 <= need <= capacity.largest_group(cls, attr)
-            broken += groups_broken(capacity.groups(cls, node_name, attr), need, aligned)
+            found = pre.grouping.get(cls)
+            if found is None:  # once per class and decision
+                attr = pre.groups[cls][0]
+                capacity = self.state.capacity
+                found = pre.grouping[cls] = (
+                    capacity.groups_by_node(cls, attr),
+                    capacity.largest_group(cls, attr),
+                )
+            by_node, largest = found
+            aligned = pre.align != NONE and 2 <= need <= largest
+            broken += groups_broken(by_node.get(node_name, {}), need, aligned)
         return broken
 
     # -- the decision --------------------------------------------------------------------------
@@ -533,9 +615,12 @@ class Scheduler:
         # Nodes with a CEL error among their candidates are allocated first, so that the error
         # aborts the attempt whichever node would have won, as upstream's parallel Filter does.
         classes = set(pre.classes.values())
+        erroneous: set[str] = set()
+        for cls in classes:
+            erroneous |= self.state.capacity.error_nodes(cls)
         try:
             for n in candidates:
-                if any(self._errors_on(n, cls) for cls in classes):
+                if n in erroneous and any(self._errors_on(n, cls) for cls in classes):
                     self.filter(pod, pre, n)
             reasons: dict[str, list[str]] = {}
             order = (
@@ -548,7 +633,8 @@ class Scheduler:
                     continue
                 assert fit.plan is not None
                 if fit.placement is not None and fit.special is not None:
-                    self._count_groups(fit.placement, pre, n, fit.requests, fit.special.device_keys)
+                    devices = [r.device for r in fit.special.results if not r.admin_access]
+                    self._count_groups(fit.placement, pre, n, fit.requests, devices)
                 return Decision(
                     pod,
                     SCHEDULED,
@@ -577,26 +663,24 @@ class Scheduler:
         pre: PreFilterResult,
         node: str,
         requests: list[Obj],
-        chosen: list[DeviceKey],
+        devices: list[Device],
     ) -> None:
         """Whole groups before and after the winner's devices (for the Event), of the aligning class
         the special claim asks most devices of."""
-        nd = self.state.node_devices(node)
         demand = constraint_demand({}, requests)
         asked = [c for c in sorted(pre.groups) if demand.get(c, 0) > 0]
-        if nd is None or not asked:
+        if not asked:
             return
         cls = max(asked, key=lambda c: demand[c])
         attr = pre.groups[cls][0]
-        taken = self.state.allocated.is_allocated
-        picked = set(chosen)
-        cands = nd.special_candidates(cls)
-        before, _ = group_devices(cands, attr, taken)
-        after, _ = group_devices(cands, attr, lambda k: taken(k) or k in picked)
+        groups = self.state.capacity.groups(cls, node, attr)
+        broken: set[Value] = set()
+        for d in devices:
+            broken |= {v for v in values_of(d, attr) or () if v in groups and groups[v].whole}
         placement.group_attribute = attr
-        placement.groups = len(before)
-        placement.whole_before = whole_groups(before)
-        placement.whole_after = whole_groups(after)
+        placement.groups = len(groups)
+        placement.whole_before = whole_groups(groups)
+        placement.whole_after = placement.whole_before - len(broken)
 
     def resume(self, pod: Obj, claim: Obj) -> Decision | None:
         """Continue with an allocated special claim left by an interrupted binding cycle.

@@ -19,6 +19,7 @@ types never match.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -113,9 +114,12 @@ def align_by(device_class: Obj | None) -> tuple[str, ...]:
     if device_class is None:
         return ()
     raw = annotations_of(device_class).get(ALIGN_BY_ANNOTATION)
-    if raw is None or align_by_problems(raw):
-        return ()
-    return tuple(split_align_by(raw))
+    return _parsed_align_by(raw) if isinstance(raw, str) else ()
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_align_by(raw: str) -> tuple[str, ...]:
+    return () if align_by_problems(raw) else tuple(split_align_by(raw))
 
 
 def pod_alignment(pod: Obj) -> str:
@@ -132,8 +136,11 @@ def values_of(device: Device, attribute: str) -> Values | None:
     """The device's values of ``attribute`` as a set (a scalar is a one-element set); None when the
     device does not have it (a ``matchAttribute`` constraint then fails, as upstream's)."""
     attr = device.attribute(attribute)
-    if attr is None:
-        return None
+    return None if attr is None else _as_values(attr)
+
+
+@functools.lru_cache(maxsize=4096)
+def _as_values(attr: tuple[str, Any]) -> Values:
     kind, value = attr
     base = _LIST_KINDS.get(kind, kind)
     items = value if isinstance(value, tuple) else (value,)
