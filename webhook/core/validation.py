@@ -140,7 +140,7 @@ def validate_device_class(
     align_errors = validate_align_by(new)
     if align_errors and _align_by_of(old) == _align_by_of(new):
         # Stored before draxr checked it: an unrelated edit is not blocked; the engine ignores it.
-        warnings.extend(clip(f"{e}; draxr ignores the annotation") for e in align_errors)
+        warnings.extend(clip(f"draxr ignores {ALIGN_BY_PATH}: {e.detail}") for e in align_errors)
     else:
         errors.extend(align_errors)
     return errors, warnings
