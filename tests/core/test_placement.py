@@ -294,3 +294,23 @@ def test_describe_says_which_devices_and_why() -> None:
         f"spread takes the emptiest {ROOT} group: 0 of 2 groups left whole (1 before)"
     )
     assert describe(None, []) == ""
+
+
+def test_preferred_goes_where_it_can_be_aligned_before_falling_back() -> None:
+    # Node "n": two half-used roots (a split set there breaks no whole root); node "m": empty.
+    st_ = gpu_state(HALF_USED, [0, 1, 4, 5])
+    st_.apply("Node", node("m"))
+    st_.apply(
+        "ResourceSlice",
+        resource_slice(
+            "m-gpus",
+            [device(f"gpu-{i}", {ROOT: {"string": f"r{i // 4}"}}) for i in range(8)],
+            node_name="m",
+            pool="m",
+        ),
+    )
+    d = Scheduler(st_, "binpack").schedule(gpu_pod([4], "preferred"))
+    assert d.node == "m"
+    assert d.placement is not None
+    assert not d.placement.relaxed
+    assert d.constraints == [{"requests": ["container-0-request-0"], "matchAttribute": ROOT}]

@@ -59,6 +59,7 @@ from .scoring import BINPACK, POLICIES, UPSTREAM, Usage, order_nodes, upstream_s
 from .slices import Device, DeviceKey
 from .state import ClusterState
 from .topology import (
+    CANNOT_ALIGN,
     NONE,
     PREFERRED,
     REQUIRED,
@@ -66,6 +67,7 @@ from .topology import (
     Value,
     align_by,
     alignment_constraints,
+    can_align,
     constraint_demand,
     groups_broken,
     pod_alignment,
@@ -573,7 +575,10 @@ class Scheduler:
                 )
             by_node, largest = found
             aligned = pre.align != NONE and 2 <= need <= largest
-            broken += groups_broken(by_node.get(node_name, {}), need, aligned)
+            groups = by_node.get(node_name, {})
+            broken += groups_broken(groups, need, aligned)
+            if aligned and not can_align(groups, need):
+                broken += CANNOT_ALIGN  # preferred: a split set only where nothing better exists
         return broken
 
     # -- the decision --------------------------------------------------------------------------

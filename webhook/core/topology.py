@@ -202,6 +202,16 @@ def whole_groups(groups: Mapping[Value, Group]) -> int:
     return sum(1 for g in groups.values() if g.whole)
 
 
+#: Score weight of a node that cannot align a demand that asks for it (more than any whole group a
+#: node can break), so a ``preferred`` pod falls back to a split set only where no node can align it.
+CANNOT_ALIGN = 1000
+
+
+def can_align(groups: Mapping[Value, Group], demand: int) -> bool:
+    """Some group has ``demand`` free devices."""
+    return any(g.free >= demand for g in groups.values())
+
+
 def groups_broken(groups: Mapping[Value, Group], demand: int, aligned: bool) -> int:
     """How many whole groups the best placement of ``demand`` devices must break (for scores).
 
