@@ -314,3 +314,13 @@ def test_preferred_goes_where_it_can_be_aligned_before_falling_back() -> None:
     assert d.placement is not None
     assert not d.placement.relaxed
     assert d.constraints == [{"requests": ["container-0-request-0"], "matchAttribute": ROOT}]
+
+
+def test_a_cel_error_still_aborts_where_alignment_is_impossible() -> None:
+    st_ = gpu_state(HALF_USED, [0, 1, 4, 5])
+    broken = aligned_class("gpu", GPU, "gpu.example.com")
+    broken["spec"]["selectors"] = [{"cel": {"expression": 'device.attributes["gpu.example.com"].x == 1'}}]
+    st_.apply("DeviceClass", broken)
+    d = Scheduler(st_, "binpack").schedule(gpu_pod([4]))
+    assert d.status == "Error"
+    assert "CEL runtime error" in d.message

@@ -382,7 +382,14 @@ class Scheduler:
                     continue
                 # Upstream only learns this by failing to allocate; its reason names invalid pools.
                 return None, [INVALID_POOLS if self._has_invalid_pool(node_name) else CANNOT_ALLOCATE]
-            if pre.scopes and pre.align == REQUIRED and dra.keys() == pre.classes.keys():
+            if (
+                pre.scopes
+                and pre.align == REQUIRED
+                and dra.keys() == pre.classes.keys()
+                and not any(self._errors_on(node_name, cls) for cls in needs)
+            ):
+                # From the group counts; a node with a CEL error is left to the allocator, whose
+                # error aborts the attempt.
                 unaligned = self._unalignable(node_name, pre.scopes, pre)
                 if unaligned is not None:
                     return None, [f"cannot align devices by {unaligned}"]
@@ -448,7 +455,8 @@ class Scheduler:
             group_attributes=_attributes_of(pre.groups) if pre.groups else None,
         )
         relaxed = False
-        if constraints and not (prebuilt and pre.align == REQUIRED):  # else Filter checked already
+        checked = prebuilt and pre.align == REQUIRED  # by _node_plan, unless a CEL error lurks
+        if constraints and not checked:
             unaligned = self._unalignable(plan.node, scopes, pre)
             if unaligned is not None and pre.align != PREFERRED:
                 raise Unsatisfiable(f"cannot align devices by {unaligned}")

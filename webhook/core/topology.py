@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from .cel import CelError
@@ -389,7 +389,3 @@ def spanned_values(devices: Iterable[Device], attribute: str) -> list[Value]:
     for d in devices:
         out |= values_of(d, attribute) or frozenset()
     return sorted(out, key=lambda v: (v[0], str(v[1])))
-
-
-def taken_by(keys: Collection[DeviceKey]) -> Callable[[DeviceKey], bool]:
-    return keys.__contains__
