@@ -151,3 +151,29 @@ def test_delete_is_allowed(webhook: Webhook) -> None:
     old = device_class("c", "bad")
     response = webhook.respond(PATH, review(None, operation="DELETE", old=old, resource=DEVICE_CLASS))
     assert response == {"uid": response["uid"], "allowed": True}
+
+
+def test_a_malformed_align_by_annotation_is_denied_with_its_field(webhook: Webhook) -> None:
+    obj = device_class("c", GPU)
+    obj["metadata"]["annotations"] = {"draxr.io/align-by": "pcieRoot"}
+    response = webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["code"] == 422
+    assert status["reason"] == "Invalid"
+    reason = (
+        "pcieRoot: must be a domain and a name separated by one '/' (e.g. 'resource.kubernetes.io/pcieRoot')"
+    )
+    assert status["message"] == (
+        f'DeviceClass.resource.k8s.io "c" is invalid: metadata.annotations[draxr.io/align-by]: '
+        f'Invalid value: "pcieRoot": {reason}'
+    )
+    assert causes(response) == [
+        (
+            "metadata.annotations[draxr.io/align-by]",
+            "FieldValueInvalid",
+            f'Invalid value: "pcieRoot": {reason}',
+        )
+    ]
+    obj["metadata"]["annotations"]["draxr.io/align-by"] = "resource.kubernetes.io/pcieRoot"
+    assert webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))["allowed"] is True

@@ -116,6 +116,10 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         ["manifests", "--namespace", "NS"],
         "draxr manifests: error: --namespace: 'NS' is not a valid DNS-1123 label",
     ),
+    (
+        ["manifests", "--webhook-url", "http://127.0.0.1"],
+        "draxr manifests: error: --webhook-url: 'http://127.0.0.1': the scheme must be https",
+    ),
     (["manifests", "--image", ""], "draxr manifests: error: --image: must not be empty"),
     (
         ["manifests", "--ca-bundle", "/nonexistent/ca.crt"],

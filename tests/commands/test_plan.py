@@ -51,7 +51,9 @@ def test_motivating_example_json_shape() -> None:
             "resources",
             "claim",
             "extendedResourceClaimStatus",
+            "alignment",
         }
+        assert p["alignment"] is None  # no class of the example aligns by a topology attribute
     dp = [p for p in pods if p["node"] == "device-plugin-node"]
     dra = [p for p in pods if p["node"] == "dra-node"]
     assert len(dp) == 2
@@ -372,3 +374,94 @@ def test_convert_v1beta1_device_request_to_resource_device_request_allocates_a_f
     (user_claim,) = decision.user_claims
     assert user_claim.allocation is not None
     assert [r["device"] for r in user_claim.allocation.to_api()["devices"]["results"]] == ["gpu-1"]
+
+
+def _topology_cluster(tmp: Path) -> Path:
+    dc = factory.device_class("gpu", "example.com/gpu", selectors=["true"])
+    dc["metadata"]["annotations"] = {"draxr.io/align-by": "resource.kubernetes.io/pcieRoot"}
+    gpus = [
+        factory.device(f"gpu-{i}", {"resource.kubernetes.io/pcieRoot": {"string": f"pci-{i // 4}"}})
+        for i in range(8)
+    ]
+    pods = [
+        pod("one", [container("c", {"example.com/gpu": 1})]),
+        pod("two", [container("c", {"example.com/gpu": 2})]),
+        pod("four", [container("c", {"example.com/gpu": 4})]),
+    ]
+    for p in pods:
+        p["metadata"].pop("uid")
+    docs = [factory.node("n"), dc, factory.resource_slice("n-gpus", gpus, node_name="n", pool="n"), *pods]
+    return write(tmp, "cluster.yaml", docs)
+
+
+def test_plan_shows_each_pods_alignment_and_each_nodes_fragmentation(tmp_path: Path) -> None:
+    path = _topology_cluster(tmp_path)
+    code, out, _ = plan([path])
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["POD", "NODE", "DEVICES", "/", "REASON", "ALIGNMENT"]
+    rows = {line.split()[0]: line for line in lines[1:4]}
+    assert rows["default/one"].split()[-1] == "-"  # one device: nothing to align
+    assert rows["default/two"].endswith("container-0: pcieRoot=pci-0")  # binpack: the root in use
+    assert rows["default/four"].endswith("container-0: pcieRoot=pci-1")
+    (summary,) = [line for line in lines if line.startswith("n ")]
+    assert summary.split() == [
+        "n",
+        "gpu",
+        "dra",
+        "7",
+        "1",
+        "0/2",
+        "pcieRoot",
+        "whole,",
+        "1",
+        "free",
+        "in",
+        "broken",
+    ]
+    assert "FRAGMENTATION" in out
+
+
+def test_plan_json_alignment_and_the_upstream_policy(tmp_path: Path) -> None:
+    path = _topology_cluster(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    assert run([path], "json", "binpack", out, err) == 0
+    four = next(p for p in json.loads(out.getvalue())["pods"] if p["name"] == "four")
+    assert four["alignment"] == {
+        "policy": "binpack",
+        "mode": "required",
+        "constraints": [
+            {
+                "requests": ["container-0-request-0"],
+                "attribute": "resource.kubernetes.io/pcieRoot",
+                "values": ["pci-1"],
+                "aligned": True,
+            }
+        ],
+        "groups": {
+            "attribute": "resource.kubernetes.io/pcieRoot",
+            "total": 2,
+            "wholeBefore": 1,
+            "wholeAfter": 0,
+        },
+    }
+    assert four["claim"]["spec"]["devices"]["constraints"] == [
+        {"requests": ["container-0-request-0"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}
+    ]
+    out = io.StringIO()
+    assert run([path], "json", "upstream", out, err) == 0
+    upstream = {p["name"]: p for p in json.loads(out.getvalue())["pods"]}
+    assert upstream["four"]["alignment"] == {"policy": "upstream", "mode": "none", "constraints": []}
+    assert "constraints" not in upstream["four"]["claim"]["spec"]["devices"]
+    devices = [r["device"] for r in upstream["two"]["claim"]["status"]["allocation"]["devices"]["results"]]
+    assert devices == ["gpu-1", "gpu-2"]  # first fit after "one" took gpu-0
+
+
+def test_plan_policy_flag_takes_the_three_policies(capsys: pytest.CaptureFixture[str]) -> None:
+    from webhook.cli import build_parser
+
+    for policy in ("binpack", "spread", "upstream"):
+        assert build_parser().parse_args(["plan", "-f", "x", "--policy", policy]).policy == policy
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["plan", "-f", "x", "--policy", "firstfit"])
+    assert "invalid choice: 'firstfit'" in capsys.readouterr().err

@@ -91,3 +91,8 @@ def test_every_serve_flag_is_passed_on() -> None:
     )
     opts = serve_options(named)
     assert (opts.webhook, opts.worker, opts.allowed_writers) == (False, True, ["u1", "u2"])
+
+
+def test_serve_accepts_the_upstream_policy() -> None:
+    args = build_parser().parse_args(["serve", "--policy=upstream"])
+    assert serve_options(args).policy == "upstream"

@@ -192,3 +192,51 @@ def test_a_taint_rule_acts_as_if_the_driver_had_published_the_taint(
     for alloc in via_rules or []:
         for x in alloc.results:
             assert (x.device.pool, x.device.name) not in blocked
+
+
+def run_placed(slices: list[Obj], claims: list[Obj], policy: str) -> list[ClaimAllocation] | None:
+    from webhook.core.allocator import Allocator
+
+    st_ = state_of(node("n"), *CLASSES, *slices)
+    nd = st_.node_devices("n")
+    assert nd is not None
+    allocator = Allocator(
+        nd, st_.classes.get, st_.cel, st_.allocated.devices, policy=policy, group_attributes=_by_numa
+    )
+    try:
+        return allocator.allocate(claims)
+    except Unsatisfiable:
+        return None
+
+
+def _by_numa(class_name: str) -> tuple[str, ...]:
+    return ("gpu.example.com/numa",)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from(["binpack", "spread"]))
+def test_a_placement_order_changes_which_answer_never_whether_there_is_one(
+    cluster: tuple[list[Obj], list[Obj], dict[str, dict[str, Any]]], policy: str
+) -> None:
+    slices, claims, info = cluster
+    placed = run_placed(slices, claims, policy)
+    assert (placed is None) == (run(slices, claims) is None)
+    assert as_plain(run_placed(slices, claims, policy)) == as_plain(placed)  # deterministic
+    if placed is None:
+        return
+    seen: set[tuple[str, str]] = set()
+    for c, alloc in zip(claims, placed, strict=True):
+        for r in c["spec"]["devices"]["requests"]:
+            got = [x for x in alloc.results if x.request == r["name"]]
+            assert len(got) == r["exactly"]["count"]
+            for x in got:
+                assert MATCHES[r["exactly"]["deviceClassName"]](info[f"{x.device.pool}/{x.device.name}"])
+        for x in alloc.results:
+            assert (x.device.pool, x.device.name) not in seen
+            seen.add((x.device.pool, x.device.name))
+        numas = [info[f"{x.device.pool}/{x.device.name}"]["numa"] for x in alloc.results]
+        for con in c["spec"]["devices"].get("constraints") or []:
+            if "matchAttribute" in con:
+                assert len(set(numas)) == 1
+            if "distinctAttribute" in con:
+                assert len(set(numas)) == len(numas)

@@ -809,3 +809,55 @@ def test_an_annotated_name_is_unique_across_annotations_and_fields() -> None:
         device_class("gpu-c", "example.com/gpu"), None, [_annotated("gpu-b", "example.com/gpu")]
     )
     assert [e.field for e in errors] == ["spec.extendedResourceName"]
+
+
+# --- draxr.io/align-by -----------------------------------------------------------------------------
+
+
+def _aligned(value: Any) -> dict[str, Any]:
+    obj = device_class("gpu", "example.com/gpu")
+    obj["metadata"]["annotations"] = {"draxr.io/align-by": value}
+    return obj
+
+
+def test_align_by_with_fully_qualified_attributes_is_valid() -> None:
+    value = "resource.kubernetes.io/pcieRoot, gpu.example.com/numaNode"
+    assert validate_device_class(_aligned(value)) == ([], [])
+
+
+def test_a_malformed_align_by_is_invalid_at_its_annotation() -> None:
+    errors, _ = validate_device_class(_aligned("pcieRoot,resource.kubernetes.io/pcie-root"))
+    prefix = (
+        'metadata.annotations[draxr.io/align-by]: Invalid value: "pcieRoot,resource.kubernetes.io/pcie-root"'
+    )
+    assert texts(errors) == [
+        f"{prefix}: pcieRoot: must be a domain and a name separated by one '/' (e.g. "
+        "'resource.kubernetes.io/pcieRoot')",
+        f"{prefix}: resource.kubernetes.io/pcie-root: name part: a valid C identifier must start with "
+        "alphabetic character or '_', followed by a string of alphanumeric characters or '_' (e.g. "
+        "'my_name',  or 'MY_NAME',  or 'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')",
+    ]
+    assert {e.type for e in errors} == {ErrorType.INVALID}
+
+
+def test_an_update_keeping_a_stored_malformed_align_by_only_warns() -> None:
+    old = _aligned("pcieRoot")
+    new = copy.deepcopy(old)
+    new["spec"]["selectors"] = [{"cel": {"expression": "true"}}]
+    errors, warnings = validate_device_class(new, old)
+    assert errors == []
+    (warning,) = warnings
+    assert warning.startswith(
+        "draxr ignores metadata.annotations[draxr.io/align-by]: pcieRoot: must be a domain and a name"
+    )
+    errors, _ = validate_device_class(_aligned("numa"), old)  # a new malformed value is still denied
+    assert len(errors) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="abcXYZ_09./-, ", max_size=40))
+def test_align_by_is_valid_exactly_when_the_engine_would_use_it(value: str) -> None:
+    from webhook.core.topology import align_by
+
+    errors, _ = validate_device_class(_aligned(value))
+    assert (errors == []) == (align_by(_aligned(value)) != ())

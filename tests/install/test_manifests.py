@@ -101,10 +101,17 @@ def test_webhook_url_replaces_the_service(tmp_path: Path, url: str, base: str) -
         ("https://127.0.0.1:port", "Port could not be cast to integer value as 'port'"),
     ],
 )
-def test_unusable_webhook_urls_are_refused(url: str, problem: str) -> None:
-    code, out, err = _manifests("--webhook-url", url)
-    assert (code, out) == (2, "")
-    assert err == f"error: --webhook-url {url}: {problem}\n"
+def test_unusable_webhook_urls_are_refused(
+    url: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["manifests", "--webhook-url", url])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"draxr manifests: error: --webhook-url: {url!r}: {problem}\n"
 
 
 def test_manifests_help_documents_the_webhook_url() -> None:

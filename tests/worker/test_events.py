@@ -50,3 +50,22 @@ def test_unschedulable_condition_patch() -> None:
         "lastProbeTime": None,
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
+
+
+def test_scheduled_message_keeps_kube_schedulers_words_and_adds_the_devices() -> None:
+    from tests.core.test_placement import HALF_USED, gpu_pod, gpu_state
+    from webhook.core.scheduler import Scheduler
+    from webhook.worker.events import relaxed_alignment_message, scheduled_message
+
+    d = Scheduler(gpu_state(HALF_USED, [4]), "binpack").schedule(gpu_pod([2]))
+    assert scheduled_message(d.pod, d) == (
+        "Successfully assigned default/p to n; devices gpus/gpu-5, gpus/gpu-6: container-0 aligned on "
+        "resource.kubernetes.io/pcieRoot=r1 (required); binpack fills the fullest "
+        "resource.kubernetes.io/pcieRoot group with room: 1 of 2 groups left whole (1 before)"
+    )
+    assert relaxed_alignment_message(d) is None
+    relaxed = Scheduler(gpu_state(HALF_USED, [0, 1, 4, 5]), "binpack").schedule(gpu_pod([4], "preferred"))
+    assert relaxed_alignment_message(relaxed) == (
+        "draxr.io/align: preferred: no free set of devices on n shares resource.kubernetes.io/pcieRoot for "
+        "container-0; placed on devices spanning r0, r1"
+    )

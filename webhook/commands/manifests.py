@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     m.add_argument(
         "--webhook-url",
+        type=webhook_url,
         metavar="URL",
         help="the webhook configurations call https://HOST[:PORT][/PREFIX] + the hook's path "
         "(clientConfig.url) instead of the Service; for API servers that cannot reach Services "
@@ -51,15 +52,20 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def webhook_url(text: str) -> str:
+    """``--webhook-url``'s type: a URL kube-apiserver accepts as a webhook's ``clientConfig.url``."""
+    problem = url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return text
+
+
 def main(args: argparse.Namespace) -> int:
     return run(args, sys.stdout, sys.stderr)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    webhook_url = getattr(args, "webhook_url", None)
-    if webhook_url is not None and (problem := url_problem(webhook_url)) is not None:
-        err.write(f"error: --webhook-url {webhook_url}: {problem}\n")
-        return 2
+    url = getattr(args, "webhook_url", None)
     ca_bundle = None
     cert_dir = None
     if args.ca_bundle:
@@ -84,7 +90,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 ca_bundle=ca_bundle,
                 cert_dir=cert_dir,
                 cert_manager=args.cert_manager,
-                webhook_url=webhook_url,
+                webhook_url=url,
             )
         )
     )

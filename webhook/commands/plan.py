@@ -2,6 +2,11 @@
 
 Running pods (with ``spec.nodeName``) consume resources and devices; the others are scheduled one
 by one (higher ``spec.priority`` first, then input order), each placement visible to the next.
+
+The table shows, per pod, what its devices share (``ALIGNMENT``: the attribute value per container,
+or the values a ``preferred`` pod's split set spans) and, per node and class that aligns by an
+attribute, its ``FRAGMENTATION``: how many topology groups are still whole and how many free devices
+sit in groups already broken.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from ..core.claims import (
     special_claim_after_prebind,
 )
 from ..core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.placement import alignment_text
 from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
+from ..core.scoring import BINPACK, POLICIES
 from ..core.slices import parse_slice
 from ..core.state import ClusterState
+from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from .flags import one_line
 
@@ -48,6 +56,7 @@ class PodResult:
             "resources": {r: route.to_api() for r, route in sorted(d.routes.items())} if d.node else {},
             "claim": self.claim,
             "extendedResourceClaimStatus": self.claim_status,
+            "alignment": d.placement.to_api() if d.node and d.placement is not None else None,
         }
 
 
@@ -82,7 +91,7 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
                 raise LoadError(item.source, item.index, "spec", problem)
 
 
-def build_plan(objects: Sequence[Obj], policy: str = "binpack") -> Plan:
+def build_plan(objects: Sequence[Obj], policy: str = BINPACK) -> Plan:
     state = ClusterState()
     scheduler = Scheduler(state, policy)
     plan = Plan(state=state)
@@ -113,7 +122,9 @@ def _place(scheduler: Scheduler, pod: Obj) -> PodResult:
     bound.setdefault("spec", {})["nodeName"] = decision.node
     if decision.special is not None:
         claim_name = deterministic_name(generate_name(pod), uid(pod))
-        result.claim = special_claim_after_prebind(pod, decision.requests, decision.special, claim_name)
+        result.claim = special_claim_after_prebind(
+            pod, decision.requests, decision.special, claim_name, decision.constraints
+        )
         result.claim_status = extended_resource_claim_status(claim_name, decision.mappings)
         state.apply("ResourceClaim", result.claim)
         bound.setdefault("status", {})["extendedResourceClaimStatus"] = result.claim_status
@@ -147,24 +158,45 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
+def fragmentation_text(attribute: str, groups: Groups) -> str:
+    """``2/4 pcieRoot whole, 3 free in broken``: whole groups, and free devices outside them."""
+    if not groups:
+        return "-"
+    stranded = sum(g.free for g in groups.values() if not g.whole)
+    short = attribute.rsplit("/", 1)[-1]
+    return f"{whole_groups(groups)}/{len(groups)} {short} whole, {stranded} free in broken"
+
+
 def write_table(plan: Plan, out: TextIO) -> None:
-    rows = [["POD", "NODE", "DEVICES / REASON"]]
+    rows = [["POD", "NODE", "DEVICES / REASON", "ALIGNMENT"]]
     for r in plan.results:
-        rows.append([f"{namespace(r.pod)}/{name(r.pod)}", r.decision.node or "<none>", _devices_text(r)])
+        scheduled = r.decision.status == SCHEDULED
+        rows.append(
+            [
+                f"{namespace(r.pod)}/{name(r.pod)}",
+                r.decision.node or "<none>",
+                _devices_text(r),
+                alignment_text(r.decision.placement) if scheduled else "-",
+            ]
+        )
     out.write(_table(rows) + "\n\n")
     state = plan.state
-    summary = [["NODE", "RESOURCE", "VIA", "USED", "FREE"]]
+    summary = [["NODE", "RESOURCE", "VIA", "USED", "FREE", "FRAGMENTATION"]]
     for dc in state.classes.classes():
         cls = name(dc)
         totals = state.capacity.total(cls)
         free = state.capacity.free(cls)
+        attrs = align_by(dc)
         for node in sorted(totals):
-            summary.append([node, cls, "dra", str(totals[node] - free.get(node, 0)), str(free.get(node, 0))])
+            frag = fragmentation_text(attrs[0], state.capacity.groups(cls, node, attrs[0])) if attrs else "-"
+            summary.append(
+                [node, cls, "dra", str(totals[node] - free.get(node, 0)), str(free.get(node, 0)), frag]
+            )
     for node, info in sorted(state.nodes.items()):
         for res, alloc in sorted(info.allocatable.items()):
             if "/" in res and alloc > 0:
                 used = info.requested.get(res, 0)
-                summary.append([node, res, "device-plugin", str(used), str(alloc - used)])
+                summary.append([node, res, "device-plugin", str(used), str(alloc - used), "-"])
     if len(summary) > 1:
         out.write(_table(summary) + "\n\n")
     s = plan.summary
@@ -199,7 +231,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="YAML/JSON file or directory (repeatable)",
     )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    p.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=BINPACK,
+        help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
+        "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
+    )
     p.set_defaults(func=main)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.paths import MODES
+from ..core.scoring import BINPACK, POLICIES
 from ..runtime.serve import ServeOptions, default_writers, run
 from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from .flags import (
@@ -60,6 +61,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="identities allowed to write special claims and pod mappings (repeatable)",
     )
     s.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=BINPACK,
+        help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
+        "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
+    )
+    s.add_argument(
         "--mode",
         choices=MODES,
         default="auto",
@@ -97,7 +105,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="draxr-webhook",
         help="draxr's webhook Deployment (mode Events)",
     )
-    s.add_argument("--policy", choices=("binpack", "spread"), default="binpack")
     s.add_argument(
         "--namespace",
         type=dns_label,

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator
 
 from .claims import is_special_claim
-from .nodeinfo import Nodes, host_ports
+from .nodeinfo import NodeInfo, Nodes, host_ports
 from .objects import Obj, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
-from .podresources import pod_requests
+from .podresources import pod_requests_nonzero
 from .quantity import Quantity
 from .slices import DeviceKey, Pool
 
@@ -39,6 +39,11 @@ def allocated_devices(claim: Obj) -> list[DeviceKey]:
         if isinstance(d, str) and isinstance(p, str) and isinstance(n, str):
             out.append((d, p, n))
     return out
+
+
+def _count_pod(info: NodeInfo, pod_uid: str, pod: Obj) -> None:
+    reqs, nonzero = pod_requests_nonzero(pod)
+    info.add_pod(pod_uid, reqs, host_ports(pod), nonzero)
 
 
 def claim_key(claim: Obj) -> ClaimKey:
@@ -192,7 +197,7 @@ class AllocatedState:
             self._by_node.setdefault(node_name, set()).add(pod_uid)
             info = self._nodes.get(node_name)
             if info is not None:
-                info.add_pod(pod_uid, pod_requests(pod), host_ports(pod))
+                _count_pod(info, pod_uid, pod)
 
     def remove_pod(self, pod_uid: str) -> None:
         self._release_pod(pod_uid)
@@ -214,7 +219,7 @@ class AllocatedState:
             return
         info = self._nodes.get(node_name)
         if info is not None:
-            info.add_pod(pod_uid, pod_requests(pod), host_ports(pod))
+            _count_pod(info, pod_uid, pod)
             self._assumed[pod_uid] = node_name
 
     def forget_pod(self, pod: Obj) -> None:
@@ -230,4 +235,4 @@ class AllocatedState:
             return
         for pod_uid in self._by_node.get(node_name, ()):
             pod = self.pods[pod_uid]
-            info.add_pod(pod_uid, pod_requests(pod), host_ports(pod))
+            _count_pod(info, pod_uid, pod)

@@ -6,6 +6,15 @@ device of a request. Candidates are tried pools -> slices -> devices. Per candid
 upstream order: in use, class selectors, request selectors, per-device node selection, binding
 conditions, counters, taints, constraints. A CEL error is an allocation error, never a silent
 non-match; an unsatisfiable node is ``None``.
+
+draxr's placement policies (``policy``) change only the order in which each request tries its
+candidates (``topology.order_candidates``): the first complete solution is then the policy's
+preferred one. Why that is correct and bounded: the search tries the same candidates against the
+same checks, only in another order, so every answer still passes every check (constraints
+included), a node is unsatisfiable under a policy exactly when it is under upstream's order, and
+the step budget bounds the search as before. The order costs one pass over a request's candidates
+(grouped once per class and attribute per call) and a sort, before the search. Without ``policy``
+(``--policy upstream``) candidates keep upstream's order: first fit.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from .nodematch import untolerated
 from .objects import Obj, as_dict, as_list, meta, spec
 from .quantity import Quantity
 from .slices import Device, DeviceKey, Pool, device_id, device_selects_node
+from .topology import Groups, Values, group_devices, order_candidates, values_of
 
 _ZERO = Quantity.parse(0)
 _Taken = tuple[tuple[str, str], str, str, Quantity]  # (pool, counter set, counter, amount)
@@ -107,6 +117,11 @@ class _Req:
     admin: bool
     tolerations: list[Obj]
     all_devices: list[Device] = field(default_factory=list)
+    # Placement: the attribute whose groups order the candidates (None: upstream's order), and, under
+    # a matchAttribute constraint, how many devices per class the constraint asks for.
+    order_attr: str | None = None
+    order_demand: dict[str, int] | None = None
+    ordered: list[tuple[Device, CelError | None]] | None = None
 
 
 class _Constraint:
@@ -119,24 +134,15 @@ class _Constraint:
         self.attribute = attribute
         self.requests = set(requests)
         self.distinct = distinct
-        self.stack: list[frozenset[tuple[str, Any]]] = []  # intersection (match) or union (distinct)
+        self.stack: list[Values] = []  # intersection (match) or union (distinct)
 
     def applies(self, base: str, sub: str) -> bool:
         if not self.requests:
             return True
         return base in self.requests or (bool(sub) and f"{base}/{sub}" in self.requests)
 
-    def _values(self, device: Device) -> frozenset[tuple[str, Any]] | None:
-        attr = device.attribute(self.attribute)
-        if attr is None:
-            return None
-        kind, value = attr
-        base = kind.rstrip("s") if kind in ("ints", "bools", "strings", "versions") else kind
-        items = value if isinstance(value, tuple) else (value,)
-        return frozenset((base, str(v) if base == "version" else v) for v in items)
-
     def add(self, device: Device) -> bool:
-        values = self._values(device)
+        values = values_of(device, self.attribute)
         if values is None:
             return False
         if not self.stack:
@@ -177,7 +183,12 @@ class Allocator:
         allocated: Collection[DeviceKey],
         allocated_counters: Callable[[Pool], dict[str, dict[str, Quantity]]] | None = None,
         step_budget: int = DEFAULT_STEP_BUDGET,
+        policy: str | None = None,
+        group_attributes: Callable[[str], tuple[str, ...]] | None = None,
     ) -> None:
+        """``policy``: ``binpack`` or ``spread`` orders candidates by topology group (the attribute of
+        a request's ``matchAttribute`` constraint, else the first of ``group_attributes(class)``);
+        None keeps upstream's order."""
         self.node = node
         self.classes = classes
         self.cel = cel
@@ -185,6 +196,8 @@ class Allocator:
         self.allocated_counters = allocated_counters or (lambda pool: {})
         self._already: dict[tuple[str, str], dict[str, dict[str, Quantity]]] = {}
         self.budget = step_budget
+        self.policy = policy
+        self.group_attributes = group_attributes
 
     # -- public ------------------------------------------------------------------------------
 
@@ -199,8 +212,12 @@ class Allocator:
         self._selected_sub: dict[tuple[int, int], _Req] = {}
         self._steps = 0
         self._match_cache: dict[tuple[int, str, DeviceKey], bool] = {}
+        self._groupings: dict[tuple[str, str], tuple[Groups, dict[DeviceKey, Values]]] = {}
         for ci, claim in enumerate(claims):
             self._prepare_claim(ci, claim)
+        if self.policy is not None:
+            for ci in range(len(claims)):
+                self._plan_order(ci)
         if not self._claim(0):
             if any(p.invalid for p in self.node.pools):
                 raise Unsatisfiable(INVALID_POOLS)
@@ -319,6 +336,66 @@ class Allocator:
             req.count = len(req.all_devices)
         return req
 
+    # -- placement order -----------------------------------------------------------------------
+
+    def _plan_order(self, ci: int) -> None:
+        """Which attribute orders each request's candidates, and what its constraint asks for."""
+        for alts in self._slots[ci]:
+            for req in alts:
+                if req.all_mode:
+                    continue
+                for c in self._constraints[ci]:
+                    if not c.distinct and c.applies(req.base, req.sub):
+                        req.order_attr = c.attribute
+                        req.order_demand = self._constraint_demand(ci, c)
+                        break
+                else:
+                    attrs = self.group_attributes(req.class_name) if self.group_attributes else ()
+                    if attrs:
+                        req.order_attr = attrs[0]
+
+    def _constraint_demand(self, ci: int, constraint: _Constraint) -> dict[str, int]:
+        demand: dict[str, int] = {}
+        for alts in self._slots[ci]:
+            first = alts[0]  # of subrequests, the preferred one
+            if constraint.applies(first.base, first.sub) and not first.all_mode:
+                demand[first.class_name] = demand.get(first.class_name, 0) + first.count
+        return demand
+
+    def _grouping(self, class_name: str, attribute: str) -> tuple[Groups, dict[DeviceKey, Values]]:
+        key = (class_name, attribute)
+        found = self._groupings.get(key)
+        if found is None:
+            devices = [d for d, _ in self.node.class_candidates(class_name)]
+            found = self._groupings[key] = group_devices(devices, attribute, self.allocated.__contains__)
+        return found
+
+    def _ordered(self, req: _Req) -> list[tuple[Device, CelError | None]]:
+        assert req.order_attr is not None
+        assert self.policy is not None
+        attr = req.order_attr
+        groups, values = self._grouping(req.class_name, attr)
+        fits = None
+        demand = req.order_demand
+        if demand is not None:
+            others = {c: self._grouping(c, attr)[0] for c in demand}
+
+            def fits(v: tuple[str, Any]) -> bool:
+                for c, n in demand.items():
+                    g = others[c].get(v)
+                    if g is None or g.free < n:
+                        return False
+                return True
+
+        return order_candidates(
+            self.node.class_candidates(req.class_name),
+            values,
+            groups,
+            self.policy,
+            fits,
+            self.allocated.__contains__,
+        )
+
     # -- search --------------------------------------------------------------------------------
 
     def _claim(self, ci: int) -> bool:
@@ -369,7 +446,11 @@ class Allocator:
         return False
 
     def _candidates(self, req: _Req) -> list[tuple[Device, CelError | None]]:
-        return self.node.class_candidates(req.class_name)
+        if req.order_attr is None:
+            return self.node.class_candidates(req.class_name)
+        if req.ordered is None:
+            req.ordered = self._ordered(req)
+        return req.ordered
 
     def _in_use(self, req: _Req, device: Device) -> bool:
         claims = self._picked.get(device.key) or ()

@@ -5,6 +5,11 @@ For each class, how many devices of each node a selector-less, toleration-less r
 use; afterwards a device that becomes taken or free moves one count (``on_flip``), and a node whose
 device view was dropped is counted again on the next use. Nothing here scans the cluster per
 decision.
+
+For a class with ``draxr.io/align-by``, the same counts per topology group (``groups``: per
+attribute and value, how many candidates and how many free), which placement scores read, and the
+largest group anywhere (``largest_group``), which decides whether a container's demand can be aligned
+at all.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from collections.abc import Callable, Iterable
 
 from .devices import DeviceIndex
 from .nodeinfo import Nodes
-from .slices import DeviceKey
+from .slices import Device, DeviceKey
+from .topology import Group, Groups, align_by, group_devices
 
 Slot = tuple[str, str]  # (class, node)
 
@@ -29,6 +35,11 @@ class FreeDevices:
         self._complete: set[str] = set()  # classes whose counts cover every node
         self._device_slots: dict[DeviceKey, set[Slot]] = {}
         self._slot_devices: dict[Slot, list[DeviceKey]] = {}
+        self._groups: dict[Slot, dict[str, Groups]] = {}  # (class, node) -> attribute -> groups
+        self._by_attr: dict[tuple[str, str], dict[str, Groups]] = {}  # (class, attribute) -> node -> groups
+        self._device_groups: dict[DeviceKey, dict[Slot, list[Group]]] = {}
+        self._largest: dict[tuple[str, str], int] = {}  # (class, attribute) -> size, while valid
+        self._errors: dict[str, set[str]] = {}  # class -> nodes with a CEL error among its candidates
 
     def free(self, class_name: str) -> dict[str, int]:
         """Node -> free candidate devices of the class."""
@@ -41,7 +52,10 @@ class FreeDevices:
             if node_name in loaded:
                 continue
             loaded.add(node_name)
-            cands = self._devices.node_devices(info.node).special_candidates(class_name)
+            nd = self._devices.node_devices(info.node)
+            if nd.has_errors(class_name):
+                self._errors.setdefault(class_name, set()).add(node_name)
+            cands = nd.special_candidates(class_name)
             if not cands:
                 continue
             total[node_name] = len(cands)
@@ -50,8 +64,50 @@ class FreeDevices:
             self._slot_devices[slot] = [d.key for d in cands]
             for d in cands:
                 self._device_slots.setdefault(d.key, set()).add(slot)
+            attrs = align_by(self._devices.classes.get(class_name))
+            if attrs:
+                self._count_groups(slot, cands, attrs)
         self._complete.add(class_name)
         return free
+
+    def _count_groups(self, slot: Slot, cands: list[Device], attrs: tuple[str, ...]) -> None:
+        by_attr: dict[str, Groups] = {}
+        for attr in attrs:
+            groups, values = group_devices(cands, attr, self._is_allocated)
+            by_attr[attr] = groups
+            for key, vals in values.items():
+                self._device_groups.setdefault(key, {}).setdefault(slot, []).extend(groups[v] for v in vals)
+            self._largest.pop((slot[0], attr), None)
+            self._by_attr.setdefault((slot[0], attr), {})[slot[1]] = groups
+        self._groups[slot] = by_attr
+
+    def error_nodes(self, class_name: str) -> set[str]:
+        """Nodes where some candidate of the class failed its selectors with a CEL error."""
+        self.free(class_name)
+        return self._errors.get(class_name, set())
+
+    def groups(self, class_name: str, node_name: str, attribute: str) -> Groups:
+        """The node's groups of the class by ``attribute`` (empty unless the class aligns by it)."""
+        return self.groups_by_node(class_name, attribute).get(node_name, {})
+
+    def groups_by_node(self, class_name: str, attribute: str) -> dict[str, Groups]:
+        """Node -> its groups of the class by ``attribute``: one lookup for a whole decision (the
+        groups change in place as devices flip; nodes come and go only between decisions)."""
+        self.free(class_name)
+        return self._by_attr.get((class_name, attribute), {})
+
+    def largest_group(self, class_name: str, attribute: str) -> int:
+        """The most candidates of the class any one group has, on any node."""
+        self.free(class_name)
+        key = (class_name, attribute)
+        size = self._largest.get(key)
+        if size is None:
+            size = 0
+            for groups in self._by_attr.get(key, {}).values():
+                for g in groups.values():
+                    size = max(size, g.size)
+            self._largest[key] = size
+        return size
 
     def total(self, class_name: str) -> dict[str, int]:
         """Node -> candidate devices of the class, taken or not."""
@@ -65,10 +121,16 @@ class FreeDevices:
             bucket = self._free.get(cls)
             if bucket is not None and node in bucket:
                 bucket[node] += -1 if taken else 1
+        grouped = self._device_groups.get(key)
+        if grouped:
+            for groups in grouped.values():
+                for g in groups:
+                    g.free += -1 if taken else 1
 
     def node_added(self) -> None:
         """A new node: every class must count it on its next use."""
         self._complete.clear()
+        self._largest.clear()
 
     def forget_nodes(self, node_names: Iterable[str]) -> None:
         """These nodes' device views changed: count them again on the next use."""
@@ -78,6 +140,7 @@ class FreeDevices:
                 if node_name in loaded:
                     loaded.discard(node_name)
                     self._forget_slot(cls, node_name)
+                    self._errors.get(cls, set()).discard(node_name)
 
     def forget_class(self, class_name: str) -> None:
         """The class's selectors changed (or it went away)."""
@@ -86,14 +149,27 @@ class FreeDevices:
             self._forget_slot(class_name, node_name)
         self._free.pop(class_name, None)
         self._total.pop(class_name, None)
+        self._errors.pop(class_name, None)
+        self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
 
     def _forget_slot(self, class_name: str, node_name: str) -> None:
         self._free.get(class_name, {}).pop(node_name, None)
         self._total.get(class_name, {}).pop(node_name, None)
         slot = (class_name, node_name)
+        grouped = self._groups.pop(slot, None)
+        if grouped is not None:
+            self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
+            for attr in grouped:
+                self._by_attr.get((class_name, attr), {}).pop(node_name, None)
         for key in self._slot_devices.pop(slot, []):
             slots = self._device_slots.get(key)
             if slots is not None:
                 slots.discard(slot)
                 if not slots:
                     del self._device_slots[key]
+            if grouped is not None:
+                by_slot = self._device_groups.get(key)
+                if by_slot is not None:
+                    by_slot.pop(slot, None)
+                    if not by_slot:
+                        del self._device_groups[key]

@@ -55,9 +55,15 @@ def reserved_for(pod: Obj) -> Obj:
 
 
 def special_claim(
-    pod: Obj, requests: list[Obj], *, claim_name: str | None = None, finalizer: bool = True
+    pod: Obj,
+    requests: list[Obj],
+    *,
+    claim_name: str | None = None,
+    finalizer: bool = True,
+    constraints: list[Obj] | None = None,
 ) -> Obj:
-    """The special claim as POSTed in PreBind (no name: the server generates it)."""
+    """The special claim as POSTed in PreBind (no name: the server generates it). ``constraints``:
+    draxr's alignment (``topology.alignment_constraints``); upstream's special claim has none."""
     metadata: dict[str, Any] = {"name": claim_name} if claim_name else {}
     metadata.update(
         {
@@ -69,11 +75,14 @@ def special_claim(
     )
     if finalizer:
         metadata["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
     return {
         "apiVersion": RESOURCE_API_VERSION,
         "kind": "ResourceClaim",
         "metadata": metadata,
-        "spec": {"devices": {"requests": requests}},
+        "spec": {"devices": devices},
     }
 
 
@@ -83,9 +92,13 @@ def claim_status(pod: Obj, allocation: ClaimAllocation) -> Obj:
 
 
 def special_claim_after_prebind(
-    pod: Obj, requests: list[Obj], allocation: ClaimAllocation, claim_name: str
+    pod: Obj,
+    requests: list[Obj],
+    allocation: ClaimAllocation,
+    claim_name: str,
+    constraints: list[Obj] | None = None,
 ) -> Obj:
-    claim = special_claim(pod, requests, claim_name=claim_name)
+    claim = special_claim(pod, requests, claim_name=claim_name, constraints=constraints)
     claim["status"] = claim_status(pod, allocation)
     return claim
 

@@ -106,14 +106,18 @@ def create_requests_and_mappings(
     return device_requests, all_mappings
 
 
-def device_demand(pod: Obj, resources: Mapping[str, str]) -> dict[str, int]:
+def device_demand(
+    pod: Obj,
+    resources: Mapping[str, str],
+    built: tuple[list[DeviceRequest], list[Mapping_]] | None = None,
+) -> dict[str, int]:
     """Per resource, how many devices the special claim would request for it if DRA served it.
 
     The count of one resource does not depend on which other names DRA serves, so it can be
     computed once per pod. Pod overhead is not part of it: upstream builds the requests from the
     containers alone (``createRequestsAndMappings`` reads ``container.resources.requests``).
     """
-    requests, mappings = create_requests_and_mappings(pod, resources)
+    requests, mappings = built if built is not None else create_requests_and_mappings(pod, resources)
     counts = {str(r["name"]): _count(r) for r in requests}
     demand: dict[str, int] = {}
     seen: set[tuple[str, str]] = set()

@@ -27,6 +27,9 @@ class NodeInfo:
     kubelet_gate: bool = True  # DRAExtendedResource on in the node's kubelet (core/gates.py)
     requested: Units = field(default_factory=dict)
     pods: dict[str, Units] = field(default_factory=dict)  # pod uid -> requests
+    # kube-scheduler's NonZeroRequested (cpu and memory; 100m and 200Mi for a missing request).
+    nonzero_requested: Units = field(default_factory=dict)
+    nonzero_pods: dict[str, Units] = field(default_factory=dict)
     host_ports: dict[str, list[HostPort]] = field(default_factory=dict)
 
     @classmethod
@@ -43,7 +46,7 @@ class NodeInfo:
         self.hard_taints = hard_taints(node)
         self.kubelet_gate = kubelet_gate(node)
 
-    def add_pod(self, pod_uid: str, reqs: Units, ports: list[HostPort]) -> None:
+    def add_pod(self, pod_uid: str, reqs: Units, ports: list[HostPort], nonzero: Units | None = None) -> None:
         if pod_uid in self.pods:
             self.remove_pod(pod_uid)
         self.pods[pod_uid] = reqs
@@ -51,10 +54,16 @@ class NodeInfo:
             self.host_ports[pod_uid] = ports
         for k, v in reqs.items():
             self.requested[k] = self.requested.get(k, 0) + v
+        if nonzero:
+            self.nonzero_pods[pod_uid] = nonzero
+            for k, v in nonzero.items():
+                self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) + v
 
     def remove_pod(self, pod_uid: str) -> None:
         reqs = self.pods.pop(pod_uid, None)
         self.host_ports.pop(pod_uid, None)
+        for k, v in self.nonzero_pods.pop(pod_uid, {}).items():
+            self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) - v
         if reqs is None:
             return
         for k, v in reqs.items():

@@ -6,6 +6,8 @@
   like objects read from a cluster.
 * ``pod_requests`` is ``resourcehelper.PodRequests``: long-lived containers add up, each init
   container runs next to the sidecars started before it, the larger of both wins, plus overhead.
+* ``pod_requests_nonzero`` also gives the cpu and memory kube-scheduler's resource scores count
+  (``NonZeroRequested``): a container without a cpu or memory request counts 100m and 200Mi.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 Units = dict[str, int]
+
+#: ``DefaultMilliCPURequest`` and ``DefaultMemoryRequest`` (``NonMissingContainerRequests``).
+NONZERO_DEFAULTS: dict[str, int] = {CPU: 100, MEMORY: 200 * 1024 * 1024}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,32 +102,65 @@ def _max(into: Units, other: Units) -> None:
             into[k] = v
 
 
-def pod_requests(pod: Obj) -> Units:
-    """Effective pod requests in scheduler units (``PodRequests`` without options)."""
-    reqs: Units = {}
-    restartable: Units = {}
-    init_max: Units = {}
-    for ref in containers(pod):
-        creq = _units(container_requests(ref.container))
+class _Sum:
+    """``PodRequests``' arithmetic over the containers, in one pass."""
+
+    __slots__ = ("init_max", "reqs", "restartable")
+
+    def __init__(self) -> None:
+        self.reqs: Units = {}
+        self.restartable: Units = {}
+        self.init_max: Units = {}
+
+    def add(self, ref: ContainerRef, creq: Units) -> None:
         if not ref.init:
-            _add(reqs, creq)
+            _add(self.reqs, creq)
         elif ref.sidecar:
-            _add(reqs, creq)
-            _add(restartable, creq)
-            _max(init_max, restartable)
+            _add(self.reqs, creq)
+            _add(self.restartable, creq)
+            _max(self.init_max, self.restartable)
         else:
             running = dict(creq)
-            _add(running, restartable)
-            _max(init_max, running)
-    _max(reqs, init_max)
+            _add(running, self.restartable)
+            _max(self.init_max, running)
+
+    def finish(self, pod_level: Obj, overhead: Units) -> Units:
+        reqs = self.reqs
+        _max(reqs, self.init_max)
+        for key in (CPU, MEMORY):
+            q = try_parse(pod_level.get(key)) if key in pod_level else None
+            if q is not None:
+                reqs[key] = to_units(key, q)
+        _add(reqs, overhead)
+        return reqs
+
+
+def _pod_requests(pod: Obj, nonzero: bool) -> tuple[Units, Units]:
+    total, nz = _Sum(), _Sum()
+    for ref in containers(pod):
+        creq = _units(container_requests(ref.container))
+        total.add(ref, creq)
+        if nonzero:
+            nz.add(ref, {k: creq.get(k, default) for k, default in NONZERO_DEFAULTS.items()})
     pod_level = as_dict(as_dict(spec(pod).get("resources")).get("requests"))
-    for key in (CPU, MEMORY):
-        q = try_parse(pod_level.get(key)) if key in pod_level else None
-        if q is not None:
-            reqs[key] = to_units(key, q)
-    overhead = as_dict(spec(pod).get("overhead"))
-    _add(reqs, _units({k: q for k, v in overhead.items() if (q := try_parse(v)) is not None}))
-    return reqs
+    overhead = _units(
+        {k: q for k, v in as_dict(spec(pod).get("overhead")).items() if (q := try_parse(v)) is not None}
+    )
+    reqs = total.finish(pod_level, overhead)
+    if not nonzero:
+        return reqs, {}
+    nz_reqs = nz.finish(pod_level, {k: v for k, v in overhead.items() if k in NONZERO_DEFAULTS})
+    return reqs, nz_reqs
+
+
+def pod_requests(pod: Obj) -> Units:
+    """Effective pod requests in scheduler units (``PodRequests`` without options)."""
+    return _pod_requests(pod, False)[0]
+
+
+def pod_requests_nonzero(pod: Obj) -> tuple[Units, Units]:
+    """``pod_requests`` and the pod's non-zero cpu and memory (``NonMissingContainerRequests``)."""
+    return _pod_requests(pod, True)
 
 
 def iter_requests(pod: Obj) -> Iterator[tuple[ContainerRef, str, Any]]:

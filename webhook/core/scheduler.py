@@ -7,12 +7,17 @@
                 NodeResourcesFit (device-plugin names counted against allocatable), then
                 DynamicResources (names with allocatable 0 and a class go to DRA; the special
                 claim's requests and the user claims allocated together).
-``score``       Score: ``binpack`` or ``spread``.
+``score``       Score: ``binpack``, ``spread`` or ``upstream`` (``scoring``).
 ``reserve``     Reserve: in-flight devices and the assumed pod, visible to the next decision.
 ``release``     the in-memory half of Unreserve (the worker's ``unreserve`` also undoes the
                 binding cycle's API writes).
 
 PostFilter, PreBind and Bind write to the API and live in the worker.
+
+draxr's placement (``topology``, ``placement``): for classes with ``draxr.io/align-by`` the special
+claim gets a ``matchAttribute`` constraint per container and attribute (unless the pod says
+``draxr.io/align: none``; ``preferred`` retries without them), and the allocator tries each request's
+candidates in the policy's group order. ``--policy upstream`` does neither: first fit, no constraint.
 
 Scores depend only on counts (free devices, requested and allocatable resources), never on the
 outcome of Filter, so candidate nodes are scored first and then filtered and allocated lazily in
@@ -24,6 +29,7 @@ candidates are always allocated, so the error aborts the attempt as upstream's p
 from __future__ import annotations
 
 import uuid as _uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocation, Unsatisfiable
@@ -47,10 +53,27 @@ from .objects import (
     status,
     uid,
 )
-from .podresources import Units, pod_requests
-from .scoring import POLICIES, Usage, order_nodes, utilisation
-from .slices import DeviceKey
+from .placement import Placement, record_alignment
+from .podresources import Units, pod_requests, pod_requests_nonzero
+from .scoring import BINPACK, POLICIES, UPSTREAM, Usage, order_nodes, upstream_score, utilisation
+from .slices import Device, DeviceKey
 from .state import ClusterState
+from .topology import (
+    CANNOT_ALIGN,
+    NONE,
+    PREFERRED,
+    REQUIRED,
+    Groups,
+    Value,
+    align_by,
+    alignment_constraints,
+    can_align,
+    constraint_demand,
+    groups_broken,
+    pod_alignment,
+    values_of,
+    whole_groups,
+)
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
@@ -93,6 +116,12 @@ class Decision:
     reasons: dict[str, list[str]] = field(default_factory=dict)
     resumed: Obj | None = None  # an existing, allocated special claim this decision continues
     reuse: Obj | None = None  # an existing, unallocated special claim PreBind may reuse
+    placement: Placement | None = None  # how the special claim's devices were placed, and why
+
+    @property
+    def constraints(self) -> list[Obj]:
+        """The special claim's ``spec.devices.constraints`` (draxr's alignment; none upstream)."""
+        return list(self.placement.constraints) if self.placement is not None else []
 
     def special_allocation(self) -> Obj | None:
         if self.special is not None:
@@ -110,6 +139,9 @@ class Decision:
         return keys
 
 
+Scope = tuple[str, dict[str, int]]  # a matchAttribute constraint: attribute, devices per class
+
+
 @dataclass(slots=True)
 class PreFilterResult:
     """What PreFilter learns once per pod, for Filter and Score on every node."""
@@ -122,6 +154,19 @@ class PreFilterResult:
     user_claims: list[Obj]  # every claim of the pod, resolved
     to_allocate: list[Obj]  # user claims without allocation
     filter: PodFilter
+    nonzero: Units = field(default_factory=dict)  # cpu and memory as kube-scheduler scores them
+    align: str = NONE  # the pod's draxr.io/align, when a class of the pod aligns
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> align-by attributes
+    # Score's per-decision caches: class -> (free, total) by node; class -> (groups by node, largest).
+    counts: dict[str, tuple[dict[str, int], dict[str, int]]] = field(default_factory=dict)
+    grouping: dict[str, tuple[dict[str, Groups], int]] = field(default_factory=dict)
+    # Where DRA serves every name: the special claim's requests and mappings, draxr's constraints
+    # (and the alignments no group anywhere can hold), and what the constraints ask of a node.
+    built: tuple[list[Obj], list[Obj]] | None = None
+    constraints: list[Obj] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    scopes: list[Scope] = field(default_factory=list)
+    by_attr: dict[tuple[str, str], dict[str, Groups]] = field(default_factory=dict)  # Filter's cache
 
 
 @dataclass(slots=True)
@@ -143,6 +188,7 @@ class NodeFit:
     requests: list[Obj] = field(default_factory=list)
     mappings: list[Obj] = field(default_factory=list)
     user_claims: list[UserClaim] = field(default_factory=list)
+    placement: Placement | None = None
 
 
 class PreFilterFailed(Exception):
@@ -189,7 +235,11 @@ class Scheduler:
     def pre_filter(self, pod: Obj, *, ignore_claim: bool = False) -> PreFilterResult:
         """Raises ``PreFilterFailed`` when a claim of the pod is missing or unusable.
         ``ignore_claim``: the pod's special claim will be reused, so it is not stale."""
-        reqs = pod_requests(pod)
+        nonzero: Units = {}
+        if self.policy == UPSTREAM:
+            reqs, nonzero = pod_requests_nonzero(pod)
+        else:
+            reqs = pod_requests(pod)
         extended = {r: v for r, v in reqs.items() if v != 0 and is_dra_extended_resource_name(r)}
         classes: dict[str, str] = {}
         for r in extended:
@@ -202,15 +252,37 @@ class Scheduler:
             if existing is not None and as_list(as_dict(spec(existing).get("devices")).get("requests")):
                 stale = existing
         user_claims, to_allocate = self._user_claims(pod)
+        groups: dict[str, tuple[str, ...]] = {}
+        if self.policy != UPSTREAM:
+            for cls in set(classes.values()):
+                attrs = align_by(self.state.classes.get(cls))
+                if attrs:
+                    groups[cls] = attrs
+        align = pod_alignment(pod) if groups else NONE
+        scopes: list[Scope] = []
+        constraints: list[Obj] = []
+        notes: list[str] = []
+        built = create_requests_and_mappings(pod, classes) if classes else None
+        if align != NONE and built is not None:
+            requests = built[0]
+            constraints, notes = alignment_constraints(requests, groups, self.state.capacity.largest_group)
+            scopes = [(str(c["matchAttribute"]), constraint_demand(c, requests)) for c in constraints]
         return PreFilterResult(
             reqs,
             extended,
             classes,
-            device_demand(pod, classes) if classes else {},
+            device_demand(pod, classes, built) if built is not None else {},
             stale,
             user_claims,
             to_allocate,
             PodFilter.of(pod, host_ports(pod)),
+            nonzero,
+            align,
+            groups,
+            scopes=scopes,
+            built=built,
+            constraints=constraints,
+            notes=notes,
         )
 
     def _user_claims(self, pod: Obj) -> tuple[list[Obj], list[Obj]]:
@@ -314,7 +386,21 @@ class Scheduler:
                     continue
                 # Upstream only learns this by failing to allocate; its reason names invalid pools.
                 return None, [INVALID_POOLS if self._has_invalid_pool(node_name) else CANNOT_ALLOCATE]
+            if (
+                pre.scopes
+                and pre.align == REQUIRED
+                and dra.keys() == pre.classes.keys()
+                and not any(self._errors_on(node_name, cls) for cls in needs)
+            ):
+                # From the group counts; a node with a CEL error is left to the allocator, whose
+                # error aborts the attempt.
+                unaligned = self._unalignable(node_name, pre.scopes, pre)
+                if unaligned is not None:
+                    return None, [f"cannot align devices by {unaligned}"]
         return NodePlan(node_name, dra, routes), []
+
+    def _class_has_errors(self, node_name: str, cls: str) -> bool:
+        return node_name in self.state.capacity.error_nodes(cls)
 
     def _has_invalid_pool(self, node_name: str) -> bool:
         nd = self.state.node_devices(node_name)
@@ -322,8 +408,10 @@ class Scheduler:
 
     def _errors_on(self, node_name: str, cls: str) -> bool:
         """A free candidate of the class on the node fails its selectors with a CEL error."""
+        if node_name not in self.state.capacity.error_nodes(cls):
+            return False
         nd = self.state.node_devices(node_name)
-        return nd is not None and nd.has_errors(cls) and self._has_error_candidate(nd, cls)
+        return nd is not None and self._has_error_candidate(nd, cls)
 
     def _has_error_candidate(self, nd: NodeDevices, cls: str) -> bool:
         taken = self.state.allocated
@@ -334,10 +422,26 @@ class Scheduler:
         requests: list[Obj] = []
         mappings: list[Obj] = []
         claims: list[Obj] = list(pre.to_allocate)
-        if plan.dra:
+        # Where DRA serves every name the pod's classes back, PreFilter built all of it already.
+        prebuilt = pre.built is not None and plan.dra == pre.classes
+        if prebuilt and pre.built is not None:
+            requests, mappings = pre.built
+        elif plan.dra:
             requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        placement = None
+        constraints: list[Obj] = []
+        scopes = pre.scopes
+        if requests and (pre.groups or self.policy == UPSTREAM):
+            placement = Placement(self.policy, pre.align)
+            if pre.align != NONE and prebuilt:
+                constraints, placement.notes = pre.constraints, list(pre.notes)
+            elif pre.align != NONE:
+                constraints, placement.notes = alignment_constraints(
+                    requests, pre.groups, self.state.capacity.largest_group
+                )
+                scopes = [(str(c["matchAttribute"]), constraint_demand(c, requests)) for c in constraints]
         if requests:
-            claims.append(_in_memory_special_claim(pod, requests))
+            claims.append(_in_memory_special_claim(pod, requests, constraints))
         users = [UserClaim(c) for c in pre.user_claims]
         if not claims:
             return NodeFit([], plan, None, [], [], users)
@@ -351,25 +455,89 @@ class Scheduler:
             taken.devices,
             taken.allocated_counters,
             self.step_budget,
+            policy=None if self.policy == UPSTREAM else self.policy,
+            group_attributes=_attributes_of(pre.groups) if pre.groups else None,
         )
-        results = allocator.allocate(claims)
+        relaxed = False
+        checked = prebuilt and pre.align == REQUIRED  # by _node_plan, unless a CEL error lurks
+        if constraints and not checked:
+            unaligned = self._unalignable(plan.node, scopes, pre)
+            if unaligned is not None and pre.align != PREFERRED:
+                raise Unsatisfiable(f"cannot align devices by {unaligned}")
+            if unaligned is not None:
+                relaxed = True
+                claims[-1] = _in_memory_special_claim(pod, requests, [])
+        try:
+            results = allocator.allocate(claims)
+        except Unsatisfiable:
+            if not constraints or relaxed or pre.align != PREFERRED:
+                raise
+            relaxed = True
+            claims[-1] = _in_memory_special_claim(pod, requests, [])
+            results = allocator.allocate(claims)
         by_claim = {id(c): a for c, a in zip(claims, results, strict=True)}
         for uc in users:
             uc.allocation = by_claim.get(id(uc.claim))
         special = results[-1] if requests else None
-        return NodeFit([], plan, special, requests, mappings, users)
+        if placement is not None and special is not None:
+            placement.constraints = [] if relaxed else constraints
+            record_alignment(placement, constraints, special.results, relaxed)
+        return NodeFit([], plan, special, requests, mappings, users, placement)
+
+    def _unalignable(self, node_name: str, scopes: list[Scope], pre: PreFilterResult) -> str | None:
+        """The attribute of the first constraint no group of the node has enough free devices for,
+        per class, from the group counts (every search under it would fail, so none is started)."""
+        for attr, demand in scopes:
+            wanted: list[tuple[Groups, int]] = []
+            for cls, need in demand.items():
+                by_node = pre.by_attr.get((cls, attr))
+                if by_node is None:
+                    by_node = pre.by_attr[(cls, attr)] = self.state.capacity.groups_by_node(cls, attr)
+                wanted.append((by_node.get(node_name, {}), need))
+            first, need = wanted[0]
+            if not any(
+                g.free >= need and all((h := m.get(v)) is not None and h.free >= n for m, n in wanted[1:])
+                for v, g in first.items()
+            ):
+                return attr
+        return None
 
     def _candidate_nodes(self, pre: PreFilterResult) -> list[str]:
-        """Nodes that might serve every extended resource; everything when nothing narrows it."""
+        """Nodes that might serve every extended resource; everything when nothing narrows it.
+
+        Where DRA serves a name, a node needs at least as many free devices of its class as the
+        special claim asks for that name (Filter's count check would refuse it anyway); a node
+        with fewer stays when a CEL error lurks among its candidates, so that the error aborts the
+        attempt as upstream's Filter, which runs on every node, would.
+        """
         possible: set[str] | None = None
         for r in pre.extended:
             served = set(self.state.nodes.serving(r))
             cls = pre.classes.get(r)
             if cls is not None:
-                served |= {n for n, free in self.state.capacity.free(cls).items() if free > 0}
+                need = pre.demand.get(r, 0)
+                served |= {
+                    n
+                    for n, free in self.state.capacity.free(cls).items()
+                    if free > 0 and (free >= need or self._class_has_errors(n, cls))
+                }
             possible = served if possible is None else possible & served
         if possible is None or pre.to_allocate:
             return sorted(self.state.nodes)
+        if pre.scopes and pre.align == REQUIRED:
+            # Filter refuses these too (``_node_plan``): every name served by DRA, and no group with
+            # room for a container's aligned devices.
+            plugin: set[str] = set()
+            for r in pre.classes:
+                plugin |= self.state.nodes.serving(r)
+            classes = set(pre.classes.values())
+            possible = {
+                n
+                for n in possible
+                if n in plugin
+                or self._unalignable(n, pre.scopes, pre) is None
+                or any(self._class_has_errors(n, c) for c in classes)
+            }
         return sorted(possible)
 
     # -- Score ---------------------------------------------------------------------------------
@@ -377,6 +545,8 @@ class Scheduler:
     def score(self, pre: PreFilterResult, node_name: str) -> float:
         """Score from counts alone, so nodes can be ordered before they are filtered."""
         info = self.state.nodes[node_name]
+        if self.policy == UPSTREAM:
+            return float(upstream_score(pre.reqs, pre.nonzero, info))
         dra, routes = self._routes(pre, info)
         usage: dict[str, Usage] = {}
         for r, want in pre.extended.items():
@@ -387,10 +557,41 @@ class Scheduler:
                 usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
             else:
                 cls = dra[r]
-                total = self.state.capacity.total(cls).get(node_name, 0)
-                free = self.state.capacity.free(cls).get(node_name, 0)
-                usage[r] = Usage(total - free + pre.demand.get(r, 0), total)
-        return utilisation(pre.reqs, info, usage)
+                counts = pre.counts.get(cls)
+                if counts is None:  # once per class and decision: the same dicts for every node
+                    capacity = self.state.capacity
+                    counts = pre.counts[cls] = (capacity.free(cls), capacity.total(cls))
+                total = counts[1].get(node_name, 0)
+                usage[r] = Usage(total - counts[0].get(node_name, 0) + pre.demand.get(r, 0), total)
+        score = utilisation(pre.reqs, info, usage)
+        if pre.groups and self.policy == BINPACK:
+            score -= self._groups_broken(pre, node_name, dra)
+        return score
+
+    def _groups_broken(self, pre: PreFilterResult, node_name: str, dra: dict[str, str]) -> int:
+        """Whole topology groups the pod would break on the node (binpack's fragmentation term):
+        each weighs more than any difference in utilisation, so a pod goes where it breaks none."""
+        demand: dict[str, int] = {}
+        for r, cls in dra.items():
+            if cls in pre.groups:
+                demand[cls] = demand.get(cls, 0) + pre.demand.get(r, 0)
+        broken = 0
+        for cls, need in demand.items():
+            found = pre.grouping.get(cls)
+            if found is None:  # once per class and decision
+                attr = pre.groups[cls][0]
+                capacity = self.state.capacity
+                found = pre.grouping[cls] = (
+                    capacity.groups_by_node(cls, attr),
+                    capacity.largest_group(cls, attr),
+                )
+            by_node, largest = found
+            aligned = pre.align != NONE and 2 <= need <= largest
+            groups = by_node.get(node_name, {})
+            broken += groups_broken(groups, need, aligned)
+            if aligned and not can_align(groups, need):
+                broken += CANNOT_ALIGN  # preferred: a split set only where nothing better exists
+        return broken
 
     # -- the decision --------------------------------------------------------------------------
 
@@ -431,9 +632,12 @@ class Scheduler:
         # Nodes with a CEL error among their candidates are allocated first, so that the error
         # aborts the attempt whichever node would have won, as upstream's parallel Filter does.
         classes = set(pre.classes.values())
+        erroneous: set[str] = set()
+        for cls in classes:
+            erroneous |= self.state.capacity.error_nodes(cls)
         try:
             for n in candidates:
-                if any(self._errors_on(n, cls) for cls in classes):
+                if n in erroneous and any(self._errors_on(n, cls) for cls in classes):
                     self.filter(pod, pre, n)
             reasons: dict[str, list[str]] = {}
             order = (
@@ -445,6 +649,9 @@ class Scheduler:
                     reasons[n] = fit.reasons
                     continue
                 assert fit.plan is not None
+                if fit.placement is not None and fit.special is not None:
+                    devices = [r.device for r in fit.special.results if not r.admin_access]
+                    self._count_groups(fit.placement, pre, n, fit.requests, devices)
                 return Decision(
                     pod,
                     SCHEDULED,
@@ -454,6 +661,7 @@ class Scheduler:
                     mappings=fit.mappings,
                     special=fit.special,
                     user_claims=fit.user_claims,
+                    placement=fit.placement,
                 )
         except AllocationError as e:
             return Decision(pod, ERROR, message=str(e))
@@ -465,6 +673,31 @@ class Scheduler:
         return Decision(
             pod, UNSCHEDULABLE, message=fit_error(total, reasons), reasons=reasons, stale_claim=pre.stale
         )
+
+    def _count_groups(
+        self,
+        placement: Placement,
+        pre: PreFilterResult,
+        node: str,
+        requests: list[Obj],
+        devices: list[Device],
+    ) -> None:
+        """Whole groups before and after the winner's devices (for the Event), of the aligning class
+        the special claim asks most devices of."""
+        demand = constraint_demand({}, requests)
+        asked = [c for c in sorted(pre.groups) if demand.get(c, 0) > 0]
+        if not asked:
+            return
+        cls = max(asked, key=lambda c: demand[c])
+        attr = pre.groups[cls][0]
+        groups = self.state.capacity.groups(cls, node, attr)
+        broken: set[Value] = set()
+        for d in devices:
+            broken |= {v for v in values_of(d, attr) or () if v in groups and groups[v].whole}
+        placement.group_attribute = attr
+        placement.groups = len(groups)
+        placement.whole_before = whole_groups(groups)
+        placement.whole_after = placement.whole_before - len(broken)
 
     def resume(self, pod: Obj, claim: Obj) -> Decision | None:
         """Continue with an allocated special claim left by an interrupted binding cycle.
@@ -527,12 +760,19 @@ def allocation_node(claim: Obj) -> str | None:
     return None
 
 
-def _in_memory_special_claim(pod: Obj, requests: list[Obj]) -> Obj:
+def _attributes_of(groups: dict[str, tuple[str, ...]]) -> Callable[[str], tuple[str, ...]]:
+    return lambda cls: groups.get(cls, ())
+
+
+def _in_memory_special_claim(pod: Obj, requests: list[Obj], constraints: list[Obj]) -> Obj:
+    devices: Obj = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
     return {
         "metadata": {
             "name": SPECIAL_CLAIM_IN_MEMORY_NAME,
             "namespace": namespace(pod),
             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
         },
-        "spec": {"devices": {"requests": requests}},
+        "spec": {"devices": devices},
     }

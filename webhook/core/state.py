@@ -23,6 +23,7 @@ from .devices import DeviceIndex, NodeDevices, class_selectors
 from .nodeinfo import NodeInfo, Nodes
 from .objects import Obj, name, namespace, uid
 from .slices import DeviceKey
+from .topology import align_by
 
 
 class ClusterState:
@@ -91,7 +92,11 @@ class ClusterState:
     def upsert_class(self, device_class: Obj) -> None:
         old = self.classes.get(name(device_class))
         self.classes.upsert(device_class)
-        if old is None or class_selectors(old) != class_selectors(device_class):
+        if (
+            old is None
+            or class_selectors(old) != class_selectors(device_class)
+            or align_by(old) != align_by(device_class)
+        ):
             self._class_changed(name(device_class))
 
     def remove_class(self, class_name: str) -> None:

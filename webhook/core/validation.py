@@ -8,7 +8,8 @@ Upstream rules (spec §1 and §2) keep upstream's paths, messages and order of c
 draxr's own rules go beyond upstream where the upstream behaviour is silent or exploitable:
 
 * ``validate_device_class``: an explicit name declared by only one class (upstream resolves clashes
-  at runtime, silently, by creation time);
+  at runtime, silently, by creation time), and draxr's ``draxr.io/align-by`` annotation (fully
+  qualified attribute names, ``topology.align_by_problems``);
 * ``validate_mapped_requests``: a mapped request the kubelet would ignore;
 * ``validate_dra_quantities``: upstream's ``ValidateResourceQuantityValue`` for every DRA-backed name
   (implicit ones too, which upstream treats as native), with ``AsInt64`` as the integer test, so
@@ -48,9 +49,11 @@ from .fielderrors import (
 from .messages import clip
 from .objects import Obj, as_dict, as_list, as_str, meta
 from .quantity import INT64_MAX, QuantityError, parse_quantity
+from .topology import ALIGN_BY_ANNOTATION, align_by_problems
 
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
 ANNOTATED_NAME_PATH: Final = Path("metadata", "annotations").key(EXTENDED_RESOURCE_NAME_ANNOTATION)
+ALIGN_BY_PATH: Final = Path("metadata", "annotations").key(ALIGN_BY_ANNOTATION)
 _ERCS_PATH: Final = Path("status", "extendedResourceClaimStatus")
 
 MSG_EXTENDED_RESOURCE_NAME: Final = "must be a valid extended resource name"
@@ -163,7 +166,27 @@ def validate_device_class(
     problems = names.implicit_name_problems(class_name) if class_name else []
     if problems:
         warnings.append(clip(f"implicit name {DEVICE_CLASS_PREFIX}<name> unusable in pods: {problems[0]}"))
+    align_errors = validate_align_by(new)
+    if align_errors and _align_by_of(old) == _align_by_of(new):
+        # Stored before draxr checked it: an unrelated edit is not blocked; the engine ignores it.
+        warnings.extend(clip(f"draxr ignores {ALIGN_BY_PATH}: {e.detail}") for e in align_errors)
+    else:
+        errors.extend(align_errors)
     return errors, warnings
+
+
+def _align_by_of(device_class: Any) -> Any:
+    annotations = meta(device_class).get("annotations") if isinstance(device_class, dict) else None
+    return annotations.get(ALIGN_BY_ANNOTATION, OMITTED) if isinstance(annotations, dict) else OMITTED
+
+
+def validate_align_by(device_class: Any) -> list[FieldError]:
+    """``metadata.annotations[draxr.io/align-by]``: comma-separated fully qualified device attribute
+    names (``resource.kubernetes.io/pcieRoot``), each once. One ``Invalid`` error per problem."""
+    value = _align_by_of(device_class)
+    if value is OMITTED:
+        return []
+    return [invalid(ALIGN_BY_PATH, value, p) for p in align_by_problems(value)]
 
 
 # --- Pod status ----------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ class ServeOptions:
     route: str = "default-only"
     class_read_timeout: float = 2.0
     allowed_writers: list[str] = field(default_factory=default_writers)
-    policy: str = "binpack"
+    policy: str = "binpack"  # core.scoring.POLICIES: binpack, spread or upstream
     leader_elect: bool = True
     lease_namespace: str = DEFAULT_NAMESPACE
     lease_name: str = "draxr-worker"

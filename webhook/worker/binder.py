@@ -106,14 +106,14 @@ class Binder:
             self._observe("pod-status", pod)
 
     def _special_claim(self, pod: Obj, decision: Decision, written: Written, reuse: Obj | None) -> Obj:
-        if reuse is not None and _requests(reuse) == decision.requests:
+        if reuse is not None and _devices(reuse) == (decision.requests, decision.constraints):
             written.reused_claim = reuse
             if DELETE_PROTECTION_FINALIZER not in as_list(reuse.get("metadata", {}).get("finalizers")):
                 reuse = self._ensure_finalizer(reuse)
             return reuse
         if reuse is not None:
             self.delete_claim(namespace(reuse), name(reuse), uid(reuse))
-        body = special_claim(pod, decision.requests)
+        body = special_claim(pod, decision.requests, constraints=decision.constraints)
         body["metadata"]["annotations"][WRITER_ANNOTATION] = self.scheduler_name
         try:
             # A 409 on create means a generated name collided: ask again for another one.
@@ -395,5 +395,7 @@ def same_allocation(a: Obj, b: Obj) -> bool:
     return key(a) == key(b)
 
 
-def _requests(claim: Obj) -> list[Obj]:
-    return copy.deepcopy(as_list(as_dict(as_dict(claim.get("spec")).get("devices")).get("requests")))
+def _devices(claim: Obj) -> tuple[list[Obj], list[Obj]]:
+    """The claim's requests and constraints."""
+    devices = as_dict(as_dict(claim.get("spec")).get("devices"))
+    return copy.deepcopy(as_list(devices.get("requests"))), copy.deepcopy(as_list(devices.get("constraints")))

@@ -1,4 +1,9 @@
-"""Pod conditions and Events, written the way kube-scheduler writes them, rate limited."""
+"""Pod conditions and Events, written the way kube-scheduler writes them, rate limited.
+
+A scheduled pod's ``Scheduled`` Event keeps kube-scheduler's words and adds which devices it got and
+why (``core.placement.describe``); a ``draxr.io/align: preferred`` pod that got no aligned set also
+gets an ``AlignmentRelaxed`` Event.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.objects import Obj, name, namespace, uid
+from ..core.objects import Obj, key, name, namespace, uid
+from ..core.placement import describe, relaxed_message
+from ..core.scheduler import Decision
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
 from ..kube.ratelimit import TokenBucket
 from ..kube.resources import EVENTS, PODS
@@ -113,6 +120,24 @@ class EventRecorder:
         except ApiError:
             return False  # events are best effort, like client-go's broadcaster
         return True
+
+
+ALIGNMENT_RELAXED = "AlignmentRelaxed"
+
+
+def scheduled_message(pod: Obj, decision: Decision) -> str:
+    """kube-scheduler's "Successfully assigned <ns>/<pod> to <node>", then the devices and why."""
+    message = f"Successfully assigned {key(pod)} to {decision.node}"
+    why = describe(decision.placement, decision.special.results if decision.special is not None else [])
+    return f"{message}; {why}" if why else message
+
+
+def relaxed_alignment_message(decision: Decision) -> str | None:
+    """The ``AlignmentRelaxed`` Event's message, when the decision dropped a preferred alignment."""
+    placement = decision.placement
+    if placement is None or not placement.relaxed or decision.node is None:
+        return None
+    return relaxed_message(placement, decision.node)
 
 
 def set_unschedulable(client: KubeClient, pod: Obj, reason: str, message: str) -> bool:

@@ -39,7 +39,13 @@ from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
 from .binder import Binder, BindError, NotLeader, Written
 from .cleanup import Cleaner, pod_is_done, special_claim_name, superseded
-from .events import EventRecorder, set_unschedulable
+from .events import (
+    ALIGNMENT_RELAXED,
+    EventRecorder,
+    relaxed_alignment_message,
+    scheduled_message,
+    set_unschedulable,
+)
 from .metrics import WorkerMetrics
 from .queue import INITIAL_BACKOFF, MAX_BACKOFF, SchedulingQueue
 from .templates import TemplateKeeper
@@ -325,7 +331,10 @@ class Worker:
                 "claim": name(claim) if claim is not None else None,
             },
         )
-        self.events.event(pod, "Normal", "Scheduled", f"Successfully assigned {key(pod)} to {decision.node}")
+        self.events.event(pod, "Normal", "Scheduled", scheduled_message(pod, decision))
+        relaxed = relaxed_alignment_message(decision)
+        if relaxed is not None:
+            self.events.event(pod, "Normal", ALIGNMENT_RELAXED, relaxed)
 
     def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
         """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""
