@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..runtime.serve import ServeOptions, default_writers, run
 
 
@@ -75,6 +76,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--qps", type=float, default=50.0, help="client-side write rate limit")
     s.add_argument("--burst", type=int, default=100)
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    s.add_argument(
+        "--cel-engine",
+        choices=ENGINES,
+        default=None,
+        help="CEL engine of DeviceClass and request selectors; cel-rust needs the cel-fast extra "
+        f"(default: {DEFAULT_ENGINE}, the reference)",
+    )
     s.set_defaults(func=main)
 
 
@@ -105,6 +113,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         qps=args.qps,
         burst=args.burst,
         log_level=args.log_level,
+        cel_engine=args.cel_engine,
     )
 
 

@@ -19,7 +19,9 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
+from ..core.cel import SelectorEngine
 from ..core.constants import DEFAULT_SCHEDULER_NAME
+from ..core.state import ClusterState
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
 
@@ -61,6 +63,8 @@ class ServeOptions:
     pod_max_backoff: float = 60.0
     orphan_interval: float = 60.0
     log_level: str = "info"
+    #: CEL engine of the selectors (``--cel-engine``); None: the default (cel-python).
+    cel_engine: str | None = None
 
 
 class Process:
@@ -86,13 +90,13 @@ class Process:
             from ..loader import expand_workloads, load_paths
 
             objects = expand_workloads([item.obj for item in load_paths(opts.snapshot)])
-            self.cache = ClusterCache.from_objects(objects)
+            self.cache = ClusterCache.from_objects(objects, self._state())
         else:
             from ..kube.client import KubeClient
 
             hook = self.metrics.api_hook if self.metrics is not None else None
             self.client = KubeClient.from_config(opts.kubeconfig, qps=opts.qps, burst=opts.burst, hook=hook)
-            self.cache = ClusterCache()
+            self.cache = ClusterCache(self._state())
         if opts.worker:
             from ..kube.leader import LeaderElector
             from ..worker.worker import Worker, WorkerConfig
@@ -122,6 +126,10 @@ class Process:
                 )
                 self.worker.leader = self.leader
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
+
+    def _state(self) -> ClusterState:
+        """The cluster state, with the CEL engine ``--cel-engine`` names."""
+        return ClusterState(SelectorEngine(engine=self.opts.cel_engine))
 
     def _device_gauges(self) -> list[tuple[str, str, int, int]]:
         out: list[tuple[str, str, int, int]] = []

@@ -58,6 +58,20 @@ class Backend(Protocol):
         ...
 
 
+_default = [DEFAULT_ENGINE]
+
+
+def default_engine() -> str:
+    """The engine of a ``SelectorEngine()`` built without ``engine=`` (tests switch it)."""
+    return _default[0]
+
+
+def set_default_engine(name: str) -> None:
+    """Make ``name`` the engine of ``SelectorEngine()``; ValueError if unknown or not installed."""
+    make_backend(name)
+    _default[0] = name
+
+
 def available_engines() -> list[str]:
     """Engine names usable in this process (``cel-rust`` needs its extra installed)."""
     names = [REFERENCE_ENGINE]

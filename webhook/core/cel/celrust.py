@@ -498,7 +498,8 @@ class _Translator:
             if b.type == a.type:
                 return native
             if b.type == DYN:
-                return f"((type({b.text}) == map && {_str(tags[a.type])} in {b.text}) ? {native} : {self.fail})"
+                tag = _str(tags[a.type])
+                return f"((type({b.text}) == map && {tag} in {b.text}) ? {native} : {self.fail})"
             return self.fail
         # a is dyn: it may be an encoding at run time
         if b.type in tags:

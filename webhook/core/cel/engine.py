@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from .backend import DEFAULT_ENGINE, Backend, make_backend
+from .backend import Backend, default_engine, make_backend
 from .errors import CelCompileError, CelError, CelRuntimeError
 from .values import CelDevice
 
@@ -81,15 +81,13 @@ class SelectorEngine:
     """Compiles and evaluates DRA selectors with upstream semantics (see the package docs)."""
 
     def __init__(
-        self, *, max_programs: int = 4096, max_results: int = 1_000_000, engine: str = DEFAULT_ENGINE
+        self, *, max_programs: int = 4096, max_results: int = 1_000_000, engine: str | None = None
     ) -> None:
-        """``engine`` names the backend (see :mod:`.backend`); ValueError if it is unknown or not
-        installed."""
-        self._backend: Backend = make_backend(engine)
+        """``engine`` names the backend (see :mod:`.backend`; None: the default engine); ValueError
+        if it is unknown or not installed."""
+        self._backend: Backend = make_backend(engine if engine is not None else default_engine())
         self._programs: LRU[str, object] = LRU(max_programs)
-        self._activations: LRU[Hashable, object] = LRU(
-            min(MAX_ACTIVATIONS, max(1, max_results))
-        )
+        self._activations: LRU[Hashable, object] = LRU(min(MAX_ACTIVATIONS, max(1, max_results)))
         self._results: LRU[tuple[str, Hashable], bool | CelRuntimeError] = LRU(max_results)
         self._lock = threading.Lock()
         self._compiles = 0
