@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.core.cel import ENGINES, available_engines
-from webhook.core.cel import backend
+from webhook.core.cel import ENGINES, available_engines, backend
 
 
 def require_engine(name: str) -> None:

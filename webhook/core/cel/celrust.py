@@ -193,18 +193,24 @@ def decode(value: Any) -> Any:
     return value
 
 
-class _CallbackError(Exception):
-    """A library function returned a CEL error: the Rust evaluation fails, the reference decides."""
+#: Set by a library function that returned a CEL error during this thread's Rust evaluation: the
+#: native result is then discarded and the reference decides. (Raising from the callback would do
+#: too, but the binding prints every exception a Python function raises to stderr.)
+_callback_failed = threading.local()
 
 
 def _callback(name: str) -> Callable[..., Any]:
     fn = FUNCTIONS[name]
 
     def call(*args: Any) -> Any:
-        result = _call(fn, name, [decode(a) for a in args])
-        if isinstance(result, CELEvalError):
-            raise _CallbackError(name)
-        return encode(result)
+        try:
+            result = _call(fn, name, [decode(a) for a in args])
+            if not isinstance(result, CELEvalError):
+                return encode(result)
+        except Exception:  # a value the reference's function cannot take, an unencodable result
+            pass
+        _callback_failed.value = True
+        return None
 
     call.__name__ = name
     return call
@@ -815,7 +821,10 @@ class RustBackend:
             return hit
         try:
             if program.functions:
+                _callback_failed.value = False
                 result = program.program.execute(cel.Context(variables, program.functions))
+                if _callback_failed.value:
+                    result = None
             else:
                 result = program.program.execute(variables)
         except (RecursionError, MemoryError):
