@@ -120,7 +120,8 @@ def _clauses() -> st.SearchStrategy[str]:
     d = st.sampled_from([*DOMAINS, "absent.example.com"])
     n = st.sampled_from(NAMES)
     lit = st.sampled_from(
-        ["'a'", "'A100'", "1", "3", "40", "3.0", "true", "false", "semver('1.1.1')", "quantity('16Gi')", "null"]
+        ["'a'", "'A100'", "1", "3", "40", "3.0", "true", "false", "null"]
+        + ["semver('1.1.1')", "quantity('16Gi')"]
     )
     templates = st.sampled_from(
         [
@@ -159,7 +160,11 @@ def _clauses() -> st.SearchStrategy[str]:
         ]
     )
     return st.builds(
-        lambda t, dom, name, value: t.format(a=_attr(dom, name), d=dom, n=name, lit=value), templates, d, n, lit
+        lambda t, dom, name, value: t.format(a=_attr(dom, name), d=dom, n=name, lit=value),
+        templates,
+        d,
+        n,
+        lit,
     )
 
 
@@ -224,7 +229,8 @@ def test_real_selectors_run_natively(expression: str) -> None:
     rust = SelectorEngine(engine=RUST)
     for memory in (8, 80):
         device = real_gpu(memory)
-        assert outcome(rust, expression, device) == outcome(SelectorEngine(engine=REFERENCE), expression, device)
+        reference = SelectorEngine(engine=REFERENCE)
+        assert outcome(rust, expression, device) == outcome(reference, expression, device)
     stats = rust.stats()
     assert stats["declined_programs"] == 0
     assert stats["reference_evaluations"] == 0
@@ -287,7 +293,8 @@ def test_cel_dependent_tests_elsewhere_pass_on_the_compiled_engine() -> None:
     assert "tests/core/test_allocator.py" in files
     env = {**os.environ, "DRAXR_CEL_ENGINE": RUST}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.core.cel.engine_plugin", "-p", "no:cacheprovider", *files],
+        [sys.executable, "-m", "pytest", "-q", "-p", "tests.core.cel.engine_plugin", "-p", "no:cacheprovider"]
+        + files,
         cwd=ROOT,
         env=env,
         capture_output=True,
