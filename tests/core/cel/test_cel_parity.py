@@ -120,8 +120,11 @@ def _clauses() -> st.SearchStrategy[str]:
     d = st.sampled_from([*DOMAINS, "absent.example.com"])
     n = st.sampled_from(NAMES)
     lit = st.sampled_from(
-        ["'a'", "'A100'", "1", "3", "40", "3.0", "true", "false", "null"]
-        + ["semver('1.1.1')", "quantity('16Gi')"]
+        [
+            *("'a'", "'A100'", "1", "3", "40", "3.0", "true", "false", "null"),
+            "semver('1.1.1')",
+            "quantity('16Gi')",
+        ]
     )
     templates = st.sampled_from(
         [
@@ -271,6 +274,16 @@ def test_unknown_engine_is_refused(cel_engine: str) -> None:
 
 # --- the CEL-dependent tests outside this directory, on the compiled engine -------------------
 
+PYTEST = (
+    sys.executable,
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "tests.core.cel.engine_plugin",
+    "-p",
+    "no:cacheprovider",
+)
 CEL_MARKERS = ("SelectorEngine", "CelError", "CelRuntimeError", "selectors=", "CEL runtime error")
 
 
@@ -293,8 +306,7 @@ def test_cel_dependent_tests_elsewhere_pass_on_the_compiled_engine() -> None:
     assert "tests/core/test_allocator.py" in files
     env = {**os.environ, "DRAXR_CEL_ENGINE": RUST}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.core.cel.engine_plugin", "-p", "no:cacheprovider"]
-        + files,
+        [*PYTEST, *files],
         cwd=ROOT,
         env=env,
         capture_output=True,
