@@ -12,11 +12,26 @@ Run: ``.venv/bin/python bench/cel.py``. Figures (single thread, this machine):
   distinct fingerprints and once with 50 distinct device contents repeated (identical GPUs on
   many nodes), which the fingerprint-keyed caches deduplicate.
 
-It stays well under a minute on the project's 2-core machine.
+Every figure is measured per engine (``engines``: ``cel-python``, the reference, and ``cel-rust``
+when its extra is installed), plus:
+
+* ``cold_start_80k``: 80,000 distinct devices x 2 selectors through ``SelectorEngine.matches``
+  with empty caches (device preparation included): ``shared_inputs`` (a class selector and a
+  request selector on attributes many devices share) and ``unique_inputs`` (selectors reading a
+  per-device attribute, so cel-rust's per-program memo cannot help);
+* ``memory``: RSS growth over N uncached evaluations of E3 (which calls Python functions:
+  quantity/semver), in bytes per evaluation.
+
+``candidates`` measures cel-expr-python (Google's C++ binding) directly when it is importable
+(it is not a dependency): evaluations/s and RSS growth per evaluation calling a Python function.
+
+Run: ``.venv/bin/python bench/cel.py [--quick]`` (``--quick``: smaller sizes).
 """
 
 from __future__ import annotations
 
+import gc
+import importlib.util
 import json
 import os
 import sys
@@ -30,7 +45,8 @@ if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
-from webhook.core.cel import SelectorEngine, SimpleDevice
+from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
+from webhook.core.cel.backend import make_backend
 from webhook.core.quantity import Quantity
 from webhook.core.semver import Semver
 
@@ -73,6 +89,14 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def rss_kib() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def run_all(engine: SelectorEngine, expression: str, devices: list[SimpleDevice]) -> None:
     for d in devices:
         engine.matches(expression, d)
@@ -83,8 +107,8 @@ def compile_all(engine: SelectorEngine, expressions: list[str]) -> None:
         engine.compile(e)
 
 
-def class_cold_start(devices: list[SimpleDevice], classes: int) -> dict[str, float | int]:
-    engine = SelectorEngine()
+def class_cold_start(devices: list[SimpleDevice], classes: int, name: str) -> dict[str, float | int]:
+    engine = SelectorEngine(engine=name)
     selectors = [f'device.attributes["gpu.example.com"].index == {k}' for k in range(classes)]
 
     def work() -> None:
@@ -104,39 +128,137 @@ def class_cold_start(devices: list[SimpleDevice], classes: int) -> dict[str, flo
     }
 
 
-def main() -> None:
-    engine = SelectorEngine()
+COLD_SELECTORS = {
+    "shared_inputs": [
+        "device.driver == 'gpu.example.com'",
+        "device.attributes['gpu.example.com'].memory >= 24 && "
+        "device.attributes['gpu.example.com'].model.startsWith('A100')",
+    ],
+    "unique_inputs": [
+        "device.attributes['gpu.example.com'].index >= 0",
+        "device.attributes['gpu.example.com'].uuid.startsWith('GPU-')",
+    ],
+}
+
+
+def cold_start(name: str, devices: list[SimpleDevice], selectors: list[str]) -> dict[str, Any]:
+    engine = SelectorEngine(engine=name)
+
+    def work() -> None:
+        for expr in selectors:
+            for d in devices:
+                engine.matches(expr, d)
+
+    seconds = timed(work)
+    stats = engine.stats()
+    return {
+        "devices": len(devices),
+        "selectors": len(selectors),
+        "seconds": round(seconds, 3),
+        "calls_per_s": round(len(devices) * len(selectors) / seconds),
+        **{k: v for k, v in stats.items() if k.endswith(("_evaluations", "memo_hits", "declined_programs"))},
+    }
+
+
+def memory(name: str, evaluations: int) -> dict[str, Any]:
+    """RSS growth of uncached E3 evaluations (two Python library calls each) on one device."""
+    backend = make_backend(name)
+    program = backend.compile(E3)
+    prepared = backend.prepare(synthetic_device(1))
+    memo = getattr(program, "memo", None)
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            if memo is not None:
+                memo.clear()  # cel-rust memoises by input: force a real evaluation
+            backend.evaluate(program, prepared)
+
+    run(min(20_000, evaluations // 10))
+    gc.collect()
+    before = rss_kib()
+    seconds = timed(partial(run, evaluations))
+    gc.collect()
+    growth = rss_kib() - before
+    return {
+        "evaluations": evaluations,
+        "evals_per_s": round(evaluations / seconds),
+        "rss_growth_kib": growth,
+        "bytes_per_evaluation": round(growth * 1024 / evaluations, 2),
+    }
+
+
+def cel_expr_python(evaluations: int) -> dict[str, Any]:
+    """Google's cel-expr-python, measured directly: not integrated (see the report)."""
+    from cel_expr_python import cel as gcel  # type: ignore[import-not-found,unused-ignore]
+
+    def qlen(s: str) -> int:
+        return len(s)
+
+    env = gcel.NewEnv(
+        variables={"device": gcel.Type.Map(gcel.Type.STRING, gcel.Type.DYN)},
+        functions=[
+            gcel.FunctionDecl(
+                "qlen", [gcel.Overload("qlen_string", gcel.Type.INT, [gcel.Type.STRING], impl=qlen)]
+            )
+        ],
+    )
+    activation = env.Activation({"device": {"driver": "gpu.example.com", "type": "gpu"}})
+    out: dict[str, Any] = {}
+    for label, expr in (
+        ("E1_like", "device.driver == 'gpu.example.com' && device.type == 'gpu'"),
+        ("python_function", "qlen(device.driver) > 3"),
+    ):
+        program = env.compile(expr)
+        for _ in range(10_000):
+            program.eval(activation)
+        gc.collect()
+        before = rss_kib()
+        start = time.perf_counter()
+        for _ in range(evaluations):
+            program.eval(activation)
+        seconds = time.perf_counter() - start
+        gc.collect()
+        growth = rss_kib() - before
+        out[label] = {
+            "evals_per_s": round(evaluations / seconds),
+            "bytes_per_evaluation": round(growth * 1024 / evaluations, 2),
+        }
+    return out
+
+
+def engine_report(
+    name: str, devices: list[SimpleDevice], cold_devices: list[SimpleDevice], quick: bool
+) -> dict[str, Any]:
+    engine = SelectorEngine(engine=name)
     first_compile = timed(lambda: engine.compile(E1))
     distinct = [f"device.attributes['gpu.example.com'].index == {k} && {E3}" for k in range(200)]
     compile_mean = timed(partial(compile_all, engine, distinct)) / len(distinct)
 
-    devices = [synthetic_device(i) for i in range(10_000)]
     cold: dict[str, Any] = {}
     cached: dict[str, Any] = {}
-    for name, expr in (("E1", E1), ("E2", E2), ("E3", E3)):
-        fresh = SelectorEngine()
+    for label, expr in (("E1", E1), ("E2", E2), ("E3", E3)):
+        fresh = SelectorEngine(engine=name)
         fresh.compile(expr)
         fully_cold = timed(partial(run_all, fresh, expr, devices))
-        warm = SelectorEngine()
+        warm = SelectorEngine(engine=name)
         warm.compile(expr)
-        run_all(warm, "true", devices)  # prepare every activation
+        run_all(warm, "true", devices)  # prepare every device
         results_cold = timed(partial(run_all, warm, expr, devices))
         before = warm.stats()
         hit_time = timed(partial(run_all, warm, expr, devices))
         after = warm.stats()
         hits = after["result_hits"] - before["result_hits"]
-        cold[name] = {
+        cold[label] = {
             "evals_per_s_fully_cold": round(len(devices) / fully_cold),
-            "evals_per_s_prepared_activation": round(len(devices) / results_cold),
+            "evals_per_s_prepared_device": round(len(devices) / results_cold),
             "matched": sum(1 for d in devices if warm.matches(expr, d)),
         }
-        cached[name] = {
+        cached[label] = {
             "hit_rate": round(hits / len(devices), 4),
             "us_per_cached_call": round(hit_time / len(devices) * 1e6, 3),
         }
-
-    report = {
-        "devices": len(devices),
+    return {
+        "engine": name,
         "cold": cold,
         "cached": cached,
         "compile": {
@@ -144,10 +266,28 @@ def main() -> None:
             "mean_compile_ms": round(compile_mean * 1e3, 3),
         },
         "class_cold_start": {
-            "distinct_fingerprints": class_cold_start([synthetic_device(i) for i in range(5_000)], 25),
-            "50_distinct_contents": class_cold_start([synthetic_device(i, 50) for i in range(5_000)], 25),
+            "distinct_fingerprints": class_cold_start(devices[:5_000], 25, name),
+            "50_distinct_contents": class_cold_start(
+                [synthetic_device(i, 50) for i in range(5_000)], 25, name
+            ),
         },
+        "cold_start_80k": {
+            label: cold_start(name, cold_devices, selectors) for label, selectors in COLD_SELECTORS.items()
+        },
+        "memory": memory(name, 100_000 if quick or name == "cel-python" else 1_000_000),
     }
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    devices = [synthetic_device(i) for i in range(2_000 if quick else 10_000)]
+    cold_devices = [synthetic_device(i) for i in range(8_000 if quick else 80_000)]
+    report: dict[str, Any] = {
+        "devices": len(devices),
+        "engines": {name: engine_report(name, devices, cold_devices, quick) for name in available_engines()},
+    }
+    if importlib.util.find_spec("cel_expr_python") is not None:
+        report["candidates"] = {"cel-expr-python": cel_expr_python(20_000 if quick else 200_000)}
     print(json.dumps(report, indent=2))
 
 

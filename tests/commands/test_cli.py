@@ -53,6 +53,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["serve", "--allowed-writers", ""], "draxr serve: error: --allowed-writers: must not be empty"),
     (["serve", "--identity", ""], "draxr serve: error: --identity: must not be empty"),
     (["serve", "--policy", "random"], "draxr serve: error: --policy: invalid choice: 'random'"),
+    (["serve", "--cel-engine", "go"], "draxr serve: error: --cel-engine: invalid choice: 'go'"),
     (["serve", "--mode", "fast"], "draxr serve: error: --mode: invalid choice: 'fast'"),
     (["serve", "--apiserver-gate", "maybe"], "draxr serve: error: --apiserver-gate: invalid choice: 'maybe'"),
     (
@@ -116,6 +117,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         ["manifests", "--namespace", "NS"],
         "draxr manifests: error: --namespace: 'NS' is not a valid DNS-1123 label",
     ),
+    (["plan", "-f", "x", "--cel-engine", "go"], "draxr plan: error: --cel-engine: invalid choice: 'go'"),
     (
         ["manifests", "--webhook-url", "http://127.0.0.1"],
         "draxr manifests: error: --webhook-url: 'http://127.0.0.1': the scheme must be https",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..core.cel import DEFAULT_ENGINE, ENGINES, SelectorEngine
 from ..core.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -91,8 +92,9 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
                 raise LoadError(item.source, item.index, "spec", problem)
 
 
-def build_plan(objects: Sequence[Obj], policy: str = BINPACK) -> Plan:
-    state = ClusterState()
+def build_plan(objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | None = None) -> Plan:
+    """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed."""
+    state = ClusterState(SelectorEngine(engine=cel_engine))
     scheduler = Scheduler(state, policy)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
@@ -203,15 +205,23 @@ def write_table(plan: Plan, out: TextIO) -> None:
     out.write(f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['errors']} errors\n")
 
 
-def run(paths: Sequence[str | Path], output: str, policy: str, out: TextIO, err: TextIO) -> int:
+def run(
+    paths: Sequence[str | Path],
+    output: str,
+    policy: str,
+    out: TextIO,
+    err: TextIO,
+    cel_engine: str | None = None,
+) -> int:
     try:
         loaded = load_paths(paths)
         check_inputs(loaded)
-    except LoadError as e:
+        cel = SelectorEngine(engine=cel_engine)
+    except (LoadError, ValueError) as e:
         err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
-    plan = build_plan(objects, policy)
+    plan = build_plan(objects, policy, cel.engine)
     if output == "json":
         json.dump(plan.to_json(), out, indent=2, sort_keys=False)
         out.write("\n")
@@ -238,8 +248,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
         "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
     )
+    p.add_argument(
+        "--cel-engine",
+        choices=ENGINES,
+        default=None,
+        help=f"CEL engine of the selectors; cel-rust needs the cel-fast extra (default: {DEFAULT_ENGINE})",
+    )
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr)
+    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr, args.cel_engine)

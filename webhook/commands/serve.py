@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
+from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.paths import MODES
 from ..core.scoring import BINPACK, POLICIES
 from ..runtime.serve import ServeOptions, default_writers, run
@@ -172,6 +173,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="admission reviews over 64 KiB in flight at once; more are refused with HTTP 429",
     )
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    s.add_argument(
+        "--cel-engine",
+        choices=ENGINES,
+        default=None,
+        help="CEL engine of DeviceClass and request selectors; cel-rust needs the cel-fast extra "
+        f"(default: {DEFAULT_ENGINE}, the reference)",
+    )
     s.set_defaults(func=main, parser=s)
 
 
@@ -241,6 +249,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         read_body_timeout=args.read_body_timeout,
         review_threads=args.review_threads,
         max_large_reviews=args.max_large_reviews,
+        cel_engine=args.cel_engine,
     )
 
 

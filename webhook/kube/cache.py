@@ -60,9 +60,9 @@ class ClusterCache:
     # -- sources --------------------------------------------------------------------------------
 
     @classmethod
-    def from_objects(cls, objects: Iterable[Obj]) -> ClusterCache:
+    def from_objects(cls, objects: Iterable[Obj], state: ClusterState | None = None) -> ClusterCache:
         """A fixed snapshot (``--snapshot``, tests, ``plan``): synced from the start."""
-        cache = cls()
+        cache = cls(state)
         for obj in objects:
             kind = obj.get("kind")
             if isinstance(kind, str) and kind in KIND_OF:

@@ -20,8 +20,10 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
+from ..core.cel import SelectorEngine
 from ..core.constants import DEFAULT_SCHEDULER_NAME
 from ..core.objects import Obj
+from ..core.state import ClusterState
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
 from .timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, deadline_protocol
@@ -74,6 +76,8 @@ class ServeOptions:
     read_body_timeout: float = DEFAULT_BODY_TIMEOUT
     review_threads: int = REVIEW_THREADS
     max_large_reviews: int = MAX_LARGE_REVIEWS
+    #: CEL engine of the selectors (``--cel-engine``); None: the default (cel-python).
+    cel_engine: str | None = None
 
 
 class Process:
@@ -101,13 +105,13 @@ class Process:
             from ..loader import expand_workloads, load_paths
 
             objects = expand_workloads([item.obj for item in load_paths(opts.snapshot)])
-            self.cache = ClusterCache.from_objects(objects)
+            self.cache = ClusterCache.from_objects(objects, self._state())
         else:
             from ..kube.client import KubeClient
 
             hook = self.metrics.api_hook if self.metrics is not None else None
             self.client = KubeClient.from_config(opts.kubeconfig, qps=opts.qps, burst=opts.burst, hook=hook)
-            self.cache = ClusterCache()
+            self.cache = ClusterCache(self._state())
         if opts.worker:
             from ..kube.leader import LeaderElector
             from ..worker.worker import Worker, WorkerConfig
@@ -162,6 +166,10 @@ class Process:
     def _on_cluster_event(self, kind: str, _etype: str, _obj: Obj) -> None:
         if kind == "Node":  # the kubelets' gates are part of the mode
             self.mode.refresh()
+
+    def _state(self) -> ClusterState:
+        """The cluster state, with the CEL engine ``--cel-engine`` names."""
+        return ClusterState(SelectorEngine(engine=self.opts.cel_engine))
 
     def _device_gauges(self) -> list[tuple[str, str, int, int]]:
         out: list[tuple[str, str, int, int]] = []

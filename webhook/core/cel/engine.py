@@ -1,5 +1,9 @@
 """``SelectorEngine``: the one object the allocator talks to, with its three caches.
 
+The CEL engine itself is a :class:`~.backend.Backend` chosen by name (``engine=``, the
+``--cel-engine`` flag): ``cel-python`` (the default and the reference) or ``cel-rust``. Caching,
+error handling and statistics are the same for every backend.
+
 A selector's outcome depends only on the expression text and the device's driver, attributes,
 capacity and ``allowMultipleAllocations`` flag, which the device's ``fingerprint`` stands for. So:
 
@@ -22,12 +26,9 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from celpy.evaluation import Activation
-
-from .environment import CompiledExpression, compile_expression
+from .backend import Backend, default_engine, make_backend
 from .errors import CelCompileError, CelError, CelRuntimeError
-from .evaluator import evaluate, prepare_activation
-from .values import CelDevice, device_value
+from .values import CelDevice
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -79,16 +80,24 @@ class LRU(Generic[K, V]):
 class SelectorEngine:
     """Compiles and evaluates DRA selectors with upstream semantics (see the package docs)."""
 
-    def __init__(self, *, max_programs: int = 4096, max_results: int = 1_000_000) -> None:
-        self._programs: LRU[str, CompiledExpression | CelCompileError] = LRU(max_programs)
-        self._activations: LRU[Hashable, Activation | CelRuntimeError] = LRU(
-            min(MAX_ACTIVATIONS, max(1, max_results))
-        )
+    def __init__(
+        self, *, max_programs: int = 4096, max_results: int = 1_000_000, engine: str | None = None
+    ) -> None:
+        """``engine`` names the backend (see :mod:`.backend`; None: the default engine); ValueError
+        if it is unknown or not installed."""
+        self._backend: Backend = make_backend(engine if engine is not None else default_engine())
+        self._programs: LRU[str, object] = LRU(max_programs)
+        self._activations: LRU[Hashable, object] = LRU(min(MAX_ACTIVATIONS, max(1, max_results)))
         self._results: LRU[tuple[str, Hashable], bool | CelRuntimeError] = LRU(max_results)
         self._lock = threading.Lock()
         self._compiles = 0
         self._evaluations = 0
         self._uncached = 0
+
+    @property
+    def engine(self) -> str:
+        """The backend's name (``cel-python`` or ``cel-rust``)."""
+        return self._backend.name
 
     def compile(self, expression: str) -> None:
         """Validate ``expression``; raises :class:`CelCompileError`. The program is cached."""
@@ -113,7 +122,9 @@ class SelectorEngine:
                     raise hit.fresh()
                 return bool(hit)
         try:
-            outcome: bool | CelRuntimeError = evaluate(program, self._activation(device, key is not None))
+            outcome: bool | CelRuntimeError = self._backend.evaluate(
+                program, self._activation(device, key is not None)
+            )
         except CelRuntimeError as e:
             outcome = e
         except (RecursionError, MemoryError) as e:
@@ -122,7 +133,7 @@ class SelectorEngine:
             raise CelRuntimeError(
                 f"evaluation aborted ({type(e).__name__}): expression too complex for this call"
             ) from None
-        except Exception as e:  # a celpy defect must not escape as a traceback
+        except Exception as e:  # an engine defect must not escape as a traceback
             outcome = CelRuntimeError(f"internal evaluation error: {type(e).__name__}: {e}"[:300])
         with self._lock:
             self._evaluations += 1
@@ -137,6 +148,7 @@ class SelectorEngine:
         with self._lock:
             compiles, evaluations, uncached = self._compiles, self._evaluations, self._uncached
         return {
+            **self._backend.stats(),
             "compiles": compiles,
             "evaluations": evaluations,
             "uncached_failures": uncached,
@@ -157,13 +169,13 @@ class SelectorEngine:
         self._activations.clear()
         self._results.clear()
 
-    def _program(self, expression: str) -> CompiledExpression:
+    def _program(self, expression: str) -> object:
         if not isinstance(expression, str):
             raise CelCompileError(f"expression must be a string, not {type(expression).__name__}")
         cached = self._programs.get(expression)
         if cached is _MISSING:
             try:
-                cached = compile_expression(expression)
+                cached = self._backend.compile(expression)
             except CelCompileError as e:
                 cached = e
             except RecursionError:
@@ -173,21 +185,19 @@ class SelectorEngine:
             self._programs.put(expression, cached)
         if isinstance(cached, CelCompileError):
             raise cached.fresh()
-        assert isinstance(cached, CompiledExpression)
         return cached
 
-    def _activation(self, device: CelDevice, cacheable: bool) -> Activation:
+    def _activation(self, device: CelDevice, cacheable: bool) -> object:
         fingerprint = device.fingerprint
         if cacheable:
             cached = self._activations.get(fingerprint)
             if cached is not _MISSING:
                 if isinstance(cached, CelRuntimeError):
                     raise cached.fresh()
-                assert isinstance(cached, Activation)
                 return cached
-        prepared: Activation | CelRuntimeError
+        prepared: object
         try:
-            prepared = prepare_activation(device_value(device))
+            prepared = self._backend.prepare(device)
         except CelRuntimeError as e:
             prepared = e
         except Exception as e:  # a malformed device object from the caller

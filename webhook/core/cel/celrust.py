@@ -1,0 +1,861 @@
+"""The ``cel-rust`` backend: the Rust CEL engine of PyPI ``common-expression-language``.
+
+The reference (``cel-python``) defines the semantics; this backend is a faster way to get the
+same answers, and hands back to the reference whatever it cannot prove equal:
+
+* **Compiling** runs the reference front end first (:func:`.environment.compile_expression`:
+  length and nesting limits, parse, checks), so compile errors are the reference's, word for
+  word. The shaped tree is then *translated* to a Rust program, or *declined* (the expression is
+  then evaluated by the reference, always). Declined: arithmetic and unary minus (int64 overflow
+  and division rules differ), map literals, uint literals, ``matches`` (RE2 vs Python regex),
+  conversions (``int()``, ``string()``, ``type()``, timestamps), ``device``/``device.attributes``
+  used as whole values, and macro nests whose worst-case cost could reach the reference's step
+  budget (:data:`.evaluator.MAX_STEPS`).
+* **Device values** are not converted wholesale (the binding converts about 1 us per value):
+  each program reads flat variables (``device.driver``, one attribute, "has this key", ...)
+  that are looked up per device. Results are memoised per program by those inputs, so devices
+  that agree on what a selector reads cost one Rust call between them.
+* **Quantity and semver** values cannot cross into Rust as objects; they travel as one-key maps
+  (``{"\\x00q": "<num>/<den>"}``, ``{"\\x00v": "1.2.3-rc.1"}``) whose text is canonical, so
+  native ``==`` compares by value. Where the reference raises "no matching overload" (a quantity
+  on the left of ``==`` with another type, ``size()``/``in``/macros on one) the translation guards
+  natively and raises; library functions (quantity, semver, ``includes``, ``asList``, the strings
+  subset) are the reference's own Python functions, called back from Rust.
+* **Errors**: any error in the Rust evaluation (a missing key, no overload, a guard) is resolved
+  by evaluating the same expression on the same device with the reference, whose result (an
+  error with the reference's text, or a value where the reference absorbs the error) is returned.
+  So error texts are the reference's by construction, and a selector runtime error stays an
+  allocation error.
+
+Neither engine has a runtime cost limit of its own: the reference's length, nesting and tree depth
+limits apply to both, and the step bound above keeps runaway macros on the reference's budget.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import cel
+import lark
+from celpy import celtypes
+from celpy.evaluation import Activation, CELEvalError
+
+from ..constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
+from ..quantity import Quantity
+from ..semver import Semver
+from .environment import CompiledExpression, compile_expression
+from .errors import CelRuntimeError
+from .evaluator import MAX_STEPS, _call, evaluate, prepare_activation
+from .library import FUNCTIONS, MAX_VALUE_SIZE
+from .values import INT64_MAX, INT64_MIN, device_value, split_qualified
+
+TAG_QUANTITY = "\x00q"
+TAG_SEMVER = "\x00v"
+
+#: Results memoised per program (by the values it reads); the memo is dropped when full.
+MAX_MEMO = 8192
+#: Assumed element counts for macro targets of unknown size, for the step bound.
+_LIST_BOUND = MAX_ATTRIBUTE_VALUES_PER_DEVICE
+_MAP_BOUND = 64
+_UNKNOWN_BOUND = MAX_VALUE_SIZE
+
+# Static types of translated nodes.
+BOOL, INT, UINT, DOUBLE, STRING, BYTES, NULL = "bool", "int", "uint", "double", "string", "bytes", "null"
+LIST, QUANTITY, SEMVER, DYN = "list", "quantity", "semver", "dyn"
+ATTRS, CAPS = "attributes-domain", "capacity-domain"  # one domain's map: map(string, dyn|Quantity)
+#: Types whose values are never quantity/semver encodings at the top level.
+_PLAIN = frozenset({BOOL, INT, UINT, DOUBLE, STRING, BYTES, NULL, LIST, ATTRS, CAPS})
+
+# Library functions called back from Rust (the reference's implementations).
+_CALLBACKS = frozenset(
+    {
+        *("quantity", "isQuantity", "isInteger", "asInteger", "asApproximateFloat", "sign", "add", "sub"),
+        *("isLessThan", "isGreaterThan", "compareTo", "semver", "isSemver", "major", "minor", "patch"),
+        *("includes", "asList", "lowerAscii", "upperAscii", "trim", "charAt", "indexOf", "lastIndexOf"),
+        *("replace", "split", "substring", "join", "contains", "startsWith", "endsWith", "size"),
+    }
+)
+_FOLDABLE = frozenset({"quantity", "isQuantity", "semver", "isSemver"})
+_NATIVE_STRING_TESTS = frozenset({"startsWith", "endsWith", "contains"})
+_RESULT_TYPES = {
+    "quantity": QUANTITY,
+    "add": QUANTITY,
+    "sub": QUANTITY,
+    "semver": SEMVER,
+    "asList": LIST,
+    "split": LIST,
+    "size": INT,
+    "compareTo": INT,
+    "sign": INT,
+    "asInteger": INT,
+    "indexOf": INT,
+    "lastIndexOf": INT,
+    "major": INT,
+    "minor": INT,
+    "patch": INT,
+    "asApproximateFloat": DOUBLE,
+    **dict.fromkeys(("lowerAscii", "upperAscii", "trim", "charAt", "replace", "substring", "join"), STRING),
+    **dict.fromkeys(("isQuantity", "isInteger", "isLessThan", "isGreaterThan", "isSemver"), BOOL),
+    **dict.fromkeys(("includes", "contains", "startsWith", "endsWith"), BOOL),
+}
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_RELATIONS = {
+    "relation_eq": "==",
+    "relation_ne": "!=",
+    "relation_lt": "<",
+    "relation_le": "<=",
+    "relation_gt": ">",
+    "relation_ge": ">=",
+}
+
+
+class Declined(Exception):
+    """The translation cannot promise the reference's answer: the reference evaluates."""
+
+
+# --- quantity and semver encodings ------------------------------------------------------------
+
+
+def encode(value: Any) -> Any:
+    """A reference value (celtypes, Quantity, Semver) as a value the Rust binding accepts."""
+    if isinstance(value, bool | celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, Quantity):
+        return {TAG_QUANTITY: _quantity_text(value.value)}
+    if isinstance(value, Semver):
+        return {TAG_SEMVER: _semver_text(value)}
+    if isinstance(value, list | tuple):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {encode(k): encode(v) for k, v in value.items()}
+    if value is None:
+        return None
+    raise TypeError(f"cannot pass {type(value).__name__} to the Rust engine")
+
+
+def _quantity_text(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _semver_text(v: Semver) -> str:
+    text = f"{v.major}.{v.minor}.{v.patch}"
+    return text + "-" + ".".join(str(p) for p in v.pre) if v.pre else text
+
+
+@lru_cache(maxsize=4096)
+def _decode_quantity(text: str) -> Quantity:
+    n, _, d = text.partition("/")
+    return Quantity(Fraction(int(n), int(d)))
+
+
+@lru_cache(maxsize=4096)
+def _decode_semver(text: str) -> Semver:
+    return Semver.parse(text)
+
+
+def decode(value: Any) -> Any:
+    """A value from the Rust binding as the reference's library functions expect it."""
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return celtypes.DoubleType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if isinstance(value, bytes):
+        return celtypes.BytesType(value)
+    if isinstance(value, list):
+        return celtypes.ListType([decode(v) for v in value])
+    if isinstance(value, dict):
+        if len(value) == 1:
+            if TAG_QUANTITY in value:
+                return _decode_quantity(value[TAG_QUANTITY])
+            if TAG_SEMVER in value:
+                return _decode_semver(value[TAG_SEMVER])
+        m = celtypes.MapType()
+        dict.update(m, {decode(k): decode(v) for k, v in value.items()})
+        return m
+    return value
+
+
+#: Set by a library function that returned a CEL error during this thread's Rust evaluation: the
+#: native result is then discarded and the reference decides. (Raising from the callback would do
+#: too, but the binding prints every exception a Python function raises to stderr.)
+_callback_failed = threading.local()
+
+
+def _callback(name: str) -> Callable[..., Any]:
+    fn = FUNCTIONS[name]
+
+    def call(*args: Any) -> Any:
+        try:
+            result = _call(fn, name, [decode(a) for a in args])
+            if not isinstance(result, CELEvalError):
+                return encode(result)
+        except Exception:  # a value the reference's function cannot take, an unencodable result
+            pass
+        _callback_failed.value = True
+        return None
+
+    call.__name__ = name
+    return call
+
+
+# --- the device's flat variables --------------------------------------------------------------
+
+_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One value a program reads from the device.
+
+    ``kind``: ``driver``, ``multi`` (allowMultipleAllocations), ``value`` (one attribute or
+    capacity), ``has`` (whether it exists), ``domain`` (one domain's whole map), ``has_domain``.
+    """
+
+    kind: str
+    which: str = ""  # "attributes" or "capacity"
+    domain: str = ""
+    key: str = ""
+
+
+class RustDevice:
+    """A validated device; its domain index and reference activation are built when needed."""
+
+    __slots__ = ("_activation", "_index", "device", "driver")
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.driver: str = device.driver
+        self._index: dict[str, dict[str, dict[str, Any]]] | None = None
+        self._activation: Activation | None = None
+
+    def activation(self) -> Activation:
+        if self._activation is None:
+            self._activation = prepare_activation(device_value(self.device))
+        return self._activation
+
+    def index(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{"attributes"|"capacity": {domain: {id: raw value}}}``, later names win as in
+        :func:`.values.device_value`."""
+        if self._index is None:
+            index: dict[str, dict[str, dict[str, Any]]] = {"attributes": {}, "capacity": {}}
+            for which, values in (("attributes", self.device.attributes), ("capacity", self.device.capacity)):
+                for name, raw in values.items():
+                    domain, ident = split_qualified(name, self.driver)
+                    index[which].setdefault(domain, {})[ident] = raw
+            self._index = index
+        return self._index
+
+    def raw(self, which: str, domain: str, key: str) -> Any:
+        """The raw value of ``domain``/``key`` (attribute ``(kind, value)`` or Quantity), or _MISSING."""
+        values: Mapping[str, Any] = self.device.attributes if which == "attributes" else self.device.capacity
+        qualified = values.get(f"{domain}/{key}", _MISSING)
+        if domain == self.driver and "/" not in key and key in values:
+            return self.index()[which].get(domain, {}).get(key, _MISSING)  # bare and maybe both
+        return qualified
+
+
+def validate(device: Any) -> RustDevice:
+    """What :func:`.values.device_value` checks, with its messages, without building values."""
+    for name, kv in device.attributes.items():
+        try:
+            kind, value = kv
+            _check_attribute(kind, value)
+        except (TypeError, ValueError):
+            raise CelRuntimeError(f"attribute {name}: unsupported attribute value") from None
+    for name, quantity in device.capacity.items():
+        if not isinstance(quantity, Quantity):
+            raise CelRuntimeError(f"capacity {name}: not a quantity")
+    return RustDevice(device)
+
+
+_SCALAR_OK: dict[str, Callable[[Any], bool]] = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX,
+    "bool": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "version": lambda v: isinstance(v, Semver),
+}
+_LIST_KINDS = {"ints": "int", "bools": "bool", "strings": "string", "versions": "version"}
+
+
+def _check_attribute(kind: Any, value: Any) -> None:
+    element = _LIST_KINDS.get(kind)
+    if element is not None:
+        if not all(_SCALAR_OK[element](v) for v in value):
+            raise TypeError(kind)
+        return
+    check = _SCALAR_OK.get(kind)
+    if check is None or not check(value):
+        raise TypeError(kind)
+
+
+def _encode_attribute(raw: Any) -> Any:
+    kind, value = raw
+    if kind == "version":
+        return {TAG_SEMVER: _semver_text(value)}
+    if kind == "versions":
+        return [{TAG_SEMVER: _semver_text(v)} for v in value]
+    if kind in _LIST_KINDS:
+        return list(value)
+    return value
+
+
+def _encode_raw(which: str, raw: Any) -> Any:
+    if which == "attributes":
+        return _encode_attribute(raw)
+    return {TAG_QUANTITY: _quantity_text(raw.value)}
+
+
+def read_input(spec: Input, dev: RustDevice) -> tuple[Hashable, Any]:
+    """(memo key part, Rust value or _MISSING) of one input for one device."""
+    kind = spec.kind
+    if kind == "value":
+        raw = dev.raw(spec.which, spec.domain, spec.key)
+        return raw, (raw if raw is _MISSING else _encode_raw(spec.which, raw))
+    if kind == "driver":
+        return dev.driver, dev.driver
+    if kind == "has":
+        found = dev.raw(spec.which, spec.domain, spec.key) is not _MISSING
+        return found, found
+    if kind == "multi":
+        flag = bool(dev.device.allow_multiple_allocations)
+        return flag, flag
+    if kind == "has_domain":
+        found = spec.domain in dev.index()[spec.which]
+        return found, found
+    values = dev.index()[spec.which].get(spec.domain, {})
+    key = tuple(sorted(values.items(), key=lambda kv: kv[0]))
+    return key, {k: _encode_raw(spec.which, v) for k, v in values.items()}
+
+
+# --- translation ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Node:
+    """A translated subexpression: CEL text and static type, or a pending device path."""
+
+    text: str
+    type: str
+    #: "device", "domains" (device.attributes / device.capacity) or "domain" (one of its domains)
+    pending: str = ""
+    which: str = ""
+    domain: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    source: str
+    inputs: tuple[tuple[str, Input], ...]
+    callbacks: tuple[str, ...]
+    #: Generated names (inputs, callbacks) start with this; no identifier of the expression does.
+    prefix: str
+
+
+def translate(compiled: CompiledExpression) -> Translation:
+    """The Rust source of a checked expression; raises :class:`Declined`."""
+    idents = _identifiers(compiled.ast)
+    prefix = "_x"
+    while any(i.startswith(prefix) for i in idents):
+        prefix += "x"
+    translator = _Translator(compiled.literals, prefix)
+    if _steps(compiled.ast, {}) > MAX_STEPS // 2:
+        raise Declined("macro nest too costly")
+    node = translator.value(translator.t(compiled.ast, {}))
+    return Translation(
+        node.text,
+        tuple((name, spec) for spec, name in translator.inputs.items()),
+        tuple(sorted(translator.callbacks)),
+        prefix,
+    )
+
+
+def _identifiers(root: lark.Tree[Any]) -> set[str]:
+    names: set[str] = set()
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        for c in node.children:
+            if isinstance(c, lark.Tree):
+                pending.append(c)
+            elif isinstance(c, lark.Token) and c.type == "IDENT":
+                names.add(str(c))
+    return names
+
+
+def _steps(node: lark.Tree[Any], sizes: dict[int, int]) -> int:
+    """An upper bound of the reference's node visits (macro bodies times their target's size)."""
+    if node.data == "member_dot_arg" and len(node.children) == 3 and str(node.children[1]) in _MACROS:
+        target, _, args = node.children
+        body = args.children[1]
+        return 1 + _steps(target, sizes) + _size_bound(target) * (_steps(body, sizes) + 2)
+    return 1 + sum(_steps(c, sizes) for c in node.children if isinstance(c, lark.Tree))
+
+
+def _size_bound(target: lark.Tree[Any]) -> int:
+    """Elements a macro target can have: exact for a list literal, the API's limits for a device's
+    list attribute or domain map (also through ``asList()``), the value size cap otherwise."""
+    if target.data == "primary" and isinstance(target.children[0], lark.Tree):
+        child = target.children[0]
+        if child.data == "list_lit":
+            return sum(len(c.children) for c in child.children)
+    if target.data == "member_dot_arg" and str(target.children[1]) == "asList" and len(target.children) == 2:
+        target = target.children[0]
+    if target.data in ("member_dot", "member_index"):
+        inner = target.children[0]
+        if inner.data in ("member_dot", "member_index"):
+            return max(_LIST_BOUND, _MAP_BOUND)  # an attribute's list or a domain's map
+    return _UNKNOWN_BOUND
+
+
+class _Translator:
+    def __init__(self, literals: dict[int, Any], prefix: str) -> None:
+        self.literals = literals
+        self.prefix = prefix
+        self.inputs: dict[Input, str] = {}
+        self.callbacks: set[str] = set()
+        self.fail = f"{prefix}fail"  # an undefined variable: reading it is an error
+
+    def var(self, spec: Input) -> str:
+        name = self.inputs.get(spec)
+        if name is None:
+            name = self.inputs[spec] = f"{self.prefix}{len(self.inputs)}"
+        return name
+
+    def call(self, name: str, args: list[_Node]) -> _Node:
+        self.callbacks.add(name)
+        text = ", ".join(a.text for a in args)
+        return _Node(f"{self.prefix}f_{name}({text})", _RESULT_TYPES.get(name, DYN))
+
+    def value(self, node: _Node) -> _Node:
+        """A pending device path as a value."""
+        if node.pending == "domain":
+            kind = ATTRS if node.which == "attributes" else CAPS
+            return _Node(self.var(Input("domain", node.which, node.domain)), kind)
+        if node.pending:
+            raise Declined(f"{node.pending} used as a value")
+        return node
+
+    def t(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        method = getattr(self, f"_{node.data}", None)
+        if method is None:
+            raise Declined(node.data)
+        result: _Node = method(node, scope)
+        return result
+
+    # operators
+
+    def _expr(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        c, a, b = (self.value(self.t(x, scope)) for x in node.children)
+        return _Node(f"({c.text} ? {a.text} : {b.text})", a.type if a.type == b.type else DYN)
+
+    def _conditionalor(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        a, b = (self.value(self.t(x, scope)) for x in node.children)
+        return _Node(f"({a.text} || {b.text})", BOOL)
+
+    def _conditionaland(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        a, b = (self.value(self.t(x, scope)) for x in node.children)
+        return _Node(f"({a.text} && {b.text})", BOOL)
+
+    def _unary(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        op, operand = node.children
+        if op.data != "unary_not":
+            raise Declined("unary minus")
+        x = self.value(self.t(operand, scope))
+        return _Node(f"(!{x.text})", BOOL)
+
+    def _relation(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        op_node, right_tree = node.children
+        op = op_node.data
+        left = self.t(op_node.children[0], scope)
+        right = self.t(right_tree, scope)
+        if op == "relation_in":
+            return self._in(self.value(left), right)
+        a, b = self.value(left), self.value(right)
+        symbol = _RELATIONS[op]
+        if op in ("relation_eq", "relation_ne"):
+            return _Node(self._equality(a, b, symbol), BOOL)
+        return _Node(f"({a.text} {symbol} {b.text})", BOOL)
+
+    def _equality(self, a: _Node, b: _Node, symbol: str) -> str:
+        """``==``/``!=`` where the reference raises for a quantity/semver left of another type."""
+        native = f"({a.text} {symbol} {b.text})"
+        if a.type in _PLAIN:
+            return native
+        tags = {QUANTITY: TAG_QUANTITY, SEMVER: TAG_SEMVER}
+        if a.type in tags:
+            if b.type == a.type:
+                return native
+            if b.type == DYN:
+                tag = _str(tags[a.type])
+                return f"((type({b.text}) == map && {tag} in {b.text}) ? {native} : {self.fail})"
+            return self.fail
+        # a is dyn: it may be an encoding at run time
+        if b.type in tags:
+            tag = _str(tags[b.type])
+            return f"((type({a.text}) == map && !({tag} in {a.text})) ? {self.fail} : {native})"
+        if b.type != DYN:
+            return f"(type({a.text}) == map ? {self.fail} : {native})"
+        q, v = _str(TAG_QUANTITY), _str(TAG_SEMVER)
+        same = (
+            f"(type({b.text}) == map && (({q} in {a.text} && {q} in {b.text}) || "
+            f"({v} in {a.text} && {v} in {b.text})))"
+        )
+        return f"(type({a.text}) == map ? ({same} ? {native} : {self.fail}) : {native})"
+
+    def _in(self, item: _Node, container: _Node) -> _Node:
+        if container.pending == "domains":
+            if item.type == STRING and item.text.startswith('"') and item.pending == "":
+                literal = _literal_text(item.text)
+                if literal is not None:
+                    return _Node(self.var(Input("has_domain", container.which, literal)), BOOL)
+            raise Declined("'in' on device.attributes with a computed key")
+        c = self.value(container)
+        if c.type in (LIST, ATTRS, CAPS):
+            return _Node(f"({item.text} in {c.text})", BOOL)
+        if c.type == DYN:
+            return _Node(f"(type({c.text}) == map ? {self.fail} : ({item.text} in {c.text}))", BOOL)
+        return _Node(self.fail, BOOL)
+
+    # members
+
+    def _member_dot(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        target_tree, field = node.children
+        return self._select(self.t(target_tree, scope), str(field), _str(str(field)), literal=True)
+
+    def _member_index(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        target_tree, index_tree = node.children
+        target = self.t(target_tree, scope)
+        index = self.value(self.t(index_tree, scope))
+        literal = _literal_text(index.text) if index.type == STRING else None
+        if target.pending and literal is not None:
+            return self._select(target, literal, index.text, literal=True)
+        t = self.value(target)
+        return _Node(f"{t.text}[{index.text}]", CAPS_VALUE.get(t.type, DYN))
+
+    def _select(self, target: _Node, name: str, key_text: str, *, literal: bool) -> _Node:
+        if target.pending == "device":
+            if name == "driver":
+                return _Node(self.var(Input("driver")), STRING)
+            if name == "allowMultipleAllocations":
+                return _Node(self.var(Input("multi")), BOOL)
+            if name in ("attributes", "capacity"):
+                return _Node("", DYN, pending="domains", which=name)
+            raise Declined(f"device.{name}")
+        if target.pending == "domains":
+            return _Node("", DYN, pending="domain", which=target.which, domain=name)
+        if target.pending == "domain":
+            return _Node(
+                self.var(Input("value", target.which, target.domain, name)),
+                QUANTITY if target.which == "capacity" else DYN,
+            )
+        t = self.value(target)
+        return _Node(f"{t.text}[{key_text}]", CAPS_VALUE.get(t.type, DYN))
+
+    def _member_dot_arg(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        target_tree, name_token = node.children[0], node.children[1]
+        name = str(name_token)
+        args: list[lark.Tree[Any]] = list(node.children[2].children) if len(node.children) == 3 else []
+        if name == "bind" and _ident(target_tree) == "cel" and "cel" not in scope:
+            var = str(_ident(args[0]))
+            init = self.value(self.t(args[1], scope))
+            body = self.value(self.t(args[2], {**scope, var: init.type}))
+            return _Node(f"[{init.text}].map({var}, {body.text})[0]", body.type)
+        if name in _MACROS:
+            target = self.value(self.t(target_tree, scope))
+            var = str(_ident(args[0]))
+            element = STRING if target.type in (ATTRS, CAPS) else DYN
+            body = self.value(self.t(args[1], {**scope, var: element}))
+            native = f"{target.text}.{name}({var}, {body.text})"
+            result = LIST if name in ("map", "filter") else BOOL
+            if target.type in (LIST, ATTRS, CAPS):
+                return _Node(native, result)
+            if target.type == DYN:
+                return _Node(f"(type({target.text}) == map ? {self.fail} : {native})", result)
+            return _Node(self.fail, result)
+        target = self.value(self.t(target_tree, scope))
+        return self._function(name, [target, *(self.value(self.t(a, scope)) for a in args)])
+
+    def _function(self, name: str, args: list[_Node]) -> _Node:
+        if name == "size" and len(args) == 1 and args[0].type in (LIST, ATTRS, CAPS):
+            return _Node(f"size({args[0].text})", INT)
+        if name in _NATIVE_STRING_TESTS and len(args) == 2 and all(a.type == STRING for a in args):
+            return _Node(f"{args[0].text}.{name}({args[1].text})", BOOL)
+        if name in _FOLDABLE and all(a.type in (STRING, BOOL) and a.text[:1] in '"tf' for a in args):
+            folded = self._fold(name, args)
+            if folded is not None:
+                return folded
+        if name not in _CALLBACKS:
+            raise Declined(f"function {name}")
+        return self.call(name, args)
+
+    def _fold(self, name: str, args: list[_Node]) -> _Node | None:
+        values: list[Any] = []
+        for a in args:
+            if a.type == BOOL:
+                values.append(celtypes.BoolType(a.text == "true"))
+            else:
+                text = _literal_text(a.text)
+                if text is None:
+                    return None
+                values.append(celtypes.StringType(text))
+        result = _call(FUNCTIONS[name], name, values)
+        if isinstance(result, CELEvalError):
+            return None
+        if isinstance(result, Quantity):
+            return _Node(f"{{{_str(TAG_QUANTITY)}: {_str(_quantity_text(result.value))}}}", QUANTITY)
+        if isinstance(result, Semver):
+            return _Node(f"{{{_str(TAG_SEMVER)}: {_str(_semver_text(result))}}}", SEMVER)
+        return _Node("true" if result else "false", BOOL)
+
+    # primaries
+
+    def _primary(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        (child,) = node.children
+        kind = child.data
+        if kind == "literal":
+            return self._literal(child)
+        if kind == "ident":
+            name = str(child.children[0])
+            if name in scope:
+                return _Node(name, scope[name])
+            if name == "device":
+                return _Node("", DYN, pending="device")
+            raise Declined(f"identifier {name}")
+        if kind == "paren_expr":
+            inner = self.t(child.children[0], scope)
+            return inner if inner.pending else _Node(f"({inner.text})", inner.type)
+        if kind == "ident_arg":
+            name = str(child.children[0])
+            args: list[lark.Tree[Any]] = list(child.children[1].children) if len(child.children) > 1 else []
+            if name == "has":
+                return self._has(args[0], scope)
+            values = [self.value(self.t(a, scope)) for a in args]
+            if name == "dyn":
+                return _Node(values[0].text, DYN)
+            return self._function(name, values)
+        if kind == "list_lit":
+            items = [self.value(self.t(i, scope)) for c in child.children for i in c.children]
+            return _Node("[" + ", ".join(i.text for i in items) + "]", LIST)
+        raise Declined(kind)
+
+    def _has(self, arg: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        target_tree, field = arg.children
+        target = self.t(target_tree, scope)
+        if target.pending == "domain":
+            return _Node(self.var(Input("has", target.which, target.domain, str(field))), BOOL)
+        t = self.value(target)
+        if t.type in (ATTRS, CAPS):
+            return _Node(f"has({t.text}.{field})", BOOL)
+        raise Declined("has() on a computed value")
+
+    def _literal(self, node: lark.Tree[Any]) -> _Node:
+        if id(node) not in self.literals:
+            raise Declined("literal")
+        value = self.literals[id(node)]
+        if isinstance(value, celtypes.BoolType | bool):
+            return _Node("true" if value else "false", BOOL)
+        if isinstance(value, celtypes.UintType):
+            raise Declined("uint")
+        if isinstance(value, int):
+            return _Node(str(int(value)), INT)
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise Declined("double")
+            text = repr(float(value))
+            return _Node(text if ("." in text or "e" in text) else text + ".0", DOUBLE)
+        if isinstance(value, str):
+            return _Node(_str(str(value)), STRING)
+        if isinstance(value, bytes):
+            if b"\x00" in value:
+                raise Declined("NUL byte")
+            return _Node('b"' + "".join(f"\\x{b:02x}" for b in value) + '"', BYTES)
+        if value is None:
+            return _Node("null", NULL)
+        raise Declined("literal")
+
+
+#: What indexing a map of a static type gives.
+CAPS_VALUE = {CAPS: QUANTITY}
+
+
+def _ident(node: Any) -> str | None:
+    if isinstance(node, lark.Tree) and node.data == "primary":
+        child = node.children[0]
+        if isinstance(child, lark.Tree) and child.data == "ident":
+            return str(child.children[0])
+    return None
+
+
+def _str(text: str) -> str:
+    """A CEL string literal for ``text``."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise Declined("lone surrogate")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _literal_text(text: str) -> str | None:
+    """The value of a literal emitted by :func:`_str`, or None for any other expression."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return None
+    out: list[str] = []
+    i = 1
+    while i < len(text) - 1:
+        ch = text[i]
+        if ch == '"':
+            return None  # not one literal
+        if ch == "\\":
+            nxt = text[i + 1]
+            if nxt == "x":
+                out.append(chr(int(text[i + 2 : i + 4], 16)))
+                i += 4
+                continue
+            out.append(nxt)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+# --- programs and the backend -----------------------------------------------------------------
+
+
+class RustProgram:
+    """A compiled selector: the reference's tree, and the Rust program unless declined."""
+
+    __slots__ = ("compiled", "declined", "functions", "inputs", "memo", "program")
+
+    def __init__(self, compiled: CompiledExpression) -> None:
+        self.compiled = compiled
+        self.memo: dict[Hashable, bool | CelRuntimeError] = {}
+        self.inputs: tuple[tuple[str, Input], ...] = ()
+        self.functions: dict[str, Callable[..., Any]] = {}
+        self.program: Any = None
+        self.declined = ""
+        try:
+            translation = translate(compiled)
+            program = cel.compile(translation.source)
+        except Declined as e:
+            self.declined = str(e) or "declined"
+            return
+        except Exception as e:  # the Rust parser refused the translation: the reference evaluates
+            self.declined = f"rust compile: {type(e).__name__}"
+            return
+        self.program = program
+        self.inputs = translation.inputs
+        self.functions = {f"{translation.prefix}f_{n}": _callback(n) for n in translation.callbacks}
+
+
+class RustBackend:
+    """``cel-rust``: see the module docs."""
+
+    name = "cel-rust"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._native = 0
+        self._reference = 0
+        self._memo_hits = 0
+        self._declined = 0
+
+    def compile(self, expression: str) -> RustProgram:
+        program = RustProgram(compile_expression(expression))
+        if program.program is None:
+            with self._lock:
+                self._declined += 1
+        return program
+
+    def prepare(self, device: Any) -> RustDevice:
+        return validate(device)
+
+    def evaluate(self, program: object, prepared: object) -> bool:
+        assert isinstance(program, RustProgram)
+        assert isinstance(prepared, RustDevice)
+        if program.program is None:
+            return self._reference_evaluate(program, prepared)
+        keys: list[Hashable] = []
+        variables: dict[str, Any] = {}
+        for name, spec in program.inputs:
+            key, value = read_input(spec, prepared)
+            keys.append(key)
+            if value is not _MISSING:
+                variables[name] = value
+        memo: dict[Hashable, bool | CelRuntimeError] | None = program.memo
+        memo_key = tuple(keys)
+        try:
+            hit = program.memo.get(memo_key)
+        except TypeError:  # a device value that cannot be hashed (a list where a tuple belongs)
+            memo, hit = None, None
+        if hit is not None:
+            self._memo_hits += 1
+            if isinstance(hit, CelRuntimeError):
+                raise hit.fresh()
+            return hit
+        try:
+            if program.functions:
+                _callback_failed.value = False
+                result = program.program.execute(cel.Context(variables, program.functions))
+                if _callback_failed.value:
+                    result = None
+            else:
+                result = program.program.execute(variables)
+        except (RecursionError, MemoryError):
+            raise
+        except Exception:
+            result = None
+        outcome: bool | CelRuntimeError
+        if result is True or result is False:
+            self._native += 1
+            outcome = result
+        else:
+            try:
+                outcome = self._reference_evaluate(program, prepared)
+            except CelRuntimeError as e:
+                outcome = e
+        if memo is not None:
+            if len(memo) >= MAX_MEMO:
+                memo.clear()
+            memo[memo_key] = outcome
+        if isinstance(outcome, CelRuntimeError):
+            raise outcome.fresh()
+        return outcome
+
+    def _reference_evaluate(self, program: RustProgram, prepared: RustDevice) -> bool:
+        self._reference += 1
+        return evaluate(program.compiled, prepared.activation())
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "native_evaluations": self._native,
+            "reference_evaluations": self._reference,
+            "memo_hits": self._memo_hits,
+            "declined_programs": self._declined,
+        }
