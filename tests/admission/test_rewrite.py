@@ -87,18 +87,27 @@ def test_dra_nodes_whose_kubelets_lack_the_gate_mean_rewrite(webhook: Webhook) -
     ]
 
 
-def test_a_device_plugin_node_keeps_the_pod_for_the_device_plugin_unless_forced(webhook: Webhook) -> None:
-    objs = [*gpu_cluster(), node("dp", {GPU: 2})]
+def test_in_a_mixed_cluster_the_pod_goes_where_it_fits_dra_first(webhook: Webhook) -> None:
+    """The KEP example's cluster with the gate off: free DRA devices take the pod; when they cannot
+    hold it, a device-plugin node with room does, unless ``--force-rewrite``."""
+    objs = [*gpu_cluster(devices=2), node("dp", {GPU: 4})]
     webhook.install(objs, apiserver_gate=False)
     out, warnings = mutated(webhook, gpu_pod())
-    assert out["spec"]["containers"][0]["resources"]["requests"][GPU] == 1
+    assert "resourceClaims" in out["spec"]
+    assert warnings == [
+        f"{GPU}: rewritten into DRA claims (free DRA devices fit it; device-plugin nodes stay for others)"
+    ]
+    three = pod("p", [container("c", {GPU: 3})])
+    out, warnings = mutated(webhook, three)
+    assert out["spec"]["containers"][0]["resources"]["requests"][GPU] == 3
     assert "schedulerName" not in out["spec"]
     assert warnings == [
-        f"{GPU}: left to the device plugin (a node's device plugin advertises it (--force-rewrite to change))"
+        f"{GPU}: left to the device plugin (no free DRA devices fit it; a device-plugin node has room)"
     ]
     webhook.install(objs, config=AdmissionConfig(force_rewrite=True), apiserver_gate=False)
-    out, _ = mutated(webhook, gpu_pod())
+    out, warnings = mutated(webhook, three)
     assert "resourceClaims" in out["spec"]
+    assert warnings == [f"{GPU}: rewritten into DRA claims (draxr --force-rewrite)"]
 
 
 def test_mode_native_and_off(webhook: Webhook) -> None:

@@ -140,6 +140,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["demo", "--timeout", "0"], "draxr demo: error: --timeout: must be a positive number, not 0"),
     (["demo", "--timeout", "soon"], "draxr demo: error: --timeout: must be a number, not 'soon'"),
     (["demo", "--timeout"], "draxr demo: error: --timeout: expected one argument"),
+    (["demo", "--gate", "maybe"], "draxr demo: error: --gate: invalid choice: 'maybe'"),
 ]
 
 
@@ -222,7 +223,7 @@ def test_demo_cut_short_reports_without_a_traceback(capsys: pytest.CaptureFixtur
     code, err, out = _run(["demo", "--timeout", "0.02"], capsys)
     assert code == 1
     assert err == []
-    assert "[5/5] gave up waiting" in out
+    assert "[6/6] gave up waiting" in out
     assert out.rstrip().endswith("(not every pod was bound)")  # the report ran to its end
 
 

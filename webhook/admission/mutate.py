@@ -154,6 +154,7 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             ctx.config.mode,
             apiserver_gate=ctx.apiserver_gate(),
             force_rewrite=ctx.config.force_rewrite,
+            pod=pod,
         )
         quotas = unguarded(cache.quotas(), req.namespace or namespace(pod), resolved)
     if choice.path != "native":  # the native path is KEP-5004's own: nothing to explain

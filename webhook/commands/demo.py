@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
+from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
 from ..core.objects import Obj, as_dict, name, namespace
+from ..core.rewrite import REWRITTEN_ANNOTATION
 from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.client import KubeClient
 from ..kube.resources import BY_PLURAL
@@ -39,6 +41,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=60.0,
         metavar="SECONDS",
         help="how long to wait for every pod to be bound (default: 60)",
+    )
+    d.add_argument(
+        "--gate",
+        choices=("on", "off"),
+        default="on",
+        help="DRAExtendedResource on the emulated cluster: on (1.36, the native path) or off (1.35 as "
+        "released: draxr rewrites the pods into DRA claims)",
     )
     d.set_defaults(func=main)
 
@@ -77,6 +86,9 @@ def _create(api: KubeClient, obj: Obj) -> None:
         api.update(res, created, subresource="status")
 
 
+#: The releases the emulated cluster plays: the gate is on by default from 1.36, alpha and off in 1.35.
+KUBE_ON, KUBE_OFF = "1.36.3", "1.35.4"
+
 #: Said when the API emulator is not installed (a wheel or the image: it ships with the sources).
 NO_EMULATOR = (
     "draxr demo: error: it runs on the API emulator, which ships only with draxr's sources: "
@@ -94,50 +106,76 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
 
     timeout = float(getattr(args, "timeout", 60.0))
+    gate = str(getattr(args, "gate", "on")) == "on"
+    release = KUBE_ON if gate else KUBE_OFF
     started = time.monotonic()
-    _say(out, f"draxr {__version__} demo: KEP-5004 on an emulated cluster ({examples_dir()})")
-    with Sandbox() as box:
+    _say(
+        out,
+        f"draxr {__version__} demo: KEP-5004 on an emulated Kubernetes {release} cluster, "
+        f"DRAExtendedResource {'on' if gate else 'off'} ({examples_dir()})",
+    )
+    # With the gate off, rewritten pods keep their scheduler; the emulator has none, so they are
+    # routed to draxr's worker (--route=always), which allocates ordinary claims too.
+    options: dict[str, Any] = {} if gate else {"route": "always"}
+    with Sandbox(feature_gates={"DRAExtendedResource": gate}, **options) as box:
         em = box.em
         _say(
             out,
-            f"[1/5] API emulator on {em.url}; TLS certificates for {WEBHOOK}.{DEFAULT_NAMESPACE}.svc made",
+            f"[1/6] API emulator on {em.url}; TLS certificates for {WEBHOOK}.{DEFAULT_NAMESPACE}.svc made",
         )
         _say(
             out,
-            f"[2/5] draxr serve (webhook + worker) on https://127.0.0.1:{box.port}, registered as "
+            f"[2/6] draxr serve (webhook + worker) on https://127.0.0.1:{box.port}, registered as "
             "admission webhooks from `draxr manifests`",
         )
         objects = expand_workloads([item.obj for item in load_paths([examples_dir()])])
         pods = [o for o in objects if o.get("kind") == "Pod"]
         admin = box.admin
         for o in objects:
+            if o.get("kind") == "Node":  # the kubelets run the cluster's release
+                o = {
+                    **o,
+                    "status": {**as_dict(o.get("status")), "nodeInfo": {"kubeletVersion": f"v{release}"}},
+                }
             if o.get("kind") in RESOURCE_OF:
                 _create(admin, o)
         cache = box.webhook.cache
         em.wait_for(lambda: len(cache.state.devices.slices) >= 1 and len(cache.state.nodes) >= 2, 10)
         _say(
             out,
-            "[3/5] created through the API: "
+            "[3/6] created through the API: "
             + ", ".join(f"{o['kind']} {name(o)}" for o in objects if o.get("kind") in RESOURCE_OF),
         )
+        reporter = box.webhook.mode
+        mode = reporter.refresh() if reporter is not None else "native"
+        _say(
+            out, f"[4/6] draxr detected mode {mode}: " + "; ".join(reporter.details()[1:] if reporter else [])
+        )
         dev = box.dev
-        routed = 0
+        routed = rewritten = 0
         for p in pods:
             body = {k: v for k, v in p.items() if k != "status"}
             body["metadata"] = {k: v for k, v in as_dict(p.get("metadata")).items() if k != "uid"}
             created = dev.create(BY_PLURAL["pods"], body, namespace(p))
             if created["spec"].get("schedulerName") == "draxr":
                 routed += 1
+            if REWRITTEN_ANNOTATION in as_dict(created["metadata"].get("annotations")):
+                rewritten += 1
+        did = f"rewrote {rewritten} into DRA claims and " if rewritten else ""
         _say(
             out,
-            f"[4/5] created {len(pods)} pods of Deployment demo as user 'dev'; the mutating webhook "
-            f"routed {routed} to schedulerName=draxr",
+            f"[5/6] created {_plural(len(pods), 'pod')} of Deployment demo as user 'dev'; the mutating "
+            f"webhook {did}routed {routed} to schedulerName=draxr",
         )
         code = _wait(em, out, [name(p) for p in pods], started + timeout)
         _report(em, out)
         elapsed = time.monotonic() - started
         _say(out, f"done in {elapsed:.1f}s" + ("" if code == 0 else " (not every pod was bound)"))
         return code
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _wait(em: Any, out: TextIO, names: list[str], deadline: float) -> int:
@@ -149,11 +187,11 @@ def _wait(em: Any, out: TextIO, names: list[str], deadline: float) -> int:
             _say(out, f"      waiting for bindings: {bound}/{len(names)} bound")
             last = bound
         if bound == len(names):
-            _say(out, "[5/5] every pod is bound")
+            _say(out, "[6/6] every pod is bound")
             return 0
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            _say(out, "[5/5] gave up waiting")
+            _say(out, "[6/6] gave up waiting")
             return 1
         with contextlib.suppress(TimeoutError):
             em.wait_for(lambda seen=bound: _count(em, names) != seen, min(remaining, 2.0))
@@ -175,14 +213,23 @@ def _owner(claim: Obj) -> str:
     return str(as_dict(refs[0]).get("name", "?"))
 
 
+def _claims_of(pod: Obj, claims: dict[str, Obj]) -> list[Obj]:
+    """The pod's claims: its special claim (native path) or those made from its claim templates
+    (rewrite), as the pod's status names them."""
+    st = as_dict(pod.get("status"))
+    names = [str(as_dict(st.get("extendedResourceClaimStatus")).get("resourceClaimName", ""))]
+    names += [str(as_dict(r).get("resourceClaimName", "")) for r in st.get("resourceClaimStatuses") or []]
+    return [claims[n] for n in names if n in claims]
+
+
 def _report(em: Any, out: TextIO) -> None:
     pods = sorted(em.list("pods", "default"), key=lambda p: p["metadata"]["name"])
     claims = {c["metadata"]["name"]: c for c in em.list("resourceclaims", "default")}
     rows = [["POD", "NODE", "DEVICES / WHY IT WAITS"]]
     for p in pods:
-        erc = (p.get("status") or {}).get("extendedResourceClaimStatus")
-        if erc and erc.get("resourceClaimName") in claims:
-            results = _results(claims[erc["resourceClaimName"]])
+        mine = _claims_of(p, claims)
+        if mine:
+            results = [r for c in mine for r in _results(c)]
             what = ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results) or "allocating"
         elif p["spec"].get("nodeName"):
             what = "example.com/gpu from the device plugin"
@@ -194,23 +241,34 @@ def _report(em: Any, out: TextIO) -> None:
         rows.append([p["metadata"]["name"], p["spec"].get("nodeName") or "<pending>", what])
     _say(out, "\nPods:")
     _say(out, _table(rows))
-    _say(out, "\nSpecial ResourceClaims (annotation resource.kubernetes.io/extended-resource-claim=true):")
-    rows = [["CLAIM", "OWNER", "REQUESTS", "ALLOCATED", "RESERVED FOR"]]
-    for cname, c in sorted(claims.items()):
-        reqs = ", ".join(
-            f"{r['name']}: {r['exactly'].get('count', 1)} x {r['exactly']['deviceClassName']}"
-            for r in c["spec"]["devices"]["requests"]
+    named = {
+        str(as_dict(as_dict(p.get("status")).get("extendedResourceClaimStatus")).get("resourceClaimName"))
+        for p in pods
+    }
+    special = {
+        n: c for n, c in claims.items() if n in named or EXTENDED_RESOURCE_CLAIM_ANNOTATION in _annotations(c)
+    }
+    if special:
+        _say(out, f"\nSpecial ResourceClaims (annotation {EXTENDED_RESOURCE_CLAIM_ANNOTATION}=true):")
+        _say(out, _claims_table(special))
+    templated = {n: c for n, c in claims.items() if POD_CLAIM_NAME_ANNOTATION in _annotations(c)}
+    if templated:
+        _say(out, "\nResourceClaims of the rewritten pods (made from draxr's ResourceClaimTemplates):")
+        _say(out, _claims_table(templated))
+        _say(
+            out, "\nRewritten containers (resources.claims; the extended resource left requests and limits):"
         )
-        devices = ", ".join(str(r.get("device")) for r in _results(c)) or "-"
-        reserved = ", ".join(
-            str(as_dict(r).get("name")) for r in as_dict(c.get("status")).get("reservedFor") or []
-        )
-        rows.append([cname, f"Pod/{_owner(c)}", reqs, devices, reserved or "-"])
-    _say(out, _table(rows))
-    _say(out, "\nPods' status.extendedResourceClaimStatus:")
-    for p in pods:
-        erc = (p.get("status") or {}).get("extendedResourceClaimStatus")
-        if erc:
+        for p in pods:
+            for c in p["spec"].get("containers") or []:
+                refs = as_dict(c.get("resources")).get("claims") or []
+                if refs:
+                    named = ", ".join(f"{r['name']}/{r.get('request', '*')}" for r in refs)
+                    _say(out, f"  {p['metadata']['name']}/{c['name']}: {named}")
+    mapped = [p for p in pods if (p.get("status") or {}).get("extendedResourceClaimStatus")]
+    if mapped:
+        _say(out, "\nPods' status.extendedResourceClaimStatus:")
+        for p in mapped:
+            erc = p["status"]["extendedResourceClaimStatus"]
             maps = "; ".join(
                 f"{m['containerName']}/{m['resourceName']} -> {m['requestName']}"
                 for m in erc["requestMappings"]
@@ -230,9 +288,32 @@ def _report(em: Any, out: TextIO) -> None:
     for n in sorted(em.list("nodes"), key=lambda n: n["metadata"]["name"]):
         alloc = (n.get("status") or {}).get("allocatable") or {}
         if "example.com/gpu" in alloc and int(alloc["example.com/gpu"]) > 0:
-            on_node = sum(1 for p in pods if p["spec"].get("nodeName") == n["metadata"]["name"])
+            on_node = sum(
+                1
+                for p in pods
+                if p["spec"].get("nodeName") == n["metadata"]["name"] and not _claims_of(p, claims)
+            )
             total = int(alloc["example.com/gpu"])
             rows.append(
                 [n["metadata"]["name"], "device plugin example.com/gpu", str(total - on_node), str(on_node)]
             )
     _say(out, _table(rows))
+
+
+def _annotations(obj: Obj) -> dict[str, Any]:
+    return as_dict(as_dict(obj.get("metadata")).get("annotations"))
+
+
+def _claims_table(claims: dict[str, Obj]) -> str:
+    rows = [["CLAIM", "OWNER", "REQUESTS", "ALLOCATED", "RESERVED FOR"]]
+    for cname, c in sorted(claims.items()):
+        reqs = ", ".join(
+            f"{r['name']}: {r['exactly'].get('count', 1)} x {r['exactly']['deviceClassName']}"
+            for r in c["spec"]["devices"]["requests"]
+        )
+        devices = ", ".join(str(r.get("device")) for r in _results(c)) or "-"
+        reserved = ", ".join(
+            str(as_dict(r).get("name")) for r in as_dict(c.get("status")).get("reservedFor") or []
+        )
+        rows.append([cname, f"Pod/{_owner(c)}", reqs, devices, reserved or "-"])
+    return _table(rows)

@@ -4,6 +4,8 @@ from typing import Final
 
 #: Annotation that marks the special ResourceClaim; its single valid value is "true".
 EXTENDED_RESOURCE_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
+#: On a claim the resourceclaim controller made from a template: the pod claim it is for.
+POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 #: Implicit extended resource name prefix of every DeviceClass.
 DEVICE_CLASS_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
 #: Finalizer that protects an allocated claim from deletion.
