@@ -262,8 +262,8 @@ def _report(em: Any, out: TextIO) -> None:
             for c in p["spec"].get("containers") or []:
                 refs = as_dict(c.get("resources")).get("claims") or []
                 if refs:
-                    named = ", ".join(f"{r['name']}/{r.get('request', '*')}" for r in refs)
-                    _say(out, f"  {p['metadata']['name']}/{c['name']}: {named}")
+                    refs_text = ", ".join(f"{r['name']}/{r.get('request', '*')}" for r in refs)
+                    _say(out, f"  {p['metadata']['name']}/{c['name']}: {refs_text}")
     mapped = [p for p in pods if (p.get("status") or {}).get("extendedResourceClaimStatus")]
     if mapped:
         _say(out, "\nPods' status.extendedResourceClaimStatus:")
