@@ -117,6 +117,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         ["manifests", "--namespace", "NS"],
         "draxr manifests: error: --namespace: 'NS' is not a valid DNS-1123 label",
     ),
+    (["plan", "-f", "x", "--mode", "auto"], "draxr plan: error: --mode: invalid choice: 'auto'"),
     (["plan", "-f", "x", "--cel-engine", "go"], "draxr plan: error: --cel-engine: invalid choice: 'go'"),
     (
         ["manifests", "--webhook-url", "http://127.0.0.1"],

@@ -6,6 +6,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -52,7 +53,10 @@ def test_motivating_example_json_shape() -> None:
             "claim",
             "extendedResourceClaimStatus",
             "alignment",
+            "path",
+            "claims",
         }
+        assert (p["path"], p["claims"]) == ("native", [])
         assert p["alignment"] is None  # no class of the example aligns by a topology attribute
     dp = [p for p in pods if p["node"] == "device-plugin-node"]
     dra = [p for p in pods if p["node"] == "dra-node"]
@@ -399,7 +403,7 @@ def test_plan_shows_each_pods_alignment_and_each_nodes_fragmentation(tmp_path: P
     code, out, _ = plan([path])
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["POD", "NODE", "DEVICES", "/", "REASON", "ALIGNMENT"]
+    assert lines[0].split() == ["POD", "PATH", "NODE", "DEVICES", "/", "REASON", "ALIGNMENT"]
     rows = {line.split()[0]: line for line in lines[1:4]}
     assert rows["default/one"].split()[-1] == "-"  # one device: nothing to align
     assert rows["default/two"].endswith("container-0: pcieRoot=pci-0")  # binpack: the root in use
@@ -465,3 +469,78 @@ def test_plan_policy_flag_takes_the_three_policies(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         build_parser().parse_args(["plan", "-f", "x", "--policy", "firstfit"])
     assert "invalid choice: 'firstfit'" in capsys.readouterr().err
+
+
+# --- --mode rewrite ----------------------------------------------------------------------------
+
+GPU = "example.com/gpu"
+
+
+def rewrite_plan(objects: list[Obj]) -> list[dict[str, Any]]:
+    return [r.to_json() for r in build_plan(expand_workloads(objects), mode="rewrite").results]
+
+
+def test_the_kep_example_in_rewrite_mode_runs_on_dra_devices_through_claims() -> None:
+    out = io.StringIO()
+    assert run([examples_dir()], "json", "binpack", out, io.StringIO(), None, "rewrite") == 0
+    pods = json.loads(out.getvalue())["pods"]
+    assert [(p["path"], p["node"]) for p in pods] == [("rewrite", "dra-node")] * 4
+    for p in pods:
+        assert (p["claim"], p["extendedResourceClaimStatus"]) == (None, None)  # no special claim
+        (claim,) = p["claims"]
+        assert claim["metadata"]["name"] == f"{p['name']}-draxr-container-0-request-1"
+        assert claim["metadata"]["ownerReferences"][0]["name"] == p["name"]
+        assert claim["spec"]["devices"]["requests"][0]["exactly"]["count"] == 1
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [r["pool"] for r in results] == ["dra-node"]
+    devices = [
+        c["status"]["allocation"]["devices"]["results"][0]["device"] for p in pods for c in p["claims"]
+    ]
+    assert len(set(devices)) == 4
+
+
+def test_rewrite_mode_table_names_each_pods_path() -> None:
+    out = io.StringIO()
+    assert run([examples_dir()], "table", "binpack", out, io.StringIO(), None, "rewrite") == 0
+    rows = [line.split() for line in out.getvalue().splitlines()[1:5]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (f"default/demo-{i}", "rewrite", "dra-node") for i in range(4)
+    ]
+
+
+def test_in_rewrite_mode_a_pod_dra_cannot_hold_goes_to_the_device_plugin() -> None:
+    objs = [
+        factory.device_class("gpu", ext=GPU),
+        factory.node("dra"),
+        factory.resource_slice("s", factory.gpus(2), node_name="dra"),
+        factory.node("dp", {GPU: 4}),
+        pod("big", [container("c", {GPU: "3"})]),
+        pod("small", [container("c", {GPU: "1"})]),
+        pod("plain", [container("c", {"cpu": "1"})]),
+    ]
+    by_name = {str(p["name"]): p for p in rewrite_plan(objs)}
+    assert (by_name["big"]["path"], by_name["big"]["node"]) == ("device-plugin", "dp")
+    assert by_name["big"]["claims"] == []
+    assert (by_name["small"]["path"], by_name["small"]["node"]) == ("rewrite", "dra")
+    assert by_name["plain"]["path"] == "-"
+
+
+def test_rewrite_mode_gives_init_containers_and_sidecars_upstreams_devices() -> None:
+    objs = [
+        factory.device_class("gpu", ext=GPU),
+        factory.node("dra"),
+        factory.resource_slice("s", factory.gpus(4), node_name="dra"),
+        pod(
+            "p",
+            [container("app", {GPU: "1"})],
+            init=[container("init", {GPU: "2"}), container("side", {GPU: "1"}, sidecar=True)],
+        ),
+    ]
+    (p,) = rewrite_plan(objs)
+    assert (p["path"], p["status"]) == ("rewrite", "Scheduled")
+    counts = sorted(c["spec"]["devices"]["requests"][0]["exactly"]["count"] for c in p["claims"])
+    # upstream's mapping: the init container runs before the sidecar and the app start, so its
+    # two devices are theirs (one each): two claims of one device, two devices in all
+    allocated = sum(len(c["status"]["allocation"]["devices"]["results"]) for c in p["claims"])
+    assert counts == [1, 1]
+    assert allocated == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,13 +12,17 @@ from tests.core.podfactory import container, pod
 from webhook.core.mappings import create_requests_and_mappings
 from webhook.core.objects import Obj
 from webhook.core.rewrite import (
+    REWRITTEN_ANNOTATION,
     TEMPLATE_REQUEST,
     TemplateRef,
+    alignment,
     plan_rewrite,
+    rewritten_annotation,
     rewritten_pod,
     template,
     template_name,
     template_ref,
+    templates_of,
     templates_used,
 )
 
@@ -179,3 +184,66 @@ def test_every_container_gets_the_devices_upstreams_mapping_gives_it(p: Obj) -> 
                 (c.get("resources") or {}).get("limits", {}),
             ):
                 assert not set(values) & set(dra)
+
+
+# --- alignment (draxr.io/align-by on the class) ----------------------------------------------------
+
+ROOT = "resource.kubernetes.io/pcieRoot"
+NUMA = "gpu.example.com/numaNode"
+
+
+def aligned_class(name: str = "gpu.example.com", by: str = ROOT) -> Obj:
+    return {"metadata": {"name": name, "annotations": {"draxr.io/align-by": by}}, "spec": {}}
+
+
+def test_a_multi_device_request_of_an_aligning_class_gets_an_aligned_template() -> None:
+    classes = {"gpu.example.com": aligned_class(by=f"{ROOT},{NUMA}")}
+    align = alignment(pod("p", [container("c", {ER: "4"})]), classes.get, lambda _c, _a: 4)
+    rw = plan_rewrite(
+        pod("p", [container("c", {ER: "4"}), container("d", {ER: "1"})]), {ER: "gpu.example.com"}, align
+    )
+    aligned, single = sorted(rw.templates, key=lambda r: r.count, reverse=True)
+    assert aligned == TemplateRef("gpu.example.com", 4, (ROOT, NUMA))
+    assert single == TemplateRef("gpu.example.com", 1)  # one device: nothing to align
+    assert aligned.name.startswith("draxr-gpu.example.com-4-aligned-")
+    assert (
+        aligned.name
+        != TemplateRef("gpu.example.com", 4, (ROOT,)).name
+        != TemplateRef("gpu.example.com", 4).name
+    )
+    body = template(aligned, "ns")
+    assert body["spec"]["spec"]["devices"]["constraints"] == [
+        {"requests": [TEMPLATE_REQUEST], "matchAttribute": ROOT},
+        {"requests": [TEMPLATE_REQUEST], "matchAttribute": NUMA},
+    ]
+    assert "constraints" not in template(single, "ns")["spec"]["spec"]["devices"]
+    assert template_ref(body) == aligned  # the worker reads back what it wrote
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(rw)}
+    assert templates_of(annotated) == sorted(rw.templates)
+
+
+def test_alignment_follows_the_pod_and_the_largest_group() -> None:
+    classes = {"gpu.example.com": aligned_class()}
+    p = pod("p", [container("c", {ER: "4"})])
+    assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == (ROOT,)
+    # no root anywhere holds 8: requiring it would make the pod wait forever
+    assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 8) == ()
+    assert alignment(p, classes.get, lambda _c, _a: 4)("other.example.com", 4) == ()  # class does not align
+    for opt_out in ("none", "preferred"):  # a template claim cannot fall back to a split set
+        p["metadata"]["annotations"] = {"draxr.io/align": opt_out}
+        assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == ()
+    p["metadata"]["annotations"] = {"draxr.io/align": "requird"}  # a typo never loosens it
+    assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == (ROOT,)
+
+
+def test_a_tampered_rewritten_annotation_names_no_template() -> None:
+    ref = TemplateRef("gpu.example.com", 4, (ROOT,))
+    for body in (
+        {ref.name: ["gpu.example.com", 4, [NUMA]]},  # attributes that do not give the name
+        {ref.name: ["gpu.example.com", 4, ROOT]},  # not a list
+        {ref.name: ["gpu.example.com", True, [ROOT]]},
+    ):
+        p = pod("p")
+        p["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: json.dumps(body)}
+        assert templates_of(p) == []

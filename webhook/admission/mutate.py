@@ -28,7 +28,15 @@ from ..core.messages import clip
 from ..core.objects import Obj, as_dict, as_list, meta, namespace, spec
 from ..core.paths import PathChoice, path_for
 from ..core.quota import unguarded
-from ..core.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
+from ..core.rewrite import (
+    REWRITTEN_ANNOTATION,
+    Alignment,
+    alignment,
+    no_alignment,
+    plan_rewrite,
+    rewritten_annotation,
+    rewritten_pod,
+)
 from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, quota_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
@@ -75,9 +83,11 @@ def mutation_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) 
     return patch
 
 
-def rewrite_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) -> list[Obj]:
+def rewrite_patch(
+    pod: Obj, resolved: dict[str, str], config: AdmissionConfig, align: Alignment = no_alignment
+) -> list[Obj]:
     """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in."""
-    plan = plan_rewrite(pod, resolved)
+    plan = plan_rewrite(pod, resolved, align)
     after = rewritten_pod(pod, plan)
     annotations = {**as_dict(meta(pod).get("annotations"))}
     annotations[DRAXR_RESOURCES_ANNOTATION] = annotation_value(resolved)
@@ -162,7 +172,11 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
     if choice.path == "rewrite":
         for name, cls in quotas:
             warnings.append(quota_warning(name, cls))
-        return Verdict(patch=rewrite_patch(pod, resolved, ctx.config) or None, warnings=warnings)
+        with cache.lock:
+            state = cache.state
+            align = alignment(pod, state.classes.get, state.capacity.largest_group)
+            patch = rewrite_patch(pod, resolved, ctx.config, align)
+        return Verdict(patch=patch or None, warnings=warnings)
     if choice.path != "native":
         return Verdict(warnings=warnings)
     # An unserved name already says why the pod cannot run; the fit message would only repeat it.

@@ -7,6 +7,12 @@ The table shows, per pod, what its devices share (``ALIGNMENT``: the attribute v
 or the values a ``preferred`` pod's split set spans) and, per node and class that aligns by an
 attribute, its ``FRAGMENTATION``: how many topology groups are still whole and how many free devices
 sit in groups already broken.
+
+``--mode`` plans the cluster as draxr's webhook would route it: ``native`` (KEP-5004 with
+``DRAExtendedResource`` on: the special claim and the pod's request mapping), or ``rewrite`` (the
+gate off: pods with DRA-backed names become ordinary claims made from draxr's templates, the
+kubelets without the gate serve no DRA-backed name natively, and in a mixed cluster a pod goes
+where it fits now, as ``core.paths`` decides at admission). The ``PATH`` column says which.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..admission.extended import backing_classes, requested_extended
 from ..core.cel import DEFAULT_ENGINE, ENGINES, SelectorEngine
 from ..core.claims import (
     deterministic_name,
@@ -28,15 +35,29 @@ from ..core.claims import (
     reserved_for,
     special_claim_after_prebind,
 )
+from ..core.constants import POD_CLAIM_NAME_ANNOTATION
 from ..core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.paths import path_for
 from ..core.placement import alignment_text
+from ..core.rewrite import (
+    REWRITTEN_ANNOTATION,
+    alignment,
+    plan_rewrite,
+    rewritten_annotation,
+    rewritten_pod,
+    template,
+    templates_of,
+)
 from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
 from ..core.scoring import BINPACK, POLICIES
 from ..core.slices import parse_slice
 from ..core.state import ClusterState
 from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
+from ..loader.workloads import object_uid
 from .flags import one_line
+
+MODES = ("native", "rewrite")
 
 
 @dataclass
@@ -45,6 +66,8 @@ class PodResult:
     decision: Decision
     claim: Obj | None = None
     claim_status: Obj | None = None
+    path: str = "-"  # native, rewrite, device-plugin; "-" for a pod asking for no DRA-backed name
+    claims: list[Obj] = field(default_factory=list)  # rewrite: the claims made from templates
 
     def to_json(self) -> dict[str, Any]:
         d = self.decision
@@ -58,7 +81,19 @@ class PodResult:
             "claim": self.claim,
             "extendedResourceClaimStatus": self.claim_status,
             "alignment": d.placement.to_api() if d.node and d.placement is not None else None,
+            "path": self.path,
+            "claims": [_claim_json(c, d) for c in self.claims],
         }
+
+
+def _claim_json(claim: Obj, d: Decision) -> Obj:
+    """A claim made from a template, with the allocation this decision gives it."""
+    allocated = {name(uc.claim): uc.allocation for uc in d.user_claims if uc.allocation is not None}
+    alloc = allocated.get(name(claim))
+    out = copy.deepcopy(claim)
+    if alloc is not None:
+        out["status"] = {"allocation": alloc.to_api()}
+    return out
 
 
 @dataclass
@@ -92,8 +127,11 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
                 raise LoadError(item.source, item.index, "spec", problem)
 
 
-def build_plan(objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | None = None) -> Plan:
-    """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed."""
+def build_plan(
+    objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | None = None, mode: str = "native"
+) -> Plan:
+    """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
+    ``mode``: ``native`` or ``rewrite`` (see the module's docstring)."""
     state = ClusterState(SelectorEngine(engine=cel_engine))
     scheduler = Scheduler(state, policy)
     plan = Plan(state=state)
@@ -101,6 +139,9 @@ def build_plan(objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | 
     for o in objects:
         if o.get("kind") != "Pod":
             state.apply(str(o.get("kind")), o)
+    if mode == "rewrite":  # the cluster without the gate: no kubelet serves DRA-backed names natively
+        for info in state.nodes.values():
+            info.kubelet_gate = False
     for i, o in enumerate(objects):
         if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
             continue
@@ -110,14 +151,64 @@ def build_plan(objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | 
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
-        plan.results.append(_place(scheduler, pod))
+        plan.results.append(_route(scheduler, pod, mode))
     return plan
 
 
-def _place(scheduler: Scheduler, pod: Obj) -> PodResult:
+def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
+    """The path the webhook would give ``pod`` in ``mode``, then its placement."""
+    state = scheduler.state
+    resolved = backing_classes(requested_extended(pod), state.classes)
+    if not resolved:
+        return _place(scheduler, pod, "-")
+    if mode == "native":
+        return _place(scheduler, pod, "native")
+    choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
+    if choice.path != "rewrite":
+        return _place(scheduler, pod, choice.path)
+    rewrite = plan_rewrite(pod, resolved, alignment(pod, state.classes.get, state.capacity.largest_group))
+    rewritten = rewritten_pod(pod, rewrite)
+    rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (
+        rewritten_annotation(rewrite)
+    )
+    claims = [_claim_from_template(rewritten, pc) for pc in rewrite.pod_claims]
+    for claim in claims:
+        state.apply("ResourceClaim", claim)
+    rewritten.setdefault("status", {})["resourceClaimStatuses"] = [
+        {"name": pc["name"], "resourceClaimName": name(c)}
+        for pc, c in zip(rewrite.pod_claims, claims, strict=True)
+    ]
+    result = _place(scheduler, rewritten, "rewrite")
+    result.pod, result.claims = pod, claims
+    return result
+
+
+def _claim_from_template(pod: Obj, pod_claim: Obj) -> Obj:
+    """The claim kube-controller-manager's resourceclaim controller would make for ``pod_claim``
+    (named ``<pod>-<pod claim>``, without the random suffix a real one gets)."""
+    ns = namespace(pod)
+    ref = next(r for r in templates_of(pod) if r.name == pod_claim["resourceClaimTemplateName"])
+    body = template(ref, ns)["spec"]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": f"{name(pod)}-{pod_claim['name']}",
+            "namespace": ns,
+            "uid": object_uid("ResourceClaim", ns, f"{name(pod)}-{pod_claim['name']}"),
+            "annotations": {POD_CLAIM_NAME_ANNOTATION: pod_claim["name"]},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": name(pod), "uid": uid(pod), "controller": True}
+            ],
+        },
+        "spec": copy.deepcopy(body["spec"]),
+    }
+
+
+def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
     state = scheduler.state
     decision = scheduler.schedule(pod)
-    result = PodResult(pod, decision)
+    result = PodResult(pod, decision, path=path)
     if decision.status != SCHEDULED or decision.node is None:
         return result
     bound = copy.deepcopy(pod)
@@ -149,6 +240,9 @@ def _devices_text(r: PodResult) -> str:
     parts: list[str] = []
     if d.special is not None:
         parts.extend(f"{x.device.pool}/{x.device.name}" for x in d.special.results)
+    for uc in d.user_claims:
+        if uc.allocation is not None:
+            parts.extend(f"{x.device.pool}/{x.device.name}" for x in uc.allocation.results)
     for res, route in sorted(d.routes.items()):
         if route.via == "device-plugin":
             parts.append(f"{res} (device plugin)")
@@ -170,12 +264,13 @@ def fragmentation_text(attribute: str, groups: Groups) -> str:
 
 
 def write_table(plan: Plan, out: TextIO) -> None:
-    rows = [["POD", "NODE", "DEVICES / REASON", "ALIGNMENT"]]
+    rows = [["POD", "PATH", "NODE", "DEVICES / REASON", "ALIGNMENT"]]
     for r in plan.results:
         scheduled = r.decision.status == SCHEDULED
         rows.append(
             [
                 f"{namespace(r.pod)}/{name(r.pod)}",
+                r.path,
                 r.decision.node or "<none>",
                 _devices_text(r),
                 alignment_text(r.decision.placement) if scheduled else "-",
@@ -212,6 +307,7 @@ def run(
     out: TextIO,
     err: TextIO,
     cel_engine: str | None = None,
+    mode: str = "native",
 ) -> int:
     try:
         loaded = load_paths(paths)
@@ -221,7 +317,7 @@ def run(
         err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
-    plan = build_plan(objects, policy, cel.engine)
+    plan = build_plan(objects, policy, cel.engine, mode)
     if output == "json":
         json.dump(plan.to_json(), out, indent=2, sort_keys=False)
         out.write("\n")
@@ -254,8 +350,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help=f"CEL engine of the selectors; cel-rust needs the cel-fast extra (default: {DEFAULT_ENGINE})",
     )
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="native",
+        help="plan as the webhook routes pods: native (DRAExtendedResource on: KEP-5004's special claim) "
+        "or rewrite (the gate off: DRA-backed names become claims from draxr's templates)",
+    )
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr, args.cel_engine)
+    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr, args.cel_engine, args.mode)

@@ -12,9 +12,17 @@ The rewrite gives each container exactly the devices upstream's request mapping 
   that container naming the pod claim and the template's request;
 * the rewritten names leave ``requests`` and ``limits`` of every container and init container.
 
-Templates are shared: one per (namespace, class, count), with a deterministic name, so the
-webhook can name them without writing anything (dry runs stay exact) and the worker creates the
+Templates are shared: one per (namespace, class, count, alignment), with a deterministic name, so
+the webhook can name them without writing anything (dry runs stay exact) and the worker creates the
 ones that are missing. The pod's own claims are kept; nothing else changes.
+
+Alignment (``draxr.io/align-by`` on the class, issue 13): a request of two or more devices whose
+class aligns by attributes gets a template whose claim carries a ``matchAttribute`` constraint per
+attribute, so its devices share a PCIe root or NUMA node as in native mode. A template claim holds
+one request, so what native mode adds beyond that cannot be said here: GPU and NIC requests of one
+container land in two claims and are aligned each on its own, not with each other, and a
+``preferred`` pod gets no constraint (a claim cannot fall back to a split set; the pod would wait as
+a ``required`` one does).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -30,6 +38,7 @@ from .mappings import create_requests_and_mappings
 from .names import is_dns1123_subdomain
 from .objects import Obj, as_dict, as_list, spec
 from .podresources import containers
+from .topology import REQUIRED, align_by, pod_alignment
 
 #: Labels and annotations draxr puts on what it writes for the rewrite.
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
@@ -45,14 +54,39 @@ TEMPLATE_PREFIX: Final = "draxr-"
 
 @dataclass(frozen=True, slots=True, order=True)
 class TemplateRef:
-    """A shared template: (class, count) in a namespace."""
+    """A shared template: (class, count, the attributes its devices share) in a namespace."""
 
     device_class: str
     count: int
+    align: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
-        return template_name(self.device_class, self.count)
+        return template_name(self.device_class, self.count, self.align)
+
+
+#: (class, count) -> the attributes a request's devices must share; () for none.
+Alignment = Callable[[str, int], tuple[str, ...]]
+
+
+def no_alignment(_cls: str, _count: int) -> tuple[str, ...]:
+    return ()
+
+
+def alignment(
+    pod: Obj, class_of: Callable[[str], Obj | None], largest_group: Callable[[str, str], int]
+) -> Alignment:
+    """What the pod's templates align, as native mode would: the class's ``draxr.io/align-by``
+    attributes unless the pod says ``draxr.io/align: none`` or ``preferred`` (see the module's
+    docstring), leaving out an attribute no group anywhere is large enough for (the pod would wait
+    forever, as ``topology.alignment_constraints`` argues)."""
+    if pod_alignment(pod) != REQUIRED:
+        return no_alignment
+
+    def align(cls: str, count: int) -> tuple[str, ...]:
+        return tuple(a for a in align_by(class_of(cls)) if count <= largest_group(cls, a))
+
+    return align
 
 
 @dataclass(slots=True)
@@ -69,22 +103,28 @@ class Rewrite:
         return not self.pod_claims
 
 
-def template_name(device_class: str, count: int) -> str:
-    """``draxr-<class>-<count>``; a name that would not be a valid object name is shortened and
-    made unique by a hash of the class."""
-    plain = f"{TEMPLATE_PREFIX}{device_class}-{count}"
+def template_name(device_class: str, count: int, align: tuple[str, ...] = ()) -> str:
+    """``draxr-<class>-<count>``, with ``-aligned-<hash of the attributes>`` when the devices must
+    share attributes; a name that would not be a valid object name is shortened and made unique by
+    a hash of the class."""
+    suffix = f"-aligned-{_digest(','.join(align))[:8]}" if align else ""
+    plain = f"{TEMPLATE_PREFIX}{device_class}-{count}{suffix}"
     if not is_dns1123_subdomain(plain):  # no errors: a valid object name
         return plain
-    digest = hashlib.sha256(device_class.encode()).hexdigest()[:10]
-    return f"{TEMPLATE_PREFIX}{digest}-{count}"
+    return f"{TEMPLATE_PREFIX}{_digest(device_class)[:10]}-{count}{suffix}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def pod_claim_name(request_name: str) -> str:
     return POD_CLAIM_PREFIX + request_name
 
 
-def plan_rewrite(pod: Obj, dra: Mapping[str, str]) -> Rewrite:
-    """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class)."""
+def plan_rewrite(pod: Obj, dra: Mapping[str, str], align: Alignment = no_alignment) -> Rewrite:
+    """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class);
+    ``align`` says which attributes a request's devices must share."""
     out = Rewrite(resources=dict(dra))
     if not dra:
         return out
@@ -93,7 +133,8 @@ def plan_rewrite(pod: Obj, dra: Mapping[str, str]) -> Rewrite:
     templates: set[TemplateRef] = set()
     for request in requests:
         exactly = request["exactly"]
-        ref = TemplateRef(str(exactly["deviceClassName"]), int(exactly["count"]))
+        cls, count = str(exactly["deviceClassName"]), int(exactly["count"])
+        ref = TemplateRef(cls, count, align(cls, count) if count > 1 else ())
         templates.add(ref)
         claim_name = pod_claim_name(str(request["name"]))
         if claim_name in taken:
@@ -134,9 +175,12 @@ def rewritten_pod(pod: Obj, rewrite: Rewrite) -> Obj:
 
 
 def rewritten_annotation(rewrite: Rewrite) -> str:
-    """The value of ``draxr.io/rewritten``: template name -> [class, count], all the worker needs to
-    create the templates the pod's claims come from."""
-    body = {ref.name: [ref.device_class, ref.count] for ref in rewrite.templates}
+    """The value of ``draxr.io/rewritten``: template name -> [class, count] (and the aligned
+    attributes, if any), all the worker needs to create the templates the pod's claims come from."""
+    body = {
+        ref.name: [ref.device_class, ref.count, *([list(ref.align)] if ref.align else [])]
+        for ref in rewrite.templates
+    }
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
@@ -149,13 +193,18 @@ def templates_of(pod: Obj) -> list[TemplateRef]:
         return []
     out: list[TemplateRef] = []
     for name, value in as_dict(body).items():
+        if not isinstance(value, list) or len(value) not in (2, 3):
+            continue
+        cls, count, *rest = value
+        attrs = rest[0] if rest else []
         if (
-            isinstance(value, list)
-            and len(value) == 2
-            and isinstance(value[0], str)
-            and isinstance(value[1], int)
+            isinstance(cls, str)
+            and isinstance(count, int)
+            and not isinstance(count, bool)
+            and isinstance(attrs, list)
+            and all(isinstance(a, str) for a in attrs)
         ):
-            ref = TemplateRef(value[0], value[1])
+            ref = TemplateRef(cls, count, tuple(attrs))
             if ref.name == name and ref.count > 0:
                 out.append(ref)
     return sorted(out)
@@ -183,7 +232,16 @@ def template(ref: TemplateRef, namespace: str) -> Obj:
                                 "count": ref.count,
                             },
                         }
-                    ]
+                    ],
+                    **(
+                        {
+                            "constraints": [
+                                {"requests": [TEMPLATE_REQUEST], "matchAttribute": attr} for attr in ref.align
+                            ]
+                        }
+                        if ref.align
+                        else {}
+                    ),
                 }
             }
         },
@@ -195,14 +253,16 @@ def template_ref(obj: Obj) -> TemplateRef | None:
     meta = as_dict(obj.get("metadata"))
     if as_dict(meta.get("labels")).get(MANAGED_BY_LABEL) != MANAGED_BY:
         return None
-    requests = as_list(as_dict(as_dict(as_dict(obj.get("spec")).get("spec")).get("devices")).get("requests"))
+    devices = as_dict(as_dict(as_dict(obj.get("spec")).get("spec")).get("devices"))
+    requests = as_list(devices.get("requests"))
     if len(requests) != 1:
         return None
     exactly = as_dict(as_dict(requests[0]).get("exactly"))
     cls, count = exactly.get("deviceClassName"), exactly.get("count")
     if not isinstance(cls, str) or not isinstance(count, int) or isinstance(count, bool):
         return None
-    ref = TemplateRef(cls, count)
+    attrs = tuple(str(as_dict(c).get("matchAttribute")) for c in as_list(devices.get("constraints")))
+    ref = TemplateRef(cls, count, attrs)
     return ref if ref.name == meta.get("name") else None
 
 
