@@ -5,9 +5,10 @@ here, on first sight of a rewritten pod: one per (namespace, class, count), with
 name and ``app.kubernetes.io/managed-by: draxr``. The resourceclaim controller retries a pod whose
 template does not exist yet, so a template made a moment after its first pod is in time.
 
-A template no pod of its namespace uses for ``grace`` seconds is deleted: its claims are owned by
-their pods and collected with them, so nothing of the rewrite outlives the pods that use it (no
-orphans by construction). Only the leader writes.
+A template no pod of its namespace uses for ``grace`` seconds is deleted, and one whose DeviceClass
+is gone at once (no pod can be rewritten to it any more, and a claim it would still make could
+never be allocated): its claims are owned by their pods and collected with them, so nothing of the
+rewrite outlives the pods that use it (no orphans by construction). Only the leader writes.
 """
 
 from __future__ import annotations
@@ -84,20 +85,24 @@ class TemplateKeeper:
         return created
 
     def collect(self) -> int:
-        """Delete draxr's templates that no pod of their namespace has used for ``grace`` seconds."""
+        """Delete draxr's templates that no pod of their namespace has used for ``grace`` seconds,
+        and those whose DeviceClass is gone."""
         now = self._clock()
         used: set[TemplateKey] = set()
         for pod in self.cache.all_pods().values():
             used.update((namespace(pod), tname) for tname in templates_used(pod))
         deleted = 0
         for key, obj in sorted(self.cache.templates().items()):
-            if template_ref(obj) is None:
+            ref = template_ref(obj)
+            if ref is None:
                 continue  # not ours
-            if key in used:
+            with self.cache.lock:
+                class_gone = self.cache.state.classes.get(ref.device_class) is None
+            if key in used and not class_gone:
                 self._unused_since.pop(key, None)
                 continue
             since = self._unused_since.setdefault(key, now)
-            if now - since < self.grace or not self.fence():
+            if (not class_gone and now - since < self.grace) or not self.fence():
                 continue
             try:
                 self.client.delete(RESOURCE_CLAIM_TEMPLATES, key[1], key[0])
