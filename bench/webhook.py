@@ -9,7 +9,7 @@ over persistent TLS connections written by hand (asyncio streams), which keeps t
 below the server's. The pod is a realistic ~5 KB Deployment pod asking for ``example.com/gpu``.
 
     python bench/webhook.py [--rates 200,1000] [--seconds 10] [--connections 16] [--unique]
-                            [--device-plugin]
+                            [--device-plugin] [--rewrite]
 
     python bench/webhook.py --large-pods 12 [--large-bytes 2600000] [--probe-rate 20] [--seconds 10]
 
@@ -19,6 +19,8 @@ it, as device plugins do) and the cache is fed by informers from an API emulator
 server process, so every admission waits for a fresh DeviceClass list (shared by concurrent
 admissions) before it leaves the pod alone. The emulator shares the server's CPU; a real API
 server would not, so this is the pessimistic case.
+``--rewrite`` answers as rewrite mode does (kube-apiserver without ``DRAExtendedResource``): every
+pod becomes one with DRA claims from draxr's templates (a larger JSONPatch).
 ``--large-pods N`` is the hostile case instead: N connections send ~``--large-bytes`` pods (the
 realistic pod with its container repeated; ``--large-kind invalid``: every copy asks for half a
 GPU, and the pods go to ``/validate/pods`` to be denied) back to back, while an open-loop schedule at
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import dataclasses
 import json
 import multiprocessing as mp
@@ -271,6 +274,7 @@ def serve(
     device_plugin: bool,
     settings: dict[str, int] | None = None,
     switch_interval: float | None = None,
+    rewrite: bool = False,
 ) -> None:
     if switch_interval is not None:
         sys.setswitchinterval(switch_interval)
@@ -291,7 +295,8 @@ def serve(
             inline_review_bytes=settings.get("inline_review_bytes", config.inline_review_bytes),
             max_large_reviews=settings.get("max_large_reviews", config.max_large_reviews),
         )
-    app = webhook_app(cache, config)
+    # --rewrite: kube-apiserver without DRAExtendedResource, so every pod is rewritten into claims
+    app = webhook_app(cache, config, None, lambda: False) if rewrite else webhook_app(cache, config)
     server = uvicorn_server(
         app,
         ReloadingTLS(cert_dir),
@@ -573,6 +578,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-large-reviews", type=int, help="the server's AdmissionConfig.max_large_reviews")
     ap.add_argument("--switch-interval", type=float, help="the server's sys.setswitchinterval (seconds)")
     ap.add_argument("--probe-rate", type=float, default=20.0, help="small reviews (and /healthz) per second")
+    ap.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="the apiserver's DRAExtendedResource off: every pod is rewritten into DRA claims (rewrite mode)",
+    )
     args = ap.parse_args(argv)
 
     from webhook.install.certs import CA_CERT, ensure_certs
@@ -603,6 +613,7 @@ def main(argv: list[str] | None = None) -> int:
             args.device_plugin,
             settings,
             args.switch_interval,
+            args.rewrite,
         ),
         daemon=True,
     )
@@ -613,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         answer = asyncio.run(check_answer(port, ctx, bodies[0]))  # connects once the server listens
         if answer.get("allowed") is not True or ("patch" in answer) == args.device_plugin:
             raise SystemExit(f"unexpected answer from the webhook: {answer}")
+        rewritten = "resourceClaims" in base64.b64decode(answer.get("patch", "")).decode()
+        if rewritten != args.rewrite:
+            raise SystemExit(f"expected {'a' if args.rewrite else 'no'} rewrite, got: {answer}")
         asyncio.run(closed_loop(port, ctx, bodies, 2.0, args.connections))  # warm-up
         if args.large_pods:
             invalid = args.large_kind == "invalid"
@@ -643,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             "cluster": {"nodes": args.nodes, "devices_per_node": args.devices},
             "unique_pods": args.unique,
             "device_plugin": args.device_plugin,
+            "rewrite": args.rewrite,
             "connections": args.connections,
             "seconds_per_phase": args.seconds,
             "cpus": os.cpu_count(),

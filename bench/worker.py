@@ -6,7 +6,13 @@ are replaced one for one (delete a bound pod, create a new one) to measure creat
 under churn. Prints JSON: pods bound per second, p50/p99 create-to-bound latency, and API writes
 per pod made by the worker (claim create, claim status, pod status, binding, event).
 
-    python bench/worker.py [--nodes 100] [--devices 8] [--steady 400]
+``--rewrite``: the pods are those rewrite mode makes (kube-apiserver without DRAExtendedResource):
+each asks for a claim from draxr's ResourceClaimTemplate instead of the extended resource, with
+``schedulerName: draxr`` as ``--route=always`` sets it. The worker makes the template on first sight,
+the emulator's resourceclaim controller the claims, and the worker allocates and binds them
+(claim status, binding; the claim's create and cleanup are the controller's, not counted).
+
+    python bench/worker.py [--nodes 100] [--devices 8] [--steady 400] [--rewrite]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.core.objects import Obj
+from webhook.core.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
 from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
@@ -69,21 +76,27 @@ def setup(em: Emulator, nodes: int, devices: int) -> None:
         )
 
 
-def pod(name: str) -> Obj:
-    return {
+def pod(name: str, rewrite: bool = False) -> Obj:
+    body: Obj = {
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "schedulerName": "draxr",
             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"example.com/gpu": "1"}}}],
         },
     }
+    if rewrite:  # what the mutating webhook answers in rewrite mode
+        plan = plan_rewrite(body, {"example.com/gpu": "gpu.example.com"})
+        body = rewritten_pod(body, plan)
+        body["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(plan)}
+    return body
 
 
 class Tracker:
     """Create and bound times per pod, from the emulator's own store changes."""
 
-    def __init__(self, em: Emulator) -> None:
+    def __init__(self, em: Emulator, rewrite: bool = False) -> None:
         self.em = em
+        self.rewrite = rewrite
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self._stop = threading.Event()
@@ -101,7 +114,7 @@ class Tracker:
 
     def create(self, name: str) -> None:
         self.created[name] = time.perf_counter()
-        self.em.create("pods", pod(name))
+        self.em.create("pods", pod(name, self.rewrite))
 
     def wait(self, names: list[str], timeout: float) -> None:
         deadline = time.perf_counter() + timeout
@@ -138,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the worker's client-side write limit (draxr serve defaults to 50, burst 100)",
     )
     ap.add_argument("--burst", type=int, default=2000)
+    ap.add_argument("--rewrite", action="store_true", help="rewrite mode's pods (claims from templates)")
     args = ap.parse_args(argv)
     total = args.nodes * args.devices
     with (
@@ -152,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         proc.start_background()
-        tracker = Tracker(em)
+        tracker = Tracker(em, args.rewrite)
         try:
             em.reset_requests()
             fill = [f"fill-{i:04d}" for i in range(total)]
@@ -192,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             "client": "kubernetes (real HTTP)",
             "write_qps_limit": args.qps,
             "write_burst": args.burst,
+            "mode": "rewrite" if args.rewrite else "native",
         },
         "fill": {
             "pods": total,

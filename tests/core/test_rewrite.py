@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
+import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +19,7 @@ from webhook.core.rewrite import (
     TemplateRef,
     alignment,
     plan_rewrite,
+    rewrite_ops,
     rewritten_annotation,
     rewritten_pod,
     template,
@@ -184,6 +187,48 @@ def test_every_container_gets_the_devices_upstreams_mapping_gives_it(p: Obj) -> 
                 (c.get("resources") or {}).get("limits", {}),
             ):
                 assert not set(values) & set(dra)
+
+
+@st.composite
+def shaped_pods(draw: Any) -> Obj:
+    """``pods()`` in every shape the operations must handle: limits beside requests, containers
+    without resources or with claims of their own, names needing JSON Pointer escapes, a pod with
+    claims of its own."""
+    p: Obj = draw(pods())
+    for c in [*p["spec"].get("initContainers", []), *p["spec"]["containers"]]:
+        res = c.get("resources")
+        if res is None:
+            continue
+        shape = draw(st.sampled_from(["requests", "limits", "both", "none", "own-claims", "tilde"]))
+        if shape in ("limits", "both"):
+            res["limits"] = dict(res["requests"])
+        if shape == "limits":
+            del res["requests"]
+        if shape == "none":
+            del c["resources"]
+        if shape == "own-claims":
+            res["claims"] = [{"name": "mine"}]
+        if shape == "tilde":
+            res["requests"]["example.com/odd~name"] = 1
+    if draw(st.booleans()):
+        p["spec"]["resourceClaims"] = [{"name": "mine", "resourceClaimName": "my-claim"}]
+    return p
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=shaped_pods())
+def test_the_operations_make_exactly_the_rewritten_pod(p: Obj) -> None:
+    dra = {
+        ER: "gpu.example.com",
+        ERI: "init.example.com",
+        IMPLICIT: "gpu.example.com",
+        "example.com/odd~name": "x",
+    }
+    rw = plan_rewrite(p, dra)
+    before = copy.deepcopy(p)
+    patched = jsonpatch.apply_patch(p, rewrite_ops(p, rw))
+    assert p == before  # the pod itself is not touched
+    assert patched == rewritten_pod(p, rw)
 
 
 # --- alignment (draxr.io/align-by on the class) ----------------------------------------------------

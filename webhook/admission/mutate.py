@@ -34,8 +34,9 @@ from ..core.rewrite import (
     alignment,
     no_alignment,
     plan_rewrite,
+    pointer_token,
+    rewrite_ops,
     rewritten_annotation,
-    rewritten_pod,
 )
 from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, quota_warning, stale_classes_warning, unserved_warning
@@ -86,28 +87,31 @@ def mutation_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) 
 def rewrite_patch(
     pod: Obj, resolved: dict[str, str], config: AdmissionConfig, align: Alignment = no_alignment
 ) -> list[Obj]:
-    """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in."""
+    """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in, the
+    annotations, and the route. Built as operations (``rewrite_ops``), not by copying the pod and
+    diffing it: that was ten times the cost of the native path's answer."""
     plan = plan_rewrite(pod, resolved, align)
-    after = rewritten_pod(pod, plan)
-    annotations = {**as_dict(meta(pod).get("annotations"))}
-    annotations[DRAXR_RESOURCES_ANNOTATION] = annotation_value(resolved)
-    annotations[REWRITTEN_ANNOTATION] = rewritten_annotation(plan)
-    after.setdefault("metadata", {})["annotations"] = annotations
-    if config.route == "always" and spec(pod).get("schedulerName") != config.scheduler_name:
-        after["spec"]["schedulerName"] = config.scheduler_name
-    touched = ("initContainers", "containers", "resourceClaims", "schedulerName")
-    before = {
-        "metadata": {k: v for k, v in meta(pod).items() if k == "annotations"},
-        "spec": {k: v for k, v in spec(pod).items() if k in touched},
-    }
-    trimmed = {
-        "metadata": {"annotations": annotations},
-        "spec": {k: v for k, v in after["spec"].items() if k in touched},
+    ops = rewrite_ops(pod, plan)
+    added = {
+        DRAXR_RESOURCES_ANNOTATION: annotation_value(resolved),
+        REWRITTEN_ANNOTATION: rewritten_annotation(plan),
     }
     if "metadata" not in pod:
-        before.pop("metadata")
-    patch: list[Obj] = jsonpatch.make_patch(before, trimmed).patch
-    return patch
+        ops.append({"op": "add", "path": "/metadata", "value": {"annotations": added}})
+    elif not isinstance(meta(pod).get("annotations"), dict):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": added})
+    else:
+        ops.extend(
+            {
+                "op": "add",
+                "path": f"/metadata/annotations/{pointer_token(key)}",
+                "value": v,
+            }
+            for key, v in added.items()
+        )
+    if config.route == "always" and spec(pod).get("schedulerName") != config.scheduler_name:
+        ops.append({"op": "add", "path": "/spec/schedulerName", "value": config.scheduler_name})
+    return ops
 
 
 def path_warning(names: list[str], choice: PathChoice) -> str:

@@ -99,12 +99,7 @@ def path_for(
     devices of every class cover the pod's demand. Admission reads the cache as it is: a burst of
     pods can all see the same free devices, and the later ones then wait for DRA devices.
     """
-    dra_nodes: set[str] = set()
-    for cls in set(classes.values()):
-        dra_nodes |= set(state.capacity.total(cls))
-    candidates = [n for n in (dra_nodes or set(state.nodes)) if n in state.nodes]
-    # No node known yet: nothing says the kubelets lack the gate (the apiserver's answer decides).
-    kubelets_on = not candidates or any(state.nodes[n].kubelet_gate for n in candidates)
+    kubelets_on = _kubelets_on(state, set(classes.values()))
     plugin_nodes = [
         n
         for n in set.intersection(*(state.nodes.serving(r) for r in classes))
@@ -140,6 +135,23 @@ def path_for(
             for n in plugin_nodes
         ),
     )
+
+
+def _kubelets_on(state: ClusterState, classes: set[str]) -> bool:
+    """Some node that could serve the classes with DRA has the gate in its kubelet. The DRA nodes
+    are those with devices of the classes (every node when none has any yet); with no such node
+    known, nothing says the kubelets lack the gate (the apiserver's answer decides). Stops at the
+    first node with the gate on: the common case reads one node, not the cluster."""
+    dra_nodes = False
+    for cls in classes:
+        for node_name in state.capacity.total(cls):
+            dra_nodes = True
+            info = state.nodes.get(node_name)
+            if info is not None and info.kubelet_gate:
+                return True
+    if dra_nodes:
+        return not any(n in state.nodes for cls in classes for n in state.capacity.total(cls))
+    return not state.nodes or any(info.kubelet_gate for info in state.nodes.values())
 
 
 def _fits_on_a_node(counts: Mapping[str, Mapping[str, int]], per_class: Mapping[str, int]) -> bool:
