@@ -34,15 +34,35 @@ def test_failed_pod_waits_for_a_cluster_change_then_backs_off() -> None:
     assert q.pop(0) is None  # unschedulable: nothing changed yet
     assert q.depth()["unschedulable"] == 1
     q.cluster_changed()
-    assert q.pop(0) is None  # still backing off (1 s)
-    clock.now += 1.0
-    assert q.pop(0).uid == "p"  # type: ignore[union-attr]
+    assert q.depth()["backoff"] == 1  # backing off (1 s) ...
+    assert q.pop(0).uid == "p"  # type: ignore[union-attr]  # ... but nothing else is active
     assert q.failed("p") == 2.0  # doubling
     for expected in (4.0, 8.0, 16.0, 32.0, 60.0, 60.0):
         q.cluster_changed()
         clock.now += 100
         assert q.pop(0) is not None
         assert q.failed("p") == expected
+
+
+def test_backoff_orders_retries_behind_active_pods_and_never_idles() -> None:
+    """kube-scheduler's ``SchedulerPopFromBackoffQ`` (on since 1.33): active pods come first; a
+    pod in backoff is popped ahead of its time only when none is active."""
+    clock = Clock()
+    q = SchedulingQueue(clock)
+    q.add("early")
+    assert q.pop(0).uid == "early"  # type: ignore[union-attr]
+    q.failed("early")
+    q.cluster_changed()  # "early" is in backoff for 1 s
+    q.add("new", priority=-5)  # lower priority, but active
+    assert q.pop(0).uid == "new"  # type: ignore[union-attr]
+    assert q.pop(0).uid == "early"  # type: ignore[union-attr]
+    assert q.pop(0) is None
+    q.failed("early")  # 2 s now; an event moves it to backoff again
+    q.cluster_changed()
+    q.failed("new")
+    clock.now += 1.5
+    q.cluster_changed()  # "new" backs off until 1 s after its failure: expired, so active
+    assert [q.pop(0).uid for _ in range(2)] == ["new", "early"]  # type: ignore[union-attr]
 
 
 def test_event_during_an_attempt_is_not_lost() -> None:

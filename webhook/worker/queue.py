@@ -4,6 +4,10 @@ unschedulable set that waits for a cluster change that could make its pods fit.
 Like kube-scheduler's queue: a pod that failed goes to "unschedulable"; any event that may free
 or add capacity (a slice, claim, class, node, or a pod that releases resources) moves those pods
 back, through backoff if their backoff has not expired. Nothing waits on a fixed long timer.
+
+As kube-scheduler with ``SchedulerPopFromBackoffQ`` (beta and on since 1.33), a pod in backoff is
+popped at once when no pod is active: backoff orders retries under load, it does not idle the
+scheduler (a pod whose claims from templates were just created binds without waiting a second).
 """
 
 from __future__ import annotations
@@ -111,6 +115,10 @@ class SchedulingQueue:
                         continue
                     self._in_flight.add(entry.uid)
                     return entry
+                popped = self._pop_backoff()
+                if popped is not None:
+                    self._in_flight.add(popped.uid)
+                    return popped
                 now = self._clock()
                 waits = [t - now for t, _, _ in self._backoff[:1]]
                 if deadline is not None:
@@ -197,6 +205,23 @@ class SchedulingQueue:
             return
         self._in_active.add(entry.uid)
         heapq.heappush(self._active, _Heap((-entry.priority, entry.seq), entry.uid))
+
+    def _pop_backoff(self) -> Entry | None:
+        """The pod whose backoff ends first, ahead of time (no pod is active)."""
+        while self._backoff:
+            _, _, uid = heapq.heappop(self._backoff)
+            entry = self._entries.get(uid)
+            if (
+                entry is None
+                or uid in self._in_flight
+                or uid in self._unschedulable
+                or uid in self._in_active
+            ):
+                continue
+            if any(u == uid for _, _, u in self._backoff):
+                continue  # queued again later: that entry stands
+            return entry
+        return None
 
     def _flush_backoff(self) -> None:
         now = self._clock()
