@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 from typing import Final
 
-import jsonpatch
-
 from ..core.constants import DRAXR_RESOURCES_ANNOTATION
 from ..core.messages import clip
 from ..core.objects import Obj, as_dict, as_list, meta, namespace, spec
@@ -62,26 +60,44 @@ def wants_route(pod: Obj, config: AdmissionConfig) -> bool:
 
 
 def mutation_patch(pod: Obj, resolved: dict[str, str], config: AdmissionConfig) -> list[Obj]:
-    """The JSONPatch turning ``pod`` into its mutated form (empty when there is nothing to do).
-
-    ``jsonpatch.make_patch`` walks both documents entirely; only the two touched fields can differ,
-    so it is given just those (under their real paths), which yields the same operations.
-    """
+    """The JSONPatch of the native path (empty when there is nothing to do): draxr's annotation and,
+    per ``--route``, the scheduler name."""
     if not resolved:
         return []
-    before: Obj = {}
-    after: Obj = {}
-    if "metadata" in pod:
-        before["metadata"] = {k: v for k, v in meta(pod).items() if k == "annotations"}
-    annotations = {**as_dict(meta(pod).get("annotations"))}
-    annotations[DRAXR_RESOURCES_ANNOTATION] = annotation_value(resolved)
-    after["metadata"] = {"annotations": annotations}
+    ops = annotation_ops(pod, {DRAXR_RESOURCES_ANNOTATION: annotation_value(resolved)})
     if wants_route(pod, config):
-        if "spec" in pod:
-            before["spec"] = {k: v for k, v in spec(pod).items() if k == "schedulerName"}
-        after["spec"] = {"schedulerName": config.scheduler_name}
-    patch: list[Obj] = jsonpatch.make_patch(before, after).patch
-    return patch
+        ops.append(_set_scheduler(pod, config.scheduler_name))
+    return ops
+
+
+def annotation_ops(pod: Obj, added: dict[str, str]) -> list[Obj]:
+    """JSONPatch operations setting ``added`` among the pod's annotations, whatever is there."""
+    if "metadata" not in pod:
+        return [{"op": "add", "path": "/metadata", "value": {"annotations": added}}]
+    current = meta(pod).get("annotations")
+    if not isinstance(current, dict):
+        op = "replace" if "annotations" in meta(pod) else "add"
+        return [{"op": op, "path": "/metadata/annotations", "value": added}]
+    return [
+        {
+            "op": "replace" if key in current else "add",
+            "path": f"/metadata/annotations/{pointer_token(key)}",
+            "value": v,
+        }
+        for key, v in added.items()
+        if current.get(key) != v
+    ]
+
+
+def _set_scheduler(pod: Obj, scheduler: str) -> Obj:
+    if not isinstance(pod.get("spec"), dict):
+        return {
+            "op": "replace" if "spec" in pod else "add",
+            "path": "/spec",
+            "value": {"schedulerName": scheduler},
+        }
+    op = "replace" if "schedulerName" in spec(pod) else "add"
+    return {"op": op, "path": "/spec/schedulerName", "value": scheduler}
 
 
 def rewrite_patch(
@@ -96,21 +112,9 @@ def rewrite_patch(
         DRAXR_RESOURCES_ANNOTATION: annotation_value(resolved),
         REWRITTEN_ANNOTATION: rewritten_annotation(plan),
     }
-    if "metadata" not in pod:
-        ops.append({"op": "add", "path": "/metadata", "value": {"annotations": added}})
-    elif not isinstance(meta(pod).get("annotations"), dict):
-        ops.append({"op": "add", "path": "/metadata/annotations", "value": added})
-    else:
-        ops.extend(
-            {
-                "op": "add",
-                "path": f"/metadata/annotations/{pointer_token(key)}",
-                "value": v,
-            }
-            for key, v in added.items()
-        )
+    ops += annotation_ops(pod, added)
     if config.route == "always" and spec(pod).get("schedulerName") != config.scheduler_name:
-        ops.append({"op": "add", "path": "/spec/schedulerName", "value": config.scheduler_name})
+        ops.append(_set_scheduler(pod, config.scheduler_name))
     return ops
 
 
