@@ -74,6 +74,8 @@ def test_from_objects_is_synced_and_skips_kinds_it_does_not_read() -> None:
     assert cache.wait_synced(ALL_KINDS, timeout=0)
     assert list(cache.state.nodes) == ["n"]
     assert cache.state.classes.get("gpu.example.com") is not None
+    assert cache.device_class("gpu.example.com") is cache.state.classes.get("gpu.example.com")
+    assert cache.device_class("other.example.com") is None
     assert list(cache.all_pods()) == ["uid-p"]
 
 

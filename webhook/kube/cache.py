@@ -137,6 +137,10 @@ class ClusterCache:
         with self.lock:
             return self.pods.get(pod_uid)
 
+    def device_class(self, class_name: str) -> Obj | None:
+        with self.lock:
+            return self.state.classes.get(class_name)
+
     def quotas(self) -> list[Obj]:
         with self.lock:
             return list(self._quotas.values())

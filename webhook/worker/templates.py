@@ -96,8 +96,7 @@ class TemplateKeeper:
             ref = template_ref(obj)
             if ref is None:
                 continue  # not ours
-            with self.cache.lock:
-                class_gone = self.cache.state.classes.get(ref.device_class) is None
+            class_gone = self.cache.device_class(ref.device_class) is None
             if key in used and not class_gone:
                 self._unused_since.pop(key, None)
                 continue
