@@ -104,9 +104,9 @@ def test_a_new_template_scales_the_old_replicaset_to_zero() -> None:
         old = {p["metadata"]["name"] for p in em.wait_for(live_pods(em, 2), 5)}
         em.patch("deployments", "web", {"spec": deployment(image="y")["spec"]}, "default")
 
-        def replaced() -> list[Obj] | None:
-            pods = live_pods(em, 2)()
-            return pods if pods and not {p["metadata"]["name"] for p in pods} & old else None
+        def replaced() -> list[Obj]:
+            pods: list[Obj] = live_pods(em, 2)() or []
+            return pods if not {p["metadata"]["name"] for p in pods} & old else []
 
         new = em.wait_for(replaced, 5)
         assert {p["spec"]["containers"][0]["image"] for p in new} == {"y"}
