@@ -29,6 +29,7 @@ from ..core.objects import Obj, as_dict, as_list, meta, namespace, spec
 from ..core.paths import PathChoice, path_for
 from ..core.quota import unguarded
 from ..core.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
+from ..core.validation import validate_dra_quantities
 from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, quota_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
@@ -159,6 +160,10 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
     if choice.path != "native":  # the native path is KEP-5004's own: nothing to explain
         warnings.append(path_warning(sorted(resolved), choice))
     if choice.path == "rewrite":
+        if validate_dra_quantities(pod, lambda n: n in resolved):
+            # A quantity the rewrite would silently drop (500m asks for no device upstream): left
+            # as it is, so that the pod validation denies it at its exact path.
+            return Verdict(warnings=warnings)
         for name, cls in quotas:
             warnings.append(quota_warning(name, cls))
         return Verdict(patch=rewrite_patch(pod, resolved, ctx.config) or None, warnings=warnings)
