@@ -63,6 +63,9 @@ START_TIMEOUT = 60.0
 #: kube-controller-manager's controllers on the rows: the launcher's (claims from templates, garbage
 #: collection, namespaces, ServiceAccounts) and the Deployment scenario's.
 CONTROLLERS = (*DEFAULT_CONTROLLERS, "deployment-controller", "replicaset-controller")
+#: kube-controller-manager's client is limited to 20 requests/s by default: 200 pods in rewrite mode
+#: cost it ~1000 writes (claims from templates, then their release and deletion), 50 s of waiting.
+CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
 #: ``draxr serve`` flags of every row, for the tests: an unused template of the rewrite goes after 1 s
 #: (the scenarios wait for it), the apiserver gate is probed every 5 s. ``--mode`` stays ``auto``.
 DRAXR_FLAGS = ("--template-grace", "1", "--gate-probe-interval", "5")
@@ -287,6 +290,7 @@ class LocalCluster:
             row.version,
             gates=row.gates,
             controllers=CONTROLLERS,
+            controller_manager_args=CONTROLLER_MANAGER_ARGS,
             runtime_config={},
             workdir=self.workdir / "controlplane",
         )
