@@ -501,8 +501,8 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     other ``--feature-gates``). Within the gate probe interval (0.5 s here) the mode follows: an
     Event on draxr's Deployment, ``/readyz``, the gauge; the next pod takes the new path. A pod
     admitted before is never touched: same object, same claims. The pods name draxr as their
-    scheduler (the ``emulator`` target routes only pods of the default scheduler; a rewritten pod
-    keeps its own)."""
+    scheduler: a rewritten pod keeps its own (a dry run shows a pod of the default scheduler keeping
+    it on ``emulator``, which routes with the default ``--route=default-only``)."""
     box = target.sandbox
     if box is None:
         pytest.skip("only the emulator can flip the apiserver's gate under a running draxr")
@@ -529,6 +529,13 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     finally:
         target.native = native
     assert after["spec"]["schedulerName"] == "draxr"
+    if modes[1] == "rewrite":
+        # A pod of the default scheduler keeps it when rewritten, unless draxr routes every pod.
+        probe: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}}
+        probe["spec"] = {"containers": [container("c", {target.ext: "1"})]}
+        shown = target.user.create(PODS, probe, target.namespace, dry_run=True)
+        assert shown["spec"]["resourceClaims"]
+        assert shown["spec"]["schedulerName"] == ("draxr" if box.route == "always" else "default-scheduler")
     box.em.settle()
     assert target.admin.get(PODS, "before", target.namespace) == before
     kept = {c["metadata"]["name"]: c for c in target.objects("resourceclaims")}
