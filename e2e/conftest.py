@@ -1,13 +1,18 @@
 """Which targets the e2e scenarios run on, and the failure report.
 
 ``--e2e-targets`` (or ``DRAXR_E2E_TARGETS``), a comma-separated list, selects them; the default is
-``emulator,cluster``:
+``emulator,emulator-gate-off,cluster``:
 
-- ``emulator``: the API emulator sandbox (in ``make test``);
+- ``emulator``, ``emulator-gate-off``: the API emulator sandbox with ``DRAExtendedResource`` on or
+  off (both in ``make test``; ``emulator`` for both);
 - ``cluster``: the cluster named by DRAXR_E2E_KUBECONFIG, with draxr installed (skipped without it);
 - a row of the local control plane's matrix (``e2e/local.py``): ``1.35-gate-off``, ``1.35-gate-on``,
-  ``1.36-default``, or ``controlplane`` for all three (``make e2e-local``). The scenarios of
-  ``test_e2e.py`` run on the rows where the native path works; ``test_gate_off.py`` on the others.
+  ``1.36-default``, or ``controlplane`` for all three (``make e2e-local``).
+
+Which scenarios run where: ``test_e2e.py`` (the native path) where the apiserver keeps the KEP-5004
+fields; ``test_gate_off.py`` (marker ``gate_off``) where it drops them; ``test_rewrite.py`` (marker
+``any_gate``) everywhere: draxr rewrites pods into DRA claims where the gate is off and takes the
+native path where it is on, and the scenarios check the devices each container gets either way.
 
 Each selected target is set up once per session (pytest groups the tests by it); each test gets a
 namespace of its own. A failing test's report carries the tail of every draxr process's log and of
@@ -24,10 +29,10 @@ from typing import Any
 import pytest
 
 from .local import ROWS, LocalCluster, LocalError, unavailable
-from .target import Target, cluster_target, emulator_target
+from .target import EMULATORS, Target, cluster_target, emulator_target
 
 TARGETS_ENV = "DRAXR_E2E_TARGETS"
-DEFAULT_TARGETS = ("emulator", "cluster")
+DEFAULT_TARGETS = (*EMULATORS, "cluster")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,16 +59,26 @@ def selected_targets(config: pytest.Config) -> list[str]:
     return out
 
 
+def native(name: str) -> bool:
+    """Whether the target's apiserver keeps the KEP-5004 fields (a ``cluster`` is assumed to)."""
+    if name in ROWS:
+        return ROWS[name].native
+    if name in EMULATORS:
+        return EMULATORS[name].gate
+    return True
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
     selected = selected_targets(metafunc.config)
-    if metafunc.definition.get_closest_marker("gate_off"):
-        rows = [n for n in selected if n in ROWS and not ROWS[n].native]
-        # Not selected: one parameter that skips, saying how to select it.
-        params = rows or [n for n in ROWS if not ROWS[n].native][:1]
+    if metafunc.definition.get_closest_marker("any_gate"):
+        params = selected
+    elif metafunc.definition.get_closest_marker("gate_off"):
+        # None selected: one parameter that skips, saying how to select it.
+        params = [n for n in selected if not native(n)] or ["emulator-gate-off"]
     else:
-        params = [n for n in selected if n not in ROWS or ROWS[n].native]
+        params = [n for n in selected if native(n)] or ["emulator"]
     metafunc.parametrize("backend", params, indirect=True, scope="session")
 
 
@@ -80,13 +95,12 @@ def backend(
 ) -> Iterator[str | LocalCluster]:
     """``emulator``/``cluster`` (a Target per test), or a running LocalCluster of a matrix row."""
     name: str = request.param
+    if name not in selected_targets(request.config):
+        how = f"{TARGETS_ENV}=controlplane (make e2e-local)" if name in ROWS else "make test"
+        pytest.skip(f"target {name} is not selected: --e2e-targets={name} or {how}")
     if name not in ROWS:
         yield name
         return
-    if name not in selected_targets(request.config):
-        pytest.skip(
-            f"row {name} is not selected: --e2e-targets={name} or {TARGETS_ENV}=controlplane (make e2e-local)"
-        )
     row = ROWS[name]
     if (reason := unavailable(row)) is not None:
         _unusable(reason)
@@ -107,8 +121,8 @@ def backend(
 
 @pytest.fixture
 def target(backend: str | LocalCluster) -> Iterator[Target]:
-    if backend == "emulator":
-        t = emulator_target()
+    if isinstance(backend, str) and backend in EMULATORS:
+        t = emulator_target(backend)
     elif isinstance(backend, LocalCluster):
         got = cluster_target(str(backend.kubeconfig), name=backend.row.name)
         if isinstance(got, str):
@@ -116,6 +130,7 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
         t = got
         t.processes = backend.processes
         t.local = True
+        t.native = backend.row.native
     else:
         got = cluster_target()
         if isinstance(got, str):

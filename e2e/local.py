@@ -2,14 +2,16 @@
 ``make e2e-local``.
 
 ``LocalCluster(ROWS["1.36-default"])`` starts etcd + kube-apiserver + kube-controller-manager (the
-resourceclaim, garbage-collector, namespace and serviceaccount controllers), then installs draxr the
+resourceclaim, garbage-collector, namespace, serviceaccount, deployment and replicaset controllers),
+then installs draxr the
 way an operator would, except that nothing runs in pods (there is no kubelet):
 
 1. ``draxr manifests`` renders the Namespace and the RBAC; the real ``kubectl apply`` applies them;
 2. ``draxr certs --ip 127.0.0.1`` makes the webhook's CA and serving certificate;
 3. ``draxr serve --no-worker`` (the webhook, as ``system:serviceaccount:draxr-system:draxr-webhook``)
    and two ``draxr serve --no-webhook`` (the workers, as ``...:draxr-worker``, leader elected with
-   short timings) run as subprocesses on loopback; each ``/readyz`` is waited for;
+   short timings) run as subprocesses on loopback, ``--mode auto`` (the default) with a short
+   template grace and gate probe interval, plus the row's flags; each ``/readyz`` is waited for;
 4. ``draxr manifests --webhook-url https://127.0.0.1:<port>`` renders the webhook configurations
    (no kube-proxy, so no Service IP could route), applied with ``kubectl``; a dry-run probe waits
    until the apiserver calls the hooks;
@@ -40,6 +42,7 @@ from typing import Any
 import yaml
 
 from .controlplane.launcher import (
+    DEFAULT_CONTROLLERS,
     Client,
     ControlPlane,
     _die_with_parent,
@@ -57,6 +60,15 @@ NODE_ALLOCATABLE = {"cpu": "16", "memory": "64Gi", "pods": "110"}
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 START_TIMEOUT = 60.0
+#: kube-controller-manager's controllers on the rows: the launcher's (claims from templates, garbage
+#: collection, namespaces, ServiceAccounts) and the Deployment scenario's.
+CONTROLLERS = (*DEFAULT_CONTROLLERS, "deployment-controller", "replicaset-controller")
+#: kube-controller-manager's client is limited to 20 requests/s by default: 200 pods in rewrite mode
+#: cost it ~1000 writes (claims from templates, then their release and deletion), 50 s of waiting.
+CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
+#: ``draxr serve`` flags of every row, for the tests: an unused template of the rewrite goes after 1 s
+#: (the scenarios wait for it), the apiserver gate is probed every 5 s. ``--mode`` stays ``auto``.
+DRAXR_FLAGS = ("--template-grace", "1", "--gate-probe-interval", "5")
 
 Obj = dict[str, Any]
 
@@ -69,17 +81,26 @@ class Row:
     version: str
     gates: Mapping[str, bool] = field(default_factory=dict)
     #: The apiserver keeps DeviceClass.spec.extendedResourceName and pod
-    #: status.extendedResourceClaimStatus (DRAExtendedResource on), so draxr's native path works and
-    #: the row runs test_e2e.py; otherwise it runs test_gate_off.py. REWRITE MODE (a later issue)
-    #: plugs in here: a gate-off row with draxr in that mode (extra ``draxr serve`` flags) would run
-    #: the scheduling scenarios too.
+    #: status.extendedResourceClaimStatus (DRAExtendedResource on), so draxr (``--mode auto``) takes
+    #: the native path and the row runs test_e2e.py; otherwise draxr rewrites pods into DRA claims
+    #: and the row runs test_gate_off.py. test_rewrite.py runs on every row.
     native: bool = True
+    #: More ``draxr serve`` flags for the row's processes.
+    draxr_flags: tuple[str, ...] = ()
 
 
 ROWS: dict[str, Row] = {
     row.name: row
     for row in (
-        Row("1.35-gate-off", "1.35", {"DRAExtendedResource": False}, native=False),
+        # No kube-scheduler runs (none is built for 1.35): rewritten pods, which keep their
+        # schedulerName by default, are sent to draxr's worker.
+        Row(
+            "1.35-gate-off",
+            "1.35",
+            {"DRAExtendedResource": False},
+            native=False,
+            draxr_flags=("--route=always",),
+        ),
         Row("1.35-gate-on", "1.35", {"DRAExtendedResource": True}),
         Row("1.36-default", "1.36"),
     )
@@ -243,6 +264,9 @@ class LocalProcesses:
             for p in self.procs.values()
         )
 
+    def webhook_get(self, path: str) -> tuple[int, str]:
+        return self.procs["webhook"].get(path)
+
     def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):
             proc.stop()
@@ -265,7 +289,8 @@ class LocalCluster:
         self.cp = ControlPlane(
             row.version,
             gates=row.gates,
-            controllers=True,
+            controllers=CONTROLLERS,
+            controller_manager_args=CONTROLLER_MANAGER_ARGS,
             runtime_config={},
             workdir=self.workdir / "controlplane",
         )
@@ -346,6 +371,8 @@ class LocalCluster:
                 str(self.cp.kubeconfig_path("webhook")),
                 "--namespace",
                 NAMESPACE,
+                *DRAXR_FLAGS,
+                *self.row.draxr_flags,
             ],
             self.workdir / "draxr-webhook.log",
             free_port(),
@@ -373,6 +400,8 @@ class LocalCluster:
                     "1000",
                     "--burst",
                     "1000",
+                    *DRAXR_FLAGS,
+                    *self.row.draxr_flags,
                 ],
                 self.workdir / f"draxr-worker-{i}.log",
                 free_port(),

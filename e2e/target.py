@@ -7,17 +7,23 @@ driver (``e2e.draxr.io``, devices that no kubelet plugin will ever prepare: pods
 deleted) and removes everything afterwards.
 
 Where the suite runs draxr's processes itself (the emulator sandbox, the local control plane) the
-Target also has ``processes``: the scenarios that kill a worker use it.
+Target also has ``processes``: the scenarios that kill a worker, or read draxr's ``/readyz`` and
+``/metrics``, use it.
+
+``Target.native``: the apiserver keeps the KEP-5004 fields (``DRAExtendedResource`` on), so draxr
+(``--mode auto``) takes the native path; otherwise it rewrites pods into DRA claims.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
+import ssl
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,13 +34,34 @@ from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 
 #: What the scenarios read that draxr itself never does.
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
-CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True)
-RESOURCES = {**BY_PLURAL, **{r.plural: r for r in (SERVICE_ACCOUNTS, CLAIM_TEMPLATES)}}
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+RESOURCES = {**BY_PLURAL, **{r.plural: r for r in (SERVICE_ACCOUNTS, DEPLOYMENTS, REPLICA_SETS)}}
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
 #: Leader election on the emulator: short, so failover takes seconds (the defaults are proven
 #: with a controlled clock in tests/worker/test_resilience.py).
 EMULATOR_LEASE = (1.5, 1.0, 0.2)
+GATE = "DRAExtendedResource"
+#: ``draxr serve`` options on every emulator target: an unused template of the rewrite goes after
+#: 1 s, the apiserver gate is probed every 0.5 s (the gate switch scenario flips it). Mode: auto.
+EMULATOR_OPTIONS: Mapping[str, Any] = {"template_grace": 1.0, "gate_probe_interval": 0.5}
+
+
+@dataclass(frozen=True)
+class EmulatorTarget:
+    """An emulator target: the emulated apiserver's ``DRAExtendedResource`` and more serve options."""
+
+    gate: bool
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+EMULATORS: dict[str, EmulatorTarget] = {
+    "emulator": EmulatorTarget(gate=True),
+    # No scheduler runs: rewritten pods, which keep their schedulerName by default, go to draxr's
+    # worker (--route=always), as on the 1.35-gate-off row.
+    "emulator-gate-off": EmulatorTarget(gate=False, options={"route": "always"}),
+}
 
 
 class Processes(Protocol):
@@ -66,6 +93,10 @@ class Processes(Protocol):
 
     def logs(self, lines: int = 40) -> str:
         """The tail of each process's log, for a failure report."""
+        ...
+
+    def webhook_get(self, path: str) -> tuple[int, str]:
+        """GET ``path`` (``/readyz``, ``/metrics``) from draxr's webhook: status and body."""
         ...
 
 
@@ -119,6 +150,18 @@ class EmulatorProcesses:
     def logs(self, lines: int = 40) -> str:
         return "(the emulator's replicas run in the test process: see the captured log)"
 
+    def webhook_get(self, path: str) -> tuple[int, str]:
+        # The certificate names the webhook's Service, not 127.0.0.1: the CA is checked, the name not.
+        ctx = ssl.create_default_context(cafile=str(self.box.certs / "ca.crt"))
+        ctx.check_hostname = False
+        conn = http.client.HTTPSConnection("127.0.0.1", self.box.port, context=ctx, timeout=10)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(errors="replace")
+        finally:
+            conn.close()
+
 
 @dataclass
 class Target:
@@ -136,6 +179,8 @@ class Target:
     #: The API server runs on this machine and can call webhooks served on 127.0.0.1 by the test
     #: process (e2e/barrier.py).
     local: bool = False
+    #: The apiserver keeps the KEP-5004 fields: draxr takes the native path (else it rewrites).
+    native: bool = True
 
     @property
     def ext(self) -> str:
@@ -215,16 +260,24 @@ class Target:
         return self.create("pods", body, as_user=True)
 
     def objects(self, plural: str) -> list[Obj]:
-        res = BY_PLURAL[plural]
+        res = RESOURCES[plural]
         items: list[Obj] = self.admin.list(res, self.namespace if res.namespaced else None).get("items") or []
         return items
 
-    def wait(self, plural: str, predicate: Callable[[list[Obj]], Any], timeout: float = 30.0) -> Any:
-        """List, then watch until ``predicate(items)`` is truthy (no polling sleeps)."""
+    def wait(
+        self,
+        plural: str,
+        predicate: Callable[[list[Obj]], Any],
+        timeout: float = 30.0,
+        *,
+        namespace: str | None = None,
+    ) -> Any:
+        """List, then watch until ``predicate(items)`` is truthy (no polling sleeps). ``namespace``:
+        another than the test's."""
         import time
 
         res = RESOURCES[plural]
-        ns = self.namespace if res.namespaced else None
+        ns = (namespace or self.namespace) if res.namespaced else None
         deadline = time.monotonic() + timeout
         while True:
             listing = self.admin.list(res, ns)
@@ -298,10 +351,15 @@ class Target:
                 raise
 
 
-def emulator_target() -> Target:
+def emulator_target(name: str = "emulator") -> Target:
     from webhook.emulator.sandbox import Sandbox
 
-    box = Sandbox(lease=EMULATOR_LEASE).start()
+    spec = EMULATORS[name]
+    box = Sandbox(
+        lease=EMULATOR_LEASE,
+        feature_gates={GATE: spec.gate},
+        **{**EMULATOR_OPTIONS, **spec.options},
+    ).start()
     nodes = ["e2e-node-a", "e2e-node-b"]
     for n in nodes:
         node = box.em.create("nodes", {"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}})
@@ -310,9 +368,10 @@ def emulator_target() -> Target:
             "conditions": [{"type": "Ready", "status": "True"}],
         }
         box.em.update_status("nodes", node)
-    t = Target("emulator", box.admin, box.dev, box.kubeconfig("dev"), nodes, sandbox=box)
+    t = Target(name, box.admin, box.dev, box.kubeconfig("dev"), nodes, sandbox=box)
     t.processes = EmulatorProcesses(box)
     t.local = True
+    t.native = spec.gate
     # The emulator admits pods without a ServiceAccount (e2e/README.md, "The emulator and the real
     # apiserver").
     t.setup(service_account=False)
@@ -342,5 +401,22 @@ def cluster_target(path: str | None = None, name: str = "cluster") -> Target | s
     if not nodes:
         return "the cluster has no schedulable node"
     t = Target(name, client, client, Path(path), nodes[:2])
+    t.native = apiserver_keeps_fields(client)
     t.setup()
     return t
+
+
+def apiserver_keeps_fields(client: KubeClient) -> bool:
+    """Whether the apiserver keeps ``DeviceClass.spec.extendedResourceName`` (a dry-run create, as
+    draxr's own probe does: nothing is stored)."""
+    answer = client.create(
+        BY_PLURAL["deviceclasses"],
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": f"draxr-e2e-probe-{uuid.uuid4().hex[:8]}"},
+            "spec": {"extendedResourceName": "e2e.draxr.io/probe"},
+        },
+        dry_run=True,
+    )
+    return bool((answer.get("spec") or {}).get("extendedResourceName"))

@@ -1,4 +1,4 @@
-"""The matrix rows where DRAExtendedResource is off on kube-apiserver (``1.35-gate-off``).
+"""The targets where DRAExtendedResource is off on kube-apiserver (``1.35-gate-off``, ``emulator-gate-off``).
 
 There the native path cannot work: the apiserver drops DeviceClass ``spec.extendedResourceName`` and
 pod ``status.extendedResourceClaimStatus`` (kep5004-semantics.md §1 and §2, drop-disabled-fields) with
@@ -7,9 +7,9 @@ scenarios prove those drops with draxr installed, and that draxr's webhook still
 depend on the gate: forged special claims and fractional quantities of implicit names
 (``deviceclass.resource.kubernetes.io/<class>``).
 
-REWRITE MODE (a later issue) plugs in here: a mode in which the mutating webhook rewrites such a
-pod's extended-resource requests into pod ``resourceClaims`` (which work without the gate) will make
-``test_a_routed_pod_gets_its_devices`` pass; it is a strict xfail until then.
+What does work is rewrite mode (KEP-5004's "Option 1", draxr's choice with ``--mode auto`` here): the
+mutating webhook rewrites such a pod's extended-resource requests into pod ``resourceClaims``, which
+need no gate (``test_a_routed_pod_gets_its_devices``; test_rewrite.py has the rest).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_a_fractional_quantity_for_an_implicit_name_is_denied(target: Target) ->
         target.pod("fractional", {f"deviceclass.resource.kubernetes.io/{cls}": "500m"})
     assert denied.value.status == 422
     assert 'admission webhook "pods.validate.draxr.io" denied the request' in denied.value.message
-    assert "must be a non-negative integer for a DRA-backed extended resource" in denied.value.message
+    assert "Invalid value: 500m: must be an integer" in denied.value.message
     assert not target.objects("pods")
 
 
@@ -114,12 +114,11 @@ def _bound(pods: list[Obj]) -> Any:
     return [p for p in pods if p["spec"].get("nodeName")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gate off: the apiserver drops status.extendedResourceClaimStatus, so the bound pod's "
-    "container is mapped to no device; REWRITE MODE (a later issue) plugs in here",
-)
 def test_a_routed_pod_gets_its_devices(target: Target) -> None:
+    """Rewrite mode (draxr's default ``--mode auto`` picks it here): the pod asks for its device
+    through a claim of its own, made by the resourceclaim controller from draxr's template, so its
+    container gets the device without the mapping the apiserver would drop. (``--route=always`` on
+    these targets: no other scheduler runs.)"""
     cls = target.device_class()["metadata"]["name"]
     target.slice(target.nodes[0], 1)
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"
@@ -127,8 +126,13 @@ def test_a_routed_pod_gets_its_devices(target: Target) -> None:
     [pod] = target.wait("pods", _bound, timeout=60)
     [claim] = target.objects("resourceclaims")
     assert claim["status"]["reservedFor"][0]["name"] == "p"  # draxr allocated and bound it...
-    # ... and the kubelet must be able to tell which container gets the device: the mapping, or (in
-    # rewrite mode) the pod's own claim reference.
-    mapped = (pod["status"].get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    referenced = [c.get("resourceClaimName") for c in pod["spec"].get("resourceClaims") or []]
-    assert claim["metadata"]["name"] in [mapped, *referenced]
+    # ... and the kubelet can tell which container gets the device: the container names the pod's
+    # claim, which the pod's status resolves to this claim.
+    assert "extendedResourceClaimStatus" not in pod["status"]
+    [container] = pod["spec"]["containers"]
+    assert implicit not in container["resources"].get("requests", {})
+    [ref] = container["resources"]["claims"]
+    generated = {s["name"]: s["resourceClaimName"] for s in pod["status"]["resourceClaimStatuses"]}
+    assert generated[ref["name"]] == claim["metadata"]["name"]
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert result["request"] == ref["request"]

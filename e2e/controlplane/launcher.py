@@ -390,6 +390,7 @@ class ControlPlane:
     ``--controllers`` names.
     ``scheduler``: also run kube-scheduler (built for 1.36 only).
     ``scheduler_args``: more kube-scheduler flags (``--kube-api-qps=1000``, say).
+    ``controller_manager_args``: more kube-controller-manager flags (the same, say).
     ``runtime_config``: ``--runtime-config``; by default ``DEFAULT_RUNTIME_CONFIG`` (resource.k8s.io
     v1beta1 and v1beta2 on besides v1; v1alpha3 stays off).
     ``workdir``: certificates, kubeconfigs and one ``<process>.log`` each; a temporary directory when None
@@ -406,6 +407,7 @@ class ControlPlane:
         runtime_config: Mapping[str, str] | None = None,
         extra_apiserver_args: Sequence[str] = (),
         scheduler_args: Sequence[str] = (),
+        controller_manager_args: Sequence[str] = (),
         workdir: Path | str | None = None,
         users: Mapping[str, User] = USERS,
         start_timeout: float = 120.0,
@@ -431,6 +433,7 @@ class ControlPlane:
         self.runtime_config = dict(runtime_config if runtime_config is not None else DEFAULT_RUNTIME_CONFIG)
         self.extra_apiserver_args = tuple(extra_apiserver_args)
         self.scheduler_args = tuple(scheduler_args)
+        self.controller_manager_args = tuple(controller_manager_args)
         self.users = dict(users)
         self._tokens = {key: secrets.token_urlsafe(24) for key in self.users}
         self.start_timeout = start_timeout
@@ -711,6 +714,7 @@ class ControlPlane:
             f"--root-ca-file={pki / 'ca.crt'}",
             f"--service-account-private-key-file={pki / 'sa.key'}",
             "--v=2",
+            *self.controller_manager_args,
         ]
         self._start_component("kube-controller-manager", argv)
 

@@ -28,6 +28,7 @@ from .builders import (
 from .conftest import Webhook
 
 PATH = "/mutate/pods"
+VALIDATE = "/validate/pods"
 
 
 def mutated(webhook: Webhook, p: Obj) -> tuple[Obj, list[str]]:
@@ -167,3 +168,17 @@ def test_a_quota_on_the_name_alone_is_named_in_a_warning(webhook: Webhook) -> No
     assert warnings[-1] == (
         f"quota on {GPU} does not limit rewritten pods; add {GPU_CLASS}.deviceclass.resource.k8s.io/devices"
     )
+
+
+def test_a_fractional_quantity_is_not_rewritten_away_so_validation_denies_it(webhook: Webhook) -> None:
+    """Found on the gate-off e2e targets: the rewrite dropped ``500m`` (upstream's mapping asks for
+    no device then) and the pod was admitted without the name, so validation never saw it."""
+    webhook.install(gpu_cluster(), apiserver_gate=False)
+    for bad in ("500m", "-1"):
+        p = gpu_pod(count=bad)
+        out, warnings = mutated(webhook, p)
+        assert out == p
+        assert warnings[0].startswith(f"{GPU}: rewritten into DRA claims")  # the path it would take
+        denied = webhook.respond(VALIDATE, review(out))
+        assert denied["allowed"] is False
+        assert f"spec.containers[0].resources.requests[{GPU}]" in denied["status"]["message"]

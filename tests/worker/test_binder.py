@@ -332,6 +332,24 @@ def test_empty_mappings_are_refused_before_the_pod_is_patched(gpu_cluster: Clust
 # -- Unreserve -------------------------------------------------------------------------------------
 
 
+def test_a_mapping_the_apiserver_drops_fails_pre_bind(gpu_cluster: Cluster) -> None:
+    """Found by the e2e gate switch: a pod admitted for the native path, still pending when the
+    apiserver's DRAExtendedResource goes off, was bound without its mapping (dropped with a 200), so
+    its container would get no device while the device stayed taken."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    kube.em.set_feature_gate("DRAExtendedResource", False)
+    b, steps = binder(kube)
+    written = Written()
+    with pytest.raises(BindError, match=r"dropped pod default/p ExtendedResourceClaimStatus"):
+        b.pre_bind(pod, d, written)
+    assert steps.seen == ["claim-created", "claim-allocated"]
+    assert written.pod_status is False
+    b.roll_back(pod, written)
+    assert kube.claims() == []
+
+
 def test_roll_back_deletes_the_created_claim_finalizer_first_and_clears_the_mapping(
     gpu_cluster: Cluster,
 ) -> None:

@@ -164,3 +164,22 @@ def test_templates_of_a_deleted_class_go_at_once_foreign_ones_never(k: Keeper) -
     assert k.names() == ["mine"]
     k.clock.now += 3600
     assert k.keeper.collect() == 0
+
+
+def test_a_template_deleted_under_a_pod_that_needs_it_is_made_again(k: Keeper) -> None:
+    """The collection computes what is in use from the cache, so a new pod still on its way there
+    could lose its template; the keeper, having seen the template, did not want it, and nothing
+    looked again after the deletion: the pod's claim was never made."""
+    needed = "draxr-gpu.example.com-1"
+    k.client.create(
+        BY_PLURAL["resourceclaimtemplates"], template(TemplateRef("gpu.example.com", 1), "default"), "default"
+    )
+    k.seen([needed])
+    p = k.rewritten("p", 1)
+    k.until(lambda: len(k.cache.all_pods()) == 1, "one pod")
+    assert k.keeper.want(p) is False  # the template is there
+    k.em.delete("resourceclaimtemplates", needed, "default")  # a collection that raced the pod
+    k.seen([])
+    assert k.keeper.wanted() is True
+    assert k.keeper.ensure() == 1
+    assert k.names() == [needed]

@@ -36,6 +36,7 @@ from ..core.rewrite import (
     rewrite_ops,
     rewritten_annotation,
 )
+from ..core.validation import validate_dra_quantities
 from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, quota_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig
@@ -178,6 +179,10 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
     if choice.path != "native":  # the native path is KEP-5004's own: nothing to explain
         warnings.append(path_warning(sorted(resolved), choice))
     if choice.path == "rewrite":
+        if validate_dra_quantities(pod, lambda n: n in resolved):
+            # A quantity the rewrite would silently drop (500m asks for no device upstream): left
+            # as it is, so that the pod validation denies it at its exact path.
+            return Verdict(warnings=warnings)
         for name, cls in quotas:
             warnings.append(quota_warning(name, cls))
         with cache.lock:

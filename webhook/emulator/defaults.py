@@ -124,7 +124,7 @@ def apply(kind: str, obj: Obj) -> None:
             _quantities(status.get("allocatable"))
     elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         _webhooks(obj, kind.startswith("Mutating"))
-    elif kind == "Deployment" and isinstance(spec, dict):
+    elif kind in ("Deployment", "ReplicaSet") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         template = spec.get("template")
         if isinstance(template, dict):

@@ -34,6 +34,7 @@ from .selectors import combine, field_predicate, label_predicate
 from .server import ServerThread
 from .store import Store
 from .strategy import NAMESPACE_NAME_LABEL
+from .workloads import WorkloadControllers
 
 T = TypeVar("T")
 
@@ -60,9 +61,11 @@ class Emulator:
         resources: Iterable[ResourceType] = BUILTIN,
         port: int = 0,
         claim_controller: bool = True,
+        workload_controllers: bool = True,
     ) -> None:
         """``claim_controller``: run kube-controller-manager's resourceclaim controller (claims
-        from templates, their cleanup), as every cluster with DRA does."""
+        from templates, their cleanup), as every cluster with DRA does. ``workload_controllers``:
+        its deployment and replicaset controllers (pods from Deployments, through admission)."""
         if watch_expired not in ("event", "http"):
             raise ValueError(
                 "watch_expired must be 'event' (ERROR event in a 200 stream) or 'http' (HTTP 410)"
@@ -83,6 +86,8 @@ class Emulator:
         self._gc: GarbageCollector | None = None
         self._claims: ResourceClaimController | None = None
         self._claim_controller = claim_controller
+        self._workloads: WorkloadControllers | None = None
+        self._workload_controllers = workload_controllers
         self._initial_namespaces = tuple(namespaces)
         self._server = ServerThread(self._build, self._shutdown, port=port)
         self.url = f"http://{self._server.host}:{self._server.port}"
@@ -94,6 +99,8 @@ class Emulator:
         self._gc = GarbageCollector(self.registry, self.index, loop)
         if self._claim_controller:
             self._claims = ResourceClaimController(self.registry, self.index, loop)
+        if self._workload_controllers:
+            self._workloads = WorkloadControllers(self.registry, self.index, loop)
         self._handler = ApiHandler(
             self.index,
             self.registry,
@@ -112,6 +119,8 @@ class Emulator:
             self._gc.cancel()
         if self._claims is not None:
             self._claims.cancel()
+        if self._workloads is not None:
+            self._workloads.cancel()
         await self._webhooks.close()
 
     def start(self) -> Emulator:
@@ -152,6 +161,8 @@ class Emulator:
         self.services.set(namespace, name, address, port)
 
     def set_feature_gate(self, name: str, enabled: bool) -> None:
+        """Flip a gate of the running apiserver (``DRAExtendedResource``), as an upgrade or a
+        restart with other ``--feature-gates`` would: requests from now on see the new value."""
         self.gates.set(name, enabled)
 
     # --- direct store access --------------------------------------------------------------------
@@ -320,7 +331,9 @@ class Emulator:
 
     def settle(self, timeout: float = 10.0) -> None:
         """Wait until the built-in controllers (garbage collector, namespace cleanup, claims from
-        templates) are idle."""
+        templates, deployments and replicasets) are idle."""
+        if self._workloads is not None:
+            self._server.call(self._workloads.drain(), timeout)
         if self._claims is not None:
             self._server.call(self._claims.drain(), timeout)
         if self._gc is not None:

@@ -122,6 +122,17 @@ BUILTIN: tuple[ResourceType, ...] = (
         reset_status_on_create=True,
         categories=("all",),
     ),
+    ResourceType(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        True,
+        short_names=("rs",),
+        subresources=("status",),
+        reset_status_on_create=True,
+        categories=("all",),
+    ),
 )
 
 

@@ -3,8 +3,10 @@
 A server-side dry-run create of a probe DeviceClass with ``spec.extendedResourceName``: the field
 kept in the answer means the gate is on; a gate-off apiserver drops it (``dropDisabledFields``).
 Nothing is ever stored. The probe repeats every ``interval`` seconds (an upgrade can turn the gate
-on under a running webhook); until the first probe answers, and whenever one fails, the server's
-version stands in (1.36 and later: on by default). ``setting`` "on"/"off" skips probing.
+on under a running webhook); until the first probe answers, the server's version stands in (1.36 and
+later: on by default). A probe that fails after one answered keeps that answer (a 1.35 apiserver with
+the gate on, briefly unreachable, is not taken for one with the gate off); the next try comes after
+``RETRY_INTERVAL``. ``setting`` "on"/"off" skips probing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ PROBE_NAME: Final = "draxr.io/gate-probe"
 DEFAULT_INTERVAL: Final = 300.0
 #: After a failed probe, the next comes this soon (seconds).
 RETRY_INTERVAL: Final = 5.0
+LAST_PROBE: Final = "last probe"
 
 
 class ApiserverGate:
@@ -82,7 +85,10 @@ class ApiserverGate:
         try:
             enabled, source = self._probe(self._client), "probe"
         except (ApiError, OSError) as e:
-            enabled, source = self._from_version(self._client), f"server version (probe failed: {e})"
+            if self.source == "probe" or self.source.startswith(LAST_PROBE):
+                enabled, source = self.enabled, f"{LAST_PROBE} (probe failed: {e})"
+            else:
+                enabled, source = self._from_version(self._client), f"server version (probe failed: {e})"
         self._set(enabled, source)
         return enabled
 

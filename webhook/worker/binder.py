@@ -219,11 +219,18 @@ class Binder:
             return
         try:
             # A merge patch carries no resourceVersion, so a conflict is safe to retry as is.
-            self._retry_conflicts(lambda: self._patch_mapping(pod, erc_status))
+            patched = self._retry_conflicts(lambda: self._patch_mapping(pod, erc_status))
         except ApiError as e:
             raise BindError(
                 f"update pod {namespace(pod)}/{name(pod)} ExtendedResourceClaimStatus: {e.message}"
             ) from e
+        if status(patched).get("extendedResourceClaimStatus") is None:
+            # The apiserver answered 200 and dropped the field: DRAExtendedResource went off after
+            # the pod was admitted for the native path. Bound, its containers would get no device.
+            raise BindError(
+                f"the apiserver dropped pod {namespace(pod)}/{name(pod)} ExtendedResourceClaimStatus "
+                "(DRAExtendedResource is off): recreate the pod, draxr's webhook rewrites it into claims"
+            )
 
     def _patch_mapping(self, pod: Obj, erc_status: Obj | None) -> Obj:
         """Set (or, with None, clear) the pod's ``status.extendedResourceClaimStatus``."""

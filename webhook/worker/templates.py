@@ -9,6 +9,10 @@ A template no pod of its namespace uses for ``grace`` seconds is deleted, and on
 is gone at once (no pod can be rewritten to it any more, and a claim it would still make could
 never be allocated): its claims are owned by their pods and collected with them, so nothing of the
 rewrite outlives the pods that use it (no orphans by construction). Only the leader writes.
+
+A template of ours deleted while a pod that needs it is known (the collection raced a new pod still
+on its way to the cache, or someone deleted it) is wanted again at once: without it the pod's claim
+is never made and the pod waits forever.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..core.objects import Obj, namespace
+from ..core.objects import Obj, meta, name, namespace
 from ..core.rewrite import TemplateRef, template, template_ref, templates_of, templates_used
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
@@ -47,6 +51,24 @@ class TemplateKeeper:
         self._lock = threading.Lock()
         self._wanted: dict[TemplateKey, TemplateRef] = {}
         self._unused_since: dict[TemplateKey, float] = {}
+        cache.subscribe(self._on_event)
+
+    def _on_event(self, kind: str, etype: str, obj: Obj) -> None:
+        if kind != "ResourceClaimTemplate" or etype != "DELETED" or template_ref(obj) is None:
+            return
+        gone: TemplateKey = (namespace(obj), name(obj))
+        for pod in self.cache.all_pods().values():
+            if namespace(pod) != gone[0] or meta(pod).get("deletionTimestamp"):
+                continue
+            for ref in templates_of(pod):
+                if ref.name == gone[1]:
+                    log.info(
+                        "a pod still needs deleted ResourceClaimTemplate",
+                        extra={"claim": f"{gone[0]}/{gone[1]}"},
+                    )
+                    with self._lock:
+                        self._wanted[gone] = ref
+                    return
 
     def want(self, pod: Obj) -> bool:
         """Note the templates a rewritten pod needs; True when some are missing."""
