@@ -356,3 +356,24 @@ def test_the_reservation_waits_for_every_claim_the_cycle_wrote(kube: Cluster) ->
     assert cache.state.allocated.is_allocated(special_device)  # the user claim is not seen yet
     _claim_events(kube, cache, "mine", allocated=True)
     assert not cache.state.allocated.is_allocated(special_device)
+
+
+def test_a_late_event_of_a_pod_just_bound_does_not_schedule_it_again(kube: Cluster) -> None:
+    """Found on a real apiserver (200 pods at once): the pod's mapping write reached the cache
+    after the binding cycle had ended, showing the pod still unbound; scheduled again, its claim
+    looked stale to PostFilter and was deleted under the bound pod. Bound pods are assumed until
+    the cache shows their node, as kube-scheduler assumes them."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    pod = kube.pod("p")
+    w, cache = _bind_one(kube, pod)
+    pod_uid = pod["metadata"]["uid"]
+    assert w.assumed(pod_uid) == "n"
+    live = kube.em.get("pods", "p", "default")
+    stale = {**live, "kind": "Pod", "spec": {k: v for k, v in live["spec"].items() if k != "nodeName"}}
+    cache.handle("Pod", "MODIFIED", stale)  # the mapping's status write, seen after the bind
+    assert len(w.queue) == 0
+    assert w.schedule_one(pod_uid) is None
+    (claim,) = kube.claims()
+    assert claim["status"]["reservedFor"][0]["uid"] == pod_uid  # still there, still the pod's
+    cache.handle("Pod", "MODIFIED", {**live, "kind": "Pod"})  # the binding, at last
+    assert w.assumed(pod_uid) is None

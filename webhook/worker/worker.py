@@ -102,6 +102,11 @@ class Worker:
         self._repair_now = threading.Event()
         self._pending_tokens: dict[str, set[tuple[str, str]]] = {}
         self._pending_lock = threading.Lock()
+        # Pods this worker bound that the cache still shows unbound (upstream's assumed pods): a
+        # late event of such a pod (its mapping's status write, say) must not schedule it again,
+        # or PostFilter would take the claim of a bound pod for a stale one and delete it.
+        self._assumed: dict[str, str] = {}
+        self._assumed_lock = threading.Lock()
         self._stop = threading.Event()
         self._leading = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -174,6 +179,8 @@ class Worker:
         pod_uid = uid(pod)
         if etype != "DELETED":
             self.templates.want(pod)  # a rewritten pod's templates, if any are missing
+        if self._still_assumed(etype, pod):
+            return
         if etype != "DELETED" and self.is_ours(pod):
             prio = spec(pod).get("priority")
             self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod))
@@ -192,6 +199,22 @@ class Worker:
             for claim in self.cache.special_claims_of(pod):
                 if superseded(pod, claim):
                     self._cleanup.put(Cleanup(namespace(claim), name(claim), pod_uid, claim))
+
+    def _still_assumed(self, etype: str, pod: Obj) -> bool:
+        """True for an event older than this worker's binding of the pod (it shows no node yet);
+        the event that shows the node, or the deletion, ends the assumption."""
+        with self._assumed_lock:
+            if uid(pod) not in self._assumed:
+                return False
+            if etype != "DELETED" and not spec(pod).get("nodeName"):
+                return True
+            del self._assumed[uid(pod)]
+            return False
+
+    def assumed(self, pod_uid: str) -> str | None:
+        """The node this worker bound the pod to, while the cache does not show it yet."""
+        with self._assumed_lock:
+            return self._assumed.get(pod_uid)
 
     def _on_claim(self, etype: str, claim: Obj) -> None:
         if etype != "DELETED" and is_special_claim(claim):
@@ -245,7 +268,7 @@ class Worker:
 
     def schedule_one(self, pod_uid: str) -> Decision | None:
         pod = self.cache.pod(pod_uid)
-        if pod is None or not self.is_ours(pod):
+        if pod is None or not self.is_ours(pod) or self.assumed(pod_uid) is not None:
             self.queue.done(pod_uid)
             return None
         if not self.is_leader():
@@ -310,6 +333,10 @@ class Worker:
             else:
                 self.queue.failed(uid(pod), unschedulable=False)
             return
+        with self._assumed_lock:
+            current = self.cache.pod(uid(pod))
+            if current is not None and not spec(current).get("nodeName"):
+                self._assumed[uid(pod)] = decision.node
         claim = written.special_claim or written.reused_claim
         # The reservation stays until the cache shows every claim this cycle wrote (``_on_claim``).
         with self._pending_lock:
