@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import CommentMark, YAMLError
+from ruamel.yaml.error import CommentMark, MarkedYAMLError, YAMLError
 from ruamel.yaml.tokens import CommentToken
 
 from ..core.objects import Obj
@@ -47,7 +47,6 @@ class RoundTripError(Exception):
 def _yaml(indent: tuple[int, int, int] = DEFAULT_INDENT) -> YAML:
     y = YAML(typ="rt")
     y.preserve_quotes = True
-    y.allow_duplicate_keys = True  # as PyYAML (and so the loader): the last one wins
     y.width = 4096  # never fold a long line
     mapping, sequence, offset = indent
     y.indent(mapping=mapping, sequence=sequence, offset=offset)
@@ -76,6 +75,8 @@ def parse(text: str) -> YamlFile:
             doc = next(stream)
         except StopIteration:
             break
+        except MarkedYAMLError as e:
+            raise RoundTripError(index, _message(e)) from None
         except (YAMLError, ValueError, RecursionError) as e:
             raise RoundTripError(index, " ".join(str(e).split())) from None
         docs.append(doc)
@@ -84,6 +85,14 @@ def parse(text: str) -> YamlFile:
     if segments is not None and len(segments) != len(docs):
         segments = None
     return YamlFile(text, docs, segments)
+
+
+def _message(e: MarkedYAMLError) -> str:
+    """``line L, column C: problem``, as the loader words PyYAML's errors."""
+    mark = e.problem_mark or e.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = " ".join(str(e.problem or e.context or "invalid YAML").split())
+    return f"{where}{problem}"
 
 
 def split_documents(text: str) -> list[str] | None:
