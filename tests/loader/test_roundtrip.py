@@ -177,7 +177,7 @@ def test_flow_style_and_quotes_are_kept() -> None:
 
 def test_patches_under_a_prefix_and_every_operation() -> None:
     f = parse("items:\n- spec:\n    a: 1\n    b: [x, y]\n")
-    ops = [
+    ops: list[dict[str, Any]] = [
         {"op": "replace", "path": "/a", "value": 2},
         {"op": "copy", "from": "/b", "path": "/c"},
         {"op": "move", "from": "/a", "path": "/d"},
