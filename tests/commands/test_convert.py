@@ -680,3 +680,18 @@ def test_any_workload_converts_to_a_valid_spec_with_upstreams_devices(
                 assert all(str(values[n]) == "0" for n in set(values) & set(DRA)), values
     if not counts:  # nothing DRA-backed asked for: the document is printed as it was
         assert out == f.read_text()
+
+
+def test_a_file_named_twice_is_converted_once(tmp_path: Path) -> None:
+    f = tmp_path / "j.yaml"
+    f.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata:\n"
+        f"    spec:\n      restartPolicy: Never\n      containers: [{{name: c, image: x, resources: {{limits: "
+        f"{{{GPU}: 1}}}}}}]\n---\n" + CLASSES
+    )
+    code, out, _ = convert(f, tmp_path, f, in_place=True)
+    assert (code, out) == (0, f"{f}: 1 converted, 1 ResourceClaimTemplate added\n")
+    objs = docs(f.read_text())
+    assert [o["kind"] for o in objs] == ["Job", "DeviceClass", "DeviceClass", "ResourceClaimTemplate"]
+    assert "annotations" in objs[0]["spec"]["template"]["metadata"]  # a null template metadata filled in
+    validate_all(objs, "1.36")

@@ -155,7 +155,10 @@ def _claim_clash(pod: Obj, dra: dict[str, str], where: str, prefix: str) -> Conv
 def convert(paths: Sequence[str | Path], class_paths: Sequence[str] = ()) -> Result:
     """Every input file with its conversions applied (nothing is written); raises
     ``ConvertError``/``LoadError`` for unusable input."""
-    files = [_read(f) for f in input_files(paths)]
+    unique: dict[Path | str, Path | str] = {}  # a file named twice (or by its directory too) once
+    for f in input_files(paths):
+        unique.setdefault(f if f == STDIN else Path(f).resolve(), f)
+    files = [_read(f) for f in unique.values()]
     classes = ClassResolver()
     for dc in read_classes(class_paths) if class_paths else []:
         classes.upsert(dc)

@@ -93,7 +93,7 @@ def template_path(obj: Obj) -> tuple[str, ...] | None:
 
 
 def template_pod(obj: Obj) -> Obj | None:
-    """The pod template of a Pod or workload as a pod: its ``metadata`` (when it has one) and
+    """The pod template of a Pod or workload as a pod: its ``metadata`` (when it is a mapping) and
     ``spec``, the very objects of ``obj`` (not copies); None for other kinds or a template that
     is not a mapping."""
     path = template_path(obj)
@@ -106,7 +106,7 @@ def template_pod(obj: Obj) -> Obj | None:
         return None
     if not path:
         return node
-    pod: Obj = {"metadata": node["metadata"]} if "metadata" in node else {}
+    pod: Obj = {"metadata": node["metadata"]} if isinstance(node.get("metadata"), dict) else {}
     pod["spec"] = node.get("spec") if isinstance(node.get("spec"), dict) else {}
     return pod
 
