@@ -686,8 +686,8 @@ def test_a_file_named_twice_is_converted_once(tmp_path: Path) -> None:
     f = tmp_path / "j.yaml"
     f.write_text(
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata:\n"
-        f"    spec:\n      restartPolicy: Never\n      containers: [{{name: c, image: x, resources: {{limits: "
-        f"{{{GPU}: 1}}}}}}]\n---\n" + CLASSES
+        "    spec:\n      restartPolicy: Never\n"
+        f"      containers: [{{name: c, image: x, resources: {{limits: {{{GPU}: 1}}}}}}]\n---\n" + CLASSES
     )
     code, out, _ = convert(f, tmp_path, f, in_place=True)
     assert (code, out) == (0, f"{f}: 1 converted, 1 ResourceClaimTemplate added\n")
