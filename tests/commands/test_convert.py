@@ -146,6 +146,7 @@ def test_a_converted_pod_is_what_the_webhook_makes_and_passes_it_unchanged(
     again = webhook.respond("/mutate/pods", review(converted))
     assert again["allowed"] is True
     assert "patch" not in again
+    assert webhook.respond("/validate/pods", review(converted))["allowed"] is True
 
 
 # --- comments, key order, unchanged documents ---------------------------------------------------------
