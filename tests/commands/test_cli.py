@@ -136,6 +136,34 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["validate"], "draxr validate: error: the following arguments are required: -f/--filename"),
     (["validate", "-f", "/nonexistent/draxr"], "draxr validate: error: /nonexistent/draxr: no such file"),
     (["validate", "-f", str(DATA / "bad" / "syntax.yaml")], "draxr validate: error: "),
+    (["validate", "-f", ""], "draxr validate: error: -f/--filename: must not be empty"),
+    (
+        ["validate", "-f", "x", "--strict", "--kubernetes-version", "1.33"],
+        "draxr validate: error: --kubernetes-version: invalid choice: '1.33'",
+    ),
+    (
+        ["validate", "-f", "x", "--kubernetes-version", "1.36"],
+        "draxr validate: error: --kubernetes-version applies only with --strict",
+    ),
+    # convert
+    (["convert"], "draxr convert: error: the following arguments are required: -f/--filename"),
+    (["convert", "-f", " "], "draxr convert: error: -f/--filename: must not be empty"),
+    (["convert", "-f", "/nonexistent/draxr"], "draxr convert: error: /nonexistent/draxr: no such file"),
+    (["convert", "-f", str(DATA / "bad" / "syntax.yaml")], "draxr convert: error: "),
+    (["convert", "-f", "x", "--classes", ""], "draxr convert: error: --classes: must not be empty"),
+    (
+        ["convert", "-f", str(DATA / "good"), "--classes", "/nonexistent/classes.yaml"],
+        "draxr convert: error: /nonexistent/classes.yaml: no such file or directory",
+    ),
+    (["convert", "-f", "x", "-o", "xml"], "draxr convert: error: -o/--output: invalid choice: 'xml'"),
+    (
+        ["convert", "-f", "-", "--in-place"],
+        "draxr convert: error: --in-place: standard input (-f -) cannot be rewritten in place",
+    ),
+    (
+        ["convert", "-f", "x", "--in-place", "-o", "yaml"],
+        "draxr convert: error: --in-place writes each file in its own format",
+    ),
     # demo
     (["demo", "--timeout", "-1"], "draxr demo: error: --timeout: must be a positive number, not -1"),
     (["demo", "--timeout", "0"], "draxr demo: error: --timeout: must be a positive number, not 0"),

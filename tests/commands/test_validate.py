@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.admission.builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
+from webhook.admission.advice import quota_warning
 from webhook.cli import main
 from webhook.commands.validate import run
 from webhook.core.objects import Obj
@@ -153,3 +154,227 @@ def test_the_cli_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     f = _write(tmp_path / "c.yaml", device_class("c", "bad"))
     assert main(["validate", "-f", str(f)]) == 1
     assert capsys.readouterr().out.endswith("denied: 1 objects checked, 1 denied, 1 warnings\n")
+
+
+# --- ResourceQuota: the webhook's warning, offline -----------------------------------------------------
+
+
+def _quota(name: str, namespace: str, **hard: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hard": hard},
+    }
+
+
+def test_a_quota_on_the_name_but_not_on_the_class_is_reported(tmp_path: Path) -> None:
+    dc = yaml.safe_load((EXAMPLES / "deviceclass.yaml").read_text())
+    gpu_key = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+    f = _write(
+        tmp_path / "q.yaml",
+        dc,
+        _quota("compute", "team-a", **{"requests.example.com/gpu": "4", "cpu": "8"}),
+        _quota("also", "team-a", **{"requests.example.com/gpu": "8"}),  # one warning per namespace
+        _quota("compute", "team-b", **{"requests.example.com/gpu": "4"}),
+        _quota("devices", "team-b", **{gpu_key: "4"}),  # quotas of a namespace add up
+        _quota("cpu-only", "team-c", cpu="8"),
+    )
+    code, lines, err = _run(f)
+    assert (code, err) == (0, "")
+    assert lines == [
+        f"{f}: document 1: ResourceQuota team-a/compute: warning: quota on example.com/gpu does not limit "
+        f"rewritten pods; add {gpu_key}",
+        "ok: 6 objects checked, 0 denied, 1 warnings",
+    ]
+
+
+def test_quota_on_an_implicit_name_and_on_a_name_from_the_annotation(tmp_path: Path) -> None:
+    annotated = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "nic", "annotations": {"draxr.io/extended-resource-name": "example.com/nic"}},
+        "spec": {},
+    }
+    f = _write(
+        tmp_path / "q.yaml",
+        annotated,
+        _quota(
+            "q",
+            "default",
+            **{"requests.example.com/nic": "1", "requests.deviceclass.resource.kubernetes.io/nic": "1"},
+        ),
+    )
+    code, lines, _ = _run(f)
+    assert code == 0
+    # Word for word the webhook's admission warning (120 characters at most, so it may be cut).
+    where = f"{f}: document 1: ResourceQuota default/q: warning: "
+    assert lines[:2] == [
+        where + quota_warning("deviceclass.resource.kubernetes.io/nic", "nic"),
+        where + quota_warning("example.com/nic", "nic"),
+    ]
+    assert quota_warning("example.com/nic", "nic").endswith("add nic.deviceclass.resource.k8s.io/devices")
+
+
+# --- --strict ---------------------------------------------------------------------------------------------
+
+
+def _strict(*paths: Path | str, version: str = "1.36") -> tuple[int, list[str], str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(paths), out, err, strict=True, kubernetes_version=version)
+    return code, out.getvalue().splitlines(), err.getvalue()
+
+
+def test_strict_passes_the_kep_example_for_every_version() -> None:
+    for version in ("1.34", "1.35", "1.36", "1.37"):
+        code, lines, err = _strict(EXAMPLES, version=version)
+        assert (code, err) == (0, "")
+        assert lines == ["ok: 5 objects checked, 0 denied, 0 warnings"]  # nodes and slices too
+
+
+def test_strict_rejects_unknown_fields(tmp_path: Path) -> None:
+    dc = device_class("gpu")
+    dc["spec"]["extendedResourceNam"] = GPU
+    f = _write(tmp_path / "typo.yaml", dc)
+    assert _run(f)[0] == 0  # the webhook's checks alone do not see it
+    code, lines, _ = _strict(f)
+    assert code == 1
+    assert lines == [
+        f"{f}: document 0: DeviceClass gpu: spec.extendedResourceNam: Forbidden: unknown field (not in the "
+        "Kubernetes 1.36 schema)",
+        "denied: 1 objects checked, 1 denied, 0 warnings",
+    ]
+
+
+def test_strict_checks_types_required_fields_and_served_versions(tmp_path: Path) -> None:
+    deployment = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
+    del deployment["spec"]["selector"]
+    deployment["spec"]["paused"] = "yes"
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "r"},
+        "spec": {"taint": {"key": "k", "effect": "NoSchedule"}},
+    }
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    f = _write(tmp_path / "w.yaml", deployment, rule, widget)
+    code, lines, _ = _strict(f, version="1.36")
+    assert code == 1
+    assert lines == [
+        f"{f}: document 0: Deployment default/demo: "
+        'spec.paused: Invalid value: "yes": must be of type boolean',
+        f"{f}: document 0: Deployment default/demo: spec.selector: Required value",
+        f"{f}: document 1: DeviceTaintRule r: "
+        'apiVersion: Invalid value: "resource.k8s.io/v1": Kubernetes 1.36 serves no DeviceTaintRule in '
+        "resource.k8s.io/v1",
+        f"{f}: document 2: Widget w: warning: "
+        "example.com/v1 Widget is not a Kubernetes 1.36 type: its schema is not checked",
+        "denied: 3 objects checked, 2 denied, 1 warnings",
+    ]
+    code, lines, _ = _strict(f, version="1.37")  # resource.k8s.io/v1 DeviceTaintRule is 1.37's
+    assert [line for line in lines if "DeviceTaintRule" in line] == []
+
+
+def test_strict_compiles_every_cel_expression(tmp_path: Path) -> None:
+    dc = device_class("gpu", None, ['device.driver == "a"', "device.driver =="])
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "r",
+                        "firstAvailable": [
+                            {
+                                "name": "s",
+                                "deviceClassName": "gpu",
+                                "selectors": [{"cel": {"expression": "nope"}}],
+                            }
+                        ],
+                    }
+                ]
+            }
+        },
+    }
+    template = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "r",
+                            "deviceClassName": "gpu",
+                            "selectors": [{"cel": {"expression": "1 + 1"}}],
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    f = _write(tmp_path / "cel.yaml", dc, claim, template)
+    code, lines, _ = _strict(f)
+    assert code == 1
+    assert len(lines) == 4
+    assert lines[0].startswith(
+        f"{f}: document 0: DeviceClass gpu: "
+        'spec.selectors[1].cel.expression: Invalid value: "device.driver ==": compilation failed: '
+    )
+    assert lines[1].startswith(
+        f"{f}: document 1: ResourceClaim default/c: "
+        'spec.devices.requests[0].firstAvailable[0].selectors[0].cel.expression: Invalid value: "nope": '
+    )
+    assert lines[2].startswith(
+        f"{f}: document 2: ResourceClaimTemplate default/t: "
+        'spec.spec.devices.requests[0].selectors[0].cel.expression: Invalid value: "1 + 1": '
+    )
+    assert lines[3] == "denied: 3 objects checked, 3 denied, 0 warnings"
+
+
+def test_empty_input_is_an_error_with_strict_and_a_warning_without(tmp_path: Path) -> None:
+    (tmp_path / "notes.yaml").write_text("# nothing here yet\n")
+    code, lines, err = _strict(tmp_path)
+    assert (code, lines, err) == (2, [], f"draxr validate: error: {tmp_path}: no objects to validate\n")
+    code, lines, err = _run(tmp_path)
+    assert (code, err) == (0, "")
+    assert lines == [
+        f"{tmp_path}: warning: no objects to validate (--strict makes this an error)",
+        "ok: 0 objects checked, 0 denied, 1 warnings",
+    ]
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_dash_reads_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stdin(monkeypatch, yaml.safe_dump(device_class("c", "bad")).encode())
+    assert main(["validate", "-f", "-", "--strict", "--kubernetes-version", "1.34"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("<stdin>: document 0: DeviceClass c: spec.extendedResourceName: Invalid value:")
+    _stdin(monkeypatch, b"")
+    assert main(["validate", "-f", "-", "--strict"]) == 2
+    assert capsys.readouterr().err == "draxr validate: error: -: no objects to validate\n"
+
+
+def test_unreadable_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stdin(monkeypatch, b"\xff\xfeapiVersion: v1")
+    assert main(["validate", "-f", "-"]) == 2
+    assert capsys.readouterr().err == "draxr validate: error: <stdin>: not UTF-8 text (byte 0)\n"
+
+
+def test_kubernetes_version_needs_strict(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["validate", "-f", "x", "--kubernetes-version", "1.35"])
+    assert exit_.value.code == 2
+    assert (
+        capsys.readouterr().err == "draxr validate: error: --kubernetes-version applies only with --strict\n"
+    )

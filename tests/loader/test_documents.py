@@ -1,5 +1,6 @@
 """The manifest loader: files, directories, multi-document YAML, Lists, JSON, errors, workloads."""
 
+import io
 import json
 import tempfile
 from pathlib import Path
@@ -10,7 +11,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.loader import Loaded, LoadError, expand_workloads, load_paths
+from webhook.loader import (
+    STDIN_SOURCE,
+    Loaded,
+    LoadError,
+    expand_workloads,
+    load_paths,
+    load_text,
+    read_input,
+)
 
 DATA = Path(__file__).parents[1] / "data" / "loader"
 GOOD = DATA / "good"
@@ -409,3 +418,80 @@ def test_fuzz_json_like_documents(docs: list[Any], as_json: bool) -> None:
             path = Path(tmp) / "x.yaml"
             path.write_text(yaml.safe_dump_all(docs), encoding="utf-8", errors="surrogatepass")
         check_outcome(path)
+
+
+# --- standard input, the raw form --------------------------------------------------------------------
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_dash_reads_standard_input_yaml_or_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _stdin(monkeypatch, b"apiVersion: v1\nkind: Node\nmetadata: {name: from-stdin}\n")
+    f = write(tmp_path, "a.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: from-file}\n")
+    items = load_paths([f, "-"])
+    assert [(i.source, i.obj["metadata"]["name"]) for i in items] == [
+        (str(f), "from-file"),
+        (STDIN_SOURCE, "from-stdin"),
+    ]
+    _stdin(monkeypatch, b' {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "j"}, "x": NaN}')
+    with pytest.raises(LoadError) as e:
+        load_paths(["-"])
+    assert str(e.value) == "<stdin>: document 0: unreadable value: NaN is not valid JSON"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\xff\xfe", "<stdin>: not UTF-8 text (byte 0)"),
+        (b"kind: [", "<stdin>: document 0: line 2, column 1: did not find expected node content"),
+    ],
+)
+def test_unreadable_standard_input(monkeypatch: pytest.MonkeyPatch, data: bytes, message: str) -> None:
+    _stdin(monkeypatch, data)
+    with pytest.raises(LoadError) as e:
+        load_paths(["-"])
+    assert str(e.value).startswith(message)
+
+
+def test_standard_input_closed_or_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = io.TextIOWrapper(io.BytesIO(b""))
+    closed.close()
+    monkeypatch.setattr("sys.stdin", closed)
+    with pytest.raises(LoadError, match=r"^<stdin>: cannot read: "):
+        load_paths(["-"])
+    monkeypatch.setattr("sys.stdin", None)
+    with pytest.raises(LoadError, match=r"^<stdin>: cannot read: there is no standard input$"):
+        load_paths(["-"])
+
+
+def test_standard_input_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    _stdin(monkeypatch, b"")
+    with pytest.raises(LoadError) as e:
+        load_paths(["-", "-"])
+    assert str(e.value) == "<stdin>: standard input (-) can be read only once"
+    errors: list[LoadError] = []
+    _stdin(monkeypatch, b"apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+    assert len(load_paths(["-", "-"], errors=errors)) == 1
+    assert len(errors) == 1
+
+
+def test_the_raw_form_is_the_object_as_written(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "r.yaml",
+        "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: k}\n---\n"
+        "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: p}\n",
+    )
+    dc, pod = load_paths([path])
+    assert dc.obj["apiVersion"] == "resource.k8s.io/v1"
+    assert dc.raw == {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "k"},
+    }
+    assert pod.raw == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    source, text, is_json = read_input(path)
+    assert (source, is_json) == (str(path), False)
+    assert load_text(text, source) == [dc, pod]

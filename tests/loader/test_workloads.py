@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.loader import LoadError, expand_workloads, load_paths
+from webhook.loader import POD_TEMPLATES, LoadError, expand_workloads, load_paths, template_path, template_pod
 
 from .test_documents import GOOD
 
@@ -98,3 +98,45 @@ def test_invalid_count_raises_load_error() -> None:
         LoadError, match=r"^<objects>: document 1: spec.replicas: must be a non-negative integer"
     ):
         expand_workloads([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}, bad])
+
+
+@pytest.mark.parametrize(
+    ("obj", "pod"),
+    [
+        (
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []}},
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []}},
+        ),
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "spec": {"template": {"metadata": {"x": 1}, "spec": {}}},
+            },
+            {"metadata": {"x": 1}, "spec": {}},
+        ),
+        ({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": {"template": {}}}, {"spec": {}}),
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}},
+            },
+            {"spec": {"containers": [{"name": "c"}]}},
+        ),
+        ({"apiVersion": "batch/v1", "kind": "CronJob", "spec": {"jobTemplate": []}}, None),
+        ({"apiVersion": "v1", "kind": "Node"}, None),
+        ({"apiVersion": "extensions/v1beta1", "kind": "Deployment", "spec": {"template": {}}}, None),
+    ],
+)
+def test_the_pod_template_of_every_workload_kind(obj: Any, pod: Any) -> None:
+    assert template_pod(obj) == pod
+    if pod is not None:
+        path = template_path(obj)
+        assert path == POD_TEMPLATES[(obj["apiVersion"], obj["kind"])]
+        node = obj
+        for key in path or ():
+            node = node[key]
+        made = template_pod(obj)
+        if "spec" in node and made is not None:
+            assert node["spec"] is made["spec"]  # not a copy: callers patch in place

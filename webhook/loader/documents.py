@@ -1,11 +1,12 @@
-"""Read Kubernetes manifests from files (``draxr plan``, ``draxr validate``, ``--snapshot``, the demo).
+"""Read Kubernetes manifests from files (``draxr plan``, ``draxr validate``, ``draxr convert``,
+``--snapshot``, the demo).
 
-YAML (multi-document) and JSON files, directories recursively, and ``kind: List`` / ``*List``
-documents as ``kubectl get -o yaml`` prints them. Every object that comes out is plain JSON
-(string keys; timestamps as RFC 3339 strings) and has the field types the engine reads, so the
-pure core never meets a wrong type. Problems are ``LoadError`` naming the file, the document and
-the field (as the file wrote it); resource.k8s.io objects then come out in the v1 shape, whatever
-version the file used (``core.versions``).
+YAML (multi-document) and JSON files, directories recursively, standard input (``-``), and
+``kind: List`` / ``*List`` documents as ``kubectl get -o yaml`` prints them. Every object that
+comes out is plain JSON (string keys; timestamps as RFC 3339 strings) and has the field types
+the engine reads, so the pure core never meets a wrong type. Problems are ``LoadError`` naming
+the file, the document and the field (as the file wrote it); resource.k8s.io objects then come
+out in the v1 shape, whatever version the file used (``core.versions``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import base64
 import datetime as dt
 import json
 import math
+import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,17 +33,26 @@ SUFFIXES: Final = (".yaml", ".yml", ".json")
 MAX_DEPTH: Final = 200
 MAX_VALUES: Final = 1_000_000
 
+#: The path that names standard input, and how errors name it.
+STDIN: Final = "-"
+STDIN_SOURCE: Final = "<stdin>"
+
 _YAML_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """One object and where it came from: ``index`` is the document, ``item`` the List item."""
+    """One object and where it came from: ``index`` is the document, ``item`` the List item.
+
+    ``raw`` is the object as the input wrote it (JSON types; a typed List's item with the
+    apiVersion and kind the List gives it), before ``obj`` was put in the v1 shape.
+    """
 
     obj: Obj
     source: str
     index: int
     item: int | None = None
+    raw: Obj = field(default_factory=dict, compare=False, repr=False)
 
 
 class LoadError(Exception):
@@ -72,41 +83,113 @@ class _Invalid(Exception):
 
 
 def load_paths(paths: Sequence[str | Path], *, errors: list[LoadError] | None = None) -> list[Loaded]:
-    """Every object of the given files and directories, in order.
+    """Every object of the given files and directories (``-``: standard input), in order.
 
     Raises the first ``LoadError``; with ``errors`` given, problems are appended there instead
     and loading goes on with the next document (or file, after a syntax error).
     """
     out: list[Loaded] = []
+    seen_stdin = False
     for path in paths:
         try:
-            files = _files(Path(path))
+            files = _files(path, seen_stdin=seen_stdin)
         except LoadError as e:
             if errors is None:
                 raise
             errors.append(e)
             continue
+        seen_stdin = seen_stdin or STDIN in files
         for file in files:
-            for item in _load_file(file, errors):
-                out.append(item)
+            try:
+                source, text, is_json = read_input(file)
+            except LoadError as e:
+                if errors is None:
+                    raise
+                errors.append(e)
+                continue
+            out += load_text(text, source, is_json=is_json, errors=errors)
     return out
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        found = [p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file()]
-        return sorted(found, key=lambda p: p.as_posix())
-    if not path.exists():
-        raise LoadError(str(path), None, None, "no such file or directory")
-    return [path]
+def input_files(paths: Sequence[str | Path]) -> list[Path | str]:
+    """The files the paths name, in order: a directory's YAML and JSON files recursively, sorted
+    by path; ``-`` (standard input) as it is, at most once. Raises ``LoadError`` for a path that
+    does not exist."""
+    out: list[Path | str] = []
+    for path in paths:
+        out += _files(path, seen_stdin=STDIN in out)
+    return out
 
 
-def _load_file(file: Path, errors: list[LoadError] | None) -> Iterator[Loaded]:
-    source = str(file)
+def _files(path: str | Path, *, seen_stdin: bool) -> list[Path | str]:
+    if str(path) == STDIN:
+        if seen_stdin:
+            raise LoadError(STDIN_SOURCE, None, None, "standard input (-) can be read only once")
+        return [STDIN]
+    where = Path(path)
+    if where.is_dir():
+        found = sorted(
+            (p for p in where.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file()),
+            key=lambda p: p.as_posix(),
+        )
+        return list[Path | str](found)
+    if not where.exists():
+        raise LoadError(str(where), None, None, "no such file or directory")
+    return [where]
+
+
+def read_input(file: Path | str) -> tuple[str, str, bool]:
+    """(source name, text, is JSON) of a file, or of standard input for ``-``.
+
+    A file is JSON by its suffix; standard input when its first non-blank character is ``{``.
+    """
+    if str(file) == STDIN:
+        text = _decode(_read_stdin(), STDIN_SOURCE)
+        return STDIN_SOURCE, text, text.lstrip().startswith("{")
+    path = Path(file)
+    source = str(path)
     try:
-        for index, doc in _documents(file, source):
+        data = path.read_bytes()
+    except OSError as e:
+        raise LoadError(source, None, None, f"cannot read: {e.strerror or e}") from None
+    return source, _decode(data, source), path.suffix.lower() == ".json"
+
+
+def _read_stdin() -> bytes:
+    stream = sys.stdin
+    if stream is None:
+        raise LoadError(STDIN_SOURCE, None, None, "cannot read: there is no standard input")
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            data: bytes = buffer.read()
+            return data
+        return stream.read().encode("utf-8")
+    except (OSError, ValueError) as e:  # ValueError: a closed stream
+        raise LoadError(
+            STDIN_SOURCE, None, None, f"cannot read: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    except UnicodeError as e:
+        raise LoadError(STDIN_SOURCE, None, None, f"not UTF-8 text ({e})") from None
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise LoadError(source, None, None, f"not UTF-8 text (byte {e.start})") from None
+
+
+def load_text(
+    text: str, source: str, *, is_json: bool = False, errors: list[LoadError] | None = None
+) -> list[Loaded]:
+    """Every object of one file's ``text`` (``source`` names it in errors); see ``load_paths``."""
+    out: list[Loaded] = []
+    try:
+        for index, doc in _documents(text, source, is_json):
             try:
-                yield from _objects(doc, source, index)
+                for item in _objects(doc, source, index):
+                    out.append(item)
             except LoadError as e:
                 if errors is None:
                     raise
@@ -115,23 +198,12 @@ def _load_file(file: Path, errors: list[LoadError] | None) -> Iterator[Loaded]:
         if errors is None:
             raise
         errors.append(e)
+    return out
 
 
-def _read_text(file: Path, source: str) -> str:
-    try:
-        data = file.read_bytes()
-    except OSError as e:
-        raise LoadError(source, None, None, f"cannot read: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise LoadError(source, None, None, f"not UTF-8 text (byte {e.start})") from None
-
-
-def _documents(file: Path, source: str) -> Iterator[tuple[int, Any]]:
+def _documents(text: str, source: str, is_json: bool) -> Iterator[tuple[int, Any]]:
     """(document index, parsed document); empty YAML documents keep their index but are skipped."""
-    text = _read_text(file, source)
-    if file.suffix.lower() == ".json":
+    if is_json:
         doc = _parse_json(text, source) if text.strip() else None
         if doc is not None:
             yield 0, doc
@@ -191,7 +263,7 @@ def _objects(doc: Any, source: str, index: int) -> Iterator[Loaded]:
     kind: str = obj["kind"]
     if not _is_list_kind(kind):
         _fail_first(check_object(obj), source, index)
-        yield Loaded(to_v1(obj), source, index)
+        yield Loaded(to_v1(obj), source, index, raw=obj)
         return
     items = obj.get("items")
     if items is not None and not isinstance(items, list):
@@ -205,7 +277,7 @@ def _objects(doc: Any, source: str, index: int) -> Iterator[Loaded]:
             # Typed lists (``PodList``) omit apiVersion and kind on their items.
             item = {"apiVersion": obj["apiVersion"], "kind": kind[: -len("List")], **item}
         _fail_first(check_top(item, path) or check_object(item, path), source, index)
-        yield Loaded(to_v1(item), source, index, i)
+        yield Loaded(to_v1(item), source, index, i, raw=item)
 
 
 def _fail_first(errors: list[FieldError], source: str, index: int) -> None:

@@ -22,6 +22,16 @@ WORKLOADS: Final = {
     ("apps/v1", "StatefulSet"): "replicas",
     ("batch/v1", "Job"): "parallelism",
 }
+#: Where each workload holds its pod template, by (apiVersion, kind); a Pod is its own template.
+POD_TEMPLATES: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("v1", "Pod"): (),
+    ("apps/v1", "Deployment"): ("spec", "template"),
+    ("apps/v1", "ReplicaSet"): ("spec", "template"),
+    ("apps/v1", "StatefulSet"): ("spec", "template"),
+    ("apps/v1", "DaemonSet"): ("spec", "template"),
+    ("batch/v1", "Job"): ("spec", "template"),
+    ("batch/v1", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
+}
 #: Kinds without a namespace; any other kind is treated as namespaced.
 CLUSTER_SCOPED_KINDS: Final = frozenset(
     {
@@ -75,6 +85,30 @@ def _with_identity(obj: Obj) -> Obj:
         name = meta.get("name") or meta.get("generateName") or ""
         meta["uid"] = object_uid(str(kind), str(meta.get("namespace", "")), str(name))
     return obj
+
+
+def template_path(obj: Obj) -> tuple[str, ...] | None:
+    """Where ``obj`` holds its pod template (``()`` for a Pod), or None for other kinds."""
+    return POD_TEMPLATES.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+
+
+def template_pod(obj: Obj) -> Obj | None:
+    """The pod template of a Pod or workload as a pod: its ``metadata`` (when it is a mapping) and
+    ``spec``, the very objects of ``obj`` (not copies); None for other kinds or a template that
+    is not a mapping."""
+    path = template_path(obj)
+    if path is None:
+        return None
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    if not path:
+        return node
+    pod: Obj = {"metadata": node["metadata"]} if isinstance(node.get("metadata"), dict) else {}
+    pod["spec"] = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    return pod
 
 
 def _pod_count(obj: Obj, field: str, position: int) -> int:
