@@ -19,16 +19,14 @@ collector beside it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
 
 from ..core.objects import Obj, as_dict, as_list, controller_ref
 from . import errors
 from .auth import authenticated
+from .controller import Controller
 from .history import WatchEvent
-from .registry import Registry, Request
-from .resources import ResourceIndex
+from .registry import Request
 
 log = logging.getLogger(__name__)
 
@@ -58,39 +56,8 @@ def _terminal(pod: Obj) -> bool:
     return as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed")
 
 
-class ResourceClaimController:
-    def __init__(self, registry: Registry, index: ResourceIndex, loop: asyncio.AbstractEventLoop) -> None:
-        self._registry = registry
-        self._store = registry.store
-        self._index = index
-        self._loop = loop
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._store.add_listener(self._on_commit)
-
-    # -- plumbing (as the garbage collector) -----------------------------------------------------
-
-    def _spawn(self, coro: Any) -> None:
-        def start() -> None:
-            task = self._loop.create_task(coro)
-            self._tasks.add(task)
-            task.add_done_callback(self._done)
-
-        self._loop.call_soon_threadsafe(start)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("resourceclaim controller failed", exc_info=task.exception())
-
-    def cancel(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def drain(self) -> None:
-        await asyncio.sleep(0)
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-            await asyncio.sleep(0)
+class ResourceClaimController(Controller):
+    what = "resourceclaim controller"
 
     # -- events ----------------------------------------------------------------------------------
 

@@ -9,15 +9,14 @@ the owner has no dependents left, and a deleted namespace takes its objects with
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from . import errors
 from .auth import authenticated
+from .controller import Controller
 from .history import WatchEvent
-from .registry import FOREGROUND, Registry, Request
-from .resources import ResourceIndex
+from .registry import FOREGROUND, Request
 from .store import StoreConflict, StoreMissing
 
 log = logging.getLogger(__name__)
@@ -30,31 +29,8 @@ NAMESPACE_USER = authenticated(
 )
 
 
-class GarbageCollector:
-    def __init__(self, registry: Registry, index: ResourceIndex, loop: asyncio.AbstractEventLoop) -> None:
-        self._registry = registry
-        self._store = registry.store
-        self._index = index
-        self._loop = loop
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._store.add_listener(self._on_commit)
-
-    def _spawn(self, coro: Any) -> None:
-        def start() -> None:
-            task = self._loop.create_task(coro)
-            self._tasks.add(task)
-            task.add_done_callback(self._done)
-
-        self._loop.call_soon_threadsafe(start)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("garbage collection failed", exc_info=task.exception())
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._tasks)
+class GarbageCollector(Controller):
+    what = "garbage collection"
 
     def _on_commit(self, key: str, event: WatchEvent) -> None:
         """Store listener (under the store lock): schedule work, never do it here."""
@@ -132,15 +108,3 @@ class GarbageCollector:
     async def _clean_namespace(self, namespace: str) -> None:
         for key, ns, name in list(self._store.namespaced_keys(namespace)):
             await self._delete(key, ns, name, NAMESPACE_USER)
-
-    def cancel(self) -> None:
-        """Abandon pending work (server shutdown)."""
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def drain(self) -> None:
-        """Wait until no controller work is pending (tests and shutdown)."""
-        await asyncio.sleep(0)  # let work scheduled by the last commits start
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-            await asyncio.sleep(0)

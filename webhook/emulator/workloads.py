@@ -29,6 +29,7 @@ from typing import Any
 from ..core.objects import Obj, as_dict, controller_ref
 from . import errors
 from .auth import authenticated
+from .controller import Controller
 from .history import WatchEvent
 from .registry import Registry, Request
 from .resources import ResourceIndex
@@ -85,18 +86,15 @@ def _owner(kind: str, obj: Obj) -> Obj:
     }
 
 
-class WorkloadControllers:
+class WorkloadControllers(Controller):
     """The deployment and replicaset controllers, on the emulator's loop."""
 
+    what = "workload controller"
+
     def __init__(self, registry: Registry, index: ResourceIndex, loop: asyncio.AbstractEventLoop) -> None:
-        self._registry = registry
-        self._store = registry.store
-        self._index = index
-        self._loop = loop
-        self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()
-        self._store.add_listener(self._on_commit)
+        super().__init__(registry, index, loop)
 
     # -- plumbing: one sync per object at a time -------------------------------------------------
 
@@ -106,9 +104,7 @@ class WorkloadControllers:
                 self._dirty.add(key)
                 return
             self._running.add(key)
-            task = self._loop.create_task(self._run(key))
-            self._tasks.add(task)
-            task.add_done_callback(self._done)
+            self._track(self._loop.create_task(self._run(key)))
 
         self._loop.call_soon_threadsafe(start)
 
@@ -124,21 +120,6 @@ class WorkloadControllers:
                     return
         finally:
             self._running.discard(key)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("workload controller failed", exc_info=task.exception())
-
-    def cancel(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def drain(self) -> None:
-        await asyncio.sleep(0)
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-            await asyncio.sleep(0)
 
     def _on_commit(self, key: str, event: WatchEvent) -> None:
         """Store listener (under the store lock): schedule work, never do it here."""
