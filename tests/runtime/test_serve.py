@@ -145,7 +145,12 @@ def test_draxr_serve_logs_json_lines_with_log_format_json(kube: Cluster) -> None
     argv += ["--log-format", "json"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr or []], daemon=True)
+
+    def read() -> None:
+        for line in proc.stderr or []:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
         seen: list[dict[str, object]] = []

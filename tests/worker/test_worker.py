@@ -382,7 +382,8 @@ def test_each_decision_is_one_log_line_with_pod_node_devices_claim_and_latency(
     kube.em.wait_for(lambda: _lines(caplog, "bound"), 10, "the bound line")
     kube.em.wait_for(lambda: _lines(caplog, "unschedulable"), 10, "the unschedulable line")
     [bound] = _lines(caplog, "bound")
-    claim = kube.em.get("pods", "two", "default")["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    erc = kube.em.get("pods", "two", "default")["status"]["extendedResourceClaimStatus"]
+    claim = erc["resourceClaimName"]
     assert bound["pod"] == "default/two"
     assert bound["node"] == "n"
     assert bound["devices"] == ["gpu.example.com/n-gpu/gpu-0", "gpu.example.com/n-gpu/gpu-1"]
@@ -395,7 +396,9 @@ def test_each_decision_is_one_log_line_with_pod_node_devices_claim_and_latency(
     assert waiting["retry_in_s"] > 0
 
 
-def test_a_failed_binding_is_one_line_with_its_reason(kube: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failed_binding_is_one_line_with_its_reason(
+    kube: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="draxr")
     kube.apply(node("n"), device_class(), gpu_slice("n", 1))
     kube.em.inject(verbs="create", resource="pods/binding", error=403, message="nope", times=1)

@@ -29,8 +29,10 @@ from .resources import Resource
 Handler = Callable[[str, Obj], None]  # ("ADDED" | "MODIFIED" | "DELETED", object)
 Transform = Callable[[Obj], Obj]
 
-#: Objects per page of a list (client-go's pager and kube-scheduler's informers use 500).
-PAGE_SIZE = 500
+#: Objects per page of a list. client-go's pager asks for 500; here a page of raw objects is
+#: transient garbage that fragments Python's heap, and 100 keeps the worker's resident memory near
+#: its cache's size (bench/memory.py: 4.7 MiB per 1,000 pods against 6.3 with 500).
+PAGE_SIZE = 100
 #: Restarts of a paged list whose continue token expired, before one unpaged list.
 MAX_EXPIRED_PAGES = 3
 
