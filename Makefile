@@ -36,6 +36,7 @@ clean:
 
 manifests: $(STAMP)
 	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"
+	$(BIN)/python -c "from webhook.install.monitoring import write_defaults; write_defaults('manifests/monitoring')"
 
 # A real control plane for e2e tests (etcd, kube-apiserver 1.35/1.36, ...), built from Go modules at the
 # versions in e2e/controlplane/versions.env into e2e/controlplane/.cache/bin/ (a no-op once built).

@@ -71,6 +71,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     ),
     (["serve", "--pod-max-backoff-seconds", "0"], "draxr serve: error: --pod-max-backoff-seconds: must be a"),
     (["serve", "--log-level", "loud"], "draxr serve: error: --log-level: invalid choice: 'loud'"),
+    (["serve", "--log-format", "xml"], "draxr serve: error: --log-format: invalid choice: 'xml'"),
     (
         ["serve", "--pod-initial-backoff-seconds", "nan"],
         "draxr serve: error: --pod-initial-backoff-seconds: must be a",
