@@ -6,11 +6,16 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench clean manifests controlplane e2e-local
 
+# The first run installs draxr and its test tools into .venv: say so, and what each step is.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "draxr: setting up $(VENV) (first run only, about a minute): creating the virtualenv..."
+	@$(PYTHON) -m venv $(VENV)
+	@echo "draxr: upgrading pip..."
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "draxr: installing draxr with its dev extra (kubernetes client, uvicorn, CEL engines, pytest, ruff, mypy)..."
+	@$(BIN)/python -m pip install --quiet --progress-bar off -e '.[dev]'
+	@touch $(STAMP)
+	@echo "draxr: $(VENV) ready."
 
 demo: $(STAMP)
 	$(BIN)/draxr demo

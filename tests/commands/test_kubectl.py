@@ -187,7 +187,7 @@ def test_plan_on_a_cluster_without_nodes_says_so() -> None:
         empty.admin.create(PODS, _pod("p", 1, schedulerName="draxr"), "default")
         code, out, _ = draxr(empty, "plan")
     assert code == 1
-    assert out.splitlines()[0] == "no Nodes in the cluster: nothing can be scheduled"
+    assert out.splitlines()[0] == "no Nodes in the cluster: no pod can be scheduled"
     assert "default/p  <none>  no nodes available to schedule pods" in out
 
 

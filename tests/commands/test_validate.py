@@ -64,7 +64,7 @@ def test_warnings_alone_do_not_fail(tmp_path: Path) -> None:
     f = _write(tmp_path / "c.yaml", device_class("x" * 64))
     code, lines, _ = _run(f)
     assert code == 0
-    assert lines[-1] == "ok: 1 objects checked, 0 denied, 1 warnings"
+    assert lines[-1] == "ok: 1 object checked, 0 denied, 1 warning"
 
 
 def test_pods_and_workload_templates(tmp_path: Path) -> None:
@@ -152,4 +152,4 @@ def test_a_missing_path_exits_2(tmp_path: Path) -> None:
 def test_the_cli_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = _write(tmp_path / "c.yaml", device_class("c", "bad"))
     assert main(["validate", "-f", str(f)]) == 1
-    assert capsys.readouterr().out.endswith("denied: 1 objects checked, 1 denied, 1 warnings\n")
+    assert capsys.readouterr().out.endswith("denied: 1 object checked, 1 denied, 1 warning\n")

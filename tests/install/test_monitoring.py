@@ -90,7 +90,7 @@ def test_the_rules_cover_what_an_operator_is_paged_for() -> None:
 
 
 def test_the_service_monitor_reaches_the_webhook_and_the_worker_ports() -> None:
-    objects = manifests.render() + monitoring.render()
+    objects = manifests.render(cert_manager=True) + monitoring.render()
     services = [o for o in objects if o["kind"] == "Service"]
     deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
     [sm] = [o for o in objects if o["kind"] == "ServiceMonitor"]

@@ -51,6 +51,7 @@ from ..kube.resources import (
 from ..loader import LoadError, expand_workloads, load_paths
 from . import plan as plan_command
 from .flags import OneLineParser, dns_label, non_empty, one_line
+from .text import MACHINE_FORMATS, plural, write_data
 
 PROG = "kubectl draxr"
 DEFAULT_NAMESPACE = "draxr-system"
@@ -236,11 +237,6 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     }
 
 
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 node``, ``2 nodes``, ``0 nodes``."""
-    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
-
-
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
@@ -397,11 +393,8 @@ def live_plan(
 
 
 def _output(value: Obj, fmt: str, out: TextIO, human: Callable[[Obj, TextIO], None]) -> None:
-    if fmt == "json":
-        json.dump(value, out, indent=2)
-        out.write("\n")
-    elif fmt == "yaml":
-        out.write(yaml.safe_dump(value, sort_keys=False, default_flow_style=False))
+    if fmt in MACHINE_FORMATS:
+        write_data(value, fmt, out)
     else:
         human(value, out)
 
@@ -411,7 +404,7 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--kubeconfig", type=non_empty, help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)"
     )
     p.add_argument("--context", type=non_empty, help="the kubeconfig context to use")
-    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.add_argument("-o", "--output", choices=("text", *MACHINE_FORMATS), default="text")
     return p
 
 
@@ -457,9 +450,7 @@ def run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             return 0
         result = live_plan(client, args.filename, args.policy, args.scheduler_name)
         if args.output == "text":
-            if not result.state.nodes:
-                out.write("no Nodes in the cluster: nothing can be scheduled\n")
-            plan_command.write_table(result, out)
+            plan_command.write_table(result, out, where="cluster")
         else:
             _output(result.to_json(), args.output, out, lambda v, o: None)
         return 0 if all(r.decision.status == SCHEDULED for r in result.results) else 1

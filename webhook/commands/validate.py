@@ -32,6 +32,7 @@ from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
 from .flags import one_line
+from .text import plural
 
 
 @dataclass
@@ -135,7 +136,8 @@ def run(paths: Sequence[str | Path], out: TextIO, err: TextIO) -> int:
         print(finding.line(), file=out)
     verdict = "denied" if report.denied else "ok"
     print(
-        f"{verdict}: {report.checked} objects checked, {report.denied} denied, {report.warnings} warnings",
+        f"{verdict}: {plural(report.checked, 'object')} checked, {report.denied} denied, "
+        f"{plural(report.warnings, 'warning')}",
         file=out,
     )
     return 1 if report.denied else 0
