@@ -19,6 +19,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from ..core.objects import Obj
 from .manifests import APP_LABEL, COMPONENT_LABEL, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK, WORKER, dump
 
@@ -304,8 +306,19 @@ def dashboard_json() -> str:
     return json.dumps(dashboard(), indent=2) + "\n"
 
 
+def rules_yaml() -> str:
+    """The PrometheusRule's ``spec`` alone (``groups``), for a chart to embed."""
+    return RULES_HEADER + yaml.safe_dump({"groups": rule_groups()}, sort_keys=False, width=120)
+
+
+RULES_HEADER = (
+    "# The PrometheusRule's spec (draxr's alerts), as rendered by webhook/install/monitoring.py; "
+    "regenerate with `make manifests`.\n"
+)
+
 FILES: dict[str, Callable[[], str]] = {
     "monitoring.yaml": lambda: HEADER + dump(render()),
+    "prometheus-rules.yaml": rules_yaml,
     "grafana-dashboard.json": dashboard_json,
 }
 
