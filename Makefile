@@ -6,11 +6,16 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench clean manifests controlplane e2e-local
 
+# The first run installs draxr and its test tools into .venv: say so, and what each step is.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "draxr: setting up $(VENV) (first run only, about a minute): creating the virtualenv..."
+	@$(PYTHON) -m venv $(VENV)
+	@echo "draxr: upgrading pip..."
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "draxr: installing draxr with its dev extra (kubernetes client, uvicorn, CEL engines, pytest, ruff, mypy)..."
+	@$(BIN)/python -m pip install --quiet --progress-bar off -e '.[dev]'
+	@touch $(STAMP)
+	@echo "draxr: $(VENV) ready."
 
 demo: $(STAMP)
 	$(BIN)/draxr demo
@@ -36,6 +41,7 @@ clean:
 
 manifests: $(STAMP)
 	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"
+	$(BIN)/python -c "from webhook.install.monitoring import write_defaults; write_defaults('manifests/monitoring')"
 
 # A real control plane for e2e tests (etcd, kube-apiserver 1.35/1.36, ...), built from Go modules at the
 # versions in e2e/controlplane/versions.env into e2e/controlplane/.cache/bin/ (a no-op once built).

@@ -14,10 +14,15 @@ from .commands import certs, convert, demo, manifests, plan, serve, validate
 from .commands.flags import OneLineParser, print_error, report
 
 COMMANDS = (serve, plan, certs, manifests, validate, convert, demo)
+DESCRIPTION = (
+    "draxr: KEP-5004 for real clusters, extended resource requests served by DRA devices. "
+    "A bad flag or value, or any failure, ends with one line on standard error and a non-zero "
+    "exit status."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="draxr", description=__doc__)
+    parser = OneLineParser(prog="draxr", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"draxr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:

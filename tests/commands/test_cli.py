@@ -71,6 +71,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     ),
     (["serve", "--pod-max-backoff-seconds", "0"], "draxr serve: error: --pod-max-backoff-seconds: must be a"),
     (["serve", "--log-level", "loud"], "draxr serve: error: --log-level: invalid choice: 'loud'"),
+    (["serve", "--log-format", "xml"], "draxr serve: error: --log-format: invalid choice: 'xml'"),
     (
         ["serve", "--pod-initial-backoff-seconds", "nan"],
         "draxr serve: error: --pod-initial-backoff-seconds: must be a",
@@ -94,7 +95,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     # plan
     (["plan"], "draxr plan: error: the following arguments are required: -f/--filename"),
     (["plan", "-f"], "draxr plan: error: -f/--filename: expected one argument"),
-    (["plan", "-f", "x", "-o", "yaml"], "draxr plan: error: -o/--output: invalid choice: 'yaml'"),
+    (["plan", "-f", "x", "-o", "xml"], "draxr plan: error: -o/--output: invalid choice: 'xml'"),
     (["plan", "-f", "x", "--policy", "random"], "draxr plan: error: --policy: invalid choice: 'random'"),
     (
         ["plan", "-f", "/nonexistent/draxr"],
@@ -112,6 +113,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["certs", "--service", "a.b"], "draxr certs: error: --service: 'a.b' is not a valid DNS-1123 label"),
     (["certs", "--namespace", ""], "draxr certs: error: --namespace: '' is not a valid DNS-1123 label"),
     (["certs", "--out", " "], "draxr certs: error: --out: must not be empty"),
+    (["certs", "-o", "toml"], "draxr certs: error: -o/--output: invalid choice: 'toml'"),
     # manifests
     (
         ["manifests", "--namespace", "NS"],
@@ -213,6 +215,14 @@ def test_every_command_and_flag_is_covered() -> None:
                 action.option_strings,
             )
     assert set(sub.choices) == {a[0] for a, _ in BAD_FLAGS if a and a[0] in sub.choices}
+
+
+def test_help_is_plain_text_without_markup() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for text in [parser.format_help(), *(c.format_help() for c in sub.choices.values())]:
+        for markup in ("``", "**", ":class:", ":func:"):
+            assert markup not in text
 
 
 def test_an_unhandled_failure_is_one_line_not_a_traceback(

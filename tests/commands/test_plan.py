@@ -544,3 +544,33 @@ def test_rewrite_mode_gives_init_containers_and_sidecars_upstreams_devices() -> 
     allocated = sum(len(c["status"]["allocation"]["devices"]["results"]) for c in p["claims"])
     assert counts == [1, 1]
     assert allocated == 2
+
+
+def test_yaml_output_is_the_json_contract() -> None:
+    out_json, out_yaml, err = io.StringIO(), io.StringIO(), io.StringIO()
+    assert run([examples_dir()], "json", "binpack", out_json, err) == 0
+    assert run([examples_dir()], "yaml", "binpack", out_yaml, err) == 0
+    assert yaml.safe_load(out_yaml.getvalue()) == json.loads(out_json.getvalue())
+
+
+def test_no_nodes_in_the_input_says_so(tmp_path: Path) -> None:
+    path = write(tmp_path, "pods.yaml", [pod("p", [container("c", {"example.com/gpu": "1"})])])
+    code, out, _ = plan([path])
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "no Nodes in the input: no pod can be scheduled"
+    assert "no nodes available to schedule pods" in lines[3]  # kube-scheduler's words, not "0/0 ..."
+    assert "0/0" not in out
+    assert lines[-1] == "0 scheduled, 1 unschedulable, 0 errors"
+
+
+def test_the_summary_counts_one_error_in_the_singular(tmp_path: Path) -> None:
+    node = factory.node("n")
+    cls = factory.device_class(
+        "bad", ext="example.com/gpu", selectors=['device.attributes["d.example.com"].missing == 1']
+    )
+    sl = factory.resource_slice("s", [factory.device("a")], driver="d.example.com", node_name="n")
+    write(tmp_path, "all.yaml", [node, cls, sl, pod("p", [container("c", {"example.com/gpu": "1"})])])
+    code, out, _ = plan([tmp_path])
+    assert code == 1
+    assert out.splitlines()[-1] == "0 scheduled, 0 unschedulable, 1 error"

@@ -65,7 +65,7 @@ def test_warnings_alone_do_not_fail(tmp_path: Path) -> None:
     f = _write(tmp_path / "c.yaml", device_class("x" * 64))
     code, lines, _ = _run(f)
     assert code == 0
-    assert lines[-1] == "ok: 1 objects checked, 0 denied, 1 warnings"
+    assert lines[-1] == "ok: 1 object checked, 0 denied, 1 warning"
 
 
 def test_pods_and_workload_templates(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_a_missing_path_exits_2(tmp_path: Path) -> None:
 def test_the_cli_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = _write(tmp_path / "c.yaml", device_class("c", "bad"))
     assert main(["validate", "-f", str(f)]) == 1
-    assert capsys.readouterr().out.endswith("denied: 1 objects checked, 1 denied, 1 warnings\n")
+    assert capsys.readouterr().out.endswith("denied: 1 object checked, 1 denied, 1 warning\n")
 
 
 # --- ResourceQuota: the webhook's warning, offline -----------------------------------------------------
@@ -185,7 +185,7 @@ def test_a_quota_on_the_name_but_not_on_the_class_is_reported(tmp_path: Path) ->
     assert lines == [
         f"{f}: document 1: ResourceQuota team-a/compute: warning: quota on example.com/gpu does not limit "
         f"rewritten pods; add {gpu_key}",
-        "ok: 6 objects checked, 0 denied, 1 warnings",
+        "ok: 6 objects checked, 0 denied, 1 warning",
     ]
 
 
@@ -242,7 +242,7 @@ def test_strict_rejects_unknown_fields(tmp_path: Path) -> None:
     assert lines == [
         f"{f}: document 0: DeviceClass gpu: spec.extendedResourceNam: Forbidden: unknown field (not in the "
         "Kubernetes 1.36 schema)",
-        "denied: 1 objects checked, 1 denied, 0 warnings",
+        "denied: 1 object checked, 1 denied, 0 warnings",
     ]
 
 
@@ -269,7 +269,7 @@ def test_strict_checks_types_required_fields_and_served_versions(tmp_path: Path)
         "resource.k8s.io/v1",
         f"{f}: document 2: Widget w: warning: "
         "example.com/v1 Widget is not a Kubernetes 1.36 type: its schema is not checked",
-        "denied: 3 objects checked, 2 denied, 1 warnings",
+        "denied: 3 objects checked, 2 denied, 1 warning",
     ]
     code, lines, _ = _strict(f, version="1.37")  # resource.k8s.io/v1 DeviceTaintRule is 1.37's
     assert [line for line in lines if "DeviceTaintRule" in line] == []
@@ -343,7 +343,7 @@ def test_empty_input_is_an_error_with_strict_and_a_warning_without(tmp_path: Pat
     assert (code, err) == (0, "")
     assert lines == [
         f"{tmp_path}: warning: no objects to validate (--strict makes this an error)",
-        "ok: 0 objects checked, 0 denied, 1 warnings",
+        "ok: 0 objects checked, 0 denied, 1 warning",
     ]
 
 

@@ -300,6 +300,8 @@ def test_implicit_name_uses_the_class_directly() -> None:
 def test_fit_error_format() -> None:
     assert fit_error(3, {"a": ["x"], "b": ["x"], "c": ["y", "x"]}) == "0/3 nodes are available: 1 y, 3 x."
     assert fit_error(2, {}, "pre") == "0/2 nodes are available: pre."
+    # No nodes at all: kube-scheduler's ErrNoNodesAvailable, not "0/0 nodes are available:".
+    assert fit_error(0, {}) == fit_error(0, {}, "pre") == "no nodes available to schedule pods"
 
 
 def test_feasibility_check_without_scoring_picks_the_first_node_by_name() -> None:

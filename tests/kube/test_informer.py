@@ -12,7 +12,7 @@ from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.resources import BUILTIN
 from webhook.kube.client import KubeClient
-from webhook.kube.informer import Informer
+from webhook.kube.informer import MAX_EXPIRED_PAGES, Informer
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, Resource, device_taint_rules
 
 
@@ -146,3 +146,106 @@ def test_a_v1beta1_only_server_gives_v1_objects_from_list_and_watch() -> None:
             "devices": [{"name": "d", "attributes": {"model": {"string": "a"}}}],
         }
     assert [o["metadata"]["name"] for o in stored] == ["listed", "watched"]
+
+
+# -- paged lists ---------------------------------------------------------------------------------------
+
+
+def test_a_list_is_read_in_pages_and_the_watch_starts_from_its_resource_version(em: Emulator) -> None:
+    for i in range(7):
+        em.create("nodes", node(f"n{i}"))
+    rec = Recorder()
+    inf = Informer(KubeClient(em.api_client()), NODES, rec, page_size=2).start()
+    try:
+        rec.wait(lambda ev: len(ev) == 7)
+        assert inf.pages == 4  # 2 + 2 + 2 + 1
+        assert inf.relists == 1
+        em.create("nodes", node("late"))  # the watch, from the list's resourceVersion, sees it
+        rec.wait(lambda ev: ("ADDED", "late") in ev)
+        assert len(inf) == 8
+    finally:
+        inf.stop()
+    lists = [r for r in em.requests() if r.verb == "list" and r.resource == "nodes"]
+    assert len(lists) == 4
+
+
+def test_an_expired_continue_token_starts_the_list_over(em: Emulator) -> None:
+    for i in range(5):
+        em.create("nodes", node(f"n{i}"))
+    armed = threading.Event()
+
+    def after_each_request(verb: str, resource: str, code: int) -> None:
+        # After the first page: the server forgets the list (410 Expired on the next page).
+        if verb == "list" and resource == "nodes" and code == 200 and not armed.is_set():
+            armed.set()
+            em.inject(verbs="list", resource="nodes", error=410, message="too old resource version", times=1)
+
+    rec = Recorder()
+    inf = Informer(KubeClient(em.api_client(), hook=after_each_request), NODES, rec, page_size=2).start()
+    try:
+        rec.wait(lambda ev: len(ev) == 5)
+        assert inf.expired_lists == 1
+        assert inf.pages == 1 + 3  # the first page, then 2 + 2 + 1 from the start
+        assert inf.relists == 1
+        assert sorted(name for etype, name in rec.events) == [f"n{i}" for i in range(5)]  # each once
+    finally:
+        inf.stop()
+
+
+def test_lists_that_keep_expiring_end_in_one_unpaged_list(em: Emulator) -> None:
+    for i in range(5):
+        em.create("nodes", node(f"n{i}"))
+    pages: list[int] = []
+
+    def after_each_request(verb: str, resource: str, code: int) -> None:
+        if verb == "list" and resource == "nodes" and code == 200:
+            pages.append(1)
+            em.inject(verbs="list", resource="nodes", error=410, times=1)  # every next page expires
+
+    rec = Recorder()
+    inf = Informer(KubeClient(em.api_client(), hook=after_each_request), NODES, rec, page_size=2).start()
+    try:
+        rec.wait(lambda ev: len(ev) == 5)
+        assert inf.expired_lists == MAX_EXPIRED_PAGES
+        # One first page per paged attempt, then one page holding all five: the unpaged list.
+        assert inf.pages == len(pages) == MAX_EXPIRED_PAGES + 1
+        assert len(inf) == 5
+    finally:
+        inf.stop()
+
+
+def test_a_410_on_the_first_page_is_the_servers_answer_not_an_expired_token(em: Emulator) -> None:
+    em.create("nodes", node("a"))
+    em.inject(verbs="list", resource="nodes", error=410, times=1)
+    rec = Recorder()
+    inf = Informer(KubeClient(em.api_client(), retries=0), NODES, rec, page_size=2, min_backoff=0.05).start()
+    try:
+        rec.wait(lambda ev: ("ADDED", "a") in ev)
+        assert inf.expired_lists == 0  # retried as any failed list, after the backoff
+    finally:
+        inf.stop()
+
+
+# -- the transform ------------------------------------------------------------------------------------
+
+
+def test_listed_and_watched_objects_are_stored_and_handed_on_transformed(em: Emulator) -> None:
+    em.create("nodes", {"metadata": {"name": "listed", "labels": {"a": "b"}}})
+    seen: list[Obj] = []
+
+    def handler(etype: str, obj: Obj) -> None:
+        seen.append(obj)
+
+    def labels_only(obj: Obj) -> Obj:
+        return {"kind": obj["kind"], "metadata": {"name": obj["metadata"]["name"], "labels": {"kept": "yes"}}}
+
+    inf = Informer(KubeClient(em.api_client()), NODES, handler, transform=labels_only).start()
+    try:
+        em.create("nodes", {"metadata": {"name": "watched"}})
+        em.wait_for(lambda: len(seen) == 2, 10, "both nodes")
+        stored = inf.items()
+    finally:
+        inf.stop()
+    for obj in [*seen, *stored]:
+        assert obj["metadata"]["labels"] == {"kept": "yes"}
+        assert set(obj) == {"kind", "metadata"}

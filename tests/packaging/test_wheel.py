@@ -91,3 +91,19 @@ def test_the_installed_wheel_serves_and_says_why_demo_cannot_run(wheel: Path, tm
         "draxr demo: error: it runs on the API emulator, which ships only with draxr's sources: "
         "run `make demo` in a checkout"
     ]
+
+
+def test_the_wheel_carries_the_license_and_both_executables(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        [dist_info] = {n.split("/", 1)[0] for n in names if ".dist-info/" in n}
+        metadata = z.read(f"{dist_info}/METADATA").decode()
+        entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
+        license_text = z.read(f"{dist_info}/licenses/LICENSE").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+    assert license_text == (ROOT / "LICENSE").read_text()
+    assert "Apache License" in license_text
+    scripts = entry_points.split("[console_scripts]", 1)[1].split("[", 1)[0].split()
+    assert "draxr = webhook.cli:main" in " ".join(scripts)
+    assert "kubectl-draxr = webhook.commands.kubectl:main" in " ".join(scripts)

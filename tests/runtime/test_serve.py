@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import queue
 import socket
 import ssl
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.commands.demo import examples_dir
+from webhook.emulator.sandbox import Sandbox
 from webhook.install.certs import ensure_certs
+from webhook.runtime import logs
+from webhook.runtime.health import version
 from webhook.runtime.serve import Process, ServeOptions
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
@@ -69,3 +82,85 @@ def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
 def test_snapshot_with_the_worker_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="--no-worker"):
         Process(ServeOptions(snapshot=[str(examples_dir())], worker=True))
+
+
+# -- the line at start -------------------------------------------------------------------------------
+
+
+def _started(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "draxr.serve" and r.getMessage() == "draxr started"]
+
+
+def test_a_worker_says_once_at_start_what_it_loaded_and_where_it_listens(
+    kube: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="draxr")
+    kube.apply(node("n1"), device_class(), device_class("other.example.com", ext=None), gpu_slice("n1", 2))
+    proc = kube.worker()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        proc.serve_in_thread(sock)
+        kube.em.wait_for(lambda: _started(caplog), 15, "the start line")
+        proc.announce()  # a second call says nothing more
+        [line] = _started(caplog)
+        fields = logs.context(line)
+        assert fields == {
+            "version": version(),
+            "mode": "auto",
+            "classes": 2,
+            "mapped": {"example.com/gpu": "gpu.example.com"},
+            "webhook": "off",
+            "worker": f"http://127.0.0.1:{sock.getsockname()[1]}",
+            "synced": True,
+            "leader_election": "off",
+        }
+    finally:
+        proc.stop()
+        sock.close()
+
+
+def test_webhook_and_worker_in_one_process_name_the_mode_and_one_address(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="draxr")
+    with Sandbox() as sb:
+        sb.em.wait_for(lambda: _started(caplog), 15, "the start line")
+        fields = logs.context(_started(caplog)[0])
+        address = f"https://127.0.0.1:{sb.port}"
+        assert (fields["webhook"], fields["worker"]) == (address, address)
+        assert fields["mode"] == sb.webhook.mode.current() == "native"
+        assert fields["leader_election"] == "draxr-system/draxr-worker"
+
+
+def test_draxr_serve_logs_json_lines_with_log_format_json(kube: Cluster) -> None:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "webhook", "serve", "--no-webhook", "--no-leader-elect"]
+    argv += ["--kubeconfig", str(kube.kubeconfig), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--log-format", "json"]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stderr or []:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        seen: list[dict[str, object]] = []
+        while not any(s.get("msg") == "draxr started" for s in seen):
+            seen.append(json.loads(lines.get(timeout=30)))  # every line is one JSON object
+        started = next(s for s in seen if s.get("msg") == "draxr started")
+        assert started["logger"] == "draxr.serve"
+        assert started["worker"] == f"http://127.0.0.1:{port}"
+        assert started["webhook"] == "off"
+        assert started["version"] == version()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

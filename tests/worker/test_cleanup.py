@@ -254,3 +254,17 @@ def test_repair_releases_confirmed_orphans_only(kube: Cluster, cleaner: Cleaner)
 
     assert cleaner.repair(claims, cache_knows_nothing) == 1
     assert _names(kube.claims()) == ["alive-extended-resources-bbbbb"]
+
+
+def test_repair_counts_the_orphans_it_could_not_release(kube: Cluster, cleaner: Cleaner) -> None:
+    # What draxr_orphaned_claims reports: confirmed orphans still there after the pass.
+    for name in ("a", "b"):
+        pod = kube.pod(name)
+        held_claim(kube, f"{name}-extended-resources-xxxxx", pod, pod)
+        kube.em.delete("pods", name, "default")
+    rule = kube.em.inject(verbs="update", resource="resourceclaims/status", error=403)
+    assert cleaner.repair(kube.claims(), lambda _: None) == 0
+    assert cleaner.unrepaired == 2
+    kube.em.faults.remove(rule)
+    assert cleaner.repair(kube.claims(), lambda _: None) == 2
+    assert cleaner.unrepaired == 0

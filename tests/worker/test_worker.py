@@ -4,6 +4,7 @@ cleanup queues, and when a binding cycle's in-flight reservation goes."""
 
 from __future__ import annotations
 
+import logging
 import queue
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from webhook.core.slices import DeviceKey
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.leader import LeaderElector
+from webhook.runtime import logs
 from webhook.worker.metrics import WorkerMetrics
 from webhook.worker.worker import Worker, WorkerConfig
 
@@ -377,3 +379,55 @@ def test_a_late_event_of_a_pod_just_bound_does_not_schedule_it_again(kube: Clust
     assert claim["status"]["reservedFor"][0]["uid"] == pod_uid  # still there, still the pod's
     cache.handle("Pod", "MODIFIED", {**live, "kind": "Pod"})  # the binding, at last
     assert w.assumed(pod_uid) is None
+
+
+# -- one log line per decision, one per failure --------------------------------------------------------
+
+
+def _lines(caplog: pytest.LogCaptureFixture, message: str) -> list[dict[str, Any]]:
+    return [
+        {"msg": r.getMessage(), **logs.context(r)}
+        for r in caplog.records
+        if r.name == "draxr.worker" and r.getMessage() == message
+    ]
+
+
+def test_each_decision_is_one_log_line_with_pod_node_devices_claim_and_latency(
+    kube: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="draxr")
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    kube.worker()
+    kube.pod("two", {GPU: 2})
+    kube.pod("more", {GPU: 1})
+    kube.em.wait_for(lambda: _lines(caplog, "bound"), 10, "the bound line")
+    kube.em.wait_for(lambda: _lines(caplog, "unschedulable"), 10, "the unschedulable line")
+    [bound] = _lines(caplog, "bound")
+    erc = kube.em.get("pods", "two", "default")["status"]["extendedResourceClaimStatus"]
+    claim = erc["resourceClaimName"]
+    assert bound["pod"] == "default/two"
+    assert bound["node"] == "n"
+    assert bound["devices"] == ["gpu.example.com/n-gpu/gpu-0", "gpu.example.com/n-gpu/gpu-1"]
+    assert bound["claim"] == f"default/{claim}"
+    assert bound["latency_ms"] > 0
+    waiting = _lines(caplog, "unschedulable")[0]
+    assert waiting["pod"] == "default/more"
+    assert waiting["reason"].startswith("0/1 nodes are available: 1 ")
+    assert waiting["latency_ms"] >= 0
+    assert waiting["retry_in_s"] > 0
+
+
+def test_a_failed_binding_is_one_line_with_its_reason(
+    kube: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="draxr")
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    kube.em.inject(verbs="create", resource="pods/binding", error=403, message="nope", times=1)
+    kube.worker()
+    kube.pod("p", {GPU: 1})
+    kube.em.wait_for(lambda: _lines(caplog, "bound"), 10, "bound by the retry after the failure")
+    [failed] = _lines(caplog, "binding failed")
+    assert failed["pod"] == "default/p"
+    assert failed["node"] == "n"
+    assert failed["devices"] == ["gpu.example.com/n-gpu/gpu-0"]
+    assert failed["reason"] == "binding rejected: nope"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+from typing import Any, TextIO
 
 from ..install.certs import MAX_DAYS, CertError, describe, ensure_certs
 from .flags import dns_label, dns_subdomain, integer_between, ip_address, non_empty, one_line
+from .text import MACHINE_FORMATS, write_data
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,6 +22,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     c.add_argument("--ip", type=ip_address, action="append", default=[], help="extra IP address (repeatable)")
     c.add_argument("--days", type=integer_between(1, MAX_DAYS), default=365)
+    c.add_argument(
+        "-o",
+        "--output",
+        choices=("text", *MACHINE_FORMATS),
+        default="text",
+        help="text: what was done, in sentences; json or yaml: both certificates' details",
+    )
     c.set_defaults(func=main)
 
 
@@ -34,5 +42,29 @@ def main(args: argparse.Namespace) -> int:
         return 1
     written = ", ".join(Path(p).name for p in paths.written) or "nothing (existing files are valid)"
     print(f"{paths.reason or 'certificates checked'}; wrote {written}", file=sys.stderr)
-    print(json.dumps(describe(paths), indent=2, default=str))
+    output = getattr(args, "output", "text")
+    if output in MACHINE_FORMATS:
+        write_data(describe(paths), output, sys.stdout)
+    else:
+        write_text(describe(paths), sys.stdout)
     return 0
+
+
+def _day(timestamp: Any) -> str:
+    return str(timestamp)[:10]
+
+
+def write_text(info: dict[str, Any], out: TextIO) -> None:
+    """Both certificates in sentences: where they are, what they name, until when."""
+    directory = Path(info["directory"])
+    ca, serving = info["ca"], info["serving"]
+    out.write(f"CA {directory / 'ca.crt'} ({ca['subject']}) is valid until {_day(ca['not_after'])}.\n")
+    names = [*serving["dns_names"], *serving["ip_addresses"]]
+    out.write(
+        f"Serving certificate {directory / 'tls.crt'} (key tls.key) names {', '.join(names)}, "
+        f"is signed by {serving['issuer']} and is valid until {_day(serving['not_after'])}.\n"
+    )
+    out.write(
+        f"Next: draxr manifests --ca-bundle {directory / 'ca.crt'} | kubectl apply -f - "
+        "(the private keys stay in this directory).\n"
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
+from ..install import monitoring
 from ..install.certs import CertError, load_ca_bundle
 from ..install.manifests import DEFAULT_IMAGE, DEFAULT_NAMESPACE, dump, render
 from .flags import dns_label, non_empty, one_line
@@ -30,6 +31,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the webhook configurations call https://HOST[:PORT][/PREFIX] + the hook's path "
         "(clientConfig.url) instead of the Service; for API servers that cannot reach Services "
         "(no kube-proxy: envtest, a local control plane). The certificate must name HOST",
+    )
+    m.add_argument(
+        "--monitoring",
+        action="store_true",
+        help="also render the worker's metrics Service, a ServiceMonitor and a PrometheusRule "
+        "(Prometheus Operator); the Grafana dashboard is manifests/monitoring/grafana-dashboard.json",
     )
     m.set_defaults(func=main)
 
@@ -82,16 +89,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 "(run `draxr certs` first)\n"
             )
             return 2
-    out.write(
-        dump(
-            render(
-                args.namespace,
-                args.image,
-                ca_bundle=ca_bundle,
-                cert_dir=cert_dir,
-                cert_manager=args.cert_manager,
-                webhook_url=url,
-            )
-        )
+    objects = render(
+        args.namespace,
+        args.image,
+        ca_bundle=ca_bundle,
+        cert_dir=cert_dir,
+        cert_manager=args.cert_manager,
+        webhook_url=url,
     )
+    if getattr(args, "monitoring", False):
+        objects += monitoring.render(args.namespace)
+    out.write(dump(objects))
     return 0

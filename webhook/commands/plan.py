@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import one_line
+from .text import MACHINE_FORMATS, plural, write_data
 
 MODES = ("native", "rewrite")
 
@@ -263,7 +263,10 @@ def fragmentation_text(attribute: str, groups: Groups) -> str:
     return f"{whole_groups(groups)}/{len(groups)} {short} whole, {stranded} free in broken"
 
 
-def write_table(plan: Plan, out: TextIO) -> None:
+def write_table(plan: Plan, out: TextIO, where: str = "input") -> None:
+    """The plan for people; ``where``: what the objects came from (``the input has no Nodes``)."""
+    if not plan.state.nodes:
+        out.write(f"no Nodes in the {where}: no pod can be scheduled\n\n")
     rows = [["POD", "PATH", "NODE", "DEVICES / REASON", "ALIGNMENT"]]
     for r in plan.results:
         scheduled = r.decision.status == SCHEDULED
@@ -297,7 +300,9 @@ def write_table(plan: Plan, out: TextIO) -> None:
     if len(summary) > 1:
         out.write(_table(summary) + "\n\n")
     s = plan.summary
-    out.write(f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['errors']} errors\n")
+    out.write(
+        f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {plural(s['errors'], 'error')}\n"
+    )
 
 
 def run(
@@ -318,9 +323,8 @@ def run(
         return 2
     objects = expand_workloads([item.obj for item in loaded])
     plan = build_plan(objects, policy, cel.engine, mode)
-    if output == "json":
-        json.dump(plan.to_json(), out, indent=2, sort_keys=False)
-        out.write("\n")
+    if output in MACHINE_FORMATS:
+        write_data(plan.to_json(), output, out)
     else:
         write_table(plan, out)
     return 0 if all(r.decision.status == SCHEDULED for r in plan.results) else 1
@@ -336,7 +340,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATH",
         help="YAML/JSON file or directory (repeatable)",
     )
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("-o", "--output", choices=("table", *MACHINE_FORMATS), default="table")
     p.add_argument(
         "--policy",
         choices=POLICIES,

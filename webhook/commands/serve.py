@@ -9,6 +9,7 @@ from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.paths import MODES
 from ..core.scoring import BINPACK, POLICIES
+from ..runtime.logs import FORMATS, LEVELS
 from ..runtime.serve import ServeOptions, default_writers, run
 from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from .flags import (
@@ -172,7 +173,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=MAX_LARGE_REVIEWS,
         help="admission reviews over 64 KiB in flight at once; more are refused with HTTP 429",
     )
-    s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    s.add_argument("--log-level", default="info", choices=LEVELS)
+    s.add_argument(
+        "--log-format",
+        default="text",
+        choices=FORMATS,
+        help="text: one line per event with key=value context, for people (the default); "
+        "json: one JSON object per line, for log pipelines",
+    )
     s.add_argument(
         "--cel-engine",
         choices=ENGINES,
@@ -245,6 +253,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         qps=args.qps,
         burst=args.burst,
         log_level=args.log_level,
+        log_format=args.log_format,
         read_header_timeout=args.read_header_timeout,
         read_body_timeout=args.read_body_timeout,
         review_threads=args.review_threads,

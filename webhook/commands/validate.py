@@ -46,6 +46,7 @@ from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
 from .flags import fail, non_empty, one_line
+from .text import plural
 
 KUBERNETES_VERSIONS: Final = ("1.34", "1.35", "1.36", "1.37")
 DEFAULT_KUBERNETES_VERSION: Final = "1.36"
@@ -399,7 +400,8 @@ def run(
         print(finding.line(), file=out)
     verdict = "denied" if report.denied else "ok"
     print(
-        f"{verdict}: {report.checked} objects checked, {report.denied} denied, {report.warnings} warnings",
+        f"{verdict}: {plural(report.checked, 'object')} checked, {report.denied} denied, "
+        f"{plural(report.warnings, 'warning')}",
         file=out,
     )
     return 1 if report.denied else 0

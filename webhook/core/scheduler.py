@@ -195,8 +195,15 @@ class PreFilterFailed(Exception):
     pass
 
 
+#: kube-scheduler's ``ErrNoNodesAvailable`` (the cluster has no nodes at all).
+NO_NODES = "no nodes available to schedule pods"
+
+
 def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:
-    """kube-scheduler's ``FitError`` message: a sorted histogram of node reasons."""
+    """kube-scheduler's ``FitError`` message: a sorted histogram of node reasons; with no nodes at
+    all, its ``ErrNoNodesAvailable``."""
+    if total == 0:
+        return NO_NODES
     msg = f"0/{total} nodes are available:"
     if pre_message:
         return f"{msg} {pre_message}."

@@ -12,8 +12,9 @@ from ..core.claims import is_special_claim
 from ..core.objects import Obj, name, namespace, uid
 from ..core.scheduler import SCHEDULED, Decision, Scheduler
 from ..core.state import ClusterState
+from . import trim
 from .client import KubeClient
-from .informer import Informer
+from .informer import Informer, Transform
 from .resources import (
     DEVICE_CLASSES,
     DEVICE_TAINT_RULE_VERSIONS,
@@ -70,11 +71,27 @@ class ClusterCache:
         cache._static_synced = set(KIND_OF)
         return cache
 
-    def start(self, client: KubeClient, kinds: Sequence[str] = ALL_KINDS, **informer_args: Any) -> None:
+    def start(
+        self,
+        client: KubeClient,
+        kinds: Sequence[str] = ALL_KINDS,
+        *,
+        transforms: dict[str, Transform | None] | None = None,
+        **informer_args: Any,
+    ) -> None:
+        """One informer per kind. Each keeps only what draxr reads of its objects (``kube.trim``);
+        ``transforms`` replaces that per kind (None: keep whole objects, for comparisons)."""
         for kind in kinds:
             res: Resource = KIND_OF[kind]
+            chosen = transforms if transforms is not None else {}
+            transform = chosen[kind] if kind in chosen else trim.for_kind(kind)
             inf = Informer(
-                client, res, self._handler(kind), versions=OPTIONAL_KINDS.get(kind), **informer_args
+                client,
+                res,
+                self._handler(kind),
+                versions=OPTIONAL_KINDS.get(kind),
+                transform=transform,
+                **informer_args,
             )
             self.informers[kind] = inf
             inf.start()

@@ -201,8 +201,12 @@ class KubeClient:
         resource_version: str | None = None,
         timeout: float | None = None,
         retries: int | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> Obj:
-        """``timeout`` and ``retries`` override the client's defaults (a caller with a deadline)."""
+        """``timeout`` and ``retries`` override the client's defaults (a caller with a deadline).
+        ``limit`` and ``continue_token``: one page of a paged list (``metadata.continue`` names the
+        next; a token the server no longer honours is answered with 410)."""
         query: list[tuple[str, str]] = []
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -210,6 +214,10 @@ class KubeClient:
             query.append(("fieldSelector", field_selector))
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
+        if limit:
+            query.append(("limit", str(limit)))
+        if continue_token:
+            query.append(("continue", continue_token))
         result: Obj = self.request(
             "list", res.path(namespace), query=query, resource=res.plural, timeout=timeout, retries=retries
         )

@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +23,12 @@ from starlette.applications import Starlette
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.cel import SelectorEngine
 from ..core.constants import DEFAULT_SCHEDULER_NAME
+from ..core.deviceclasses import explicit_name
 from ..core.objects import Obj
 from ..core.state import ClusterState
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
+from .health import register_process_metrics, version
 from .timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, deadline_protocol
 
 log = logging.getLogger("draxr.serve")
@@ -72,6 +75,7 @@ class ServeOptions:
     deployment: str = "draxr-webhook"
     orphan_interval: float = 60.0
     log_level: str = "info"
+    log_format: str = "text"  # logs.FORMATS: text or json
     read_header_timeout: float = DEFAULT_HEADER_TIMEOUT
     read_body_timeout: float = DEFAULT_BODY_TIMEOUT
     review_threads: int = REVIEW_THREADS
@@ -96,6 +100,9 @@ class Process:
         self._watcher: Any = None
         self.gate: Any = None
         self.mode: Any = None
+        self.address: tuple[str, int] = (opts.host, opts.port)
+        self._announced = threading.Event()
+        self._stopping = threading.Event()
         self.metrics = WorkerMetrics(self.registry) if opts.worker else None
         if opts.snapshot:
             if opts.worker:
@@ -162,6 +169,69 @@ class Process:
                 deployment=opts.deployment,
             )
             self.cache.subscribe(self._on_cluster_event)
+        register_process_metrics(
+            self.registry,
+            self.cache,
+            components=self.components(),
+            cel_engine=self.cache.state.cel.engine,
+        )
+
+    def components(self) -> str:
+        """``webhook``, ``worker`` or ``webhook+worker``."""
+        return "+".join(c for c, on in (("webhook", self.opts.webhook), ("worker", self.opts.worker)) if on)
+
+    # -- the line at start ----------------------------------------------------------------------
+
+    def startup_fields(self) -> dict[str, Any]:
+        """What the start line says: version, mode, the names mapped to DeviceClasses, addresses."""
+        host, port = self.address
+        where = f"{host}:{port}"
+        with self.cache.lock:
+            resolver = self.cache.state.classes
+            classes = resolver.classes()
+            names = sorted({n for dc in classes if (n := explicit_name(dc)) is not None})
+            mapped = {n: resolver.class_name(n) for n in names}
+        worker = (
+            (f"https://{where}" if self.opts.webhook else f"http://{where}") if self.opts.worker else "off"
+        )
+        fields: dict[str, Any] = {
+            "version": version(),
+            "mode": self.mode.current() if self.mode is not None else self.opts.mode,
+            "classes": len(classes),
+            "mapped": mapped,
+            "webhook": f"https://{where}" if self.opts.webhook else "off",
+            "worker": worker,
+            "synced": self.cache.synced(self.kinds()),
+        }
+        if self.opts.worker:
+            fields["leader_election"] = (
+                f"{self.opts.lease_namespace}/{self.opts.lease_name}" if self.opts.leader_elect else "off"
+            )
+        return fields
+
+    def announce(self) -> None:
+        """Log the start line once (``draxr started``)."""
+        if self._announced.is_set():
+            return
+        self._announced.set()
+        log.info("draxr started", extra=self.startup_fields())
+
+    def announce_when_synced(self, timeout: float = 30.0) -> threading.Thread:
+        """The start line, from a thread, once the caches have synced (or after ``timeout``
+        seconds, saying ``synced=false``): the classes it names are then the cluster's."""
+
+        def wait_then_announce() -> None:
+            deadline = time.monotonic() + timeout
+            while not self._stopping.is_set() and time.monotonic() < deadline:
+                if self.cache.synced(self.kinds()):
+                    break
+                self._stopping.wait(0.1)
+            if not self._stopping.is_set():
+                self.announce()
+
+        thread = threading.Thread(target=wait_then_announce, name="announce", daemon=True)
+        thread.start()
+        return thread
 
     def _on_cluster_event(self, kind: str, _etype: str, _obj: Obj) -> None:
         if kind == "Node":  # the kubelets' gates are part of the mode
@@ -221,6 +291,7 @@ class Process:
                 self.worker.on_leadership(True)
 
     def stop(self) -> None:
+        self._stopping.set()
         if self.server is not None:
             self.server.should_exit = True
         if self._thread is not None:
@@ -271,14 +342,17 @@ class Process:
 
     def serve_in_thread(self, sock: socket.socket) -> None:
         server = self.build_server()
+        host, port = sock.getsockname()[:2]
+        self.address = (str(host), int(port))
         self._thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn"
         )
         self._thread.start()
+        self.announce_when_synced()
 
 
 def run(opts: ServeOptions) -> int:
-    logs.setup(opts.log_level)
+    logs.setup(opts.log_level, fmt=opts.log_format)
     if not opts.webhook and not opts.worker:
         log.error("nothing to run: --no-webhook and --no-worker together")
         return 2
@@ -290,6 +364,7 @@ def run(opts: ServeOptions) -> int:
     try:
         proc.start_background()
         server = proc.build_server()
+        proc.announce_when_synced()
         server.run()  # returns on SIGTERM/SIGINT after a graceful shutdown
     except Exception as e:
         log.error("serve failed: %s: %s", type(e).__name__, e)

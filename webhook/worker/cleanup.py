@@ -42,6 +42,8 @@ class Cleaner:
     def __init__(self, client: KubeClient, binder: Binder) -> None:
         self.client = client
         self.binder = binder
+        #: Orphans the last ``repair`` confirmed with the API but could not release.
+        self.unrepaired = 0
 
     def release(self, ns: str, claim_name: str, pod_uid: str) -> bool:
         """Free one special claim of a finished or deleted pod (or one its bound pod does not use).
@@ -91,11 +93,13 @@ class Cleaner:
         return uid(pod) != owner.get("uid") or pod_is_done(pod) or superseded(pod, claim)
 
     def repair(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> int:
-        repaired = 0
+        repaired = confirmed = 0
         for claim in self.orphans(claims, pod_exists):
             if not self.confirm_gone(claim):
                 continue
+            confirmed += 1
             owner_uid = str((controller_ref(claim) or {}).get("uid", ""))
             if self.release(namespace(claim), name(claim), owner_uid):
                 repaired += 1
+        self.unrepaired = confirmed - repaired
         return repaired

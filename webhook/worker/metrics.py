@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+ORPHANED_CLAIMS = "draxr_orphaned_claims"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -48,6 +49,17 @@ class WorkerMetrics:
             registry=registry,
         )
         self.leader = Gauge("draxr_leader", "1 while this process holds the lease", registry=registry)
+        self.orphans = Gauge(
+            ORPHANED_CLAIMS,
+            "Special claims whose pod is gone, finished or bound with another claim, that the last "
+            "repair pass (every --orphan-interval, and on leadership) could not release",
+            registry=registry,
+        )
+        self.orphans_repaired = Counter(
+            "draxr_orphaned_claims_repaired",
+            "Orphaned special claims released by repair passes",
+            registry=registry,
+        )
 
     def api_hook(self, verb: str, resource: str, code: int) -> None:
         self.api_requests.labels(verb, resource, str(code)).inc()

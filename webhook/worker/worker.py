@@ -262,8 +262,11 @@ class Worker:
                 continue
             try:
                 self.schedule_one(entry.uid)
-            except Exception:  # one pod must never stop the loop
-                log.exception("scheduling attempt crashed", extra={"pod": entry.key})
+            except Exception as e:  # one pod must never stop the loop
+                log.exception(
+                    "scheduling attempt crashed",
+                    extra={"pod": entry.key, "reason": f"{type(e).__name__}: {e}"},
+                )
                 self.queue.failed(entry.uid, unschedulable=False)
 
     def schedule_one(self, pod_uid: str) -> Decision | None:
@@ -276,15 +279,16 @@ class Worker:
             return None
         started = time.perf_counter()
         decision, token = self.scheduler.schedule_and_reserve(pod)
-        self.metrics.attempt_duration.observe(time.perf_counter() - started)
+        decided = time.perf_counter() - started
+        self.metrics.attempt_duration.observe(decided)
         self.metrics.attempts.labels(decision.status.lower()).inc()
         if decision.status == SCHEDULED:
             assert token is not None
-            self._pool.submit(self._binding_cycle, pod, decision, token)
+            self._pool.submit(self._binding_cycle, pod, decision, token, started)
         elif decision.stale_claim is not None:
             self._post_filter(pod, decision.stale_claim)
         else:
-            self._unschedulable(pod, decision)
+            self._unschedulable(pod, decision, decided)
         return decision
 
     def _post_filter(self, pod: Obj, claim: Obj) -> None:
@@ -295,16 +299,21 @@ class Worker:
             log.info("deletion of ResourceClaim completed", extra={"pod": key(pod), "claim": name(claim)})
             self.queue.failed(uid(pod), retry_now=True)
         except (ApiError, BindError, NotLeader) as e:
-            log.warning("PostFilter: %s", e, extra={"pod": key(pod), "claim": name(claim)})
+            log.warning("PostFilter failed", extra={"pod": key(pod), "claim": name(claim), "reason": str(e)})
             self.queue.failed(uid(pod), unschedulable=False)
 
-    def _unschedulable(self, pod: Obj, decision: Decision) -> None:
+    def _unschedulable(self, pod: Obj, decision: Decision, decided: float = 0.0) -> None:
         reason = "Unschedulable" if decision.status == UNSCHEDULABLE else "SchedulerError"
         # Errors (a CEL runtime error, say) go back after the backoff, as in kube-scheduler.
         delay = self.queue.failed(uid(pod), unschedulable=decision.status == UNSCHEDULABLE)
         log.info(
-            "pod unschedulable",
-            extra={"pod": key(pod), "reason": decision.message, "attempt": f"backoff {delay:.0f}s"},
+            "unschedulable" if decision.status == UNSCHEDULABLE else "scheduling error",
+            extra={
+                "pod": key(pod),
+                "reason": decision.message,
+                "latency_ms": round(decided * 1000, 3),
+                "retry_in_s": round(delay, 3),
+            },
         )
         if not self.is_leader():
             return
@@ -316,16 +325,26 @@ class Worker:
 
     # -- binding cycle --------------------------------------------------------------------------
 
-    def _binding_cycle(self, pod: Obj, decision: Decision, token: str) -> None:
-        """PreBind and Bind; on any failure, Unreserve."""
+    def _binding_cycle(self, pod: Obj, decision: Decision, token: str, started: float | None = None) -> None:
+        """PreBind and Bind; on any failure, Unreserve. ``started``: when the attempt began
+        (``time.perf_counter``), for the decision's log line."""
         written = Written()
         assert decision.node is not None
         try:
             self.binder.pre_bind(pod, decision, written)
             self.binder.bind(pod, decision.node)
         except Exception as e:
-            msg = str(e)
-            log.warning("binding cycle failed", extra={"pod": key(pod), "node": decision.node, "error": msg})
+            log.warning(
+                "binding failed",
+                extra={
+                    "pod": key(pod),
+                    "node": decision.node,
+                    "devices": device_names(decision),
+                    "reason": f"{type(e).__name__}: {e}"
+                    if not isinstance(e, BindError | ApiError)
+                    else str(e),
+                },
+            )
             self.unreserve(pod, decision, token, written)
             self.metrics.attempts.labels("bind_error").inc()
             if isinstance(e, NotLeader):
@@ -355,7 +374,11 @@ class Worker:
             extra={
                 "pod": key(pod),
                 "node": decision.node,
-                "claim": name(claim) if claim is not None else None,
+                "devices": device_names(decision),
+                "claim": f"{namespace(claim)}/{name(claim)}" if claim is not None else None,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3)
+                if started is not None
+                else None,
             },
         )
         self.events.event(pod, "Normal", "Scheduled", scheduled_message(pod, decision))
@@ -405,4 +428,16 @@ class Worker:
         timer.start()
 
     def repair_orphans(self) -> int:
-        return self.cleaner.repair(self.cache.special_claims(), self.cache.all_pods().get)
+        repaired = self.cleaner.repair(self.cache.special_claims(), self.cache.all_pods().get)
+        self.metrics.orphans.set(self.cleaner.unrepaired)
+        if repaired:
+            self.metrics.orphans_repaired.inc(repaired)
+        return repaired
+
+
+def device_names(decision: Decision) -> list[str]:
+    """``driver/pool/device`` of every device the decision allocates (the special claim's and the
+    pod's own claims'), and ``<name> (device plugin)`` for names a device plugin serves."""
+    out = [f"{driver}/{pool}/{device}" for driver, pool, device in decision.device_keys()]
+    out += [f"{res} (device plugin)" for res, route in sorted(decision.routes.items()) if route.via != "dra"]
+    return out

@@ -1,0 +1,40 @@
+"""``commands.text``: counted nouns and machine formats."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import yaml
+
+from webhook.commands.text import plural, write_data
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"), [(0, "0 objects"), (1, "1 object"), (2, "2 objects"), (-1, "-1 objects")]
+)
+def test_plural(count: int, expected: str) -> None:
+    assert plural(count, "object") == expected
+
+
+def test_an_irregular_plural() -> None:
+    assert plural(1, "class", "classes") == "1 class"
+    assert plural(3, "class", "classes") == "3 classes"
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_data_round_trips_in_order(fmt: str) -> None:
+    value = {"b": [1, {"c": None}], "a": "x"}
+    out = io.StringIO()
+    write_data(value, fmt, out)
+    text = out.getvalue()
+    loaded = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    assert loaded == value
+    assert list(loaded) == ["b", "a"]  # keys keep their order
+    assert text.endswith("\n")
+
+
+def test_an_unknown_format_is_a_bug() -> None:
+    with pytest.raises(ValueError, match="xml"):
+        write_data({}, "xml", io.StringIO())

@@ -1,0 +1,27 @@
+"""What the commands' human output shares: counted nouns and data in a machine format."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+import yaml
+
+#: ``-o`` choices of commands that print data: ``text`` for people, ``json`` and ``yaml`` for machines.
+MACHINE_FORMATS = ("json", "yaml")
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 object``, ``0 objects``, ``2 objects`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def write_data(value: Any, fmt: str, out: TextIO) -> None:
+    """``value`` as ``json`` (indented) or ``yaml`` (block style, keys in their order)."""
+    if fmt == "json":
+        json.dump(value, out, indent=2, default=str)
+        out.write("\n")
+    elif fmt == "yaml":
+        out.write(yaml.safe_dump(value, sort_keys=False, default_flow_style=False))
+    else:
+        raise ValueError(f"unknown output format {fmt!r}")

@@ -1,0 +1,170 @@
+"""What draxr's caches keep of each object: the fields the webhook and the worker read, nothing more
+(client-go's ``TransformFunc``, applied to every listed and watched object before it is stored).
+
+A pod as kube-apiserver serves it is mostly what draxr never reads: ``metadata.managedFields``
+(often half of it), images, commands, environment, probes, volumes and mounts, container statuses.
+Kept, by kind:
+
+* every kind: ``metadata`` without ``managedFields`` and without the
+  ``kubectl.kubernetes.io/last-applied-configuration`` annotation;
+* Pod: ``metadata`` name, namespace, uid, resourceVersion, generateName, creationTimestamp,
+  deletionTimestamp and the annotations of draxr's and the resource API's domains;
+  ``spec`` fields the scheduling filters and the accounting read (node name, scheduler name,
+  priority, node selector, affinity, tolerations, scheduling gates, resource claims, overhead,
+  pod-level resources) and, for every container and init container, in order, its name,
+  resources, restart policy and host ports; ``status`` phase, the PodScheduled condition, the
+  request mapping and the claim statuses;
+* Node: ``spec``; ``status`` allocatable, the conditions' type and status, the kubelet's version;
+* everything else (DeviceClass, ResourceSlice, ResourceClaim, ...): the whole object less the
+  metadata above. ResourceClaims are written back with PUT from the cache's copy, which must
+  therefore keep every field (the API server keeps ``managedFields`` when an update omits them).
+
+The keys of a trimmed object are the module's own constant strings, shared by every object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..core.objects import Obj
+
+Transform = Callable[[Obj], Obj]
+
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+#: Pod annotations draxr reads live in these domains (draxr.io/align, draxr.io/rewritten, ...).
+POD_ANNOTATION_DOMAINS: Final = ("draxr.io/", "resource.kubernetes.io/")
+
+POD_METADATA: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generateName",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+POD_SPEC: Final = (
+    "nodeName",
+    "schedulerName",
+    "priority",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "schedulingGates",
+    "resourceClaims",
+    "overhead",
+    "resources",
+)
+CONTAINER: Final = ("name", "resources", "restartPolicy")
+HOST_PORT: Final = ("hostPort", "hostIP", "protocol")
+POD_STATUS: Final = ("phase", "extendedResourceClaimStatus", "resourceClaimStatuses")
+POD_CONDITION: Final = ("type", "status", "reason", "message")
+NODE_STATUS: Final = ("allocatable",)
+
+
+def _pick(source: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(source, dict):
+        return {}
+    return {k: source[k] for k in keys if k in source}
+
+
+def _annotations(annotations: Any, keep: Callable[[str], bool]) -> dict[str, Any] | None:
+    if not isinstance(annotations, dict):
+        return None
+    kept = {k: v for k, v in annotations.items() if keep(k)}
+    return kept or None
+
+
+def metadata(meta: Any) -> Obj:
+    """Any object's metadata without ``managedFields`` and the last-applied annotation."""
+    if not isinstance(meta, dict):
+        return {}
+    out = {k: v for k, v in meta.items() if k != "managedFields" and k != "annotations"}
+    kept = _annotations(meta.get("annotations"), lambda k: k != LAST_APPLIED)
+    if kept is not None:
+        out["annotations"] = kept
+    return out
+
+
+def generic(obj: Obj) -> Obj:
+    """The whole object, less ``managedFields`` and the last-applied annotation."""
+    out = dict(obj)
+    if "metadata" in obj:
+        out["metadata"] = metadata(obj["metadata"])
+    return out
+
+
+def _container(container: Any) -> Obj:
+    c = _pick(container, CONTAINER)
+    ports = container.get("ports") if isinstance(container, dict) else None
+    if isinstance(ports, list):
+        host = [_pick(p, HOST_PORT) for p in ports if isinstance(p, dict) and p.get("hostPort")]
+        if host:
+            c["ports"] = host
+    return c
+
+
+def pod(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    m = _pick(meta, POD_METADATA)
+    kept = _annotations(
+        meta.get("annotations") if isinstance(meta, dict) else None,
+        lambda k: k.startswith(POD_ANNOTATION_DOMAINS),
+    )
+    if kept is not None:
+        m["annotations"] = kept
+    source_spec = obj.get("spec")
+    s = _pick(source_spec, POD_SPEC)
+    if isinstance(source_spec, dict):
+        for section in ("initContainers", "containers"):
+            items = source_spec.get(section)
+            if isinstance(items, list):
+                s[section] = [_container(c) for c in items]
+    source_status = obj.get("status")
+    st = _pick(source_status, POD_STATUS)
+    conditions = source_status.get("conditions") if isinstance(source_status, dict) else None
+    if isinstance(conditions, list):
+        scheduled = [
+            _pick(c, POD_CONDITION)
+            for c in conditions
+            if isinstance(c, dict) and c.get("type") == "PodScheduled"
+        ]
+        if scheduled:
+            st["conditions"] = scheduled
+    out: Obj = {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"), "metadata": m}
+    out["spec"] = s
+    out["status"] = st
+    return out
+
+
+def node(obj: Obj) -> Obj:
+    out: Obj = {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", "Node"),
+        "metadata": metadata(obj.get("metadata")),
+    }
+    if isinstance(obj.get("spec"), dict):
+        out["spec"] = obj["spec"]
+    source_status = obj.get("status")
+    st = _pick(source_status, NODE_STATUS)
+    if isinstance(source_status, dict):
+        conditions = source_status.get("conditions")
+        if isinstance(conditions, list):
+            st["conditions"] = [_pick(c, ("type", "status")) for c in conditions if isinstance(c, dict)]
+        info = _pick(source_status.get("nodeInfo"), ("kubeletVersion",))
+        if info:
+            st["nodeInfo"] = info
+    out["status"] = st
+    return out
+
+
+#: The transform of each kind the caches hold; kinds not named here keep everything but metadata noise.
+BY_KIND: Final[dict[str, Transform]] = {"Pod": pod, "Node": node}
+
+
+def for_kind(kind: str) -> Transform:
+    return BY_KIND.get(kind, generic)
+
+
+__all__ = ["BY_KIND", "LAST_APPLIED", "Transform", "for_kind", "generic", "metadata", "node", "pod"]
