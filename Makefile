@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean manifests controlplane e2e-local
+.PHONY: demo test lint typecheck unit bench clean manifests helm controlplane e2e-local
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ clean:
 
 manifests: $(STAMP)
 	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"
+
+# helm for the chart tests, built with `go install` into .ci/bin (a no-op once built; put .ci/bin on
+# PATH). Without Go the chart tests skip with that reason, except under CI=true.
+helm:
+	.ci/helm.sh
 
 # A real control plane for e2e tests (etcd, kube-apiserver 1.35/1.36, ...), built from Go modules at the
 # versions in e2e/controlplane/versions.env into e2e/controlplane/.cache/bin/ (a no-op once built).
