@@ -2,7 +2,8 @@
 from its Go module): ``helm lint`` passes, the default ``helm template`` equals ``draxr manifests``,
 every value reaches the same objects as the matching ``InstallOptions``, every rendered object
 validates against the 1.34-1.37 schemas, the chart's certificates can be trusted, bad values are
-refused by values.schema.json, and the alert rules name only metrics draxr exports."""
+refused by values.schema.json, the alert rules name only metrics draxr exports, and an upgrade
+keeps the certificates the worker renewed."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ import yaml
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
 from webhook.core.objects import Obj
+from webhook.emulator import Emulator
 from webhook.install.certs import parse_bundle, serving_names, signed_by
 from webhook.install.manifests import DEFAULT_NAMESPACE, WEBHOOK, InstallOptions, render
+from webhook.kube.client import KubeClient
+from webhook.runtime.rotation import CertRotator, RotationConfig
 
 from .test_manifests import ROOT, TURNED, VERSIONS, certificates, kubernetes_objects, trusted
 
@@ -295,3 +299,45 @@ def test_kubernetes_older_than_1_34_is_refused(tmp_path: Path) -> None:
     done = helm("template", "draxr", str(CHART), "--kube-version", "1.33.0")
     assert done.returncode != 0
     assert "incompatible with Kubernetes v1.33.0" in done.stderr
+
+
+def test_an_upgrade_keeps_the_certificates_the_worker_renewed(tmp_path: Path) -> None:
+    """`helm upgrade` renders with the cluster at hand (`--dry-run=server` here, against the API
+    emulator): the chart looks up the Secrets and keeps what the worker's leader renewed, CA overlap
+    included, instead of making new ones."""
+    installed = template(tmp_path)
+    with Emulator(tokens={"admin": ("admin", ["system:masters"])}) as em:
+        em.create("namespaces", {"metadata": {"name": DEFAULT_NAMESPACE}})
+        for obj in installed:
+            if obj["kind"] == "Secret":
+                em.create("secrets", obj, DEFAULT_NAMESPACE)
+            elif obj["kind"].endswith("WebhookConfiguration"):
+                em.create(obj["kind"].lower() + "s", obj)
+        (ca_secret,) = [o for o in installed if o["metadata"]["name"] == "draxr-webhook-ca"]
+        (first_ca,) = parse_bundle(base64.b64decode(ca_secret["data"]["tls.crt"]))
+        # Near the CA's end: the leader makes a new CA, trusts both, then serves a certificate it signed.
+        moment = [first_ca.not_valid_after_utc - dt.timedelta(days=100)]
+        rotator = CertRotator(
+            KubeClient(em.api_client("admin")), RotationConfig(DEFAULT_NAMESPACE), clock=lambda: moment[0]
+        )
+        assert rotator.reconcile().renewed_ca
+        moment[0] += dt.timedelta(minutes=1)
+        assert rotator.reconcile().renewed_serving
+        renewed = {
+            s: em.get("secrets", s, DEFAULT_NAMESPACE)["data"]
+            for s in ("draxr-webhook-ca", "draxr-webhook-tls")
+        }
+        assert len(parse_bundle(base64.b64decode(renewed["draxr-webhook-tls"]["ca.crt"]))) == 2
+
+        kubeconfig = em.kubeconfig(tmp_path / "kubeconfig", token="admin")
+        done = helm(
+            "template", "draxr", str(CHART), "--namespace", DEFAULT_NAMESPACE,
+            "--dry-run=server", "--kubeconfig", str(kubeconfig),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        upgrade = [o for o in yaml.safe_load_all(done.stdout) if o]
+    secrets = {o["metadata"]["name"]: o["data"] for o in upgrade if o["kind"] == "Secret"}
+    assert secrets == renewed
+    bundles = {h["clientConfig"]["caBundle"] for o in upgrade for h in o.get("webhooks") or []}
+    assert bundles == {renewed["draxr-webhook-tls"]["ca.crt"]}  # old and new CA, as the leader left them
+    trusted(upgrade)
