@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean manifests controlplane e2e-local
+.PHONY: demo test lint typecheck unit bench clean manifests helm controlplane e2e-local
 
 # The first run installs draxr and its test tools into .venv: say so, and what each step is.
 $(STAMP): pyproject.toml
@@ -42,6 +42,12 @@ clean:
 manifests: $(STAMP)
 	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"
 	$(BIN)/python -c "from webhook.install.monitoring import write_defaults; write_defaults('manifests/monitoring')"
+	$(BIN)/python -c "from webhook.install.monitoring import CHART_RULES, rules_yaml; CHART_RULES.write_text(rules_yaml())"
+
+# helm for the chart tests, built with `go install` into .ci/bin (a no-op once built; put .ci/bin on
+# PATH). Without Go the chart tests skip with that reason, except under CI=true.
+helm:
+	.ci/helm.sh
 
 # A real control plane for e2e tests (etcd, kube-apiserver 1.35/1.36, ...), built from Go modules at the
 # versions in e2e/controlplane/versions.env into e2e/controlplane/.cache/bin/ (a no-op once built).

@@ -319,7 +319,7 @@ class LocalCluster:
                 "no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin"
             )
         self.cp.start()
-        self._apply(self._manifests(), RBAC_KINDS)
+        self._apply(self._manifests("--cert-manager"), RBAC_KINDS)  # RBAC only: no certificates made here
         _run(draxr_argv("certs", "--out", str(self.certs), "--namespace", NAMESPACE, "--ip", "127.0.0.1"))
         self.processes = LocalProcesses(self._start_draxr(), self.cp.client(), LEASE_TIMINGS)
         webhook = self.processes.procs["webhook"]

@@ -92,6 +92,28 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         "--pod-initial-backoff-seconds (1)",
     ),
     (["serve", "--no-webhook", "--no-worker"], "draxr serve: error: --no-webhook and --no-worker together"),
+    (
+        ["serve", "--cert-validity", "1x"],
+        "draxr serve: error: --cert-validity: '1x' is not a duration (like 90d, 12h, 1h30m, 45s)",
+    ),
+    (["serve", "--cert-renew-before", "0s"], "draxr serve: error: --cert-renew-before: must be a positive"),
+    (
+        ["serve", "--ca-validity", "-1"],
+        "draxr serve: error: --ca-validity: must be a positive duration, not -1",
+    ),
+    (
+        ["serve", "--cert-validity", "30d"],
+        "draxr serve: error: --cert-renew-before (30d) must be less than --cert-validity (30d)",
+    ),
+    (
+        ["serve", "--ca-validity", "100d"],
+        "draxr serve: error: --ca-validity (100d) must be longer than --cert-validity plus "
+        "--cert-renew-before (120d)",
+    ),
+    (
+        ["serve", "--rotate-certificates=yes"],
+        "draxr serve: error: --rotate-certificates: ignored explicit argument 'yes'",
+    ),
     # plan
     (["plan"], "draxr plan: error: the following arguments are required: -f/--filename"),
     (["plan", "-f"], "draxr plan: error: -f/--filename: expected one argument"),
@@ -133,6 +155,53 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (
         ["manifests", "--cert-manager=yes"],
         "draxr manifests: error: --cert-manager: ignored explicit argument 'yes'",
+    ),
+    (["manifests", "--cert-dir", ""], "draxr manifests: error: --cert-dir: must not be empty"),
+    (["manifests", "--ca-bundle", ""], "draxr manifests: error: --ca-bundle: must not be empty"),
+    (
+        ["manifests", "--cert-manager", "--ca-bundle", "ca.crt"],
+        "draxr manifests: error: --cert-manager and --ca-bundle exclude each other: cert-manager injects",
+    ),
+    (
+        ["manifests", "--cert-manager", "--cert-dir", "certs"],
+        "draxr manifests: error: --cert-manager and --cert-dir exclude each other",
+    ),
+    (
+        ["manifests", "--ca-bundle", "ca.crt", "--cert-dir", "certs"],
+        "draxr manifests: error: --ca-bundle and --cert-dir exclude each other",
+    ),
+    (
+        ["manifests", "--cert-manager", "--webhook-url", "https://127.0.0.1:9443"],
+        "draxr manifests: error: --cert-manager and --webhook-url exclude each other",
+    ),
+    (
+        ["manifests", "--failure-policy", "fail"],
+        "draxr manifests: error: --failure-policy: invalid choice: 'fail'",
+    ),
+    (
+        ["manifests", "--timeout-seconds", "31"],
+        "draxr manifests: error: --timeout-seconds: must be between 1 and 30, not 31",
+    ),
+    (
+        ["manifests", "--replicas", "0"],
+        "draxr manifests: error: --replicas: must be between 1 and 100, not 0",
+    ),
+    (["manifests", "--route", "sometimes"], "draxr manifests: error: --route: invalid choice: 'sometimes'"),
+    (
+        ["manifests", "--opt-out-namespace", "Batch"],
+        "draxr manifests: error: --opt-out-namespace: 'Batch' is not a valid DNS-1123 label",
+    ),
+    (
+        ["manifests", "--opt-out-label", "a b"],
+        "draxr manifests: error: --opt-out-label: 'a b' is not a valid label key",
+    ),
+    (
+        ["manifests", "--priority-class-name", "High_Priority"],
+        "draxr manifests: error: --priority-class-name: 'High_Priority' is not a valid DNS-1123 subdomain",
+    ),
+    (
+        ["manifests", "--network-policy=yes"],
+        "draxr manifests: error: --network-policy: ignored explicit argument 'yes'",
     ),
     # validate
     (["validate"], "draxr validate: error: the following arguments are required: -f/--filename"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 from webhook.cli import build_parser
@@ -50,6 +51,10 @@ def test_every_serve_flag_is_passed_on() -> None:
         "--read-body-timeout=1.5",
         "--review-threads=2",
         "--max-large-reviews=8",
+        "--rotate-certificates",
+        "--cert-validity=12h",
+        "--cert-renew-before=1h30m",
+        "--ca-validity=30d",
     ]
     assert serve_options(build_parser().parse_args(argv)) == ServeOptions(
         host="127.0.0.1",
@@ -85,6 +90,10 @@ def test_every_serve_flag_is_passed_on() -> None:
         read_body_timeout=1.5,
         review_threads=2,
         max_large_reviews=8,
+        rotate_certificates=True,
+        cert_validity=dt.timedelta(hours=12),
+        cert_renew_before=dt.timedelta(minutes=90),
+        ca_validity=dt.timedelta(days=30),
     )
     named = build_parser().parse_args(
         ["serve", "--no-webhook", "--allowed-writers=u1", "--allowed-writers=u2"]

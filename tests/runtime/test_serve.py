@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ import pytest
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.commands.demo import examples_dir
 from webhook.emulator.sandbox import Sandbox
-from webhook.install.certs import ensure_certs
+from webhook.install.certs import ensure_certs, issue_ca, issue_serving, serving_names
 from webhook.runtime import logs
 from webhook.runtime.health import version
 from webhook.runtime.serve import Process, ServeOptions
@@ -164,3 +165,41 @@ def test_draxr_serve_logs_json_lines_with_log_format_json(kube: Cluster) -> None
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_webhook_serving_an_expired_certificate_is_not_ready(tmp_path: Path) -> None:
+    """`draxr serve` wires its certificate into readiness: past notAfter, /readyz says so and the
+    hooks answer 503 (kube-apiserver applies the failurePolicy) instead of a review."""
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)
+    ca = issue_ca(validity=dt.timedelta(days=30), now=past)
+    leaf = issue_serving(
+        ca, serving_names("draxr-webhook", "draxr-system"), validity=dt.timedelta(days=1), now=past
+    )
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    (tmp_path / "tls.crt").write_bytes(leaf.cert_pem)
+    (tmp_path / "tls.key").write_bytes(leaf.key_pem)
+    proc = Process(
+        ServeOptions(snapshot=[str(examples_dir())], worker=False, cert_dir=tmp_path, host="127.0.0.1")
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    proc.serve_in_thread(sock)
+    try:
+        # The client looks past the expiry to see what the server answers.
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with httpx.Client(
+            base_url=f"https://localhost:{sock.getsockname()[1]}", verify=ctx, timeout=10
+        ) as http:
+            ready = http.get("/readyz")
+            answer = http.post("/validate/pods", json={"apiVersion": "admission.k8s.io/v1", "request": {}})
+    finally:
+        proc.stop()
+        sock.close()
+    expired = f"serving certificate serial {leaf.cert.serial_number:x} expired at "
+    assert ready.status_code == 503
+    assert ready.text.startswith(expired)
+    assert answer.status_code == 503
+    assert answer.json() == {"error": f"draxr webhook not ready: {ready.text.splitlines()[0]}"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import http.client
 import json
 import logging
@@ -21,6 +22,7 @@ import pytest
 from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -28,6 +30,7 @@ from starlette.routing import Route
 
 from webhook.install.certs import CA_CERT, TLS_CERT, TLS_KEY, CertError, ensure_certs, parse_key_pair
 from webhook.runtime.tls import (
+    CertificateExpiry,
     CertWatcher,
     ReloadingTLS,
     TLSConfigError,
@@ -408,3 +411,35 @@ def test_loaded_config_serves_the_dispatch_context(tls: ReloadingTLS) -> None:
     config.load()
     assert config.ssl is tls.context
     assert tls.context.sni_callback is not None
+
+
+def test_problem_says_when_the_served_certificate_cannot_be_trusted(tls: ReloadingTLS) -> None:
+    cert = tls.certificate
+    serial = f"{cert.serial_number:x}"
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    assert tls.problem() is None
+    assert tls.problem(start) is None
+    assert tls.problem(end - dt.timedelta(seconds=1)) is None
+    before = tls.problem(start - dt.timedelta(seconds=1))
+    assert before == f"serving certificate serial {serial} is not valid before {start:%Y-%m-%dT%H:%M:%SZ}"
+    assert tls.problem(end) == f"serving certificate serial {serial} expired at {end:%Y-%m-%dT%H:%M:%SZ}"
+    assert tls.describe() == f"serving certificate: serial {serial}, valid until {end:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def test_certificate_expiry_is_read_at_scrape_time(tls: ReloadingTLS) -> None:
+    end = tls.certificate.not_valid_after_utc
+    now = [end - dt.timedelta(days=14)]
+    expiry = CertificateExpiry(clock=lambda: now[0])
+    registry = CollectorRegistry()
+    registry.register(expiry)
+    ca: list[x509.Certificate | None] = [None]
+    expiry.track("serving", lambda: tls.certificate)
+    expiry.track("ca", lambda: ca[0])  # not the leader: no sample
+    text = generate_latest(registry).decode()
+    assert 'draxr_certificate_expiry_seconds{certificate="serving"} 1.2096e+06' in text
+    assert 'certificate="ca"' not in text
+    now[0] = end + dt.timedelta(seconds=30)
+    ca[0] = tls.certificate
+    text = generate_latest(registry).decode()
+    assert 'draxr_certificate_expiry_seconds{certificate="serving"} -30.0' in text
+    assert 'draxr_certificate_expiry_seconds{certificate="ca"} -30.0' in text

@@ -9,8 +9,10 @@ argparse names the flag.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import ipaddress
 import math
+import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -123,6 +125,44 @@ def _name(check: Callable[[str], list[str]], what: str) -> Callable[[str], str]:
 dns_label = _name(names.is_dns1123_label, "DNS-1123 label")
 #: A DNS name, a Lease name (``IsDNS1123Subdomain``).
 dns_subdomain = _name(names.is_dns1123_subdomain, "DNS-1123 subdomain")
+#: A label key (``IsQualifiedName``: an optional DNS subdomain prefix and '/').
+label_key = _name(names.is_qualified_name, "label key")
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``90d``, ``720h``, ``1h30m``, ``45s``, ``2.5s`` or a plain number of seconds; ``ValueError``."""
+    value = text.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        parts = list(_DURATION_PART.finditer(value))
+        if not parts or "".join(p.group(0) for p in parts) != value:
+            raise ValueError(f"{text!r} is not a duration (like 90d, 12h, 1h30m, 45s)") from None
+        seconds = sum(float(p.group(1)) * _UNIT_SECONDS[p.group(2)] for p in parts)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"must be a positive duration, not {text}")
+    return dt.timedelta(seconds=seconds)
+
+
+def duration(text: str) -> dt.timedelta:
+    """A positive duration: ``90d``, ``720h``, ``1h30m``, ``45s`` or seconds."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def format_duration(value: dt.timedelta) -> str:
+    """The shortest ``parse_duration`` text for ``value`` (whole days, hours, minutes or seconds)."""
+    seconds = value.total_seconds()
+    for unit in ("d", "h", "m"):
+        size = _UNIT_SECONDS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def ip_address(text: str) -> str:
@@ -146,13 +186,17 @@ __all__ = [
     "OneLineParser",
     "dns_label",
     "dns_subdomain",
+    "duration",
     "fail",
+    "format_duration",
     "integer_between",
     "ip_address",
+    "label_key",
     "non_empty",
     "non_negative_integer",
     "non_negative_number",
     "one_line",
+    "parse_duration",
     "port",
     "positive_integer",
     "positive_number",

@@ -9,13 +9,16 @@ from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.paths import MODES
 from ..core.scoring import BINPACK, POLICIES
+from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
 from ..runtime.logs import FORMATS, LEVELS
 from ..runtime.serve import ServeOptions, default_writers, run
 from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from .flags import (
     dns_label,
     dns_subdomain,
+    duration,
     fail,
+    format_duration,
     non_empty,
     non_negative_integer,
     non_negative_number,
@@ -188,6 +191,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="CEL engine of DeviceClass and request selectors; cel-rust needs the cel-fast extra "
         f"(default: {DEFAULT_ENGINE}, the reference)",
     )
+    s.add_argument(
+        "--rotate-certificates",
+        action="store_true",
+        help="the worker's leader renews the webhook's self-managed certificates (the Secrets "
+        "draxr-webhook-ca and draxr-webhook-tls, the webhook configurations' caBundle) before they expire",
+    )
+    s.add_argument(
+        "--cert-validity",
+        type=duration,
+        default=DEFAULT_VALIDITY,
+        metavar="DURATION",
+        help=f"lifetime of a renewed serving certificate (default: {format_duration(DEFAULT_VALIDITY)})",
+    )
+    s.add_argument(
+        "--cert-renew-before",
+        type=duration,
+        default=DEFAULT_RENEW_BEFORE,
+        metavar="DURATION",
+        help="renew a serving certificate this long before it expires "
+        f"(default: {format_duration(DEFAULT_RENEW_BEFORE)})",
+    )
+    s.add_argument(
+        "--ca-validity",
+        type=duration,
+        default=DEFAULT_CA_VALIDITY,
+        metavar="DURATION",
+        help="lifetime of a renewed CA; a CA is renewed once it could not outlive a serving certificate "
+        f"and its renewal window (default: {format_duration(DEFAULT_CA_VALIDITY)})",
+    )
     s.set_defaults(func=main, parser=s)
 
 
@@ -215,6 +247,19 @@ def check_together(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             parser,
             f"--pod-max-backoff-seconds ({args.pod_max_backoff_seconds:g}) must not be less than "
             f"--pod-initial-backoff-seconds ({args.pod_initial_backoff_seconds:g})",
+        )
+    validity, renew, ca = args.cert_validity, args.cert_renew_before, args.ca_validity
+    if not renew < validity:
+        fail(
+            parser,
+            f"--cert-renew-before ({format_duration(renew)}) must be less than "
+            f"--cert-validity ({format_duration(validity)})",
+        )
+    if not ca > validity + renew:
+        fail(
+            parser,
+            f"--ca-validity ({format_duration(ca)}) must be longer than --cert-validity plus "
+            f"--cert-renew-before ({format_duration(validity + renew)})",
         )
     if args.no_webhook and args.no_worker:
         fail(parser, "--no-webhook and --no-worker together leave nothing to run")
@@ -259,6 +304,10 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         review_threads=args.review_threads,
         max_large_reviews=args.max_large_reviews,
         cel_engine=args.cel_engine,
+        rotate_certificates=args.rotate_certificates,
+        cert_validity=args.cert_validity,
+        cert_renew_before=args.cert_renew_before,
+        ca_validity=args.ca_validity,
     )
 
 

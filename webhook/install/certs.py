@@ -46,6 +46,12 @@ TLS_KEY = "tls.key"
 RENEW_BEFORE = dt.timedelta(days=30)
 #: The CA outlives the serving certificates it signs (kubeadm uses ten years for its CAs too).
 CA_VALIDITY_DAYS = 3650
+#: Self-managed certificates in the cluster (``draxr manifests``, ``draxr serve --rotate-certificates``):
+#: a serving certificate lives 90 days and the running leader renews it 30 days before it expires
+#: (cert-manager's defaults); the CA lives ten years.
+DEFAULT_VALIDITY = dt.timedelta(days=90)
+DEFAULT_RENEW_BEFORE = dt.timedelta(days=30)
+DEFAULT_CA_VALIDITY = dt.timedelta(days=CA_VALIDITY_DAYS)
 MAX_DAYS = 3650
 #: ``notBefore`` is backdated so that a peer whose clock lags a little still accepts a fresh cert.
 CLOCK_SKEW = dt.timedelta(minutes=5)
@@ -272,16 +278,9 @@ def _load_ca(paths: CertPaths, now: dt.datetime) -> tuple[x509.Certificate, Priv
     ca = chain[0]
     if len(chain) != 1:
         return f"CA unusable: {CA_CERT} holds {len(chain)} certificates, expected 1"
-    constraints = _ext_value(ca, x509.BasicConstraints)
-    usage = _ext_value(ca, x509.KeyUsage)
-    if constraints is None or not constraints.ca:
-        return "CA unusable: not a CA certificate (basicConstraints CA:false)"
-    if usage is not None and not usage.key_cert_sign:
-        return "CA unusable: keyUsage lacks keyCertSign"
-    try:
-        ca.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
-        return "CA unusable: not self-signed"
+    unusable = ca_problem(ca)
+    if unusable:
+        return f"CA unusable: {unusable}"
     problem = _time_problem(ca, now)
     if problem:
         return f"CA {problem}"
@@ -335,6 +334,12 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
 
 
 def _issue_ca(now: dt.datetime, days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    return _issue_ca_for(now, dt.timedelta(days=max(CA_VALIDITY_DAYS, days)))
+
+
+def _issue_ca_for(
+    now: dt.datetime, validity: dt.timedelta
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _new_key()
     # A unique CN per CA (like kube's "<name>-ca@<unix time>") keeps issuer names of old and new CAs apart.
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"draxr-webhook-ca@{int(now.timestamp())}")])
@@ -346,7 +351,7 @@ def _issue_ca(now: dt.datetime, days: int) -> tuple[x509.Certificate, ec.Ellipti
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + dt.timedelta(days=max(CA_VALIDITY_DAYS, days)))
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -388,11 +393,17 @@ def _common_name(names: ServingNames) -> str:
 def _issue_serving(
     ca: x509.Certificate, ca_key: PrivateKey, names: ServingNames, now: dt.datetime, days: int
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    return _issue_serving_for(ca, ca_key, names, now, dt.timedelta(days=days))
+
+
+def _issue_serving_for(
+    ca: x509.Certificate, ca_key: PrivateKey, names: ServingNames, now: dt.datetime, validity: dt.timedelta
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in names.dns]
     sans.extend(x509.IPAddress(ip) for ip in names.ips)
     # The leaf never outlives its CA: a chain is only as valid as its shortest-lived link.
-    not_after = min(now + dt.timedelta(days=days), ca.not_valid_after_utc)
+    not_after = min(now + validity, ca.not_valid_after_utc)
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _common_name(names))]))
@@ -523,6 +534,116 @@ def ensure_certs(
     return CertPaths(directory, written=written, reason=reason)
 
 
+# --- in memory: what the running leader renews in the cluster --------------------------------------
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A certificate and its private key, as kept in a Secret (PEM)."""
+
+    cert: x509.Certificate
+    key: PrivateKey
+
+    @property
+    def cert_pem(self) -> bytes:
+        return _cert_pem(self.cert)
+
+    @property
+    def key_pem(self) -> bytes:
+        return _key_pem(self.key)
+
+    @classmethod
+    def parse(cls, cert_pem: bytes, key_pem: bytes) -> Issued:
+        """The pair in ``cert_pem``/``key_pem`` (first certificate); ``CertError`` when unusable."""
+        chain, key = parse_key_pair(cert_pem, key_pem)
+        return cls(chain[0], key)
+
+
+def _check_validity(validity: object, what: str) -> dt.timedelta:
+    if not isinstance(validity, dt.timedelta) or validity <= dt.timedelta(0):
+        raise CertError(f"{what} must be a positive duration, got {validity!r}")
+    return validity
+
+
+def issue_ca(*, validity: dt.timedelta, now: dt.datetime | None = None) -> Issued:
+    """A new self-signed CA (ECDSA P-256) valid for ``validity`` from ``now``."""
+    cert, key = _issue_ca_for(_check_now(now), _check_validity(validity, "CA validity"))
+    return Issued(cert, key)
+
+
+def issue_serving(
+    ca: Issued, names: ServingNames, *, validity: dt.timedelta, now: dt.datetime | None = None
+) -> Issued:
+    """A serving certificate for ``names`` signed by ``ca``; it never outlives the CA."""
+    problem = ca_problem(ca.cert)
+    if problem:
+        raise CertError(f"cannot sign with this CA: {problem}")
+    cert, key = _issue_serving_for(
+        ca.cert, ca.key, names, _check_now(now), _check_validity(validity, "validity")
+    )
+    return Issued(cert, key)
+
+
+def ca_problem(cert: x509.Certificate) -> str | None:
+    """Why ``cert`` cannot sign serving certificates (not a CA, no keyCertSign, not self-signed)."""
+    constraints = _ext_value(cert, x509.BasicConstraints)
+    usage = _ext_value(cert, x509.KeyUsage)
+    if constraints is None or not constraints.ca:
+        return "not a CA certificate (basicConstraints CA:false)"
+    if usage is not None and not usage.key_cert_sign:
+        return "keyUsage lacks keyCertSign"
+    try:
+        cert.verify_directly_issued_by(cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return "not self-signed"
+    return None
+
+
+def names_of(cert: x509.Certificate) -> ServingNames:
+    """The subjectAltNames ``cert`` carries (a renewal keeps them)."""
+    dns, ips = _sans(cert)
+    return ServingNames(dns=tuple(dict.fromkeys(dns)), ips=tuple(dict.fromkeys(ips)))
+
+
+def merge_names(*names: ServingNames) -> ServingNames:
+    dns = [d for n in names for d in n.dns]
+    ips = [ip for n in names for ip in n.ips]
+    return ServingNames(dns=tuple(dict.fromkeys(dns)), ips=tuple(dict.fromkeys(ips)))
+
+
+def signed_by(leaf: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        leaf.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def parse_bundle(data: bytes) -> list[x509.Certificate]:
+    """Every certificate of a PEM bundle (a ``caBundle``, a Secret's ``ca.crt``); ``CertError`` if none."""
+    try:
+        return x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise CertError("no valid PEM certificate in the bundle") from None
+
+
+def trust_bundle(certs: Iterable[x509.Certificate], now: dt.datetime | None = None) -> list[x509.Certificate]:
+    """The CAs to trust: each once (by fingerprint), unexpired at ``now``, oldest first."""
+    moment = _check_now(now)
+    unique = {_fingerprint(c): c for c in certs if c.not_valid_after_utc > moment}
+    return sorted(unique.values(), key=lambda c: (c.not_valid_before_utc, _fingerprint(c)))
+
+
+def pem_bundle(certs: Iterable[x509.Certificate]) -> bytes:
+    return b"".join(_cert_pem(c) for c in certs)
+
+
+def remaining(cert: x509.Certificate, now: dt.datetime | None = None) -> dt.timedelta:
+    """Time left until ``notAfter`` (negative once expired)."""
+    moment = now if now is not None else dt.datetime.now(dt.UTC)
+    return cert.not_valid_after_utc - moment
+
+
 # --- read side --------------------------------------------------------------------------------------
 
 
@@ -589,16 +710,30 @@ def describe(paths: CertPaths | str | os.PathLike[str]) -> dict[str, Any]:
 __all__ = [
     "CA_CERT",
     "CA_KEY",
+    "DEFAULT_CA_VALIDITY",
+    "DEFAULT_RENEW_BEFORE",
+    "DEFAULT_VALIDITY",
     "RENEW_BEFORE",
     "TLS_CERT",
     "TLS_KEY",
     "CertError",
     "CertPaths",
+    "Issued",
     "ServingNames",
+    "ca_problem",
     "describe",
     "ensure_certs",
+    "issue_ca",
+    "issue_serving",
     "load_ca_bundle",
+    "merge_names",
+    "names_of",
+    "parse_bundle",
     "parse_key_pair",
+    "pem_bundle",
+    "remaining",
     "renew_threshold",
     "serving_names",
+    "signed_by",
+    "trust_bundle",
 ]

@@ -323,6 +323,10 @@ FILES: dict[str, Callable[[], str]] = {
 }
 
 
+#: The chart embeds the same rules (``prometheusRule.enabled``), never a copy kept by hand.
+CHART_RULES = Path("manifests/helm/draxr/files/prometheus-rules.yaml")
+
+
 def write_defaults(directory: str | Path) -> None:
     """``manifests/monitoring/``: the objects with the defaults, and the dashboard."""
     Path(directory).mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 
 from ..admission import AdmissionConfig, create_app
 from ..kube.cache import ClusterCache
-from .health import health_routes
+from .health import NotReadyGuard, Readiness, health_routes
 
 #: The webhook is ready once it can resolve extended resource names.
 WEBHOOK_READY_KINDS = ("DeviceClass",)
@@ -22,11 +22,16 @@ def webhook_app(
     registry: CollectorRegistry | None = None,
     apiserver_gate: Callable[[], bool] | None = None,
     details: Callable[[], list[str]] | None = None,
+    readiness: Readiness | None = None,
 ) -> Starlette:
-    """``details``: lines ``/readyz`` adds (the mode and why)."""
+    """``details``: lines ``/readyz`` adds (the mode and why). ``readiness``: ``draxr serve``'s full
+    check (caches and certificate); with it, the hooks answer 503 until it passes."""
     registry = registry if registry is not None else CollectorRegistry()
-    health = health_routes(cache, registry, WEBHOOK_READY_KINDS, details)
-    return create_app(cache, config, registry, health, apiserver_gate)
+    health = health_routes(cache, registry, WEBHOOK_READY_KINDS, details, readiness)
+    app = create_app(cache, config, registry, health, apiserver_gate)
+    if readiness is not None:
+        app.add_middleware(NotReadyGuard, readiness=readiness)
+    return app
 
 
 def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:

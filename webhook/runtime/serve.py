@@ -6,12 +6,13 @@ runs only the worker, with ``/healthz``, ``/readyz`` and ``/metrics`` served ove
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,12 @@ from ..core.constants import DEFAULT_SCHEDULER_NAME
 from ..core.deviceclasses import explicit_name
 from ..core.objects import Obj
 from ..core.state import ClusterState
+from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
 from .health import register_process_metrics, version
 from .timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, deadline_protocol
+from .tls import CertificateExpiry
 
 log = logging.getLogger("draxr.serve")
 
@@ -82,6 +85,13 @@ class ServeOptions:
     max_large_reviews: int = MAX_LARGE_REVIEWS
     #: CEL engine of the selectors (``--cel-engine``); None: the default (cel-python).
     cel_engine: str | None = None
+    #: The worker's leader renews self-managed certificates (runtime/rotation.py).
+    rotate_certificates: bool = False
+    cert_validity: dt.timedelta = DEFAULT_VALIDITY
+    cert_renew_before: dt.timedelta = DEFAULT_RENEW_BEFORE
+    ca_validity: dt.timedelta = DEFAULT_CA_VALIDITY
+    #: How often the webhook looks for a new serving pair in ``cert_dir``.
+    cert_reload_interval: float = 2.0
 
 
 class Process:
@@ -103,6 +113,10 @@ class Process:
         self.address: tuple[str, int] = (opts.host, opts.port)
         self._announced = threading.Event()
         self._stopping = threading.Event()
+        self.tls: Any = None
+        self.rotator: Any = None
+        self.expiry = CertificateExpiry()
+        self.registry.register(self.expiry)
         self.metrics = WorkerMetrics(self.registry) if opts.worker else None
         if opts.snapshot:
             if opts.worker:
@@ -136,6 +150,9 @@ class Process:
                 template_grace=opts.template_grace,
             )
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
+            on_leadership: Callable[[bool], None] = self.worker.on_leadership
+            if opts.rotate_certificates:
+                on_leadership = self._rotation(on_leadership)
             if opts.leader_elect:
                 self.leader = LeaderElector(
                     self.client,
@@ -145,7 +162,7 @@ class Process:
                     lease_duration=opts.lease_duration,
                     renew_deadline=opts.renew_deadline,
                     retry_period=opts.retry_period,
-                    on_change=self.worker.on_leadership,
+                    on_change=on_leadership,
                 )
                 self.worker.leader = self.leader
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
@@ -233,6 +250,27 @@ class Process:
         thread.start()
         return thread
 
+    def _rotation(self, worker_leadership: Callable[[bool], None]) -> Callable[[bool], None]:
+        """The certificate rotator; the leadership callback that tells the worker and it."""
+        from .rotation import CertRotator, RotationConfig
+
+        config = RotationConfig(
+            self.opts.lease_namespace,
+            validity=self.opts.cert_validity,
+            renew_before=self.opts.cert_renew_before,
+            ca_validity=self.opts.ca_validity,
+        )
+        self.rotator = CertRotator(
+            self.client, config, is_leader=lambda: self.leader is None or self.leader.is_leader()
+        )
+        self.expiry.track("ca", lambda: self.rotator.ca)
+
+        def both(leading: bool) -> None:
+            worker_leadership(leading)
+            self.rotator.on_leadership(leading)
+
+        return both
+
     def _on_cluster_event(self, kind: str, _etype: str, _obj: Obj) -> None:
         if kind == "Node":  # the kubelets' gates are part of the mode
             self.mode.refresh()
@@ -258,7 +296,8 @@ class Process:
     def app(self) -> Starlette:
         if self.opts.webhook:
             from ..admission.config import AdmissionConfig
-            from .apps import webhook_app
+            from .apps import WEBHOOK_READY_KINDS, webhook_app
+            from .health import Readiness
 
             config = AdmissionConfig(
                 allowed_writers=frozenset(self.opts.allowed_writers),
@@ -270,7 +309,11 @@ class Process:
                 review_threads=self.opts.review_threads,
                 max_large_reviews=self.opts.max_large_reviews,
             )
-            return webhook_app(self.cache, config, self.registry, self.gate, self.mode.details)
+            readiness = Readiness(self.cache, WEBHOOK_READY_KINDS, details=[self.mode.details])
+            if self.tls is not None:
+                readiness.certificate = self.tls.problem
+                readiness.details.append(lambda: [self.tls.describe()])
+            return webhook_app(self.cache, config, self.registry, self.gate, readiness=readiness)
         from .apps import health_app
 
         return health_app(self.cache, self.registry, self.kinds())
@@ -285,10 +328,14 @@ class Process:
         if self.worker is not None:
             self.cache.wait_synced(self.kinds(), timeout=60)
             self.worker.start()
+            if self.rotator is not None:
+                self.rotator.start()
             if self.leader is not None:
                 self.leader.start()
             else:
                 self.worker.on_leadership(True)
+                if self.rotator is not None:
+                    self.rotator.on_leadership(True)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -298,6 +345,8 @@ class Process:
             self._thread.join(timeout=15)
         if self._watcher is not None:
             self._watcher.stop()
+        if self.rotator is not None:
+            self.rotator.stop()
         if self.worker is not None:
             self.worker.stop()
         if self.leader is not None:
@@ -317,6 +366,8 @@ class Process:
         """Stop as if the process died: no lease release, no cleanup writes (tests, failover)."""
         if self.leader is not None:
             self.leader.stop(release=False)
+        if self.rotator is not None:
+            self.rotator.stop()
         if self.worker is not None:
             self.worker.stop()
         self.cache.stop()
@@ -334,7 +385,9 @@ class Process:
             from .tls import ReloadingTLS, uvicorn_server
 
             tls = ReloadingTLS(self.opts.cert_dir)
-            self._watcher = tls.start_watcher()
+            self.tls = tls
+            self.expiry.track("serving", lambda: tls.certificate)
+            self._watcher = tls.start_watcher(self.opts.cert_reload_interval)
             self.server = uvicorn_server(self.app(), tls, **kwargs)
         else:
             self.server = uvicorn.Server(uvicorn.Config(self.app(), **kwargs))

@@ -23,13 +23,16 @@ import logging
 import os
 import ssl
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from cryptography import x509
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ..install.certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
 
@@ -148,6 +151,23 @@ class ReloadingTLS:
     def certificate(self) -> x509.Certificate:
         """The leaf certificate new handshakes present."""
         return self._certificate
+
+    def problem(self, now: datetime | None = None) -> str | None:
+        """Why the certificate new handshakes present cannot be trusted now (readiness), or None."""
+        moment = now if now is not None else datetime.now(UTC)
+        cert = self._certificate
+        which = f"serving certificate serial {cert.serial_number:x}"
+        if moment < cert.not_valid_before_utc:
+            return f"{which} is not valid before {_iso(cert.not_valid_before_utc)}"
+        if moment >= cert.not_valid_after_utc:
+            return f"{which} expired at {_iso(cert.not_valid_after_utc)}"
+        return None
+
+    def describe(self) -> str:
+        """One line for ``/readyz``: which certificate is served and until when."""
+        cert = self._certificate
+        until = _iso(cert.not_valid_after_utc)
+        return f"serving certificate: serial {cert.serial_number:x}, valid until {until}"
 
     @property
     def generation(self) -> int:
@@ -284,6 +304,47 @@ class CertWatcher:
         self.stop()
 
 
+# --- expiry ----------------------------------------------------------------------------------------
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+#: ``certificate="serving"``: the pair this webhook presents; ``certificate="ca"``: the CA the worker's
+#: leader signs renewed serving certificates with (self-managed certificates only).
+EXPIRY_METRIC = "draxr_certificate_expiry_seconds"
+
+
+class CertificateExpiry(Collector):
+    """``draxr_certificate_expiry_seconds{certificate}``: seconds until each tracked certificate's
+    ``notAfter`` (negative once expired), read at scrape time. One per registry; webhook and worker
+    add their certificates with ``track``."""
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._clock = clock
+        self._sources: dict[str, Callable[[], x509.Certificate | None]] = {}
+
+    def track(self, which: str, source: Callable[[], x509.Certificate | None]) -> None:
+        self._sources[which] = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            EXPIRY_METRIC,
+            "Seconds until the certificate expires (notAfter minus now; negative once expired).",
+            labels=["certificate"],
+        )
+        now = self._clock()
+        for which, source in sorted(self._sources.items()):
+            cert = source()
+            if cert is not None:
+                family.add_metric([which], (cert.not_valid_after_utc - now).total_seconds())
+        yield family
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(EXPIRY_METRIC, "", labels=["certificate"])
+
+
 # --- uvicorn ---------------------------------------------------------------------------------------
 
 
@@ -334,8 +395,10 @@ def uvicorn_server(
 
 
 __all__ = [
+    "EXPIRY_METRIC",
     "MODERN_CIPHERS",
     "CertWatcher",
+    "CertificateExpiry",
     "ReloadingTLS",
     "TLSConfigError",
     "build_server_context",
