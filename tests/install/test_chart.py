@@ -25,6 +25,7 @@ from webhook.cli import build_parser
 from webhook.commands.manifests import run
 from webhook.core.objects import Obj
 from webhook.emulator import Emulator
+from webhook.install import monitoring
 from webhook.install.certs import parse_bundle, serving_names, signed_by
 from webhook.install.manifests import DEFAULT_NAMESPACE, WEBHOOK, InstallOptions, render
 from webhook.kube.client import KubeClient
@@ -231,14 +232,21 @@ def test_switches_are_off_by_default(tmp_path: Path) -> None:
 
 
 def test_monitoring_objects(tmp_path: Path) -> None:
+    """The worker's metrics Service and the ServiceMonitor are what ``draxr manifests --monitoring``
+    renders (the chart's extra ``serviceMonitor.labels`` aside)."""
     objects = template(tmp_path, ALL_ON, namespace="ml-infra")
     (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
-    assert monitor["metadata"]["labels"]["release"] == "prometheus"
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["tlsConfig"]["serverName"] == "draxr-webhook.ml-infra.svc"
-    (service,) = [o for o in objects if o["kind"] == "Service"]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert monitor["metadata"]["labels"].pop("release") == "prometheus"
+    expected = {(o["kind"], o["metadata"]["name"]): o for o in monitoring.render("ml-infra")}
+    assert monitor == expected[("ServiceMonitor", "draxr")]
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    assert services["draxr-worker"] == expected[("Service", "draxr-worker")]
+    for endpoint in monitor["spec"]["endpoints"]:  # each endpoint has a Service port to scrape
+        assert any(
+            endpoint["port"] in {p["name"] for p in svc["spec"]["ports"]}
+            and monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+            for svc in services.values()
+        )
     (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
     assert "DraxrCertificateExpiresSoon" in alerts
