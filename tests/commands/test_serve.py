@@ -50,6 +50,7 @@ def test_every_serve_flag_is_passed_on() -> None:
         "--read-body-timeout=1.5",
         "--review-threads=2",
         "--max-large-reviews=8",
+        "--percentage-of-nodes-to-score=30",
     ]
     assert serve_options(build_parser().parse_args(argv)) == ServeOptions(
         host="127.0.0.1",
@@ -85,6 +86,7 @@ def test_every_serve_flag_is_passed_on() -> None:
         read_body_timeout=1.5,
         review_threads=2,
         max_large_reviews=8,
+        percentage_of_nodes_to_score=30,
     )
     named = build_parser().parse_args(
         ["serve", "--no-webhook", "--allowed-writers=u1", "--allowed-writers=u2"]

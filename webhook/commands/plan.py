@@ -30,13 +30,14 @@ from ..core.claims import (
 )
 from ..core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
 from ..core.placement import alignment_text
+from ..core.sampling import ADAPTIVE
 from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
 from ..core.scoring import BINPACK, POLICIES
 from ..core.slices import parse_slice
 from ..core.state import ClusterState
 from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
-from .flags import one_line
+from .flags import integer_between, one_line
 
 
 @dataclass
@@ -92,9 +93,15 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
                 raise LoadError(item.source, item.index, "spec", problem)
 
 
-def build_plan(objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | None = None) -> Plan:
-    """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed."""
-    state = ClusterState(SelectorEngine(engine=cel_engine))
+def build_plan(
+    objects: Sequence[Obj],
+    policy: str = BINPACK,
+    cel_engine: str | None = None,
+    percentage_of_nodes_to_score: int = ADAPTIVE,
+) -> Plan:
+    """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
+    ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
+    state = ClusterState(SelectorEngine(engine=cel_engine), percentage_of_nodes_to_score)
     scheduler = Scheduler(state, policy)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
@@ -212,6 +219,7 @@ def run(
     out: TextIO,
     err: TextIO,
     cel_engine: str | None = None,
+    percentage_of_nodes_to_score: int = ADAPTIVE,
 ) -> int:
     try:
         loaded = load_paths(paths)
@@ -221,7 +229,7 @@ def run(
         err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
-    plan = build_plan(objects, policy, cel.engine)
+    plan = build_plan(objects, policy, cel.engine, percentage_of_nodes_to_score)
     if output == "json":
         json.dump(plan.to_json(), out, indent=2, sort_keys=False)
         out.write("\n")
@@ -249,6 +257,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
     )
     p.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=integer_between(0, 100),
+        default=ADAPTIVE,
+        metavar="PERCENT",
+        help="score only this share of the fitting nodes, as draxr serve does (0: adaptive; 100: every node)",
+    )
+    p.add_argument(
         "--cel-engine",
         choices=ENGINES,
         default=None,
@@ -258,4 +273,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr, args.cel_engine)
+    return run(
+        args.filename,
+        args.output,
+        args.policy,
+        sys.stdout,
+        sys.stderr,
+        args.cel_engine,
+        args.percentage_of_nodes_to_score,
+    )

@@ -52,6 +52,8 @@ class ServeOptions:
     class_read_timeout: float = 2.0
     allowed_writers: list[str] = field(default_factory=default_writers)
     policy: str = "binpack"  # core.scoring.POLICIES: binpack, spread or upstream
+    #: ``--percentage-of-nodes-to-score`` (``core.sampling``): 0 adaptive, 100 every node.
+    percentage_of_nodes_to_score: int = 0
     leader_elect: bool = True
     lease_namespace: str = DEFAULT_NAMESPACE
     lease_name: str = "draxr-worker"
@@ -169,7 +171,9 @@ class Process:
 
     def _state(self) -> ClusterState:
         """The cluster state, with the CEL engine ``--cel-engine`` names."""
-        return ClusterState(SelectorEngine(engine=self.opts.cel_engine))
+        return ClusterState(
+            SelectorEngine(engine=self.opts.cel_engine), self.opts.percentage_of_nodes_to_score
+        )
 
     def _device_gauges(self) -> list[tuple[str, str, int, int]]:
         out: list[tuple[str, str, int, int]] = []
