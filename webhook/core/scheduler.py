@@ -727,21 +727,13 @@ class Scheduler:
         nodes = self.state.nodes
         wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
         start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
-        walk = self._walk(pre, start)
+        feasible = self._feasible(pre, self._walk(pre, start), score)
         heap: list[tuple[float, str, NodePlan]] = []
-        spread = self.policy == SPREAD
 
         def pull() -> bool:
-            for n in walk:
-                plan, _ = self._node_plan(pre, n)
-                if plan is not None:
-                    key = 0.0
-                    if score:
-                        key = self.score(pre, n)
-                        if not spread:
-                            key = -key
-                    heapq.heappush(heap, (key, n, plan))
-                    return True
+            for found in feasible:
+                heapq.heappush(heap, found)
+                return True
             return False
 
         while len(heap) < wanted and pull():
@@ -769,6 +761,73 @@ class Scheduler:
                 placement=fit.placement,
             )
         return None
+
+    def _feasible(
+        self, pre: PreFilterResult, walk: Iterator[str], score: bool
+    ) -> Iterator[tuple[float, str, NodePlan]]:
+        """The nodes of the walk that pass every filter but the allocation, with their sort key
+        (the score, negated unless the policy spreads; 0 without ``score``) and plan.
+
+        For the usual pod and node (no node constraint, ports, allocated claim with a node selector,
+        alignment; a schedulable, untainted node whose allocatable names none of the pod's extended
+        resources, kubelet gate on, no CEL error on the way) this is ``_node_plan`` and ``score``
+        in one loop over shared lookups, which gives the same answers; anything else takes them."""
+        spread = self.policy == SPREAD
+        pf = pre.filter
+        usual = (
+            self.policy != UPSTREAM
+            and bool(pre.default_dra)
+            and pre.stale is None
+            and not (pf.constrained or pf.ports or pre.claim_selectors or pre.scopes or pre.groups)
+        )
+        by_name = self.state.nodes.by_name
+        if usual:
+            dra, routes = pre.default_dra, pre.default_routes
+            extended = pre.extended.keys()
+            checks = pre.default_fit
+            need_of = [(cls, need, self._counts(pre, cls)[0]) for cls, need in pre.default_needs.items()]
+            ratio_of = [(self._counts(pre, cls), pre.demand.get(r, 0)) for r, cls in dra.items()]
+            names = len(dra)
+        for n in walk:
+            if usual:
+                info = by_name[n]
+                if not (
+                    info.unschedulable
+                    or info.hard_taints
+                    or not info.kubelet_gate
+                    or not info.allocatable_names.isdisjoint(extended)
+                ):
+                    if not _fits(checks, info):
+                        continue
+                    short = False
+                    for _cls, need, free in need_of:
+                        if free.get(n, 0) < need:
+                            short = True
+                            break
+                    if short and not any(self._errors_on(n, cls) for cls, _, _ in need_of):
+                        continue
+                    if not short:
+                        key = 0.0
+                        if score:
+                            ratios = 0.0
+                            for (free, totals), demand in ratio_of:
+                                total = totals.get(n, 0)
+                                if total > 0:
+                                    used = total - free.get(n, 0) + demand
+                                    ratios += used / total if used < total else 1.0
+                                else:
+                                    ratios += 1.0
+                            key = ratios / names if spread else -ratios / names
+                        yield key, n, NodePlan(n, dra, routes)
+                        continue
+            plan, _ = self._node_plan(pre, n)
+            if plan is not None:
+                key = 0.0
+                if score:
+                    key = self.score(pre, n)
+                    if not spread:
+                        key = -key
+                yield key, n, plan
 
     def _count_groups(
         self,
@@ -882,4 +941,7 @@ def _fits(checks: list[tuple[str, int]], info: NodeInfo) -> bool:
     if len(info.pods) + 1 > max_pods:
         return False
     used = info.requested
-    return all(want <= alloc.get(r, 0) - used.get(r, 0) for r, want in checks)
+    for r, want in checks:  # noqa: SIM110 (a loop, not all(...): this runs for every node visited)
+        if want > alloc.get(r, 0) - used.get(r, 0):
+            return False
+    return True
