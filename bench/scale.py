@@ -63,6 +63,7 @@ def rss_mb(pid: int | str = "self") -> dict[str, float]:
 
 
 def engine(args: argparse.Namespace) -> dict[str, Any]:
+    capacity = args.nodes * args.devices
     before = rss_mb()
     t0 = time.perf_counter()
     st = build(args.nodes, args.devices, args.classes, unique=False)
@@ -74,7 +75,7 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     cold_s = time.perf_counter() - t0
     built = rss_mb()
     sched = Scheduler(st, "binpack")
-    live_limit = args.live if args.live is not None else max(1, args.pods // 2)
+    live_limit = args.live if args.live is not None else max(1, min(args.pods, capacity) // 2)
     live: deque[tuple[Decision, str]] = deque()
     latencies: list[float] = []
     scheduled = 0
@@ -188,6 +189,7 @@ def wait_bound(em: Emulator, name: str, timeout: float) -> None:
 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
+    capacity = args.nodes * args.devices
     with (
         Emulator(tokens={"w": (WORKER, ["system:serviceaccounts"])}) as em,
         tempfile.TemporaryDirectory() as tmp,
@@ -221,7 +223,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             em.delete("pods", "pod-99999", "default")
             ready_rss = rss_mb(proc.pid)
             em.reset_requests()
-            live_limit = args.live if args.live is not None else max(1, args.worker_pods // 2)
+            live_limit = args.live if args.live is not None else max(1, min(args.worker_pods, capacity) // 2)
             live: deque[str] = deque()
             unbound: deque[str] = deque()
             t2 = time.perf_counter()
