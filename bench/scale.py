@@ -11,7 +11,8 @@ departure of the oldest pod):
   HTTP (the emulator in this process), the same pods created with up to ``--window`` unbound at
   a time, bound pods deleted as above. Reports pods bound/s, the worker's API writes per pod
   (special claim create and status, pod status, binding, event, and the cleanup of departed
-  pods' claims) and the worker process's RSS (``VmRSS`` at the end, ``VmHWM`` peak).
+  pods' claims), the worker process's RSS (``VmRSS`` at the end, ``VmHWM`` peak), and the CPU
+  time per pod of the worker and of this process (the emulator and the pod driver).
 
 The machine is shared and the numbers are noisy: compare runs made side by side.
 
@@ -47,6 +48,12 @@ from webhook.emulator import Emulator
 WORKER = "system:serviceaccount:draxr-system:draxr-worker"
 WRITES = ("create", "update", "patch", "delete")
 DRIVER = "gpu.example.com"
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User plus system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int | str = "self") -> dict[str, float]:
@@ -227,6 +234,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             live: deque[str] = deque()
             unbound: deque[str] = deque()
             t2 = time.perf_counter()
+            worker_cpu, bench_cpu = cpu_seconds(proc.pid), cpu_seconds()
             for i in range(args.worker_pods):
                 if proc.poll() is not None:
                     raise RuntimeError(f"the worker exited with {proc.returncode}")
@@ -241,6 +249,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             while unbound:
                 wait_bound(em, unbound.popleft(), timeout=120)
             total = time.perf_counter() - t2
+            worker_cpu, bench_cpu = cpu_seconds(proc.pid) - worker_cpu, cpu_seconds() - bench_cpu
             writes = sum(1 for r in em.requests() if r.user == WORKER and r.verb in WRITES and r.code < 400)
             end_rss = rss_mb(proc.pid)
         finally:
@@ -257,6 +266,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "live_pods": live_limit,
         "worker_pods_per_second": round(args.worker_pods / total, 1),
         "api_writes_per_pod_including_cleanup": round(writes / args.worker_pods, 2),
+        "worker_cpu_ms_per_pod": round(worker_cpu * 1000 / args.worker_pods, 2),
+        "emulator_and_driver_cpu_ms_per_pod": round(bench_cpu * 1000 / args.worker_pods, 2),
         "worker_rss_mb": end_rss.get("VmRSS"),
         "worker_rss_peak_mb": end_rss.get("VmHWM"),
         "worker_rss_when_synced_mb": ready_rss.get("VmRSS"),
