@@ -132,6 +132,12 @@ def _verdicts(sch: Scheduler) -> list[tuple[set[str], set[str]]]:
             continue
         indexed = {n for n in sch._walk(pre, None) if sch._node_plan(pre, n)[0] is not None}
         exhaustive = {n for n in sch.state.nodes.names() if sch._node_plan(pre, n)[0] is not None}
+        # What the search itself visits (Filter and Score of the usual node in one loop) agrees
+        # with Filter and Score node by node.
+        keys = {n: key for key, n, _ in sch._feasible(pre, sch._walk(pre, None), True)}
+        assert keys.keys() == indexed
+        for n, key in keys.items():
+            assert key == pytest.approx(-sch.score(pre, n)), n
         out.append((indexed, exhaustive))
     return out
 
