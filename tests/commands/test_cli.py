@@ -54,6 +54,14 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["serve", "--identity", ""], "draxr serve: error: --identity: must not be empty"),
     (["serve", "--policy", "random"], "draxr serve: error: --policy: invalid choice: 'random'"),
     (["serve", "--cel-engine", "go"], "draxr serve: error: --cel-engine: invalid choice: 'go'"),
+    (
+        ["serve", "--percentage-of-nodes-to-score", "101"],
+        "draxr serve: error: --percentage-of-nodes-to-score: must be between 0 and 100, not 101",
+    ),
+    (
+        ["serve", "--percentage-of-nodes-to-score", "half"],
+        "draxr serve: error: --percentage-of-nodes-to-score:",
+    ),
     (["serve", "--mode", "fast"], "draxr serve: error: --mode: invalid choice: 'fast'"),
     (["serve", "--apiserver-gate", "maybe"], "draxr serve: error: --apiserver-gate: invalid choice: 'maybe'"),
     (
@@ -143,6 +151,10 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     ),
     (["plan", "-f", "x", "--mode", "auto"], "draxr plan: error: --mode: invalid choice: 'auto'"),
     (["plan", "-f", "x", "--cel-engine", "go"], "draxr plan: error: --cel-engine: invalid choice: 'go'"),
+    (
+        ["plan", "-f", "x", "--percentage-of-nodes-to-score", "-1"],
+        "draxr plan: error: --percentage-of-nodes-to-score: must be between 0 and 100, not -1",
+    ),
     (
         ["manifests", "--webhook-url", "http://127.0.0.1"],
         "draxr manifests: error: --webhook-url: 'http://127.0.0.1': the scheme must be https",

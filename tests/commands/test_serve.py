@@ -55,6 +55,7 @@ def test_every_serve_flag_is_passed_on() -> None:
         "--cert-validity=12h",
         "--cert-renew-before=1h30m",
         "--ca-validity=30d",
+        "--percentage-of-nodes-to-score=30",
     ]
     assert serve_options(build_parser().parse_args(argv)) == ServeOptions(
         host="127.0.0.1",
@@ -94,6 +95,7 @@ def test_every_serve_flag_is_passed_on() -> None:
         cert_validity=dt.timedelta(hours=12),
         cert_renew_before=dt.timedelta(minutes=90),
         ca_validity=dt.timedelta(days=30),
+        percentage_of_nodes_to_score=30,
     )
     named = build_parser().parse_args(
         ["serve", "--no-webhook", "--allowed-writers=u1", "--allowed-writers=u2"]

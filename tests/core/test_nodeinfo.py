@@ -235,3 +235,26 @@ def test_removing_an_unknown_node_returns_none() -> None:
     nodes.upsert(node("a", {GPU: 1}))
     assert nodes.remove("zzz") is None
     assert nodes.serving(GPU) == {"a"}
+
+
+def test_nodes_keep_names_in_order_and_the_device_plugin_nodes_with_room() -> None:
+    nodes = Nodes()
+    for n, gpus in (("c", 2), ("a", 1), ("b", 0)):
+        nodes.upsert(node(n, {"example.com/gpu": str(gpus)}))
+    assert nodes.names() == ["a", "b", "c"]
+    assert nodes.serving("example.com/gpu") == {"a", "c"}
+    assert nodes.with_room("example.com/gpu") == ["a", "c"]
+    nodes["a"].add_pod("p1", {"example.com/gpu": 1}, [])
+    assert nodes.with_room("example.com/gpu") == ["c"]  # a is full
+    nodes["c"].add_pod("p2", {"example.com/gpu": 1}, [])
+    assert nodes.with_room("example.com/gpu") == ["c"]  # one left on c
+    nodes["a"].remove_pod("p1")
+    assert nodes.with_room("example.com/gpu") == ["a", "c"]
+    nodes.upsert(node("c", {"example.com/gpu": "1"}))  # shrinks under the pod already there
+    assert nodes.with_room("example.com/gpu") == ["a"]
+    nodes.upsert(node("b", {"example.com/gpu": "4"}))
+    assert nodes.with_room("example.com/gpu") == ["a", "b"]
+    assert nodes.remove("a") is not None
+    assert (nodes.names(), nodes.with_room("example.com/gpu")) == (["b", "c"], ["b"])
+    assert "a" not in nodes
+    assert nodes.get("a") is None

@@ -47,6 +47,7 @@ from ..core.rewrite import (
     template,
     templates_of,
 )
+from ..core.sampling import ADAPTIVE
 from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
 from ..core.scoring import BINPACK, POLICIES
 from ..core.slices import parse_slice
@@ -54,7 +55,7 @@ from ..core.state import ClusterState
 from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
-from .flags import one_line
+from .flags import integer_between, one_line
 from .text import MACHINE_FORMATS, plural, write_data
 
 MODES = ("native", "rewrite")
@@ -128,11 +129,16 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
 
 
 def build_plan(
-    objects: Sequence[Obj], policy: str = BINPACK, cel_engine: str | None = None, mode: str = "native"
+    objects: Sequence[Obj],
+    policy: str = BINPACK,
+    cel_engine: str | None = None,
+    mode: str = "native",
+    percentage_of_nodes_to_score: int = ADAPTIVE,
 ) -> Plan:
     """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
-    ``mode``: ``native`` or ``rewrite`` (see the module's docstring)."""
-    state = ClusterState(SelectorEngine(engine=cel_engine))
+    ``mode``: ``native`` or ``rewrite`` (see the module's docstring).
+    ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
+    state = ClusterState(SelectorEngine(engine=cel_engine), percentage_of_nodes_to_score)
     scheduler = Scheduler(state, policy)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
@@ -313,6 +319,7 @@ def run(
     err: TextIO,
     cel_engine: str | None = None,
     mode: str = "native",
+    percentage_of_nodes_to_score: int = ADAPTIVE,
 ) -> int:
     try:
         loaded = load_paths(paths)
@@ -322,7 +329,7 @@ def run(
         err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
-    plan = build_plan(objects, policy, cel.engine, mode)
+    plan = build_plan(objects, policy, cel.engine, mode, percentage_of_nodes_to_score)
     if output in MACHINE_FORMATS:
         write_data(plan.to_json(), output, out)
     else:
@@ -349,6 +356,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
     )
     p.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=integer_between(0, 100),
+        default=ADAPTIVE,
+        metavar="PERCENT",
+        help="score only this share of the fitting nodes, as draxr serve does (0: adaptive; 100: every node)",
+    )
+    p.add_argument(
         "--cel-engine",
         choices=ENGINES,
         default=None,
@@ -365,4 +379,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    return run(args.filename, args.output, args.policy, sys.stdout, sys.stderr, args.cel_engine, args.mode)
+    return run(
+        args.filename,
+        args.output,
+        args.policy,
+        sys.stdout,
+        sys.stderr,
+        args.cel_engine,
+        args.mode,
+        args.percentage_of_nodes_to_score,
+    )

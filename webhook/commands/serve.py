@@ -8,6 +8,7 @@ from pathlib import Path
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.paths import MODES
+from ..core.sampling import ADAPTIVE
 from ..core.scoring import BINPACK, POLICIES
 from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
 from ..runtime.logs import FORMATS, LEVELS
@@ -19,6 +20,7 @@ from .flags import (
     duration,
     fail,
     format_duration,
+    integer_between,
     non_empty,
     non_negative_integer,
     non_negative_number,
@@ -71,6 +73,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=BINPACK,
         help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
         "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
+    )
+    s.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=integer_between(0, 100),
+        default=ADAPTIVE,
+        metavar="PERCENT",
+        help="stop filtering once this share of the nodes fit and score only those, as kube-scheduler's "
+        "percentageOfNodesToScore (0: adaptive, 50%% minus 1 per 125 nodes, at least 5%% and 100 nodes; "
+        "100: every node)",
     )
     s.add_argument(
         "--mode",
@@ -280,6 +291,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         class_read_timeout=args.class_read_timeout,
         allowed_writers=args.allowed_writers or default_writers(args.namespace),
         policy=args.policy,
+        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         mode=args.mode,
         force_rewrite=args.force_rewrite,
         apiserver_gate=args.apiserver_gate,

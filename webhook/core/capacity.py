@@ -1,10 +1,11 @@
 """Free-device counts per (DeviceClass, node): Filter's precheck and Score's counts.
 
 For each class, how many devices of each node a selector-less, toleration-less request could take
-(``total``) and how many of those are not taken (``free``). A class's counts are built on first
-use; afterwards a device that becomes taken or free moves one count (``on_flip``), and a node whose
-device view was dropped is counted again on the next use. Nothing here scans the cluster per
-decision.
+(``total``) and how many of those are not taken (``free``), and, in name order, the nodes where some
+are free (``available``: the index a decision walks instead of the cluster). A class's counts are
+built on first use; afterwards a device that becomes taken or free moves one count (``on_flip``),
+and with it the node in or out of ``available``, and a node whose device view was dropped is counted
+again on the next use. Nothing here scans the cluster per decision.
 
 For a class with ``draxr.io/align-by``, the same counts per topology group (``groups``: per
 attribute and value, how many candidates and how many free), which placement scores read, and the
@@ -14,6 +15,7 @@ at all.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 
 from .devices import DeviceIndex
@@ -30,6 +32,7 @@ class FreeDevices:
         self._devices = devices
         self._is_allocated = is_allocated
         self._free: dict[str, dict[str, int]] = {}
+        self._ring: dict[str, list[str]] = {}  # class -> nodes with free > 0, sorted
         self._total: dict[str, dict[str, int]] = {}
         self._counted: dict[str, set[str]] = {}  # class -> nodes whose counts are loaded
         self._complete: set[str] = set()  # classes whose counts cover every node
@@ -59,7 +62,9 @@ class FreeDevices:
             if not cands:
                 continue
             total[node_name] = len(cands)
-            free[node_name] = sum(1 for d in cands if not self._is_allocated(d.key))
+            free[node_name] = count = sum(1 for d in cands if not self._is_allocated(d.key))
+            if count > 0:
+                insort(self._ring.setdefault(class_name, []), node_name)
             slot = (class_name, node_name)
             self._slot_devices[slot] = [d.key for d in cands]
             for d in cands:
@@ -69,6 +74,12 @@ class FreeDevices:
                 self._count_groups(slot, cands, attrs)
         self._complete.add(class_name)
         return free
+
+    def available(self, class_name: str) -> list[str]:
+        """Nodes with at least one free candidate device of the class, sorted by name (a shared
+        list, kept up in place: do not change it)."""
+        self.free(class_name)
+        return self._ring.get(class_name, [])
 
     def _count_groups(self, slot: Slot, cands: list[Device], attrs: tuple[str, ...]) -> None:
         by_attr: dict[str, Groups] = {}
@@ -120,7 +131,13 @@ class FreeDevices:
         for cls, node in self._device_slots.get(key, ()):
             bucket = self._free.get(cls)
             if bucket is not None and node in bucket:
-                bucket[node] += -1 if taken else 1
+                before = bucket[node]
+                bucket[node] = after = before + (-1 if taken else 1)
+                if before > 0 and after <= 0:
+                    ring = self._ring[cls]
+                    del ring[bisect_left(ring, node)]
+                elif before <= 0 and after > 0:
+                    insort(self._ring.setdefault(cls, []), node)
         grouped = self._device_groups.get(key)
         if grouped:
             for groups in grouped.values():
@@ -148,12 +165,15 @@ class FreeDevices:
         for node_name in self._counted.pop(class_name, set()):
             self._forget_slot(class_name, node_name)
         self._free.pop(class_name, None)
+        self._ring.pop(class_name, None)
         self._total.pop(class_name, None)
         self._errors.pop(class_name, None)
         self._largest = {k: v for k, v in self._largest.items() if k[0] != class_name}
 
     def _forget_slot(self, class_name: str, node_name: str) -> None:
-        self._free.get(class_name, {}).pop(node_name, None)
+        if self._free.get(class_name, {}).pop(node_name, 0) > 0:
+            ring = self._ring[class_name]
+            del ring[bisect_left(ring, node_name)]
         self._total.get(class_name, {}).pop(node_name, None)
         slot = (class_name, node_name)
         grouped = self._groups.pop(slot, None)

@@ -1,10 +1,12 @@
 """Upstream's NodeInfo: a node's allocatable resources and hard taints, and what bound and assumed
-pods request from it (resources and host ports). ``Nodes`` keeps them by name, with an index of
-the nodes that advertise an extended resource (the device-plugin path)."""
+pods request from it (resources and host ports). ``Nodes`` keeps them by name, with the names in
+order (the ring a decision walks) and two indexes for the device-plugin path: per extended
+resource, the nodes that advertise it and, in name order, those with some of it left."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .gates import kubelet_gate
@@ -31,6 +33,8 @@ class NodeInfo:
     nonzero_requested: Units = field(default_factory=dict)
     nonzero_pods: dict[str, Units] = field(default_factory=dict)
     host_ports: dict[str, list[HostPort]] = field(default_factory=dict)
+    #: Told which requested resources changed (``Nodes`` keeps its index of room with it).
+    watch: Callable[[str, Iterable[str]], None] | None = None
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -58,6 +62,8 @@ class NodeInfo:
             self.nonzero_pods[pod_uid] = nonzero
             for k, v in nonzero.items():
                 self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) + v
+        if self.watch is not None:
+            self.watch(name(self.node), reqs)
 
     def remove_pod(self, pod_uid: str) -> None:
         reqs = self.pods.pop(pod_uid, None)
@@ -68,6 +74,8 @@ class NodeInfo:
             return
         for k, v in reqs.items():
             self.requested[k] = self.requested.get(k, 0) - v
+        if self.watch is not None:
+            self.watch(name(self.node), reqs)
 
 
 def hard_taints(node: Obj) -> list[Obj]:
@@ -122,27 +130,44 @@ class NodeChange:
 
 
 class Nodes(Mapping[str, NodeInfo]):
-    """Every node's ``NodeInfo`` by name, and per extended resource the nodes whose allocatable
-    has it above zero."""
+    """Every node's ``NodeInfo`` by name; the names in order; per extended resource the nodes whose
+    allocatable has it above zero (``serving``) and, in name order, those where allocatable minus
+    what pods request is above zero (``with_room``), kept up as pods come and go."""
 
     def __init__(self) -> None:
-        self._infos: dict[str, NodeInfo] = {}
+        #: Node name -> NodeInfo (read it, never change it: ``upsert``/``remove`` keep the indexes).
+        self.by_name: dict[str, NodeInfo] = {}
+        self._names: list[str] = []
         self._serving: dict[str, set[str]] = {}
+        self._room: dict[str, list[str]] = {}
+        self._has_room: dict[str, set[str]] = {}
 
     def __getitem__(self, node_name: str) -> NodeInfo:
-        return self._infos[node_name]
+        return self.by_name[node_name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
+        return iter(self.by_name)
 
     def __len__(self) -> int:
-        return len(self._infos)
+        return len(self.by_name)
+
+    def __contains__(self, node_name: object) -> bool:
+        return node_name in self.by_name
+
+    def get(self, node_name: str, default: NodeInfo | None = None) -> NodeInfo | None:  # type: ignore[override]
+        return self.by_name.get(node_name, default)
+
+    def names(self) -> list[str]:
+        """Every node name, sorted (a shared list: do not change it)."""
+        return self._names
 
     def upsert(self, node: Obj) -> NodeChange:
         n = name(node)
-        info = self._infos.get(n)
+        info = self.by_name.get(n)
         if info is None:
-            info = self._infos[n] = NodeInfo.of(node)
+            info = self.by_name[n] = NodeInfo.of(node)
+            info.watch = self._requested_changed
+            insort(self._names, n)
             change = NodeChange(added=True, relabelled=False)
         else:
             change = NodeChange(added=False, relabelled=labels(info.node) != labels(node))
@@ -152,15 +177,49 @@ class Nodes(Mapping[str, NodeInfo]):
 
     def remove(self, node_name: str) -> NodeInfo | None:
         self._index(node_name, (), {})
-        return self._infos.pop(node_name, None)
+        info = self.by_name.pop(node_name, None)
+        if info is not None:
+            info.watch = None
+            del self._names[bisect_left(self._names, node_name)]
+            self._requested_changed(node_name, list(self._has_room))
+        return info
 
     def serving(self, resource: str) -> set[str]:
         """Nodes whose allocatable has ``resource`` > 0 (the device-plugin path)."""
         return self._serving.get(resource, set())
 
+    def with_room(self, resource: str) -> list[str]:
+        """Nodes, sorted, whose allocatable ``resource`` exceeds what their pods request (a shared
+        list: do not change it)."""
+        return self._room.get(resource, [])
+
     def _index(self, node_name: str, names: Iterable[str], alloc: Units) -> None:
-        for nodes in self._serving.values():
-            nodes.discard(node_name)
-        for r in names:
-            if "/" in r and alloc.get(r, 0) > 0:
-                self._serving.setdefault(r, set()).add(node_name)
+        was = [r for r, nodes in self._serving.items() if node_name in nodes]
+        for r in was:
+            self._serving[r].discard(node_name)
+        now = [r for r in names if "/" in r and alloc.get(r, 0) > 0]
+        for r in now:
+            self._serving.setdefault(r, set()).add(node_name)
+        self._requested_changed(node_name, [*was, *now])
+
+    def _requested_changed(self, node_name: str, resources: Iterable[str]) -> None:
+        info = self.by_name.get(node_name)
+        for r in resources:
+            if "/" not in r:
+                continue
+            room = (
+                info is not None
+                and node_name in self._serving.get(r, ())
+                and info.allocatable.get(r, 0) - info.requested.get(r, 0) > 0
+            )
+            members = self._has_room.get(r)
+            if room == (members is not None and node_name in members):
+                continue
+            ring = self._room.setdefault(r, [])
+            if room:
+                self._has_room.setdefault(r, set()).add(node_name)
+                insort(ring, node_name)
+            else:
+                assert members is not None
+                members.discard(node_name)
+                del ring[bisect_left(ring, node_name)]

@@ -28,14 +28,15 @@ candidates are always allocated, so the error aborts the attempt as upstream's p
 
 from __future__ import annotations
 
+import heapq
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocation, Unsatisfiable
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
 from .devices import NodeDevices
-from .fit import PodFilter, basic_filters, fit_resources
+from .fit import DEFAULT_MAX_PODS, PodFilter, basic_filters, fit_resources, is_scalar
 from .mappings import create_requests_and_mappings, device_demand
 from .names import is_dra_extended_resource_name
 from .nodeinfo import NodeInfo, host_ports
@@ -54,8 +55,9 @@ from .objects import (
     uid,
 )
 from .placement import Placement, record_alignment
-from .podresources import Units, pod_requests, pod_requests_nonzero
-from .scoring import BINPACK, POLICIES, UPSTREAM, Usage, order_nodes, upstream_score, utilisation
+from .podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units, pod_requests, pod_requests_nonzero
+from .sampling import merged_rotation, num_feasible_nodes_to_find, rotation, start_of
+from .scoring import BINPACK, POLICIES, SPREAD, UPSTREAM, Usage, upstream_score, utilisation
 from .slices import Device, DeviceKey
 from .state import ClusterState
 from .topology import (
@@ -167,6 +169,14 @@ class PreFilterResult:
     notes: list[str] = field(default_factory=list)
     scopes: list[Scope] = field(default_factory=list)
     by_attr: dict[tuple[str, str], dict[str, Groups]] = field(default_factory=dict)  # Filter's cache
+    # Filter's and Score's view of the usual node, whose allocatable names none of the pod's extended
+    # resources: every name with a class goes to DRA (``default_dra``, ``default_routes``), what
+    # NodeResourcesFit still checks (``default_fit``: resource, amount), devices per class.
+    default_dra: dict[str, str] = field(default_factory=dict)
+    default_routes: dict[str, Route] = field(default_factory=dict)
+    default_fit: list[tuple[str, int]] = field(default_factory=list)
+    default_needs: dict[str, int] = field(default_factory=dict)
+    claim_selectors: list[Obj] = field(default_factory=list)  # allocated user claims' node selectors
 
 
 @dataclass(slots=True)
@@ -229,13 +239,25 @@ class Scheduler:
         policy: str = "binpack",
         step_budget: int = 200_000,
         writer: str | None = None,
+        percentage_of_nodes_to_score: int | None = None,
     ) -> None:
+        """``percentage_of_nodes_to_score``: 0 adaptive, 100 every node (``sampling``); None takes
+        the state's (``ClusterState.percentage_of_nodes_to_score``, which ``draxr serve`` sets)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+        if percentage_of_nodes_to_score is not None and not 0 <= percentage_of_nodes_to_score <= 100:
+            raise ValueError(
+                f"percentage of nodes to score must be 0 to 100, not {percentage_of_nodes_to_score}"
+            )
         self.state = state
         self.policy = policy
         self.step_budget = step_budget
         self.writer = writer
+        self._percentage = percentage_of_nodes_to_score
+
+    @property
+    def percentage_of_nodes_to_score(self) -> int:
+        return self._percentage if self._percentage is not None else self.state.percentage_of_nodes_to_score
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -274,11 +296,23 @@ class Scheduler:
             requests = built[0]
             constraints, notes = alignment_constraints(requests, groups, self.state.capacity.largest_group)
             scopes = [(str(c["matchAttribute"]), constraint_demand(c, requests)) for c in constraints]
+        demand = device_demand(pod, classes, built) if built is not None else {}
+        default_dra = {r: classes[r] for r in extended if r in classes}
+        default_needs: dict[str, int] = {}
+        for r, cls in default_dra.items():
+            default_needs[cls] = default_needs.get(cls, 0) + demand.get(r, 0)
+        default_fit = [(r, reqs[r]) for r in (CPU, MEMORY, EPHEMERAL_STORAGE) if reqs.get(r, 0) > 0]
+        default_fit += [(r, v) for r, v in reqs.items() if v != 0 and is_scalar(r) and r not in default_dra]
+        claim_selectors = [
+            sel
+            for c in user_claims
+            if isinstance(sel := as_dict(status(c).get("allocation")).get("nodeSelector"), dict)
+        ]
         return PreFilterResult(
             reqs,
             extended,
             classes,
-            device_demand(pod, classes, built) if built is not None else {},
+            demand,
             stale,
             user_claims,
             to_allocate,
@@ -290,6 +324,11 @@ class Scheduler:
             built=built,
             constraints=constraints,
             notes=notes,
+            default_dra=default_dra,
+            default_routes={r: Route("dra", cls) for r, cls in default_dra.items()},
+            default_fit=default_fit,
+            default_needs=default_needs,
+            claim_selectors=claim_selectors,
         )
 
     def _user_claims(self, pod: Obj) -> tuple[list[Obj], list[Obj]]:
@@ -348,6 +387,8 @@ class Scheduler:
     def _routes(self, pre: PreFilterResult, info: NodeInfo) -> tuple[dict[str, str], dict[str, Route]]:
         """Per node: a name with allocatable > 0 is the device plugin's; allocatable 0 (or absent)
         and a backing class means DRA; anything else is left to NodeResourcesFit to reject."""
+        if info.allocatable_names.isdisjoint(pre.extended):
+            return pre.default_dra, pre.default_routes  # shared by every such node: never changed
         dra: dict[str, str] = {}
         routes: dict[str, Route] = {}
         for r in pre.extended:
@@ -363,33 +404,36 @@ class Scheduler:
         self, pre: PreFilterResult, node_name: str, count_devices: bool = True
     ) -> tuple[NodePlan | None, list[str]]:
         """The filters before allocation: the node's reasons to refuse the pod, or its plan."""
-        info = self.state.nodes[node_name]
-        reasons = basic_filters(pre.filter, info)
-        if reasons:
-            return None, reasons
+        info = self.state.nodes.by_name[node_name]
+        pf = pre.filter
+        if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
+            reasons = basic_filters(pf, info)
+            if reasons:
+                return None, reasons
         dra, routes = self._routes(pre, info)
-        reasons = fit_resources(pre.reqs, info, dra)
-        if reasons:
-            return None, reasons
+        if dra is not pre.default_dra or not _fits(pre.default_fit, info):
+            reasons = fit_resources(pre.reqs, info, dra)
+            if reasons:
+                return None, reasons
         if pre.stale is not None:
             return None, [STALE_CLAIM]
         if dra and not info.kubelet_gate:
             return None, [KUBELET_GATE_OFF]
-        for claim in pre.user_claims:
-            selector = as_dict(status(claim).get("allocation")).get("nodeSelector")
-            if isinstance(selector, dict):
-                try:
-                    ok = node_selector_matches(info.node, selector)
-                except SelectorError:
-                    ok = False
-                if not ok:
-                    return None, [NOT_AVAILABLE]
+        for selector in pre.claim_selectors:
+            try:
+                ok = node_selector_matches(info.node, selector)
+            except SelectorError:
+                ok = False
+            if not ok:
+                return None, [NOT_AVAILABLE]
         if dra and count_devices:
-            needs: dict[str, int] = {}
-            for r, cls in dra.items():
-                needs[cls] = needs.get(cls, 0) + pre.demand.get(r, 0)
+            needs = pre.default_needs
+            if dra is not pre.default_dra:
+                needs = {}
+                for r, cls in dra.items():
+                    needs[cls] = needs.get(cls, 0) + pre.demand.get(r, 0)
             for cls, need in needs.items():
-                if self.state.capacity.free(cls).get(node_name, 0) >= need or self._errors_on(node_name, cls):
+                if self._counts(pre, cls)[0].get(node_name, 0) >= need or self._errors_on(node_name, cls):
                     continue
                 # Upstream only learns this by failing to allocate; its reason names invalid pools.
                 return None, [INVALID_POOLS if self._has_invalid_pool(node_name) else CANNOT_ALLOCATE]
@@ -405,6 +449,15 @@ class Scheduler:
                 if unaligned is not None:
                     return None, [f"cannot align devices by {unaligned}"]
         return NodePlan(node_name, dra, routes), []
+
+    def _counts(self, pre: PreFilterResult, cls: str) -> tuple[dict[str, int], dict[str, int]]:
+        """(free, total) candidate devices of the class by node: once per class and decision (the
+        same dicts, kept up in place)."""
+        counts = pre.counts.get(cls)
+        if counts is None:
+            capacity = self.state.capacity
+            counts = pre.counts[cls] = (capacity.free(cls), capacity.total(cls))
+        return counts
 
     def _class_has_errors(self, node_name: str, cls: str) -> bool:
         return node_name in self.state.capacity.error_nodes(cls)
@@ -509,68 +562,66 @@ class Scheduler:
                 return attr
         return None
 
-    def _candidate_nodes(self, pre: PreFilterResult) -> list[str]:
-        """Nodes that might serve every extended resource; everything when nothing narrows it.
+    def _walk(self, pre: PreFilterResult, start: str | None) -> Iterator[str]:
+        """The nodes that might fit the pod, once round the ring of names from ``start``.
 
-        Where DRA serves a name, a node needs at least as many free devices of its class as the
-        special claim asks for that name (Filter's count check would refuse it anyway); a node
-        with fewer stays when a CEL error lurks among its candidates, so that the error aborts the
-        attempt as upstream's Filter, which runs on every node, would.
-        """
-        possible: set[str] | None = None
+        With extended resources (and no user claim to allocate), only the nodes in one name's index
+        are visited: those with a free device of its class (``FreeDevices.available``) or, where a
+        device plugin serves it, with some of it left (``Nodes.with_room``), for the name with the
+        fewest such nodes. Any other node fails Filter for that name; Filter itself checks the
+        rest on the nodes visited."""
+        nodes = self.state.nodes
+        if not pre.extended or pre.to_allocate:
+            return rotation(nodes.names(), start)
+        best: list[list[str]] | None = None
+        size = 0
         for r in pre.extended:
-            served = set(self.state.nodes.serving(r))
+            rings = [ring for ring in (nodes.with_room(r),) if ring]
             cls = pre.classes.get(r)
             if cls is not None:
-                need = pre.demand.get(r, 0)
-                served |= {
-                    n
-                    for n, free in self.state.capacity.free(cls).items()
-                    if free > 0 and (free >= need or self._class_has_errors(n, cls))
-                }
-            possible = served if possible is None else possible & served
-        if possible is None or pre.to_allocate:
-            return sorted(self.state.nodes)
-        if pre.scopes and pre.align == REQUIRED:
-            # Filter refuses these too (``_node_plan``): every name served by DRA, and no group with
-            # room for a container's aligned devices.
-            plugin: set[str] = set()
-            for r in pre.classes:
-                plugin |= self.state.nodes.serving(r)
-            classes = set(pre.classes.values())
-            possible = {
-                n
-                for n in possible
-                if n in plugin
-                or self._unalignable(n, pre.scopes, pre) is None
-                or any(self._class_has_errors(n, c) for c in classes)
-            }
-        return sorted(possible)
+                ring = self.state.capacity.available(cls)
+                if ring:
+                    rings.append(ring)
+            n = sum(len(ring) for ring in rings)
+            if best is None or n < size:
+                best, size = rings, n
+        if not best:
+            return iter(())
+        return merged_rotation(best, start)
 
     # -- Score ---------------------------------------------------------------------------------
 
     def score(self, pre: PreFilterResult, node_name: str) -> float:
         """Score from counts alone, so nodes can be ordered before they are filtered."""
-        info = self.state.nodes[node_name]
+        info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(pre.reqs, pre.nonzero, info))
         dra, routes = self._routes(pre, info)
-        usage: dict[str, Usage] = {}
-        for r, want in pre.extended.items():
-            route = routes.get(r)
-            if route is None:
-                continue
-            if route.via == "device-plugin":
-                usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
-            else:
-                cls = dra[r]
-                counts = pre.counts.get(cls)
-                if counts is None:  # once per class and decision: the same dicts for every node
-                    capacity = self.state.capacity
-                    counts = pre.counts[cls] = (capacity.free(cls), capacity.total(cls))
-                total = counts[1].get(node_name, 0)
-                usage[r] = Usage(total - counts[0].get(node_name, 0) + pre.demand.get(r, 0), total)
-        score = utilisation(pre.reqs, info, usage)
+        if dra is pre.default_dra and dra:
+            # The usual node: every name with a class goes to DRA (``utilisation`` in one pass).
+            ratios = 0.0
+            for r, cls in dra.items():
+                free, totals = self._counts(pre, cls)
+                total = totals.get(node_name, 0)
+                if total > 0:
+                    used = total - free.get(node_name, 0) + pre.demand.get(r, 0)
+                    ratios += used / total if used < total else 1.0
+                else:
+                    ratios += 1.0
+            score = ratios / len(dra)
+        else:
+            usage: dict[str, Usage] = {}
+            for r, want in pre.extended.items():
+                route = routes.get(r)
+                if route is None:
+                    continue
+                if route.via == "device-plugin":
+                    usage[r] = Usage(info.requested.get(r, 0) + want, info.allocatable.get(r, 0))
+                else:
+                    free, totals = self._counts(pre, dra[r])
+                    total = totals.get(node_name, 0)
+                    usage[r] = Usage(total - free.get(node_name, 0) + pre.demand.get(r, 0), total)
+            score = utilisation(pre.reqs, info, usage)
         if pre.groups and self.policy == BINPACK:
             score -= self._groups_broken(pre, node_name, dra)
         return score
@@ -635,51 +686,155 @@ class Scheduler:
             pre = self.pre_filter(pod, ignore_claim=ignore_claim)
         except PreFilterFailed as e:
             return Decision(pod, UNSCHEDULABLE, message=fit_error(total, {}, str(e)))
-        candidates = self._candidate_nodes(pre)
-        # Nodes with a CEL error among their candidates are allocated first, so that the error
-        # aborts the attempt whichever node would have won, as upstream's parallel Filter does.
-        classes = set(pre.classes.values())
-        erroneous: set[str] = set()
-        for cls in classes:
-            erroneous |= self.state.capacity.error_nodes(cls)
+        reasons: dict[str, list[str]] = {}
         try:
-            for n in candidates:
-                if n in erroneous and any(self._errors_on(n, cls) for cls in classes):
-                    self.filter(pod, pre, n)
-            reasons: dict[str, list[str]] = {}
-            order = (
-                order_nodes({n: self.score(pre, n) for n in candidates}, self.policy) if score else candidates
-            )
-            for n in order:
-                fit = self.filter(pod, pre, n)
-                if fit.reasons:
-                    reasons[n] = fit.reasons
-                    continue
-                assert fit.plan is not None
-                if fit.placement is not None and fit.special is not None:
-                    devices = [r.device for r in fit.special.results if not r.admin_access]
-                    self._count_groups(fit.placement, pre, n, fit.requests, devices)
-                return Decision(
-                    pod,
-                    SCHEDULED,
-                    node=n,
-                    routes=fit.plan.routes,
-                    requests=fit.requests,
-                    mappings=fit.mappings,
-                    special=fit.special,
-                    user_claims=fit.user_claims,
-                    placement=fit.placement,
-                )
+            # A stale special claim fails Filter on every node before allocation: nothing to search.
+            if pre.stale is None:
+                self._filter_erroneous(pod, pre)
+                found = self._search(pod, pre, score, reasons)
+                if found is not None:
+                    return found
         except AllocationError as e:
             return Decision(pod, ERROR, message=str(e))
-        # Nothing fits: explain every node, including those skipped by the narrowing above.
-        for n in sorted(self.state.nodes):
+        # Nothing fits: explain every node, including those the search never visited.
+        for n in self.state.nodes.names():
             if n not in reasons:
                 _, why = self._node_plan(pre, n)
                 reasons[n] = why or [CANNOT_ALLOCATE]
         return Decision(
             pod, UNSCHEDULABLE, message=fit_error(total, reasons), reasons=reasons, stale_claim=pre.stale
         )
+
+    def _filter_erroneous(self, pod: Obj, pre: PreFilterResult) -> None:
+        """Nodes with a CEL error among the free candidates of the pod's classes are allocated
+        first, by name, so that the error aborts the attempt (``AllocationError``) whichever node
+        would have won and wherever the search would have stopped, as upstream's parallel Filter,
+        which meets them sooner or later, does."""
+        classes = set(pre.classes.values())
+        erroneous: set[str] = set()
+        for cls in classes:
+            erroneous |= self.state.capacity.error_nodes(cls)
+        for n in sorted(erroneous):
+            if n in self.state.nodes and any(self._errors_on(n, cls) for cls in classes):
+                self.filter(pod, pre, n)
+
+    def _search(
+        self, pod: Obj, pre: PreFilterResult, score: bool, reasons: dict[str, list[str]]
+    ) -> Decision | None:
+        """Filter until enough nodes pass, then Score them and allocate in score order.
+
+        The walk (``_walk``) visits the nodes that may fit, from the pod's own start
+        (``sampling.start_of``), and stops once ``num_feasible_nodes_to_find`` of them pass every
+        filter but the allocation itself (which costs the most, and which the device counts
+        checked already foresee); those are scored, and allocated best first: the first that
+        allocates wins. A node whose allocation fails is replaced by the next node of the walk
+        that passes, so the winner is the best of that many nodes on which nothing failed.
+        ``score=False`` (does any node fit?) walks by name and stops at the first that fits.
+        """
+        nodes = self.state.nodes
+        wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
+        start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
+        feasible = self._feasible(pre, self._walk(pre, start), score)
+        heap: list[tuple[float, str, NodePlan]] = []
+
+        def pull() -> bool:
+            for found in feasible:
+                heapq.heappush(heap, found)
+                return True
+            return False
+
+        while len(heap) < wanted and pull():
+            pass
+        while heap:
+            _, n, plan = heapq.heappop(heap)
+            try:
+                fit = self._allocate(pod, pre, plan)
+            except Unsatisfiable as e:
+                reasons[n] = [str(e)]
+                pull()
+                continue
+            if fit.placement is not None and fit.special is not None:
+                devices = [r.device for r in fit.special.results if not r.admin_access]
+                self._count_groups(fit.placement, pre, n, fit.requests, devices)
+            return Decision(
+                pod,
+                SCHEDULED,
+                node=n,
+                routes=dict(plan.routes),
+                requests=fit.requests,
+                mappings=fit.mappings,
+                special=fit.special,
+                user_claims=fit.user_claims,
+                placement=fit.placement,
+            )
+        return None
+
+    def _feasible(
+        self, pre: PreFilterResult, walk: Iterator[str], score: bool
+    ) -> Iterator[tuple[float, str, NodePlan]]:
+        """The nodes of the walk that pass every filter but the allocation, with their sort key
+        (the score, negated unless the policy spreads; 0 without ``score``) and plan.
+
+        For the usual pod and node (no node constraint, ports, allocated claim with a node selector,
+        alignment; a schedulable, untainted node whose allocatable names none of the pod's extended
+        resources, kubelet gate on, no CEL error on the way) this is ``_node_plan`` and ``score``
+        in one loop over shared lookups, which gives the same answers; anything else takes them."""
+        spread = self.policy == SPREAD
+        pf = pre.filter
+        usual = (
+            self.policy != UPSTREAM
+            and bool(pre.default_dra)
+            and pre.stale is None
+            and not (pf.constrained or pf.ports or pre.claim_selectors or pre.scopes or pre.groups)
+        )
+        by_name = self.state.nodes.by_name
+        if usual:
+            dra, routes = pre.default_dra, pre.default_routes
+            extended = pre.extended.keys()
+            checks = pre.default_fit
+            need_of = [(cls, need, self._counts(pre, cls)[0]) for cls, need in pre.default_needs.items()]
+            ratio_of = [(self._counts(pre, cls), pre.demand.get(r, 0)) for r, cls in dra.items()]
+            names = len(dra)
+        for n in walk:
+            if usual:
+                info = by_name[n]
+                if not (
+                    info.unschedulable
+                    or info.hard_taints
+                    or not info.kubelet_gate
+                    or not info.allocatable_names.isdisjoint(extended)
+                ):
+                    if not _fits(checks, info):
+                        continue
+                    short = False
+                    for _cls, need, free in need_of:
+                        if free.get(n, 0) < need:
+                            short = True
+                            break
+                    if short and not any(self._errors_on(n, cls) for cls, _, _ in need_of):
+                        continue
+                    if not short:
+                        key = 0.0
+                        if score:
+                            ratios = 0.0
+                            for (free, totals), demand in ratio_of:
+                                total = totals.get(n, 0)
+                                if total > 0:
+                                    used = total - free.get(n, 0) + demand
+                                    ratios += used / total if used < total else 1.0
+                                else:
+                                    ratios += 1.0
+                            key = ratios / names if spread else -ratios / names
+                        yield key, n, NodePlan(n, dra, routes)
+                        continue
+            plan, _ = self._node_plan(pre, n)
+            if plan is not None:
+                key = 0.0
+                if score:
+                    key = self.score(pre, n)
+                    if not spread:
+                        key = -key
+                yield key, n, plan
 
     def _count_groups(
         self,
@@ -783,3 +938,17 @@ def _in_memory_special_claim(pod: Obj, requests: list[Obj], constraints: list[Ob
         },
         "spec": {"devices": devices},
     }
+
+
+def _fits(checks: list[tuple[str, int]], info: NodeInfo) -> bool:
+    """NodeResourcesFit's verdict for the usual node (``PreFilterResult.default_fit``); the reasons,
+    when it fails, come from ``fit_resources``."""
+    alloc = info.allocatable
+    max_pods = alloc.get(PODS, DEFAULT_MAX_PODS) if PODS in info.allocatable_names else DEFAULT_MAX_PODS
+    if len(info.pods) + 1 > max_pods:
+        return False
+    used = info.requested
+    for r, want in checks:  # noqa: SIM110 (a loop, not all(...): this runs for every node visited)
+        if want > alloc.get(r, 0) - used.get(r, 0):
+            return False
+    return True

@@ -10,7 +10,8 @@
 * ``capacity``: free-device counts per (class, node), following the other parts (``capacity``).
 
 It performs no I/O and reads no clock; callers serialise access (one lock around it). ``version``
-bumps on every change so callers can cache derived answers.
+bumps on every change so callers can cache derived answers. ``percentage_of_nodes_to_score`` is the
+search setting of the schedulers built on it (``sampling``; ``draxr serve`` sets it once).
 """
 
 from __future__ import annotations
@@ -22,12 +23,20 @@ from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
 from .nodeinfo import NodeInfo, Nodes
 from .objects import Obj, name, namespace, uid
+from .sampling import ADAPTIVE
 from .slices import DeviceKey
 from .topology import align_by
 
 
 class ClusterState:
-    def __init__(self, cel: SelectorEngine | None = None) -> None:
+    def __init__(
+        self, cel: SelectorEngine | None = None, percentage_of_nodes_to_score: int = ADAPTIVE
+    ) -> None:
+        if not 0 <= percentage_of_nodes_to_score <= 100:
+            raise ValueError(
+                f"percentage of nodes to score must be 0 to 100, not {percentage_of_nodes_to_score}"
+            )
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.nodes = Nodes()
         self.classes = ClassResolver()
         self.devices = DeviceIndex(self.classes, cel)

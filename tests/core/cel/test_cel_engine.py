@@ -179,3 +179,63 @@ def test_threads_get_the_same_answers_as_a_single_thread() -> None:
         results = list(pool.map(run, [i * 97 for i in range(8)], timeout=120))
     for got in results:
         assert got == expected
+
+
+def _one_by_one(engine: SelectorEngine, expr: str, devices: list[Any]) -> list[bool | str]:
+    out: list[bool | str] = []
+    for d in devices:
+        try:
+            out.append(engine.matches(expr, d))
+        except CelRuntimeError as e:
+            out.append(f"error: {e}")
+    return out
+
+
+def _texts(outcomes: list[bool | CelRuntimeError]) -> list[bool | str]:
+    return [o if isinstance(o, bool) else f"error: {o}" for o in outcomes]
+
+
+MANY_EXPRESSIONS = [
+    f"device.attributes['{GPU}'].index >= 2",
+    f"device.attributes['{GPU}'].missing == 1",  # a runtime error on every device
+    f"device.capacity['{GPU}'].memory.compareTo(quantity('3Gi')) < 0",
+    f"has(device.attributes['{GPU}'].model) && device.attributes['{GPU}'].model == 'a'",
+]
+
+
+@pytest.mark.parametrize("expr", MANY_EXPRESSIONS)
+def test_matches_many_gives_what_matches_gives_device_by_device(expr: str) -> None:
+    devices: list[Any] = [
+        indexed(1),
+        indexed(2, **{f"{GPU}/model": ("string", "a")}),
+        indexed(1),  # equal to the first: evaluated once per call
+        indexed(5),
+        RawDevice(GPU, {f"{GPU}/index": ("int", 3)}, fingerprint=None),
+        RawDevice(GPU, {f"{GPU}/index": ("int", 4)}, fingerprint=[4]),  # type: ignore[arg-type]
+        RawDevice(GPU, {f"{GPU}/x": ("float", 1.5)}, fingerprint="bad"),
+    ]
+    expected = _one_by_one(SelectorEngine(), expr, devices)
+    batch = SelectorEngine()
+    assert _texts(batch.matches_many(expr, devices)) == expected
+    # Its outcomes are cached for later single calls, and hits are fresh error instances.
+    evaluations = batch.stats()["evaluations"]
+    assert evaluations == 6  # seven devices, two with one fingerprint
+    assert _one_by_one(batch, expr, devices) == expected
+    assert batch.stats()["evaluations"] == evaluations + 2  # only the two without a usable fingerprint
+    again = batch.matches_many(expr, devices)
+    assert _texts(again) == expected
+    errors = [o for o in again if isinstance(o, CelRuntimeError)]
+    assert all(a is not b for a in errors for b in errors if a is not b)
+
+
+def test_matches_all_is_matches_many_per_expression_with_one_preparation_per_device() -> None:
+    devices = [indexed(i % 4) for i in range(12)]
+    engine = SelectorEngine()
+    outcomes = engine.matches_all(MANY_EXPRESSIONS, devices)
+    reference = SelectorEngine()
+    assert [_texts(o) for o in outcomes] == [_one_by_one(reference, e, devices) for e in MANY_EXPRESSIONS]
+    assert engine.stats()["evaluations"] == 4 * len(MANY_EXPRESSIONS)  # four distinct devices
+    with pytest.raises(CelCompileError, match="Syntax error"):
+        engine.matches_all(["true", "device."], devices)
+    assert engine.matches_all([], devices) == []
+    assert engine.matches_many("true", []) == []

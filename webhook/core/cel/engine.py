@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Generic, TypeVar
 
 from .backend import Backend, default_engine, make_backend
@@ -121,10 +121,110 @@ class SelectorEngine:
                 if isinstance(hit, CelError):
                     raise hit.fresh()
                 return bool(hit)
+        outcome = self._evaluate(program, device, key is not None)
+        with self._lock:
+            self._evaluations += 1
+        if key is not None:
+            self._results.put(key, outcome)
+        if isinstance(outcome, CelRuntimeError):
+            raise outcome.fresh()
+        return outcome
+
+    def matches_many(self, expression: str, devices: Sequence[CelDevice]) -> list[bool | CelRuntimeError]:
+        """``matches`` for many devices at once: each device's verdict, or its runtime error (a
+        fresh instance, returned rather than raised); raises CelCompileError for the expression.
+
+        The same caches and the same backend evaluation as ``matches``, so the same answers; what
+        it saves is per-call overhead: the program is looked up once, devices with equal
+        fingerprints are evaluated once per call, and each cache's lock is taken once per call
+        rather than once per device. The cold start of a class selector over a cluster's devices
+        is this shape."""
+        return self._matches_many(expression, devices, {})
+
+    def matches_all(
+        self, expressions: Sequence[str], devices: Sequence[CelDevice]
+    ) -> list[list[bool | CelRuntimeError]]:
+        """``matches_many`` for each expression, in order, the devices prepared once for all of
+        them (a class's selectors, or a class's and a request's, over the same devices); raises
+        CelCompileError for the first expression that does not compile."""
+        for expression in expressions:
+            self._program(expression)
+        prepared: dict[Hashable, object] = {}
+        return [self._matches_many(expression, devices, prepared) for expression in expressions]
+
+    def _matches_many(
+        self, expression: str, devices: Sequence[CelDevice], prepared: dict[Hashable, object]
+    ) -> list[bool | CelRuntimeError]:
+        program = self._program(expression)
+        out: list[object] = []
+        seen: dict[Hashable, object] = {}  # fingerprint -> outcome, within this call
+        fresh: dict[tuple[str, Hashable], bool | CelRuntimeError] = {}
+        pending: list[tuple[int, CelDevice, Hashable | None]] = []
+        results = self._results
+        with results._lock:  # one pass over the result cache: hits now, misses below
+            data = results._data
+            for i, device in enumerate(devices):
+                fingerprint: Hashable | None = device.fingerprint
+                hit: object = _MISSING
+                if fingerprint is not None:
+                    try:
+                        hit = seen.get(fingerprint, _MISSING)
+                        if hit is _MISSING:
+                            key = (expression, fingerprint)
+                            hit = data.get(key, _MISSING)
+                            if hit is _MISSING:
+                                results.misses += 1
+                            else:
+                                results.hits += 1
+                                data.move_to_end(key)
+                                seen[fingerprint] = hit
+                    except TypeError:  # unhashable fingerprint: evaluate without caching
+                        fingerprint = None
+                out.append(hit)
+                if hit is _MISSING:
+                    pending.append((i, device, fingerprint))
+        evaluated_count = 0
+        for i, device, fingerprint in pending:
+            outcome = seen.get(fingerprint, _MISSING) if fingerprint is not None else _MISSING
+            if outcome is _MISSING:
+                # Prepared here, not through the bounded activation cache: a cold start's devices
+                # outnumber it, and every lookup would take its lock and miss.
+                values = prepared.get(fingerprint, _MISSING) if fingerprint is not None else _MISSING
+                if values is _MISSING:
+                    values = self._prepare(device)
+                    if fingerprint is not None:
+                        prepared[fingerprint] = values
+                evaluated = self._evaluate(program, device, False, values)
+                evaluated_count += 1
+                if fingerprint is not None:
+                    seen[fingerprint] = evaluated
+                    fresh[(expression, fingerprint)] = evaluated
+                outcome = evaluated
+            out[i] = outcome
+        with self._lock:
+            self._evaluations += evaluated_count
+        if fresh:
+            with results._lock:
+                data = results._data
+                for key, value in fresh.items():
+                    if key in data:  # another thread put it meanwhile: a new key goes last anyway
+                        data.move_to_end(key)
+                    data[key] = value
+                while len(data) > results.maxsize:
+                    data.popitem(last=False)
+        return [o.fresh() if isinstance(o, CelRuntimeError) else bool(o) for o in out]  # type: ignore[misc]
+
+    def _evaluate(
+        self, program: object, device: CelDevice, cacheable: bool, prepared: object = _MISSING
+    ) -> bool | CelRuntimeError:
+        """One uncached evaluation as ``matches`` makes it (RecursionError and MemoryError raise);
+        ``prepared``: the device's values when the caller has them (else the activation cache)."""
         try:
-            outcome: bool | CelRuntimeError = self._backend.evaluate(
-                program, self._activation(device, key is not None)
-            )
+            if prepared is _MISSING:
+                prepared = self._activation(device, cacheable)
+            elif isinstance(prepared, CelRuntimeError):
+                raise prepared.fresh()
+            outcome: bool | CelRuntimeError = self._backend.evaluate(program, prepared)
         except CelRuntimeError as e:
             outcome = e
         except (RecursionError, MemoryError) as e:
@@ -135,12 +235,6 @@ class SelectorEngine:
             ) from None
         except Exception as e:  # an engine defect must not escape as a traceback
             outcome = CelRuntimeError(f"internal evaluation error: {type(e).__name__}: {e}"[:300])
-        with self._lock:
-            self._evaluations += 1
-        if key is not None:
-            self._results.put(key, outcome)
-        if isinstance(outcome, CelRuntimeError):
-            raise outcome.fresh()
         return outcome
 
     def stats(self) -> dict[str, int]:
@@ -195,15 +289,18 @@ class SelectorEngine:
                 if isinstance(cached, CelRuntimeError):
                     raise cached.fresh()
                 return cached
-        prepared: object
-        try:
-            prepared = self._backend.prepare(device)
-        except CelRuntimeError as e:
-            prepared = e
-        except Exception as e:  # a malformed device object from the caller
-            prepared = CelRuntimeError(f"unusable device: {type(e).__name__}: {e}"[:300])
+        prepared = self._prepare(device)
         if cacheable:
             self._activations.put(fingerprint, prepared)
         if isinstance(prepared, CelRuntimeError):
             raise prepared.fresh()
         return prepared
+
+    def _prepare(self, device: CelDevice) -> object:
+        """The backend's per-device values, or the CelRuntimeError that preparing them gave."""
+        try:
+            return self._backend.prepare(device)
+        except CelRuntimeError as e:
+            return e
+        except Exception as e:  # a malformed device object from the caller
+            return CelRuntimeError(f"unusable device: {type(e).__name__}: {e}"[:300])

@@ -1,0 +1,325 @@
+"""Scale benchmark: 5,000 nodes x 8 devices, 25 classes, 10,000 pods arriving and departing.
+
+Two parts, both in steady state (once ``--live`` pods run, every arrival is matched by the
+departure of the oldest pod):
+
+* **engine**: ``core.Scheduler`` on a ``ClusterState`` (the shape of ``bench/allocate.py``: class
+  ``gpu-k`` selects the devices of type ``gpu-k``, pod ``i`` asks for ``example.com/gpu-{i mod 25}``).
+  Each arrival is one decision (PreFilter, Filter, Score, allocation, Reserve); a departure releases
+  the reservation. Reports decisions/s, p50/p99 per decision, and this process's RSS.
+* **worker**: ``draxr serve --no-webhook`` in its own process against the API emulator over real
+  HTTP (the emulator in this process), the same pods created with up to ``--window`` unbound at
+  a time, bound pods deleted as above. Reports pods bound/s, the worker's API writes per pod
+  (special claim create and status, pod status, binding, event, and the cleanup of departed
+  pods' claims), the worker process's RSS (``VmRSS`` at the end, ``VmHWM`` peak), and the CPU
+  time per pod of the worker and of this process (the emulator and the pod driver).
+
+The machine is shared and the numbers are noisy: compare runs made side by side.
+
+    python bench/scale.py [--nodes 5000] [--devices 8] [--classes 25] [--pods 10000]
+        [--worker-pods N] [--live N] [--skip-worker] [--skip-engine]
+        [--percentage-of-nodes-to-score 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__":
+    # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
+
+from bench.allocate import build, percentile, pod
+from webhook.core.objects import Obj
+from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.emulator import Emulator
+
+WORKER = "system:serviceaccount:draxr-system:draxr-worker"
+WRITES = ("create", "update", "patch", "delete")
+DRIVER = "gpu.example.com"
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User plus system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int | str = "self") -> dict[str, float]:
+    """Resident set size now (``VmRSS``) and at its peak (``VmHWM``), in MiB."""
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+# --- the engine ----------------------------------------------------------------------------------
+
+
+def engine(args: argparse.Namespace) -> dict[str, Any]:
+    capacity = args.nodes * args.devices
+    before = rss_mb()
+    t0 = time.perf_counter()
+    st = build(args.nodes, args.devices, args.classes, unique=False)
+    st.percentage_of_nodes_to_score = args.percentage_of_nodes_to_score
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for k in range(args.classes):
+        st.capacity.free(f"gpu-{k}")  # every class selector on every device once (the CEL cache)
+    cold_s = time.perf_counter() - t0
+    built = rss_mb()
+    sched = Scheduler(st, "binpack")
+    live_limit = args.live if args.live is not None else max(1, min(args.pods, capacity) // 2)
+    live: deque[tuple[Decision, str]] = deque()
+    latencies: list[float] = []
+    scheduled = 0
+    t_all = time.perf_counter()
+    for i in range(args.pods):
+        if len(live) >= live_limit:
+            d, token = live.popleft()
+            sched.release(d, token)
+        p = pod(i, args.classes)
+        t = time.perf_counter()
+        d = sched.schedule(p)
+        if d.status == SCHEDULED:
+            live.append((d, sched.reserve(d)))
+            scheduled += 1
+        latencies.append(time.perf_counter() - t)
+    total = time.perf_counter() - t_all
+    after = rss_mb()
+    return {
+        "decisions": args.pods,
+        "scheduled": scheduled,
+        "decisions_per_second": round(args.pods / total, 1),
+        "decision_p50_ms": round(percentile(latencies, 0.50) * 1000, 3),
+        "decision_p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
+        "live_pods": live_limit,
+        "build_seconds": round(build_s, 2),
+        "cel_cold_start_seconds": round(cold_s, 2),
+        "rss_mb": after.get("VmRSS"),
+        "rss_peak_mb": after.get("VmHWM"),
+        "rss_of_the_cluster_state_mb": round(built["VmRSS"] - before["VmRSS"], 1),
+        "rss_growth_while_deciding_mb": round(after["VmRSS"] - built["VmRSS"], 1),
+    }
+
+
+# --- the worker through the emulator -------------------------------------------------------------
+
+
+def setup(em: Emulator, nodes: int, devices: int, classes: int) -> None:
+    em.create("namespaces", {"metadata": {"name": "draxr-system"}})
+    for k in range(classes):
+        em.create(
+            "deviceclasses",
+            {
+                "metadata": {"name": f"gpu-{k}"},
+                "spec": {
+                    "extendedResourceName": f"example.com/gpu-{k}",
+                    "selectors": [
+                        {"cel": {"expression": f'device.attributes["{DRIVER}"].type == "gpu-{k}"'}}
+                    ],
+                },
+            },
+        )
+    for n in range(nodes):
+        name = f"node-{n:04d}"
+        node = em.create("nodes", {"metadata": {"name": name}})
+        node["status"] = {
+            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+        em.update_status("nodes", node)
+        devs = [
+            {
+                "name": f"gpu-{d}",
+                "attributes": {
+                    "type": {"string": f"gpu-{(n * devices + d) % classes}"},
+                    "index": {"int": d},
+                },
+            }
+            for d in range(devices)
+        ]
+        em.create(
+            "resourceslices",
+            {
+                "metadata": {"name": f"{name}-gpus"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devs,
+                },
+            },
+        )
+
+
+def worker_pod(i: int, classes: int) -> Obj:
+    return {
+        "metadata": {"name": f"pod-{i:05d}", "namespace": "default"},
+        "spec": {
+            "schedulerName": "draxr",
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {"requests": {"cpu": "100m", f"example.com/gpu-{i % classes}": "1"}},
+                }
+            ],
+        },
+    }
+
+
+def bound(em: Emulator, name: str) -> bool:
+    p = em.find("pods", name, "default")
+    return p is not None and bool(p["spec"].get("nodeName"))
+
+
+def wait_bound(em: Emulator, name: str, timeout: float) -> None:
+    deadline = time.perf_counter() + timeout
+    while not bound(em, name):
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{name} not bound within {timeout:g} s")
+        time.sleep(0.005)
+
+
+def worker(args: argparse.Namespace) -> dict[str, Any]:
+    capacity = args.nodes * args.devices
+    with (
+        Emulator(tokens={"w": (WORKER, ["system:serviceaccounts"])}) as em,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        t0 = time.perf_counter()
+        setup(em, args.nodes, args.devices, args.classes)
+        setup_s = time.perf_counter() - t0
+        kubeconfig = em.kubeconfig(Path(tmp) / "kubeconfig", token="w")
+        log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115 (closed below)
+        cmd = [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--no-webhook",
+            "--no-leader-elect",
+            f"--kubeconfig={kubeconfig}",
+            f"--qps={args.qps}",
+            f"--burst={args.burst}",
+            f"--percentage-of-nodes-to-score={args.percentage_of_nodes_to_score}",
+            "--port=0",
+            "--log-level=warning",
+        ]
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            # Ready when it has bound a first pod (its caches are synced by then).
+            t1 = time.perf_counter()
+            em.create("pods", worker_pod(99999, args.classes))
+            wait_bound(em, "pod-99999", timeout=600)
+            start_s = time.perf_counter() - t1
+            em.delete("pods", "pod-99999", "default")
+            ready_rss = rss_mb(proc.pid)
+            em.reset_requests()
+            live_limit = args.live if args.live is not None else max(1, min(args.worker_pods, capacity) // 2)
+            live: deque[str] = deque()
+            unbound: deque[str] = deque()
+            t2 = time.perf_counter()
+            worker_cpu, bench_cpu = cpu_seconds(proc.pid), cpu_seconds()
+            for i in range(args.worker_pods):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the worker exited with {proc.returncode}")
+                while len(unbound) >= args.window:
+                    wait_bound(em, unbound.popleft(), timeout=120)
+                if len(live) >= live_limit:
+                    em.delete("pods", live.popleft(), "default")
+                name = f"pod-{i:05d}"
+                em.create("pods", worker_pod(i, args.classes))
+                live.append(name)
+                unbound.append(name)
+            while unbound:
+                wait_bound(em, unbound.popleft(), timeout=120)
+            total = time.perf_counter() - t2
+            worker_cpu, bench_cpu = cpu_seconds(proc.pid) - worker_cpu, cpu_seconds() - bench_cpu
+            writes = sum(1 for r in em.requests() if r.user == WORKER and r.verb in WRITES and r.code < 400)
+            end_rss = rss_mb(proc.pid)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+    return {
+        "pods": args.worker_pods,
+        "window": args.window,
+        "live_pods": live_limit,
+        "worker_pods_per_second": round(args.worker_pods / total, 1),
+        "api_writes_per_pod_including_cleanup": round(writes / args.worker_pods, 2),
+        "worker_cpu_ms_per_pod": round(worker_cpu * 1000 / args.worker_pods, 2),
+        "emulator_and_driver_cpu_ms_per_pod": round(bench_cpu * 1000 / args.worker_pods, 2),
+        "worker_rss_mb": end_rss.get("VmRSS"),
+        "worker_rss_peak_mb": end_rss.get("VmHWM"),
+        "worker_rss_when_synced_mb": ready_rss.get("VmRSS"),
+        "emulator_setup_seconds": round(setup_s, 1),
+        "worker_start_to_first_bind_seconds": round(start_s, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--devices", type=int, default=8)
+    ap.add_argument("--classes", type=int, default=25)
+    ap.add_argument("--pods", type=int, default=10000, help="arrivals through the engine")
+    ap.add_argument("--worker-pods", type=int, default=None, help="arrivals through the worker (--pods)")
+    ap.add_argument(
+        "--live", type=int, default=None, help="pods running at once (default: half the part's pods)"
+    )
+    ap.add_argument("--window", type=int, default=64, help="the worker's unbound pods at most")
+    ap.add_argument("--percentage-of-nodes-to-score", type=int, default=0)
+    ap.add_argument("--qps", type=float, default=5000.0)
+    ap.add_argument("--burst", type=int, default=10000)
+    ap.add_argument("--skip-engine", action="store_true")
+    ap.add_argument("--skip-worker", action="store_true")
+    args = ap.parse_args(argv)
+    if args.worker_pods is None:
+        args.worker_pods = args.pods
+    out: dict[str, Any] = {
+        "shape": {
+            "nodes": args.nodes,
+            "devices_per_node": args.devices,
+            "classes": args.classes,
+            "engine_pods": args.pods,
+            "worker_pods": args.worker_pods,
+            "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
+        },
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+    if not args.skip_engine:
+        e = engine(args)
+        out["engine"] = e
+        out["decisions_per_second"] = e["decisions_per_second"]
+        out["decision_p99_ms"] = e["decision_p99_ms"]
+    if not args.skip_worker:
+        w = worker(args)
+        out["worker"] = w
+        out["worker_pods_per_second"] = w["worker_pods_per_second"]
+        out["worker_rss_mb"] = w["worker_rss_mb"]
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
