@@ -41,10 +41,12 @@ from ..kube.resources import (
     DEVICE_TAINT_RULE_VERSIONS,
     EVENTS,
     LEASES,
+    MUTATING_WEBHOOKS,
     NODES,
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    VALIDATING_WEBHOOKS,
     Resource,
     device_taint_rules,
 )
@@ -55,20 +57,6 @@ from .text import MACHINE_FORMATS, plural, write_data
 
 PROG = "kubectl draxr"
 DEFAULT_NAMESPACE = "draxr-system"
-MUTATING = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration",
-    False,
-)
-VALIDATING = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
-    False,
-)
 PAGE = 500
 _MODE = re.compile(r"^draxr mode: ([a-z]+)(?: \(was [a-z]+\))?;? ?(.*)$")
 
@@ -223,8 +211,8 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     return {
         "namespace": draxr_ns,
         "webhooks": {
-            "mutating": _get(client, MUTATING, "draxr") is not None,
-            "validating": _get(client, VALIDATING, "draxr") is not None,
+            "mutating": _get(client, MUTATING_WEBHOOKS, "draxr") is not None,
+            "validating": _get(client, VALIDATING_WEBHOOKS, "draxr") is not None,
         },
         "leader": as_dict(as_dict(lease).get("spec")).get("holderIdentity") or None,
         "mode": _mode(client, draxr_ns),

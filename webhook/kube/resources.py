@@ -40,6 +40,21 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceS
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)
+MUTATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    False,
+)
+VALIDATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    False,
+)
 RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )

@@ -59,25 +59,10 @@ from ..install.certs import (
 )
 from ..install.manifests import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
 from ..kube.client import ApiError, KubeClient
-from ..kube.resources import EVENTS, Resource
+from ..kube.resources import EVENTS, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 
 log = logging.getLogger("draxr.certificates")
 
-SECRETS = Resource("", "v1", "secrets", "Secret", True)
-MUTATING = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration",
-    False,
-)
-VALIDATING = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
-    False,
-)
 #: cert-manager's CA injector owns a configuration carrying this annotation.
 INJECT_CA_ANNOTATION = "cert-manager.io/inject-ca-from"
 
@@ -250,7 +235,7 @@ class CertRotator:
 
     def _configurations(self) -> list[tuple[Resource, Obj]]:
         out: list[tuple[Resource, Obj]] = []
-        for res in (MUTATING, VALIDATING):
+        for res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
             try:
                 out.append((res, self.client.get(res, self.config.configuration)))
             except ApiError as e:
