@@ -31,7 +31,8 @@ typecheck: $(STAMP)
 
 # Everything but the real control plane (e2e-local): the e2e scenarios run on the emulator here.
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 4 --ignore=e2e/controlplane
+	$(BIN)/pytest -q -n 4 -m 'not timed' --ignore=e2e/controlplane
+	$(BIN)/pytest -q -m timed --ignore=e2e/controlplane
 
 bench: $(STAMP)
 	$(BIN)/python bench/allocate.py

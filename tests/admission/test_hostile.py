@@ -28,6 +28,9 @@ from webhook.core.objects import Obj
 from .builders import GPU, WORKER, container, gpu_cluster, gpu_pod, mapping, pod, review, with_mapping
 from .conftest import Webhook
 
+# Latency budgets measured on the wall clock: run alone, not beside the parallel suite (Makefile).
+pytestmark = pytest.mark.timed
+
 WEBHOOK_TIMEOUT = 3.0  # timeoutSeconds of draxr's webhook configurations
 #: The test process hosts the server; a few dozen 3 MiB requests must not grow it by more.
 RSS_GROWTH_LIMIT_MB = 400

@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_first_installation_prints_a_line_before_each_slow_step() -> None:
     # -n: print the recipe without running it; -W: as if pyproject.toml had changed (a fresh .venv).
     done = subprocess.run(
-        ["make", "-n", "-W", "pyproject.toml", ".venv/.installed"],
+        ["make", "--no-print-directory", "-n", "-W", "pyproject.toml", ".venv/.installed"],
         cwd=ROOT,
+        # Run from `make test`, the outer make's flags would add "Entering directory" lines.
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")},
         capture_output=True,
         text=True,
         timeout=60,

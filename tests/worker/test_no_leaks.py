@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, WRITER_ANNOTATION
 from webhook.core.objects import Obj
@@ -36,6 +38,7 @@ def _held_by_absent_pods(kube: Cluster) -> list[str]:
     return held
 
 
+@pytest.mark.timed
 def test_claims_of_pods_deleted_while_no_worker_ran_are_repaired_at_start(kube: Cluster) -> None:
     kube.apply(node("n"), device_class(), gpu_slice("n", 2))
     first = kube.worker("first")
@@ -151,6 +154,7 @@ def test_heavy_write_failures_leave_no_special_claim_behind(kube: Cluster) -> No
     assert kube.allocated() == []
 
 
+@pytest.mark.timed
 def test_crash_loop_binds_every_replacement_soon_after_each_start(kube: Cluster) -> None:
     """The worker is killed every round while pods are deleted and created: each round's
     replacement pods bind within 5 s of that round's worker start, and no device stays held by an

@@ -125,6 +125,7 @@ def _holder(kube: Cluster) -> str:
 FAST_LEASE = (1.5, 1.0, 0.2)
 
 
+@pytest.mark.timed
 def test_the_follower_takes_over_a_dead_leaders_work(kube: Cluster) -> None:
     kube.apply(node("n"), device_class(), gpu_slice("n", 4))
     a = kube.worker("a", leader_elect=True, lease=FAST_LEASE)
