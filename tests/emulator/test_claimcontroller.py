@@ -147,3 +147,82 @@ def test_named_claims_and_recorded_entries_are_left_alone() -> None:
 )
 def test_generate_name_cuts_both_parts_in_proportion(pod_name: str, claim: str, expected: str) -> None:
     assert generate_name(pod_name, claim) == expected
+
+
+def named_claim(name: str, namespace: str = "default") -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "devices", "exactly": {"deviceClassName": "gpu"}}]}},
+    }
+
+
+def reserve(em: Emulator, name: str, pods: list[Obj], namespace: str = "default") -> None:
+    claim = em.get("resourceclaims", name, namespace)
+    claim["status"] = {
+        "allocation": {
+            "devices": {"results": [{"request": "devices", "driver": "d", "pool": "n", "device": "g"}]}
+        },
+        "reservedFor": [
+            {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]} for p in pods
+        ],
+    }
+    em.update_status("resourceclaims", claim)
+
+
+def reservations(em: Emulator, name: str) -> list[Obj]:
+    """The claim's reservations (empty once released)."""
+    return (em.get("resourceclaims", name, "default").get("status") or {}).get("reservedFor") or []
+
+
+def plain_pod(name: str, namespace: str = "default") -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+def test_a_named_claim_leaves_the_reservation_of_a_departed_pod_only() -> None:
+    """Found from the index of reservations (no owner): reserved for two pods, it keeps the
+    one still running and its allocation; once nobody reserves it, it loses the allocation."""
+    with Emulator() as em:
+        a, b = em.create("pods", plain_pod("a")), em.create("pods", plain_pod("b"))
+        em.create("resourceclaims", named_claim("shared"))
+        reserve(em, "shared", [a, b])
+        em.delete("pods", "a", "default")
+        em.wait_for(
+            lambda: (
+                [r["name"] for r in em.get("resourceclaims", "shared", "default")["status"]["reservedFor"]]
+                == ["b"]
+            ),
+            5,
+        )
+        assert em.get("resourceclaims", "shared", "default")["status"].get("allocation")
+        em.delete("pods", "b", "default")
+        em.wait_for(lambda: not reservations(em, "shared"), 5)
+        assert not em.get("resourceclaims", "shared", "default")["status"].get("allocation")
+        assert em.find("resourceclaims", "shared", "default") is not None  # not owned: never deleted
+
+
+def test_a_reservation_moved_to_another_pod_is_not_released_by_the_first_pods_departure() -> None:
+    """The index follows updates: after the claim is re-reserved for ``b``, deleting ``a`` leaves it
+    alone; a claim of the same name in another namespace is not touched by ``b``'s departure."""
+    with Emulator() as em:
+        em.create("namespaces", {"metadata": {"name": "other"}})
+        a, b = em.create("pods", plain_pod("a")), em.create("pods", plain_pod("b"))
+        elsewhere = em.create("pods", plain_pod("b", "other"))
+        em.create("resourceclaims", named_claim("c"))
+        em.create("resourceclaims", named_claim("c", "other"))
+        reserve(em, "c", [a])
+        reserve(em, "c", [b])
+        reserve(em, "c", [elsewhere], "other")
+        em.delete("pods", "a", "default")
+        em.settle()
+        assert [r["name"] for r in em.get("resourceclaims", "c", "default")["status"]["reservedFor"]] == ["b"]
+        em.delete("pods", "b", "default")
+        em.wait_for(lambda: not reservations(em, "c"), 5)
+        assert (
+            em.get("resourceclaims", "c", "other")["status"]["reservedFor"][0]["uid"]
+            == (elsewhere["metadata"]["uid"])
+        )

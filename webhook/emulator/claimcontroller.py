@@ -19,6 +19,7 @@ collector beside it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ..core.objects import Obj, as_dict, as_list, controller_ref
@@ -26,7 +27,8 @@ from . import errors
 from .auth import authenticated
 from .controller import Controller
 from .history import WatchEvent
-from .registry import Request
+from .registry import Registry, Request
+from .resources import ResourceIndex
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,45 @@ def _terminal(pod: Obj) -> bool:
     return as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed")
 
 
+_CLAIMS = "resourceclaims.resource.k8s.io"
+
+
+def _reserving_pods(claim: Obj | None) -> set[str]:
+    """The uids in a claim's ``status.reservedFor`` (pods, in practice)."""
+    if claim is None:
+        return set()
+    return {
+        str(r["uid"])
+        for r in as_list(as_dict(claim.get("status")).get("reservedFor"))
+        if isinstance(r, dict) and isinstance(r.get("uid"), str)
+    }
+
+
 class ResourceClaimController(Controller):
     what = "resourceclaim controller"
+
+    def __init__(self, registry: Registry, index: ResourceIndex, loop: asyncio.AbstractEventLoop) -> None:
+        #: Pod uid -> (namespace, name) of the claims whose ``reservedFor`` names it, kept by the
+        #: store listener so that a pod's departure does not scan every object of its namespace.
+        self._reserved_by: dict[str, set[tuple[str, str]]] = {}
+        super().__init__(registry, index, loop)
+        for claim in self._store.select(_CLAIMS, None)[0]:
+            self._reindex(None, claim)
+
+    def _reindex(self, old: Obj | None, new: Obj | None) -> None:
+        ref = old if new is None else new
+        assert ref is not None
+        meta = ref["metadata"]
+        ident = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        before, after = _reserving_pods(old), _reserving_pods(new)
+        for uid in before - after:
+            claims = self._reserved_by.get(uid)
+            if claims is not None:
+                claims.discard(ident)
+                if not claims:
+                    del self._reserved_by[uid]
+        for uid in after - before:
+            self._reserved_by.setdefault(uid, set()).add(ident)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -65,6 +104,8 @@ class ResourceClaimController(Controller):
         """Store listener (under the store lock): schedule work, never do it here."""
         meta = event.obj["metadata"]
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        if key == _CLAIMS:
+            self._reindex(event.old, None if event.type == "DELETED" else event.obj)
         if key == "pods":
             if event.type == "DELETED" or _terminal(event.obj):
                 self._spawn(self._sync_claims_of(str(meta.get("uid", "")), ns))
@@ -183,10 +224,15 @@ class ResourceClaimController(Controller):
     # -- cleanup ---------------------------------------------------------------------------------
 
     async def _sync_claims_of(self, pod_uid: str, ns: str) -> None:
-        for key, cns, cname in list(self._store.namespaced_keys(ns)):
-            if key != "resourceclaims.resource.k8s.io":
-                continue
-            claim = self._store.get(key, cns, cname)
+        """Every claim in ``ns`` reserved for or owned by the pod (from the indexes, not a scan)."""
+        candidates = {(cns, cname) for cns, cname in self._reserved_by.get(pod_uid, ()) if cns == ns}
+        candidates.update(
+            (cns, cname)
+            for key, cns, cname in self._store.dependents(pod_uid)
+            if key == _CLAIMS and cns == ns
+        )
+        for cns, cname in sorted(candidates):
+            claim = self._store.get(_CLAIMS, cns, cname)
             if claim is None:
                 continue
             if SPECIAL_CLAIM_ANNOTATION in as_dict(claim["metadata"].get("annotations")):
@@ -195,7 +241,7 @@ class ResourceClaimController(Controller):
                 as_dict(r).get("uid") for r in as_list(as_dict(claim.get("status")).get("reservedFor"))
             }
             owner = controller_ref(claim) or {}
-            if pod_uid in reserved or owner.get("uid") == pod_uid:
+            if pod_uid in reserved or owner.get("uid") == pod_uid:  # still so when it runs
                 await self._sync_claim(cns, cname)
 
     def _pod_done(self, uid: str) -> bool:
