@@ -325,6 +325,8 @@ def review(i: int) -> dict[str, Any]:
     }
 
 
+# Certificates that live seconds, renewed on the wall clock: run alone, not beside the parallel suite.
+@pytest.mark.timed
 def test_renewal_under_load_loses_no_review() -> None:
     with RotatingSandbox(
         rotate_certificates=True,
