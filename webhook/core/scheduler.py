@@ -735,7 +735,7 @@ class Scheduler:
         wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
         start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
         feasible = self._feasible(pre, self._walk(pre, start), score)
-        heap: list[tuple[float, str, NodePlan]] = []
+        heap: list[tuple[float, str, NodePlan | None]] = []
 
         def pull() -> bool:
             for found in feasible:
@@ -746,7 +746,8 @@ class Scheduler:
         while len(heap) < wanted and pull():
             pass
         while heap:
-            _, n, plan = heapq.heappop(heap)
+            _, n, maybe = heapq.heappop(heap)
+            plan = maybe if maybe is not None else NodePlan(n, pre.default_dra, pre.default_routes)
             try:
                 fit = self._allocate(pod, pre, plan)
             except Unsatisfiable as e:
@@ -771,9 +772,10 @@ class Scheduler:
 
     def _feasible(
         self, pre: PreFilterResult, walk: Iterator[str], score: bool
-    ) -> Iterator[tuple[float, str, NodePlan]]:
+    ) -> Iterator[tuple[float, str, NodePlan | None]]:
         """The nodes of the walk that pass every filter but the allocation, with their sort key
-        (the score, negated unless the policy spreads; 0 without ``score``) and plan.
+        (the score, negated unless the policy spreads; 0 without ``score``) and plan (None for the
+        usual node: ``NodePlan(node, pre.default_dra, pre.default_routes)``, made when allocated on).
 
         For the usual pod and node (no node constraint, ports, allocated claim with a node selector,
         alignment; a schedulable, untainted node whose allocatable names none of the pod's extended
@@ -789,7 +791,7 @@ class Scheduler:
         )
         by_name = self.state.nodes.by_name
         if usual:
-            dra, routes = pre.default_dra, pre.default_routes
+            dra = pre.default_dra
             extended = pre.extended.keys()
             checks = pre.default_fit
             need_of = [(cls, need, self._counts(pre, cls)[0]) for cls, need in pre.default_needs.items()]
@@ -825,7 +827,7 @@ class Scheduler:
                                 else:
                                     ratios += 1.0
                             key = ratios / names if spread else -ratios / names
-                        yield key, n, NodePlan(n, dra, routes)
+                        yield key, n, None  # the usual plan, made only for the node allocated on
                         continue
             plan, _ = self._node_plan(pre, n)
             if plan is not None:
