@@ -130,15 +130,9 @@ def _verdicts(sch: Scheduler) -> list[tuple[set[str], set[str]]]:
             pre = sch.pre_filter(p)
         except PreFilterFailed:
             continue
-        # Nodes with a free device whose selector fails with a CEL error are not in the index (the
-        # device is not free for the class); the scheduler allocates on them first
-        # (``_filter_erroneous``), where the error aborts the attempt as upstream's Filter would.
-        erroneous = {
-            n
-            for cls in set(pre.classes.values())
-            for n in sch.state.capacity.error_nodes(cls)
-            if n in sch.state.nodes and sch._errors_on(n, cls)
-        }
+        # Nodes whose only free devices fail a selector with a CEL error are not in the index; the
+        # scheduler allocates on them first (``_filter_erroneous``), where the error aborts the attempt.
+        erroneous = set(sch.erroneous_nodes(pre))
         visited = set(sch._walk(pre, None)) | erroneous
         indexed = {n for n in visited if sch._node_plan(pre, n)[0] is not None}
         exhaustive = {n for n in sch.state.nodes.names() if sch._node_plan(pre, n)[0] is not None}

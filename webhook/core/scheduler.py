@@ -459,9 +459,6 @@ class Scheduler:
             counts = pre.counts[cls] = (capacity.free(cls), capacity.total(cls))
         return counts
 
-    def _class_has_errors(self, node_name: str, cls: str) -> bool:
-        return node_name in self.state.capacity.error_nodes(cls)
-
     def _has_invalid_pool(self, node_name: str) -> bool:
         nd = self.state.node_devices(node_name)
         return nd is not None and any(p.invalid for p in nd.pools)
@@ -710,13 +707,22 @@ class Scheduler:
         first, by name, so that the error aborts the attempt (``AllocationError``) whichever node
         would have won and wherever the search would have stopped, as upstream's parallel Filter,
         which meets them sooner or later, does."""
+        for n in self.erroneous_nodes(pre):
+            self.filter(pod, pre, n)
+
+    def erroneous_nodes(self, pre: PreFilterResult) -> list[str]:
+        """The nodes, by name, where a free candidate of one of the pod's classes fails its
+        selectors with a CEL error. They hold no free device of the class, so the class's index of
+        nodes (``_walk``) leaves them out: ``_filter_erroneous`` visits them instead."""
         classes = set(pre.classes.values())
         erroneous: set[str] = set()
         for cls in classes:
             erroneous |= self.state.capacity.error_nodes(cls)
-        for n in sorted(erroneous):
-            if n in self.state.nodes and any(self._errors_on(n, cls) for cls in classes):
-                self.filter(pod, pre, n)
+        return [
+            n
+            for n in sorted(erroneous)
+            if n in self.state.nodes and any(self._errors_on(n, cls) for cls in classes)
+        ]
 
     def _search(
         self, pod: Obj, pre: PreFilterResult, score: bool, reasons: dict[str, list[str]]
