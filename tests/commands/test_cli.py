@@ -125,6 +125,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     # plan
     (["plan"], "draxr plan: error: the following arguments are required: -f/--filename"),
     (["plan", "-f"], "draxr plan: error: -f/--filename: expected one argument"),
+    (["plan", "-f", ""], "draxr plan: error: -f/--filename: must not be empty"),
     (["plan", "-f", "x", "-o", "xml"], "draxr plan: error: -o/--output: invalid choice: 'xml'"),
     (["plan", "-f", "x", "--policy", "random"], "draxr plan: error: --policy: invalid choice: 'random'"),
     (

@@ -18,6 +18,9 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..core import names
+from ..core.cel import DEFAULT_ENGINE, ENGINES
+from ..core.sampling import ADAPTIVE
+from ..core.scoring import BINPACK, POLICIES
 
 #: argparse puts this before the flag's name; the one-line form leaves it out.
 _ARGUMENT_PREFIX = "argument "
@@ -203,3 +206,51 @@ __all__ = [
     "print_error",
     "report",
 ]
+
+
+# -- flags several commands take, defined once ---------------------------------------------------------
+
+FILENAME_HELP = "YAML/JSON file or directory, - for standard input (repeatable)"
+
+
+def add_filename(p: argparse.ArgumentParser, *, required: bool = True, help: str = FILENAME_HELP) -> None:
+    """``-f/--filename``, repeatable; an empty value is refused in one line."""
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=required,
+        default=None if required else [],
+        metavar="PATH",
+        type=non_empty,
+        help=help,
+    )
+
+
+def add_placement(p: argparse.ArgumentParser, *, percentage_help: str) -> None:
+    """``--policy`` and ``--percentage-of-nodes-to-score``: how the engine places pods."""
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=BINPACK,
+        help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
+        "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
+    )
+    p.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=integer_between(0, 100),
+        default=ADAPTIVE,
+        metavar="PERCENT",
+        help=percentage_help,
+    )
+
+
+def add_cel_engine(p: argparse.ArgumentParser) -> None:
+    """``--cel-engine``: the selectors' CEL engine."""
+    p.add_argument(
+        "--cel-engine",
+        choices=ENGINES,
+        default=None,
+        help="CEL engine of DeviceClass and request selectors; cel-rust needs the cel-fast extra "
+        f"(default: {DEFAULT_ENGINE}, the reference)",
+    )

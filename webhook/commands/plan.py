@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..admission.extended import backing_classes, requested_extended
-from ..core.cel import DEFAULT_ENGINE, ENGINES, SelectorEngine
+from ..core.cel import SelectorEngine
 from ..core.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -49,13 +49,13 @@ from ..core.rewrite import (
 )
 from ..core.sampling import ADAPTIVE
 from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
-from ..core.scoring import BINPACK, POLICIES
+from ..core.scoring import BINPACK
 from ..core.slices import parse_slice
 from ..core.state import ClusterState
 from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
-from .flags import integer_between, one_line
+from .flags import add_cel_engine, add_filename, add_placement, one_line
 from .text import MACHINE_FORMATS, plural, write_data
 
 MODES = ("native", "rewrite")
@@ -339,35 +339,14 @@ def run(
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="schedule pods offline on cluster manifests")
-    p.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="YAML/JSON file or directory (repeatable)",
-    )
+    add_filename(p)
     p.add_argument("-o", "--output", choices=("table", *MACHINE_FORMATS), default="table")
-    p.add_argument(
-        "--policy",
-        choices=POLICIES,
-        default=BINPACK,
-        help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
-        "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
+    add_placement(
+        p,
+        percentage_help="score only this share of the fitting nodes, as draxr serve does "
+        "(0: adaptive; 100: every node)",
     )
-    p.add_argument(
-        "--percentage-of-nodes-to-score",
-        type=integer_between(0, 100),
-        default=ADAPTIVE,
-        metavar="PERCENT",
-        help="score only this share of the fitting nodes, as draxr serve does (0: adaptive; 100: every node)",
-    )
-    p.add_argument(
-        "--cel-engine",
-        choices=ENGINES,
-        default=None,
-        help=f"CEL engine of the selectors; cel-rust needs the cel-fast extra (default: {DEFAULT_ENGINE})",
-    )
+    add_cel_engine(p)
     p.add_argument(
         "--mode",
         choices=MODES,
