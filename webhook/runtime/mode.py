@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from ..core.objects import Obj
 from ..core.paths import MODES, Mode
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.gates import ApiserverGate
-from ..kube.resources import EVENTS
+from ..worker.events import create_event, now_rfc3339
 
 log = logging.getLogger("draxr.mode")
 
@@ -89,27 +87,16 @@ class ModeReporter:
     def _event(self, mode: str, before: str | None, why: str) -> None:
         if self.client is None:
             return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{self.deployment}.", "namespace": self.namespace},
-            "involvedObject": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": self.deployment,
-                "namespace": self.namespace,
-            },
-            "reason": "ModeChanged" if before is not None else "Mode",
-            "message": f"draxr mode: {mode}" + (f" (was {before})" if before else "") + f"; {why}",
-            "type": "Normal",
-            "source": {"component": "draxr"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+        involved = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": self.deployment,
+            "namespace": self.namespace,
         }
+        reason = "ModeChanged" if before is not None else "Mode"
+        message = f"draxr mode: {mode}" + (f" (was {before})" if before else "") + f"; {why}"
         try:
-            self.client.create(EVENTS, body, self.namespace)
+            create_event(self.client, involved, "Normal", reason, message, now=now_rfc3339())
         except (ApiError, OSError) as e:
             log.info(
                 "could not record the mode Event on Deployment %s/%s: %s", self.namespace, self.deployment, e

@@ -59,7 +59,8 @@ from ..install.certs import (
 )
 from ..install.manifests import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
 from ..kube.client import ApiError, KubeClient
-from ..kube.resources import EVENTS, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
+from ..kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
+from ..worker.events import create_event
 
 log = logging.getLogger("draxr.certificates")
 
@@ -395,27 +396,9 @@ class CertRotator:
 
     def _event(self, reason: str, message: str, kind: str = "Normal") -> None:
         cfg = self.config
-        now = _iso(self._clock())
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{cfg.tls_secret}.", "namespace": cfg.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "name": cfg.tls_secret,
-                "namespace": cfg.namespace,
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": kind,
-            "source": {"component": "draxr"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        involved = {"apiVersion": "v1", "kind": "Secret", "name": cfg.tls_secret, "namespace": cfg.namespace}
         try:
-            self.client.create(EVENTS, body, cfg.namespace)
+            create_event(self.client, involved, kind, reason, message, now=_iso(self._clock()))
         except (ApiError, OSError) as e:
             log.info("could not record the %s Event: %s", reason, e)
 

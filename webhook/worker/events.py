@@ -93,33 +93,60 @@ class EventRecorder:
     def event(self, pod: Obj, event_type: str, reason: str, message: str) -> bool:
         if not self.allow(uid(pod), reason, message):
             return False
-        ts = now_rfc3339()
-        body: dict[str, Any] = {
+        involved = {
             "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name(pod)}.", "namespace": namespace(pod)},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": name(pod),
-                "namespace": namespace(pod),
-                "uid": uid(pod),
-            },
-            "type": event_type,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "reportingInstance": self.instance,
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
+            "kind": "Pod",
+            "name": name(pod),
+            "namespace": namespace(pod),
+            "uid": uid(pod),
         }
         try:
-            self.client.create(EVENTS, body, namespace(pod))
+            create_event(
+                self.client,
+                involved,
+                event_type,
+                reason,
+                message,
+                now=now_rfc3339(),
+                component=self.component,
+                instance=self.instance,
+            )
         except ApiError:
             return False  # events are best effort, like client-go's broadcaster
         return True
+
+
+def create_event(
+    client: KubeClient,
+    involved: Obj,
+    event_type: str,
+    reason: str,
+    message: str,
+    *,
+    now: str,
+    component: str = "draxr",
+    instance: str | None = None,
+) -> None:
+    """Create one core/v1 Event about ``involved`` (an object reference with ``name`` and
+    ``namespace``) in its namespace, named after it; raises what the API call raises."""
+    ns = involved["namespace"]
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": ns},
+        "involvedObject": involved,
+        "type": event_type,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    if instance is not None:
+        body["reportingComponent"] = component
+        body["reportingInstance"] = instance
+    client.create(EVENTS, body, ns)
 
 
 ALIGNMENT_RELAXED = "AlignmentRelaxed"
