@@ -229,3 +229,19 @@ def test_a_status_update_of_a_reserved_pod_does_not_free_its_cpu() -> None:
     second, _ = sched.schedule_and_reserve(gpu_pod("b", cpu="1"))
     assert second.status == UNSCHEDULABLE
     assert second.message == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_wait_synced_gives_up_when_the_informers_cannot_sync() -> None:
+    """Informers that cannot reach their apiserver never sync: the wait ends, saying so."""
+    from webhook.emulator import Emulator
+    from webhook.kube.client import KubeClient
+
+    with Emulator(tokens={"admin": ("admin", ["system:masters"])}) as em:
+        client = KubeClient(em.api_client("admin"))
+    cache = ClusterCache()  # the emulator is gone: every list fails
+    cache.start(client, ALL_KINDS)
+    try:
+        assert not cache.wait_synced(ALL_KINDS, timeout=0.2)
+        assert not cache.synced(ALL_KINDS)
+    finally:
+        cache.stop()

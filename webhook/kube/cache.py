@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -110,13 +111,15 @@ class ClusterCache:
         return True
 
     def wait_synced(self, kinds: Iterable[str], timeout: float) -> bool:
-        ok = True
+        """True once every kind has synced; False after ``timeout`` seconds in all."""
+        deadline = time.monotonic() + timeout
         for kind in kinds:
             if kind in self._static_synced:
                 continue
             inf = self.informers.get(kind)
-            ok = ok and inf is not None and inf.synced.wait(timeout)
-        return ok
+            if inf is None or not inf.synced.wait(max(deadline - time.monotonic(), 0.0)):
+                return False
+        return True
 
     # -- events ---------------------------------------------------------------------------------
 

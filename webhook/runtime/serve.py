@@ -12,7 +12,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,11 +240,7 @@ class Process:
         seconds, saying ``synced=false``): the classes it names are then the cluster's."""
 
         def wait_then_announce() -> None:
-            deadline = time.monotonic() + timeout
-            while not self._stopping.is_set() and time.monotonic() < deadline:
-                if self.cache.synced(self.kinds()):
-                    break
-                self._stopping.wait(0.1)
+            self.cache.wait_synced(self.kinds(), timeout)
             if not self._stopping.is_set():
                 self.announce()
 
