@@ -13,7 +13,7 @@ from webhook.emulator import Emulator
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.gates import ApiserverGate
-from webhook.runtime.mode import ModeReporter
+from webhook.runtime.mode import ModeReporter, mode_message, parse_mode_message
 
 NS = "draxr-system"
 
@@ -56,3 +56,10 @@ def test_the_mode_and_each_change_make_one_event_on_the_deployment(em: Emulator)
     assert [e["message"].split(";")[0] for e in changed] == ["draxr mode: rewrite (was native)"]
     assert registry.get_sample_value("draxr_mode", {"mode": "native"}) == 0
     assert registry.get_sample_value("draxr_mode", {"mode": "rewrite"}) == 1
+
+
+@pytest.mark.parametrize("before", [None, "native"])
+def test_kubectl_draxr_reads_back_the_message_the_reporter_writes(before: str | None) -> None:
+    why = "mode: rewrite (--mode=auto); apiserver DRAExtendedResource: off (--apiserver-gate=off)"
+    assert parse_mode_message(mode_message("rewrite", before, why)) == ("rewrite", why)
+    assert parse_mode_message("something else") is None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
@@ -51,6 +50,8 @@ from ..kube.resources import (
     device_taint_rules,
 )
 from ..loader import LoadError, expand_workloads, load_paths
+from ..runtime.mode import MODE_REASONS, parse_mode_message
+from ..worker.events import pod_scheduled_condition
 from . import plan as plan_command
 from .flags import OneLineParser, dns_label, non_empty, one_line
 from .text import MACHINE_FORMATS, plural, write_data
@@ -58,7 +59,6 @@ from .text import MACHINE_FORMATS, plural, write_data
 PROG = "kubectl draxr"
 DEFAULT_NAMESPACE = "draxr-system"
 PAGE = 500
-_MODE = re.compile(r"^draxr mode: ([a-z]+)(?: \(was [a-z]+\))?;? ?(.*)$")
 
 
 class PluginError(Exception):
@@ -151,18 +151,18 @@ def _mode(client: KubeClient, draxr_ns: str) -> Obj | None:
     events = [
         e
         for e in list_all(client, EVENTS, draxr_ns)
-        if e.get("reason") in ("Mode", "ModeChanged")
+        if e.get("reason") in MODE_REASONS
         and as_dict(e.get("involvedObject")).get("kind") == "Deployment"
-        and _MODE.match(str(e.get("message") or ""))
+        and parse_mode_message(str(e.get("message") or ""))
     ]
     if not events:
         return None
     latest = max(events, key=lambda e: (str(e.get("lastTimestamp") or ""), _rv(e)))
-    found = _MODE.match(str(latest.get("message")))
-    assert found is not None
+    parsed = parse_mode_message(str(latest.get("message")))
+    assert parsed is not None
     return {
-        "mode": found.group(1),
-        "why": found.group(2),
+        "mode": parsed[0],
+        "why": parsed[1],
         "time": latest.get("lastTimestamp"),
         "deployment": as_dict(latest.get("involvedObject")).get("name"),
     }
@@ -270,13 +270,6 @@ def write_status(report: Obj, out: TextIO) -> None:
 # -- why --------------------------------------------------------------------------------------------
 
 
-def _condition(pod: Obj) -> Obj | None:
-    for c in as_list(status(pod).get("conditions")):
-        if as_dict(c).get("type") == "PodScheduled":
-            return as_dict(c)
-    return None
-
-
 def why_report(client: KubeClient, pod_name: str, ns: str) -> Obj:
     pod = _get(client, PODS, pod_name, ns)
     if pod is None:
@@ -292,7 +285,7 @@ def why_report(client: KubeClient, pod_name: str, ns: str) -> Obj:
         "resources": json.loads(routed) if routed else {},
         "phase": status(pod).get("phase"),
         "node": spec(pod).get("nodeName"),
-        "condition": _condition(pod),
+        "condition": pod_scheduled_condition(pod),
     }
     ercs = as_dict(status(pod).get("extendedResourceClaimStatus"))
     if ercs:

@@ -10,6 +10,7 @@ kube-apiserver keeps the KEP-5004 fields and some kubelet has the gate on, ``rew
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -23,6 +24,23 @@ from ..worker.events import create_event, now_rfc3339
 log = logging.getLogger("draxr.mode")
 
 CLUSTER_MODES = ("native", "rewrite", "off")
+#: The reasons of the Event on draxr's Deployment: the first mode, then each change.
+MODE_REASON = "Mode"
+MODE_CHANGED_REASON = "ModeChanged"
+MODE_REASONS = (MODE_REASON, MODE_CHANGED_REASON)
+
+_MESSAGE = re.compile(r"^draxr mode: ([a-z]+)(?: \(was [a-z]+\))?;? ?(.*)$")
+
+
+def mode_message(mode: str, before: str | None, why: str) -> str:
+    """The mode Event's message: ``draxr mode: M (was B); why``."""
+    return f"draxr mode: {mode}" + (f" (was {before})" if before else "") + f"; {why}"
+
+
+def parse_mode_message(message: str) -> tuple[str, str] | None:
+    """The mode and the why of a mode Event's message (``kubectl draxr status`` reads them)."""
+    found = _MESSAGE.match(message)
+    return (found.group(1), found.group(2)) if found else None
 
 
 class ModeReporter:
@@ -93,10 +111,11 @@ class ModeReporter:
             "name": self.deployment,
             "namespace": self.namespace,
         }
-        reason = "ModeChanged" if before is not None else "Mode"
-        message = f"draxr mode: {mode}" + (f" (was {before})" if before else "") + f"; {why}"
+        reason = MODE_CHANGED_REASON if before is not None else MODE_REASON
         try:
-            create_event(self.client, involved, "Normal", reason, message, now=now_rfc3339())
+            create_event(
+                self.client, involved, "Normal", reason, mode_message(mode, before, why), now=now_rfc3339()
+            )
         except (ApiError, OSError) as e:
             log.info(
                 "could not record the mode Event on Deployment %s/%s: %s", self.namespace, self.deployment, e
