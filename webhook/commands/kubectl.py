@@ -53,7 +53,7 @@ from ..loader import LoadError, expand_workloads, load_paths
 from ..runtime.mode import MODE_REASONS, parse_mode_message
 from ..worker.events import pod_scheduled_condition
 from . import plan as plan_command
-from .flags import OneLineParser, dns_label, non_empty, one_line
+from .flags import OneLineParser, add_filename, dns_label, non_empty, one_line
 from .text import MACHINE_FORMATS, plural, write_data
 
 PROG = "kubectl draxr"
@@ -403,12 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("pod", metavar="POD")
     w.add_argument("-n", "--namespace", type=dns_label, help="the pod's namespace (default: the context's)")
     p = _common(sub.add_parser("plan", help="draxr plan on the live cluster's pending pods"))
-    p.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        default=[],
-        metavar="PATH",
+    add_filename(
+        p,
+        required=False,
         help="also place the pods of these files (a workload to try before applying it; repeatable)",
     )
     p.add_argument("--policy", choices=POLICIES, default=BINPACK)

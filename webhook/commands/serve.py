@@ -6,21 +6,19 @@ import argparse
 from pathlib import Path
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
-from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.paths import MODES
-from ..core.sampling import ADAPTIVE
-from ..core.scoring import BINPACK, POLICIES
 from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
 from ..runtime.logs import FORMATS, LEVELS
 from ..runtime.serve import ServeOptions, default_writers, run
 from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from .flags import (
+    add_cel_engine,
+    add_placement,
     dns_label,
     dns_subdomain,
     duration,
     fail,
     format_duration,
-    integer_between,
     non_empty,
     non_negative_integer,
     non_negative_number,
@@ -67,21 +65,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="USER",
         help="identities allowed to write special claims and pod mappings (repeatable)",
     )
-    s.add_argument(
-        "--policy",
-        choices=POLICIES,
-        default=BINPACK,
-        help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
-        "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
-    )
-    s.add_argument(
-        "--percentage-of-nodes-to-score",
-        type=integer_between(0, 100),
-        default=ADAPTIVE,
-        metavar="PERCENT",
-        help="stop filtering once this share of the nodes fit and score only those, as kube-scheduler's "
-        "percentageOfNodesToScore (0: adaptive, 50%% minus 1 per 125 nodes, at least 5%% and 100 nodes; "
-        "100: every node)",
+    add_placement(
+        s,
+        percentage_help="stop filtering once this share of the nodes fit and score only those, as "
+        "kube-scheduler's percentageOfNodesToScore (0: adaptive, 50%% minus 1 per 125 nodes, at least 5%% "
+        "and 100 nodes; 100: every node)",
     )
     s.add_argument(
         "--mode",
@@ -195,13 +183,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="text: one line per event with key=value context, for people (the default); "
         "json: one JSON object per line, for log pipelines",
     )
-    s.add_argument(
-        "--cel-engine",
-        choices=ENGINES,
-        default=None,
-        help="CEL engine of DeviceClass and request selectors; cel-rust needs the cel-fast extra "
-        f"(default: {DEFAULT_ENGINE}, the reference)",
-    )
+    add_cel_engine(s)
     s.add_argument(
         "--rotate-certificates",
         action="store_true",
