@@ -165,6 +165,10 @@ class ClusterCache:
         with self.lock:
             return list(self._quotas.values())
 
+    def has_template(self, namespace: str, name: str) -> bool:
+        with self.lock:
+            return (namespace, name) in self._templates
+
     def templates(self) -> dict[tuple[str, str], Obj]:
         """ResourceClaimTemplates by (namespace, name)."""
         with self.lock:

@@ -75,8 +75,9 @@ class TemplateKeeper:
         refs = templates_of(pod)
         if not refs:
             return False
-        have = self.cache.templates()
-        missing = {(namespace(pod), r.name): r for r in refs if (namespace(pod), r.name) not in have}
+        ns = namespace(pod)
+        # Called on every event of a rewritten pod: a lookup, not a copy of every template.
+        missing = {(ns, r.name): r for r in refs if not self.cache.has_template(ns, r.name)}
         with self._lock:
             self._wanted.update(missing)
         return bool(missing)
@@ -90,9 +91,8 @@ class TemplateKeeper:
         with self._lock:
             wanted, self._wanted = self._wanted, {}
         created = 0
-        have = self.cache.templates()
         for (ns, tname), ref in sorted(wanted.items()):
-            if (ns, tname) in have or not self.fence():
+            if self.cache.has_template(ns, tname) or not self.fence():
                 continue
             try:
                 self.client.create(RESOURCE_CLAIM_TEMPLATES, template(ref, ns), ns)
