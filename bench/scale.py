@@ -209,7 +209,10 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
                 while len(unbound) >= args.window:
                     wait_bound(em, unbound.popleft(), timeout=120)
                 if len(live) >= live_limit:
-                    em.delete("pods", live.popleft(), "default")
+                    gone = live.popleft()
+                    if unbound and unbound[0] == gone:  # a live limit below the window: bound before it goes
+                        wait_bound(em, unbound.popleft(), timeout=120)
+                    em.delete("pods", gone, "default")
                 name = f"pod-{i:05d}"
                 em.create("pods", worker_pod(i, args.classes))
                 live.append(name)
