@@ -28,55 +28,18 @@ if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import WORKER, gpu_class, gpu_node, gpu_pod, worker_namespace
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
-WORKER = "system:serviceaccount:draxr-system:draxr-worker"
-
 
 def setup(em: Emulator, devices: int) -> None:
-    em.create("namespaces", {"metadata": {"name": "draxr-system"}})
-    em.create(
-        "deviceclasses",
-        {
-            "metadata": {"name": "gpu.example.com"},
-            "spec": {
-                "extendedResourceName": "example.com/gpu",
-                "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
-            },
-        },
-    )
-    node = em.create("nodes", {"metadata": {"name": "n"}})
-    node["status"] = {
-        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
-        "conditions": [{"type": "Ready", "status": "True"}],
-    }
-    em.update_status("nodes", node)
-    em.create(
-        "resourceslices",
-        {
-            "metadata": {"name": "n-gpus"},
-            "spec": {
-                "driver": "gpu.example.com",
-                "nodeName": "n",
-                "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
-                "devices": [{"name": f"gpu-{d}"} for d in range(devices)],
-            },
-        },
-    )
-
-
-def pod(name: str) -> Obj:
-    return {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": "draxr",
-            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"example.com/gpu": "1"}}}],
-        },
-    }
+    worker_namespace(em)
+    gpu_class(em)
+    gpu_node(em, "n", [{"name": f"gpu-{d}"} for d in range(devices)])
 
 
 def all_bound(em: Emulator, names: list[str]) -> bool:
@@ -129,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             proc.start_background()
             want = [f"r{r}-{i}" for i in range(args.devices - len(alive))]
             for name in want:
-                em.create("pods", pod(name))
+                em.create("pods", gpu_pod(name))
             names = alive + want
             em.wait_for(partial(all_bound, em, names), 60, f"round {r}: not every pod bound")
             rounds.append(

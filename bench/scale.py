@@ -41,13 +41,10 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.allocate import build, percentile, pod
+from bench.common import DRIVER, WORKER, WRITES, gpu_class, gpu_node, worker_namespace
 from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
 from webhook.emulator import Emulator
-
-WORKER = "system:serviceaccount:draxr-system:draxr-worker"
-WRITES = ("create", "update", "patch", "delete")
-DRIVER = "gpu.example.com"
 
 
 def cpu_seconds(pid: int | str = "self") -> float:
@@ -120,28 +117,10 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup(em: Emulator, nodes: int, devices: int, classes: int) -> None:
-    em.create("namespaces", {"metadata": {"name": "draxr-system"}})
+    worker_namespace(em)
     for k in range(classes):
-        em.create(
-            "deviceclasses",
-            {
-                "metadata": {"name": f"gpu-{k}"},
-                "spec": {
-                    "extendedResourceName": f"example.com/gpu-{k}",
-                    "selectors": [
-                        {"cel": {"expression": f'device.attributes["{DRIVER}"].type == "gpu-{k}"'}}
-                    ],
-                },
-            },
-        )
+        gpu_class(em, f"gpu-{k}", f"example.com/gpu-{k}", f'device.attributes["{DRIVER}"].type == "gpu-{k}"')
     for n in range(nodes):
-        name = f"node-{n:04d}"
-        node = em.create("nodes", {"metadata": {"name": name}})
-        node["status"] = {
-            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        em.update_status("nodes", node)
         devs = [
             {
                 "name": f"gpu-{d}",
@@ -152,18 +131,7 @@ def setup(em: Emulator, nodes: int, devices: int, classes: int) -> None:
             }
             for d in range(devices)
         ]
-        em.create(
-            "resourceslices",
-            {
-                "metadata": {"name": f"{name}-gpus"},
-                "spec": {
-                    "driver": DRIVER,
-                    "nodeName": name,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "devices": devs,
-                },
-            },
-        )
+        gpu_node(em, f"node-{n:04d}", devs)
 
 
 def worker_pod(i: int, classes: int) -> Obj:
@@ -241,7 +209,10 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
                 while len(unbound) >= args.window:
                     wait_bound(em, unbound.popleft(), timeout=120)
                 if len(live) >= live_limit:
-                    em.delete("pods", live.popleft(), "default")
+                    gone = live.popleft()
+                    if unbound and unbound[0] == gone:  # a live limit below the window: bound before it goes
+                        wait_bound(em, unbound.popleft(), timeout=120)
+                    em.delete("pods", gone, "default")
                 name = f"pod-{i:05d}"
                 em.create("pods", worker_pod(i, args.classes))
                 live.append(name)

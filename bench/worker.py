@@ -30,60 +30,28 @@ if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import WORKER, WRITES, gpu_class, gpu_node, gpu_pod, worker_namespace
 from webhook.core.objects import Obj
 from webhook.core.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
 from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
-WORKER = "system:serviceaccount:draxr-system:draxr-worker"
-WRITES = ("create", "update", "patch", "delete")
-
 
 def setup(em: Emulator, nodes: int, devices: int) -> None:
-    em.create("namespaces", {"metadata": {"name": "draxr-system"}})
-    em.create(
-        "deviceclasses",
-        {
-            "metadata": {"name": "gpu.example.com"},
-            "spec": {
-                "extendedResourceName": "example.com/gpu",
-                "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
-            },
-        },
-    )
+    worker_namespace(em)
+    gpu_class(em)
     for n in range(nodes):
-        name = f"node-{n:03d}"
-        node = em.create("nodes", {"metadata": {"name": name}})
-        node["status"] = {
-            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        em.update_status("nodes", node)
-        em.create(
-            "resourceslices",
-            {
-                "metadata": {"name": f"{name}-gpus"},
-                "spec": {
-                    "driver": "gpu.example.com",
-                    "nodeName": name,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [
-                        {"name": f"gpu-{d}", "attributes": {"index": {"int": d}}} for d in range(devices)
-                    ],
-                },
-            },
+        gpu_node(
+            em,
+            f"node-{n:03d}",
+            [{"name": f"gpu-{d}", "attributes": {"index": {"int": d}}} for d in range(devices)],
         )
 
 
 def pod(name: str, rewrite: bool = False) -> Obj:
-    body: Obj = {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": "draxr",
-            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"example.com/gpu": "1"}}}],
-        },
-    }
+    body = gpu_pod(name)
     if rewrite:  # what the mutating webhook answers in rewrite mode
         plan = plan_rewrite(body, {"example.com/gpu": "gpu.example.com"})
         body = rewritten_pod(body, plan)

@@ -283,20 +283,32 @@ def test_a_bad_flag_or_value_fails_in_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def flags_without_bad_value(
+    parser: argparse.ArgumentParser, bad_flags: list[tuple[list[str], str]], shared: tuple[str, ...] = ()
+) -> list[tuple[str, list[str]]]:
+    """The (command, option strings) of each flag that takes a value and has no row in
+    ``bad_flags`` (rows are ``([command, *words], start)``), flags whose dest is in ``shared`` aside."""
+    tested = {(a[0], word.split("=")[0]) for a, _ in bad_flags if a for word in a[1:] if word.startswith("-")}
+    return [
+        (name, list(action.option_strings))
+        for name, command in subcommands(parser).items()
+        for action in command._actions
+        if action.option_strings and action.nargs != 0 and action.dest != "help" and action.dest not in shared
+        if not any((name, flag) in tested for flag in action.option_strings)
+    ]
+
+
 def test_every_command_and_flag_is_covered() -> None:
     # A flag added later must get a bad-value case here (or be a switch, which takes no value).
     parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    tested = {(a[0], word.split("=")[0]) for a, _ in BAD_FLAGS if a for word in a[1:] if word.startswith("-")}
-    for name, command in sub.choices.items():
-        for action in command._actions:
-            if not action.option_strings or action.nargs == 0 or action.dest == "help":
-                continue
-            assert any((name, flag) in tested for flag in action.option_strings), (
-                name,
-                action.option_strings,
-            )
-    assert set(sub.choices) == {a[0] for a, _ in BAD_FLAGS if a and a[0] in sub.choices}
+    assert flags_without_bad_value(parser, BAD_FLAGS) == []
+    commands = subcommands(parser)
+    assert set(commands) == {a[0] for a, _ in BAD_FLAGS if a and a[0] in commands}
 
 
 def test_help_is_plain_text_without_markup() -> None:

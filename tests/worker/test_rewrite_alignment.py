@@ -9,13 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.worker.harness import GPU, node
 from tests.worker.test_alignment import PCIE_ROOT, aligned_class, held, root, topology_slice
 from webhook.core.objects import Obj
 from webhook.core.rewrite import REWRITTEN_ANNOTATION
 from webhook.emulator.sandbox import Sandbox
 from webhook.kube.resources import BY_PLURAL, PODS
-
-GPU = "example.com/gpu"
 
 
 @pytest.fixture
@@ -23,6 +22,12 @@ def box() -> Iterator[Sandbox]:
     # No kube-scheduler in the emulator: rewritten pods are routed to draxr's worker.
     with Sandbox(feature_gates={"DRAExtendedResource": False}, route="always", leader_elect=False) as box:
         yield box
+
+
+def kubelet_node() -> Obj:
+    n = node("n", {"cpu": "16", "memory": "64Gi"})
+    n["status"]["nodeInfo"] = {"kubeletVersion": "v1.35.4"}
+    return n
 
 
 def gpu_class() -> Obj:
@@ -74,17 +79,7 @@ def roots_of(box: Sandbox, claim: Obj) -> set[str]:
 
 
 def test_a_rewritten_four_gpu_pod_gets_one_root(box: Sandbox) -> None:
-    node: Obj = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n"},
-        "status": {
-            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "nodeInfo": {"kubeletVersion": "v1.35.4"},
-        },
-    }
-    install(box, node, gpu_class(), topology_slice("n", "gpu", 8, 4), held("n", "gpu-0"))
+    install(box, kubelet_node(), gpu_class(), topology_slice("n", "gpu", 8, 4), held("n", "gpu-0"))
     created = box.dev.create(PODS, gpu_pod("four", 4), "default")
     assert REWRITTEN_ANNOTATION in created["metadata"]["annotations"]
     (pc,) = created["spec"]["resourceClaims"]
@@ -100,19 +95,9 @@ def test_a_rewritten_four_gpu_pod_gets_one_root(box: Sandbox) -> None:
 
 
 def test_a_rewritten_pod_waits_while_no_root_has_room(box: Sandbox) -> None:
-    node: Obj = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n"},
-        "status": {
-            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "nodeInfo": {"kubeletVersion": "v1.35.4"},
-        },
-    }
     install(
         box,
-        node,
+        kubelet_node(),
         gpu_class(),
         topology_slice("n", "gpu", 8, 4),
         held("n", "gpu-0", "gpu-1", "gpu-4", "gpu-5"),
