@@ -65,6 +65,11 @@ def annotations_of(obj: Any) -> dict[str, str]:
     return as_dict(meta(obj).get("annotations"))
 
 
+def format_time(moment: datetime) -> str:
+    """``moment`` as the API writes timestamps (RFC 3339, UTC, whole seconds): ``parse_time``'s inverse."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_time(value: Any) -> datetime:
     """RFC 3339 timestamp as the API writes it; anything unreadable counts as the epoch."""
     if isinstance(value, str) and value:

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..core.names import is_dns1123_label, is_dns1123_subdomain, regex_error
+from ..core.objects import format_time
 
 logger = logging.getLogger(__name__)
 
@@ -251,11 +252,11 @@ def renew_threshold(cert: x509.Certificate) -> dt.timedelta:
 
 def _time_problem(cert: x509.Certificate, now: dt.datetime) -> str | None:
     if now < cert.not_valid_before_utc:
-        return f"is not valid before {_iso(cert.not_valid_before_utc)}"
+        return f"is not valid before {format_time(cert.not_valid_before_utc)}"
     if now >= cert.not_valid_after_utc:
-        return f"expired at {_iso(cert.not_valid_after_utc)}"
+        return f"expired at {format_time(cert.not_valid_after_utc)}"
     if now + renew_threshold(cert) >= cert.not_valid_after_utc:
-        return f"expires soon ({_iso(cert.not_valid_after_utc)})"
+        return f"expires soon ({format_time(cert.not_valid_after_utc)})"
     return None
 
 
@@ -675,10 +676,6 @@ def load_ca_bundle(path: str | os.PathLike[str]) -> str:
     return base64.b64encode(pem).decode("ascii")
 
 
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _fingerprint(cert: x509.Certificate) -> str:
     return cert.fingerprint(hashes.SHA256()).hex(":").upper()
 
@@ -691,8 +688,8 @@ def _summary(cert: x509.Certificate) -> dict[str, Any]:
         "serial": format(cert.serial_number, "x"),
         "dns_names": dns,
         "ip_addresses": [str(ip) for ip in ips],
-        "not_before": _iso(cert.not_valid_before_utc),
-        "not_after": _iso(cert.not_valid_after_utc),
+        "not_before": format_time(cert.not_valid_before_utc),
+        "not_after": format_time(cert.not_valid_after_utc),
         "fingerprint_sha256": _fingerprint(cert),
     }
 

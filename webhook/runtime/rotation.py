@@ -39,7 +39,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from ..core.objects import Obj
+from ..core.objects import Obj, format_time
 from ..install.certs import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_RENEW_BEFORE,
@@ -147,10 +147,6 @@ def _bundle_of(data: Any) -> list[x509.Certificate]:
 
 def _fingerprint(cert: x509.Certificate) -> bytes:
     return cert.fingerprint(hashes.SHA256())
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class CertRotator:
@@ -286,9 +282,9 @@ class CertRotator:
             log.info(
                 "renewing the webhook CA (serial %x until %s): new CA serial %x until %s; both trusted",
                 old.serial_number,
-                _iso(old.not_valid_after_utc),
+                format_time(old.not_valid_after_utc),
                 ca.cert.serial_number,
-                _iso(ca.cert.not_valid_after_utc),
+                format_time(ca.cert.not_valid_after_utc),
             )
         trusted = trust_bundle(seen, now)
         bundle = pem_bundle(trusted)
@@ -304,7 +300,7 @@ class CertRotator:
             self._event(
                 "CARenewed",
                 f"renewed the webhook CA: serial {ca.cert.serial_number:x}, valid until "
-                f"{_iso(ca.cert.not_valid_after_utc)}; the previous CA stays trusted until it expires",
+                f"{format_time(ca.cert.not_valid_after_utc)}; the previous CA stays trusted until it expires",
             )
         self._ca = ca.cert
 
@@ -336,7 +332,7 @@ class CertRotator:
             self.renewals += 1
             message = (
                 f"renewed the webhook's serving certificate ({why}): serial {new.cert.serial_number:x}, "
-                f"valid until {_iso(new.cert.not_valid_after_utc)}"
+                f"valid until {format_time(new.cert.not_valid_after_utc)}"
             )
             log.info("%s", message)
             self._event("CertificateRenewed", message)
@@ -372,7 +368,7 @@ class CertRotator:
         if left <= self.config.renew_before:
             return cert, "expired" if left <= dt.timedelta(
                 0
-            ) else f"expires at {_iso(cert.not_valid_after_utc)}"
+            ) else f"expires at {format_time(cert.not_valid_after_utc)}"
         if not signed_by(cert, ca.cert):
             return cert, "not signed by the current CA"
         if not serving_names(self.config.service, self.config.namespace).covered_by(cert):
@@ -398,7 +394,7 @@ class CertRotator:
         cfg = self.config
         involved = {"apiVersion": "v1", "kind": "Secret", "name": cfg.tls_secret, "namespace": cfg.namespace}
         try:
-            create_event(self.client, involved, kind, reason, message, now=_iso(self._clock()))
+            create_event(self.client, involved, kind, reason, message, now=format_time(self._clock()))
         except (ApiError, OSError) as e:
             log.info("could not record the %s Event: %s", reason, e)
 

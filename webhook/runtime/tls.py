@@ -34,6 +34,7 @@ from cryptography import x509
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..core.objects import format_time
 from ..install.certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
 
 logger = logging.getLogger(__name__)
@@ -158,15 +159,15 @@ class ReloadingTLS:
         cert = self._certificate
         which = f"serving certificate serial {cert.serial_number:x}"
         if moment < cert.not_valid_before_utc:
-            return f"{which} is not valid before {_iso(cert.not_valid_before_utc)}"
+            return f"{which} is not valid before {format_time(cert.not_valid_before_utc)}"
         if moment >= cert.not_valid_after_utc:
-            return f"{which} expired at {_iso(cert.not_valid_after_utc)}"
+            return f"{which} expired at {format_time(cert.not_valid_after_utc)}"
         return None
 
     def describe(self) -> str:
         """One line for ``/readyz``: which certificate is served and until when."""
         cert = self._certificate
-        until = _iso(cert.not_valid_after_utc)
+        until = format_time(cert.not_valid_after_utc)
         return f"serving certificate: serial {cert.serial_number:x}, valid until {until}"
 
     @property
@@ -305,10 +306,6 @@ class CertWatcher:
 
 
 # --- expiry ----------------------------------------------------------------------------------------
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 #: ``certificate="serving"``: the pair this webhook presents; ``certificate="ca"``: the CA the worker's

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.objects import Obj, key, name, namespace, uid
+from ..core.objects import Obj, format_time, key, name, namespace, uid
 from ..core.placement import describe, relaxed_message
 from ..core.scheduler import Decision
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
@@ -22,7 +22,7 @@ from ..kube.resources import EVENTS, PODS
 
 
 def now_rfc3339(wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
-    return wall().strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(wall())
 
 
 def pod_scheduled_condition(pod: Obj) -> Obj | None:
