@@ -29,6 +29,7 @@ from ..core.quota import unguarded
 from ..core.rewrite import (
     REWRITTEN_ANNOTATION,
     Alignment,
+    Rewrite,
     alignment,
     no_alignment,
     plan_rewrite,
@@ -107,10 +108,14 @@ def rewrite_patch(
     """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in, the
     annotations, and the route. Built as operations (``rewrite_ops``), not by copying the pod and
     diffing it: that was ten times the cost of the native path's answer."""
-    plan = plan_rewrite(pod, resolved, align)
+    return plan_patch(pod, plan_rewrite(pod, resolved, align), config)
+
+
+def plan_patch(pod: Obj, plan: Rewrite, config: AdmissionConfig) -> list[Obj]:
+    """``rewrite_patch`` for a rewrite already planned (``draxr convert`` also needs its templates)."""
     ops = rewrite_ops(pod, plan)
     added = {
-        DRAXR_RESOURCES_ANNOTATION: annotation_value(resolved),
+        DRAXR_RESOURCES_ANNOTATION: annotation_value(plan.resources),
         REWRITTEN_ANNOTATION: rewritten_annotation(plan),
     }
     ops += annotation_ops(pod, added)
