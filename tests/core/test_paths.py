@@ -107,6 +107,22 @@ def test_the_kep_example_with_the_gate_off_uses_dra_while_it_has_room() -> None:
     assert path_for(not_ready, CLASSES, "auto", apiserver_gate=False, pod=gpu_pod(3)).path == "rewrite"
 
 
+def test_in_a_mixed_cluster_the_gates_and_the_mode_decide_before_the_device_plugin_nodes() -> None:
+    cls = device_class("gpu.example.com", ext=GPU)
+    slices = resource_slice("s", gpus(2), node_name="dra")
+    mixed = state_of(kubelet("dp", "v1.36.1", {GPU: 2}), kubelet("dra", "v1.36.1"), cls, slices)
+    big = gpu_pod(3)  # fits nowhere: a node-reading answer would leave it to the device plugin
+    assert path_for(mixed, CLASSES, "auto", apiserver_gate=True, pod=big).path == "native"
+    assert path_for(mixed, CLASSES, "native", apiserver_gate=False, pod=big).path == "native"
+    assert path_for(mixed, CLASSES, "off", apiserver_gate=True, pod=big).path == "none"
+    assert path_for(mixed, CLASSES, "auto", apiserver_gate=False, pod=big).path == "device-plugin"
+    rewrite = path_for(mixed, CLASSES, "rewrite", apiserver_gate=True, pod=big)
+    assert (rewrite.path, rewrite.why) == (
+        "device-plugin",
+        "no node has enough DRA devices; a device plugin serves it",
+    )
+
+
 def test_with_no_node_known_the_apiservers_gate_decides() -> None:
     empty = state_of(device_class("gpu.example.com", ext=GPU))
     assert path_for(empty, CLASSES, "auto", apiserver_gate=True).path == "native"

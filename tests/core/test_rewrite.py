@@ -18,6 +18,7 @@ from webhook.core.rewrite import (
     TEMPLATE_REQUEST,
     TemplateRef,
     alignment,
+    no_alignment,
     plan_rewrite,
     rewrite_ops,
     rewritten_annotation,
@@ -280,6 +281,22 @@ def test_alignment_follows_the_pod_and_the_largest_group() -> None:
         assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == ()
     p["metadata"]["annotations"] = {"draxr.io/align": "requird"}  # a typo never loosens it
     assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == (ROOT,)
+
+
+def test_an_alignment_settled_for_its_classes_reads_nothing_later() -> None:
+    classes = {"gpu.example.com": aligned_class(), "nic.example.com": aligned_class("nic.example.com", NUMA)}
+    sizes = {("gpu.example.com", ROOT): 4, ("nic.example.com", NUMA): 2}
+    p = pod("p", [container("c", {ER: "4"})])
+    settled = alignment(p, classes.get, lambda c, a: sizes[(c, a)], ["gpu.example.com", "nic.example.com"])
+    classes.clear()  # what was read under a lock stays the answer after the lock is released
+    sizes.clear()
+    assert settled("gpu.example.com", 4) == (ROOT,)
+    assert settled("gpu.example.com", 8) == ()
+    assert settled("nic.example.com", 2) == (NUMA,)
+    assert settled("nic.example.com", 3) == ()
+    assert settled("other.example.com", 2) == ()  # a class not named: nothing to align
+    p["metadata"]["annotations"] = {"draxr.io/align": "none"}
+    assert alignment(p, classes.get, lambda c, a: sizes[(c, a)], ["gpu.example.com"]) is no_alignment
 
 
 def test_a_tampered_rewritten_annotation_names_no_template() -> None:

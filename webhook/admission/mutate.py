@@ -29,6 +29,7 @@ from ..core.quota import unguarded
 from ..core.rewrite import (
     REWRITTEN_ANNOTATION,
     Alignment,
+    Rewrite,
     alignment,
     no_alignment,
     plan_rewrite,
@@ -107,10 +108,14 @@ def rewrite_patch(
     """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in, the
     annotations, and the route. Built as operations (``rewrite_ops``), not by copying the pod and
     diffing it: that was ten times the cost of the native path's answer."""
-    plan = plan_rewrite(pod, resolved, align)
+    return plan_patch(pod, plan_rewrite(pod, resolved, align), config)
+
+
+def plan_patch(pod: Obj, plan: Rewrite, config: AdmissionConfig) -> list[Obj]:
+    """``rewrite_patch`` for a rewrite already planned (``draxr convert`` also needs its templates)."""
     ops = rewrite_ops(pod, plan)
     added = {
-        DRAXR_RESOURCES_ANNOTATION: annotation_value(resolved),
+        DRAXR_RESOURCES_ANNOTATION: annotation_value(plan.resources),
         REWRITTEN_ANNOTATION: rewritten_annotation(plan),
     }
     ops += annotation_ops(pod, added)
@@ -155,6 +160,7 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
     # would mislead.
     complete = cache.synced(WEBHOOK_KINDS) and not fresh.resolved and fresh.error is None
     unserved: list[str] = []
+    # One hold of the lock reads all the cluster says; the patch is built after releasing it.
     with cache.lock:
         state = cache.state
         for resource in names:
@@ -163,19 +169,20 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
                 warnings.append(contended)
             if complete and resource not in resolved and not state.nodes.serving(resource):
                 unserved.append(unserved_warning(resource))
-    warnings += unserved
-    if not resolved:
-        return Verdict(warnings=warnings)
-    with cache.lock:
+        if not resolved:
+            return Verdict(warnings=warnings + unserved)
         choice = path_for(
-            cache.state,
+            state,
             resolved,
             ctx.config.mode,
             apiserver_gate=ctx.apiserver_gate(),
             force_rewrite=ctx.config.force_rewrite,
             pod=pod,
         )
-        quotas = unguarded(cache.quotas(), req.namespace or namespace(pod), resolved)
+        if choice.path == "rewrite":
+            quotas = unguarded(cache.quotas(), req.namespace or namespace(pod), resolved)
+            align = alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values())
+    warnings += unserved
     if choice.path != "native":  # the native path is KEP-5004's own: nothing to explain
         warnings.append(path_warning(sorted(resolved), choice))
     if choice.path == "rewrite":
@@ -185,10 +192,7 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             return Verdict(warnings=warnings)
         for name, cls in quotas:
             warnings.append(quota_warning(name, cls))
-        with cache.lock:
-            state = cache.state
-            align = alignment(pod, state.classes.get, state.capacity.largest_group)
-            patch = rewrite_patch(pod, resolved, ctx.config, align)
+        patch = rewrite_patch(pod, resolved, ctx.config, align)
         return Verdict(patch=patch or None, warnings=warnings)
     if choice.path != "native":
         return Verdict(warnings=warnings)

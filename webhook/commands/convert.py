@@ -38,7 +38,7 @@ from typing import Any, TextIO
 from ..admission.advice import contention_warning
 from ..admission.config import AdmissionConfig
 from ..admission.extended import backing_classes, requested_extended
-from ..admission.mutate import rewrite_patch
+from ..admission.mutate import plan_patch
 from ..admission.pods import quantity_errors
 from ..core.deviceclasses import ClassResolver
 from ..core.fielderrors import duplicate
@@ -227,10 +227,11 @@ def _convert_item(
     # say otherwise.
     align = alignment(pod, classes.get, _any_group)
     try:
-        ops = rewrite_patch(pod, dra, _CONFIG, align)
-        refs = plan_rewrite(pod, dra, align).templates
+        plan = plan_rewrite(pod, dra, align)
     except ValueError:
         raise _claim_clash(pod, dra, where, prefix) from None
+    ops = plan_patch(pod, plan, _CONFIG)
+    refs = plan.templates
     if not ops:
         return raw, []
     converted = copy.deepcopy(raw)

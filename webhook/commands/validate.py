@@ -40,8 +40,8 @@ from ..core.constants import DEVICE_CLASS_PREFIX
 from ..core.deviceclasses import ClassResolver, explicit_name
 from ..core.fielderrors import FieldError, forbidden, invalid, not_supported, required
 from ..core.fielderrors import Path as FieldPath
-from ..core.objects import Obj, as_dict, as_list, controller_ref, meta, name, namespace, spec
-from ..core.quota import unguarded
+from ..core.objects import Obj, as_dict, as_list, controller_ref, meta, name, namespace
+from ..core.quota import limits_by_name, unguarded
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
@@ -137,9 +137,7 @@ def _quota_warnings(loaded: Sequence[Loaded], classes: ClassResolver) -> dict[in
     for ns in dict.fromkeys(namespace(q) for _, q in quotas):
         for resource, cls in unguarded([q for _, q in quotas], ns, backed):
             for position, q in quotas:
-                if namespace(q) == ns and {f"requests.{resource}", resource} & set(
-                    as_dict(spec(q).get("hard"))
-                ):
+                if namespace(q) == ns and limits_by_name(q, resource):
                     out.setdefault(position, []).append(quota_warning(resource, cls))
                     break
     return out

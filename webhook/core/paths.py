@@ -99,7 +99,15 @@ def path_for(
     devices of every class cover the pod's demand. Admission reads the cache as it is: a burst of
     pods can all see the same free devices, and the later ones then wait for DRA devices.
     """
-    kubelets_on = _kubelets_on(state, set(classes.values()))
+    # Only ``auto`` with the apiserver's gate on asks the kubelets; a native answer reads no more.
+    kubelets_on = mode == "auto" and apiserver_gate and _kubelets_on(state, set(classes.values()))
+    if mode in ("off", "native") or kubelets_on:
+        return decide_path(
+            mode,
+            apiserver_gate=apiserver_gate,
+            kubelet_gate_on_dra_nodes=kubelets_on,
+            device_plugin_nodes=False,
+        )
     plugin_nodes = [
         n
         for n in set.intersection(*(state.nodes.serving(r) for r in classes))

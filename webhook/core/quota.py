@@ -17,14 +17,20 @@ def class_quota_key(device_class: str) -> str:
     return f"{device_class}.deviceclass.resource.k8s.io/devices"
 
 
+def limits_by_name(quota: Obj, resource: str) -> bool:
+    """The quota limits ``resource`` by its name (``requests.<name>`` or the bare name)."""
+    hard = as_dict(spec(quota).get("hard"))
+    return f"requests.{resource}" in hard or resource in hard
+
+
 def unguarded(quotas: Iterable[Obj], ns: str, classes: Mapping[str, str]) -> list[tuple[str, str]]:
     """(resource name, class) pairs a quota in ``ns`` limits by name but not by class."""
+    mine = [q for q in quotas if namespace(q) == ns]
     hard: set[str] = set()
-    for q in quotas:
-        if namespace(q) == ns:
-            hard |= set(as_dict(spec(q).get("hard")))
+    for q in mine:
+        hard |= set(as_dict(spec(q).get("hard")))
     return [
         (name, cls)
         for name, cls in sorted(classes.items())
-        if ({f"requests.{name}", name} & hard) and class_quota_key(cls) not in hard
+        if any(limits_by_name(q, name) for q in mine) and class_quota_key(cls) not in hard
     ]

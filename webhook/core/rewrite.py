@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -74,19 +74,33 @@ def no_alignment(_cls: str, _count: int) -> tuple[str, ...]:
 
 
 def alignment(
-    pod: Obj, class_of: Callable[[str], Obj | None], largest_group: Callable[[str, str], int]
+    pod: Obj,
+    class_of: Callable[[str], Obj | None],
+    largest_group: Callable[[str, str], int],
+    classes: Iterable[str] | None = None,
 ) -> Alignment:
     """What the pod's templates align, as native mode would: the class's ``draxr.io/align-by``
     attributes unless the pod says ``draxr.io/align: none`` or ``preferred`` (see the module's
     docstring), leaving out an attribute no group anywhere is large enough for (the pod would wait
-    forever, as ``topology.alignment_constraints`` argues)."""
+    forever, as ``topology.alignment_constraints`` argues).
+
+    With ``classes`` (every class the plan can name), ``class_of`` and ``largest_group`` are read
+    now and never again: the answer outlives a lock held around this call (the webhook plans the
+    rewrite after releasing the cache's lock); other classes then align nothing."""
     if pod_alignment(pod) != REQUIRED:
         return no_alignment
+    if classes is None:
 
-    def align(cls: str, count: int) -> tuple[str, ...]:
-        return tuple(a for a in align_by(class_of(cls)) if count <= largest_group(cls, a))
+        def align(cls: str, count: int) -> tuple[str, ...]:
+            return tuple(a for a in align_by(class_of(cls)) if count <= largest_group(cls, a))
 
-    return align
+        return align
+    groups = {cls: [(a, largest_group(cls, a)) for a in align_by(class_of(cls))] for cls in set(classes)}
+
+    def settled(cls: str, count: int) -> tuple[str, ...]:
+        return tuple(a for a, size in groups.get(cls, ()) if count <= size)
+
+    return settled
 
 
 @dataclass(slots=True)
