@@ -55,7 +55,7 @@ from ..loader import (
     template_pod,
 )
 from ..loader.roundtrip import DEFAULT_INDENT, RoundTripError, YamlFile, apply_patch, dump, parse, render
-from .flags import fail, non_empty, one_line
+from .flags import add_filename, fail, non_empty, one_line
 
 OUTPUTS = ("yaml", "json")
 #: Only the route matters to the rewrite's patch: the default leaves ``schedulerName`` alone.
@@ -398,15 +398,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Rewrite Pods and workloads that ask for DRA-backed extended resources into DRA "
         "ResourceClaims from ResourceClaimTemplates (KEP-5004 Option 2), the templates included.",
     )
-    c.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="PATH",
-        type=non_empty,
-        help="YAML/JSON file or directory, - for standard input (repeatable)",
-    )
+    add_filename(c)
     c.add_argument(
         "--classes",
         action="append",

@@ -45,7 +45,7 @@ from ..core.quota import limits_by_name, unguarded
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
-from .flags import fail, non_empty, one_line
+from .flags import add_filename, fail, one_line
 from .text import plural
 
 KUBERNETES_VERSIONS: Final = ("1.34", "1.35", "1.36", "1.37")
@@ -410,15 +410,7 @@ __all__ = ["Finding", "Report", "Schemas", "cel_errors", "check", "run", "strict
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v = sub.add_parser("validate", help="run the webhook's checks offline on manifest files")
-    v.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="PATH",
-        type=non_empty,
-        help="YAML/JSON file or directory, - for standard input (repeatable)",
-    )
+    add_filename(v)
     v.add_argument(
         "--strict",
         action="store_true",
