@@ -7,6 +7,7 @@ the cold-start cost of evaluating every class selector over every device, and wh
 DeviceTaintRule change costs (one pool, then every device: the slices it touches are read again).
 
     python bench/allocate.py [--nodes 500] [--devices 10] [--classes 25] [--pods 5000] [--unique]
+        [--cel-engine cel-python|cel-rust]
 
 ``--unique`` gives every device a distinct attribute (a UUID, as real GPUs publish), which
 defeats the CEL result cache's de-duplication of identical devices.
@@ -26,6 +27,8 @@ if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
+from webhook.core.cel import DEFAULT_ENGINE, ENGINES
+from webhook.core.cel.backend import set_default_engine
 from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, Scheduler
 from webhook.core.state import ClusterState
@@ -127,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", type=int, default=25)
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--unique", action="store_true")
+    ap.add_argument("--cel-engine", choices=ENGINES, default=DEFAULT_ENGINE)
     args = ap.parse_args(argv)
+    set_default_engine(args.cel_engine)
 
     t0 = time.perf_counter()
     st = build(args.nodes, args.devices, args.classes, args.unique)
@@ -165,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "decision_p50_ms": round(percentile(latencies, 0.50) * 1000, 3),
         "decision_p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
         "scheduled": scheduled,
+        "cel_engine": args.cel_engine,
         "cel_cold_start_seconds": round(cold_s, 3),
         "cel_evaluations_cold": cel_stats.get("evaluations"),
         "build_seconds": round(build_s, 3),

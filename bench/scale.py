@@ -42,6 +42,8 @@ if __name__ == "__main__":
 
 from bench.allocate import build, percentile, pod
 from bench.common import DRIVER, WORKER, WRITES, gpu_class, gpu_node, worker_namespace
+from webhook.core.cel import DEFAULT_ENGINE, ENGINES
+from webhook.core.cel.backend import set_default_engine
 from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
 from webhook.emulator import Emulator
@@ -68,6 +70,7 @@ def rss_mb(pid: int | str = "self") -> dict[str, float]:
 
 def engine(args: argparse.Namespace) -> dict[str, Any]:
     capacity = args.nodes * args.devices
+    set_default_engine(args.cel_engine)
     before = rss_mb()
     t0 = time.perf_counter()
     st = build(args.nodes, args.devices, args.classes, unique=False)
@@ -187,6 +190,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             f"--percentage-of-nodes-to-score={args.percentage_of_nodes_to_score}",
             "--port=0",
             "--log-level=warning",
+            f"--cel-engine={args.cel_engine}",
         ]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -261,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--percentage-of-nodes-to-score", type=int, default=0)
     ap.add_argument("--qps", type=float, default=5000.0)
     ap.add_argument("--burst", type=int, default=10000)
+    ap.add_argument("--cel-engine", choices=ENGINES, default=DEFAULT_ENGINE)
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--skip-worker", action="store_true")
     args = ap.parse_args(argv)

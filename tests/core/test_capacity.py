@@ -38,8 +38,9 @@ class Counts:
         self.scanned: list[str] = []
         build = self.devices.node_devices
 
-        def spy(n: Obj) -> NodeDevices:
-            self.scanned.append(n["metadata"]["name"])
+        def spy(n: Obj) -> NodeDevices:  # each node once: prime() and the count both look it up
+            if n["metadata"]["name"] not in self.scanned:
+                self.scanned.append(n["metadata"]["name"])
             return build(n)
 
         self.devices.node_devices = spy  # type: ignore[method-assign, assignment]

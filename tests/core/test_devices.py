@@ -205,6 +205,50 @@ def test_candidates_are_cached_until_the_class_is_invalidated() -> None:
     assert idx.cached_nodes() == ["a", "b"]  # the views themselves stay
 
 
+def _mixed_index() -> DeviceIndex:
+    selectors = [f'device.attributes["{DRIVER}"].index > 0', f'device.attributes["{DRIVER}"].model == "a"']
+    idx = index(device_class("c", selectors=selectors), device_class("any"))
+    for n in "ab":
+        devs = [
+            device("d0", {"index": {"int": 0}}),
+            device("d1", {"index": {"int": 1}}),  # no model: an error on the second selector
+            device("d2", {"index": {"int": 2}, "model": {"string": "a"}}),
+        ]
+        idx.upsert_slice(resource_slice(f"s-{n}", devs, node_name=n))
+    idx.upsert_slice(resource_slice("net", gpus(2, "n"), pool="net", allNodes=True))  # every node
+    idx.upsert_slice(resource_slice("half", gpus(1, "h"), pool="half", count=2, node_name="c"))
+    return idx
+
+
+def _view(idx: DeviceIndex, n: Obj, cls: str) -> list[tuple[str, object]]:
+    return [
+        ("/".join(d.key), None if e is None else (e.selector_index, str(e)))
+        for d, e in idx.node_devices(n).class_candidates(cls)
+    ]
+
+
+def test_prime_computes_what_each_node_computes_alone() -> None:
+    for cls in ("c", "any", "missing"):
+        alone, primed = _mixed_index(), _mixed_index()
+        primed.prime(cls, [A, B, C])
+        assert all(primed.node_devices(n).knows(cls) for n in (A, B, C)) is (cls != "missing")
+        for n in (A, B, C):
+            assert _view(primed, n, cls) == _view(alone, n, cls)
+
+
+def test_prime_evaluates_each_device_content_once_and_skips_known_views() -> None:
+    idx = _mixed_index()
+    idx.node_devices(A).class_candidates("any")  # a known view stays as it is
+    kept = idx.node_devices(A).class_candidates("any")
+    idx.prime("any", [A, B, C])
+    assert idx.node_devices(A).class_candidates("any") is kept
+    idx.prime("c", [A, B, C])
+    # Eight devices reach the nodes (d0-d2 on a and b, net's two everywhere), with three contents
+    # (index 0, 1, 2; net's equal d0's and d1's): three evaluations of the first selector, and of
+    # the second only for the two contents the first matched.
+    assert idx.cel.stats()["evaluations"] == 3 + 2
+
+
 # -- special candidates ---------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from webhook.core.cel.values import unusable_value
 from webhook.core.objects import Obj
 from webhook.core.quantity import Quantity
 from webhook.core.slices import Pool, Slice, device_id, gather_pools, parse_slice, qualify, slice_targets_node
@@ -73,6 +74,9 @@ def test_attributes_and_capacity_without_a_domain_belong_to_the_driver() -> None
     }
     assert qualify(DRIVER, "x") == f"{DRIVER}/x"
     assert qualify(DRIVER, "a.b/x") == "a.b/x"
+    # Parsing checked every value, so CEL engines need not check them again.
+    assert dev.checked is True
+    assert unusable_value(dev) is None
 
 
 def test_counters_shared_and_consumed_are_quantities() -> None:

@@ -51,6 +51,7 @@ class FreeDevices:
             return free
         loaded = self._counted.setdefault(class_name, set())
         total = self._total.setdefault(class_name, {})
+        self._devices.prime(class_name, (info.node for n, info in self._nodes.items() if n not in loaded))
         for node_name, info in self._nodes.items():
             if node_name in loaded:
                 continue

@@ -8,7 +8,9 @@ change answers with the node names whose views it dropped, so derived counts can
 
 from __future__ import annotations
 
-from .cel import CelError, SelectorEngine
+from collections.abc import Iterable
+
+from .cel import CelError, SelectorEngine, collector_paused
 from .deviceclasses import ClassResolver
 from .objects import Obj, as_dict, as_list, name, spec
 from .slices import Device, Pool, PoolKey, Slice, device_selects_node, gather_pools, parse_slice
@@ -52,6 +54,14 @@ class NodeDevices:
             self._by_class[class_name] = cands
         return cands
 
+    def knows(self, class_name: str) -> bool:
+        """Whether the class's candidates are computed."""
+        return class_name in self._by_class
+
+    def remember(self, class_name: str, candidates: list[Candidate]) -> None:
+        """Candidates computed elsewhere (:meth:`DeviceIndex.prime`, for many nodes at once)."""
+        self._by_class[class_name] = candidates
+
     def forget_class(self, class_name: str) -> None:
         self._by_class.pop(class_name, None)
         self._has_errors.pop(class_name, None)
@@ -60,28 +70,19 @@ class NodeDevices:
         dc = self._index.classes.get(class_name)
         if dc is None:
             return []
-        exprs = class_selectors(dc)
-        engine = self._index.cel
-        out: list[Candidate] = []
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid:
-                continue
-            for sl in pool.slices:
-                for device in sl.devices:
-                    err: CelError | None = None
-                    ok = True
-                    for i, expr in enumerate(exprs):
-                        try:
-                            if not engine.matches(expr, device):
-                                ok = False
-                                break
-                        except CelError as e:
-                            e.selector_index = i  # type: ignore[attr-defined]
-                            err = e
-                            break
-                    if ok:
-                        out.append((device, err))
-        return out
+        devices = self.devices()
+        verdicts = self._index.cel.select(class_selectors(dc), devices)
+        return _candidates(devices, verdicts)
+
+    def devices(self) -> list[Device]:
+        """Every device of the node's usable pools, in allocation order."""
+        return [
+            device
+            for pool in self.pools
+            if not (pool.incomplete or pool.invalid)
+            for sl in pool.slices
+            for device in sl.devices
+        ]
 
     def special_candidates(self, class_name: str) -> list[Device]:
         """Candidates a selector-less, toleration-less request could take (for counting)."""
@@ -123,6 +124,27 @@ class DeviceIndex:
         nd = NodeDevices(self, node, gather_pools(node, candidates, self._by_pool))
         self._views[node_name] = nd
         return nd
+
+    def prime(self, class_name: str, nodes: Iterable[Obj]) -> None:
+        """Compute the class's candidates on every one of ``nodes`` that lacks them, in one
+        selector batch (:meth:`SelectorEngine.select`): a class's first count over the cluster
+        (its cold start) costs one batch per selector instead of a call per device."""
+        dc = self.classes.get(class_name)
+        if dc is None:
+            return
+        with collector_paused():  # it allocates per node and per device: see .cel.gcpause
+            views = [nd for nd in map(self.node_devices, nodes) if not nd.knows(class_name)]
+            if not views:
+                return
+            spans: list[tuple[NodeDevices, int, int]] = []
+            devices: list[Device] = []
+            for nd in views:
+                start = len(devices)
+                devices.extend(nd.devices())
+                spans.append((nd, start, len(devices)))
+            verdicts = self.cel.select(class_selectors(dc), devices)
+            for nd, start, end in spans:
+                nd.remember(class_name, _candidates(devices[start:end], verdicts[start:end]))
 
     def cached_nodes(self) -> list[str]:
         return list(self._views)
@@ -209,6 +231,16 @@ class DeviceIndex:
     def invalidate_class(self, class_name: str) -> None:
         for nd in self._views.values():
             nd.forget_class(class_name)
+
+
+def _candidates(devices: list[Device], verdicts: list[bool | CelError]) -> list[Candidate]:
+    """The devices a class's selectors did not exclude: those all selectors matched, and those
+    one failed with an error (kept with the error: using one aborts the allocation)."""
+    return [
+        (device, None if verdict is True else verdict)
+        for device, verdict in zip(devices, verdicts, strict=True)
+        if verdict is not False
+    ]
 
 
 def _union(a: list[str], b: list[str]) -> list[str]:

@@ -53,6 +53,8 @@ class Device:
     all_nodes: bool = False
     node_selector: Obj | None = None
     fingerprint: Hashable = None
+    #: Values checked usable for CEL (parse_attribute and Quantity.parse made them).
+    checked: bool = False
 
     def attribute(self, qualified: str) -> tuple[str, Any] | None:
         """Upstream ``lookupAttribute``: the qualified name, or the bare ID in the driver's domain."""
@@ -160,6 +162,7 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
         all_nodes=per_device and d.get("allNodes") is True,
         node_selector=as_dict(d.get("nodeSelector")) or None if per_device else None,
         fingerprint=fingerprint,
+        checked=True,
     )
 
 

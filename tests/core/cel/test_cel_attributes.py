@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.cel import SimpleDevice, parse_attribute
+from webhook.core.cel import CelRuntimeError, SimpleDevice, parse_attribute
+from webhook.core.cel.values import device_value, unusable_value
 from webhook.core.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from webhook.core.quantity import Quantity
 from webhook.core.semver import Semver
@@ -128,3 +129,31 @@ def test_simple_device_from_json_qualifies_names() -> None:
         SimpleDevice.from_json("d", {"attributes": {"model": {}}})
     with pytest.raises(ValueError, match="capacity memory"):
         SimpleDevice.from_json("d", {"capacity": {"memory": {"value": 5}}})
+
+
+BAD_VALUES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({"d/x": ("float", 1.5)}, {}),
+    ({"d/x": ("int", 2**63)}, {}),
+    ({"d/x": ("int", True)}, {}),
+    ({"d/x": ("strings", ("a", 1))}, {}),
+    ({"d/x": ("version", "1.0.0")}, {}),
+    ({"d/x": "not a pair"}, {}),
+    ({}, {"d/mem": "16Gi"}),
+]
+
+
+@pytest.mark.parametrize(("attributes", "capacity"), BAD_VALUES)
+def test_a_device_with_an_unusable_value_is_not_checked_and_says_what_device_value_says(
+    attributes: dict[str, Any], capacity: dict[str, Any]
+) -> None:
+    device = SimpleDevice("d", attributes, capacity)
+    assert device.checked is False
+    message = unusable_value(device)
+    with pytest.raises(CelRuntimeError) as info:
+        device_value(device)
+    assert message == str(info.value)
+
+
+def test_usable_devices_are_checked_when_made() -> None:
+    assert SimpleDevice("d", {"d/x": ("ints", (1, 2)), "d/v": ("version", Semver(1, 0, 0))}).checked
+    assert SimpleDevice.from_json("d", {"attributes": {"a": {"string": "x"}}}).checked

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from webhook.core.cel import CelCompileError, CelError, CelRuntimeError, SelectorEngine, SimpleDevice
 from webhook.core.quantity import Quantity
@@ -67,8 +69,8 @@ def test_cached_errors_are_raised_again_as_fresh_instances() -> None:
             engine.matches(expr, indexed(1))
         caught.append(info.value)
     assert caught[0] is not caught[1]
-    caught[0].selector_index = 3  # type: ignore[attr-defined]  # what the cluster state does
-    assert not hasattr(caught[1], "selector_index")
+    caught[0].selector_index = 3  # what the cluster state does
+    assert caught[1].selector_index == 0
     assert engine.stats()["evaluations"] == 1
     for _ in range(2):
         with pytest.raises(CelCompileError, match="Syntax error"):
@@ -239,3 +241,103 @@ def test_matches_all_is_matches_many_per_expression_with_one_preparation_per_dev
         engine.matches_all(["true", "device."], devices)
     assert engine.matches_all([], devices) == []
     assert engine.matches_many("true", []) == []
+
+
+def _select_one_by_one(engine: SelectorEngine, exprs: list[str], devices: list[Any]) -> list[object]:
+    """What a loop of ``matches`` gives, as ``select`` reports it: True, False, or (index, text)."""
+    out: list[object] = []
+    for d in devices:
+        verdict: object = True
+        for i, expr in enumerate(exprs):
+            try:
+                if not engine.matches(expr, d):
+                    verdict = False
+                    break
+            except CelError as e:
+                verdict = (i, type(e).__name__, str(e))
+                break
+        out.append(verdict)
+    return out
+
+
+def _select_texts(verdicts: list[bool | CelError]) -> list[object]:
+    return [v if isinstance(v, bool) else (v.selector_index, type(v).__name__, str(v)) for v in verdicts]
+
+
+SELECT_DEVICES: list[Any] = [
+    indexed(1),
+    indexed(2, **{f"{GPU}/model": ("string", "a")}),
+    indexed(1),
+    indexed(5),
+    RawDevice(GPU, {f"{GPU}/index": ("int", 3)}, fingerprint=None),
+    RawDevice(GPU, {f"{GPU}/index": ("int", 4)}, fingerprint=[4]),  # type: ignore[arg-type]
+    RawDevice(GPU, {f"{GPU}/x": ("float", 1.5)}, fingerprint="bad"),
+]
+
+
+@pytest.mark.parametrize(
+    "exprs",
+    [
+        [],
+        MANY_EXPRESSIONS,
+        [MANY_EXPRESSIONS[0], MANY_EXPRESSIONS[3]],
+        [MANY_EXPRESSIONS[3], MANY_EXPRESSIONS[1]],  # the error only where the first matched
+        [f"device.attributes['{GPU}'].index >= 2", "device."],  # a compile error, second
+        ["device.", "true"],
+    ],
+)
+def test_select_gives_what_matches_in_a_loop_gives(exprs: list[str]) -> None:
+    expected = _select_one_by_one(SelectorEngine(), exprs, SELECT_DEVICES)
+    engine = SelectorEngine()
+    verdicts = engine.select(exprs, SELECT_DEVICES)
+    assert _select_texts(verdicts) == expected
+    errors = [v for v in verdicts if isinstance(v, CelError)]
+    assert len({id(e) for e in errors}) == len(errors)  # each device its own instance
+    assert _select_texts(engine.select(exprs, SELECT_DEVICES)) == expected  # and from the caches
+
+
+def test_select_stops_evaluating_a_device_once_a_selector_decided_it() -> None:
+    devices = [indexed(i) for i in range(10)]
+    engine = SelectorEngine()
+    verdicts = engine.select(
+        [f"device.attributes['{GPU}'].index >= 7", f"device.attributes['{GPU}'].index != 8"], devices
+    )
+    assert verdicts == [False] * 7 + [True, False, True]
+    assert engine.stats()["evaluations"] == 10 + 3  # the second selector saw only 7, 8 and 9
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    exprs=st.lists(
+        st.sampled_from(
+            [
+                *MANY_EXPRESSIONS,
+                f"device.attributes['{GPU}'].index % 2 == 0",
+                f"device.attributes['{GPU}'].index / (device.attributes['{GPU}'].index - 3) > 0",
+                "device.driver == 'gpu.example.com'",
+                "true",
+                "device.",
+            ]
+        ),
+        max_size=4,
+    ),
+    indices=st.lists(st.integers(min_value=0, max_value=6), max_size=12),
+)
+def test_select_agrees_with_a_loop_of_matches(exprs: list[str], indices: list[int]) -> None:
+    devices: list[Any] = [indexed(i) for i in indices]
+    assert _select_texts(SelectorEngine().select(exprs, devices)) == _select_one_by_one(
+        SelectorEngine(), exprs, devices
+    )
+
+
+def test_batches_prepare_a_device_once_across_calls_where_preparing_is_dear() -> None:
+    devices = [indexed(i % 5) for i in range(20)]
+    engine = SelectorEngine()
+    engine.select([f"device.attributes['{GPU}'].index >= 1"], devices)
+    engine.select([f"device.attributes['{GPU}'].index >= 2"], devices)  # another class, same devices
+    stats = engine.stats()
+    if engine.engine == "cel-python":  # celpy activations are kept: five made, then five hits
+        assert (stats["activations"], stats["activation_misses"], stats["activation_hits"]) == (5, 5, 5)
+    else:  # cel-rust wraps the device again, cheaper than a lookup: its cache stays empty
+        assert (stats["activations"], stats["activation_misses"], stats["activation_hits"]) == (0, 0, 0)
+    assert stats["evaluations"] == 10

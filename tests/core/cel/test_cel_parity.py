@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tests.core.cel.conftest import require_engine
 from tests.core.cel.test_cel_fuzz import HOSTILE_PIECES, _expressions, devices
 from webhook.core.cel import CelError, SelectorEngine, SimpleDevice
+from webhook.core.cel.backend import make_backend
 from webhook.core.quantity import Quantity
 from webhook.core.semver import Semver
 
@@ -127,6 +128,8 @@ def _clauses() -> st.SearchStrategy[str]:
             "{a} >= {lit}",
             "{a} < {lit}",
             "{a}.startsWith('A')",
+            "{a}.endsWith('0')",
+            "{a}.contains('1')",
             "{a}.lowerAscii() == 'a100'",
             "{a}.isGreaterThan(semver('1.0.0'))",
             "{a}.compareTo(semver('1.1.1')) == 0",
@@ -232,6 +235,20 @@ def test_real_selectors_run_natively(expression: str) -> None:
     assert stats["reference_evaluations"] == 0
     assert stats["native_evaluations"] >= 1
     assert stats["native_evaluations"] + stats["memo_hits"] == 2
+
+
+@pytest.mark.both_engines
+@pytest.mark.parametrize("test", ["startsWith", "endsWith", "contains"])
+def test_string_tests_on_an_attribute_run_in_rust_without_a_callback(test: str) -> None:
+    expression = f"device.attributes['{GPU}'].model.{test}('A')"
+    program: Any = make_backend(RUST).compile(expression)
+    assert program.program is not None
+    assert program.functions == {}
+    for model in (("string", "A100"), ("int", 7), ("strings", ("A100",)), ("version", Semver.parse("1.0.0"))):
+        device = SimpleDevice(GPU, {f"{GPU}/model": model})  # not a string: Rust errs, the reference answers
+        assert outcome(SelectorEngine(engine=RUST), expression, device) == outcome(
+            SelectorEngine(engine=REFERENCE), expression, device
+        )
 
 
 @pytest.mark.both_engines

@@ -18,6 +18,7 @@ size caps stand in for the runtime cost limit).
 from .backend import DEFAULT_ENGINE, ENGINES, available_engines
 from .engine import SelectorEngine
 from .errors import CelCompileError, CelError, CelRuntimeError
+from .gcpause import collector_paused
 from .values import CelDevice, Fingerprint, SimpleDevice, parse_attribute
 
 __all__ = [
@@ -31,5 +32,6 @@ __all__ = [
     "SelectorEngine",
     "SimpleDevice",
     "available_engines",
+    "collector_paused",
     "parse_attribute",
 ]

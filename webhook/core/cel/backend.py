@@ -19,8 +19,10 @@ propagate: the engine reports them without caching).
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from typing import Protocol
 
+from .errors import CelRuntimeError
 from .values import CelDevice
 
 #: The reference engine: the default of ``--cel-engine``.
@@ -40,6 +42,8 @@ class Backend(Protocol):
 
     #: The engine's name, one of :data:`ENGINES`.
     name: str
+    #: Whether prepared devices are worth the engine's activation cache (preparing is dear).
+    cache_prepared: bool
 
     def compile(self, expression: str) -> object:
         """A program for ``expression``, shareable between threads; raises CelCompileError."""
@@ -51,6 +55,12 @@ class Backend(Protocol):
 
     def evaluate(self, program: object, prepared: object) -> bool:
         """The selector's verdict for one device; raises CelRuntimeError."""
+        ...
+
+    def evaluate_many(self, program: object, prepared: Sequence[object]) -> list[bool | CelRuntimeError]:
+        """``evaluate`` for each device: its verdict, or the CelRuntimeError it raised (returned).
+        The engine's batch calls use it; any other exception aborts the batch, and the engine then
+        evaluates its devices one by one."""
         ...
 
     def stats(self) -> dict[str, int]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -53,7 +53,7 @@ from .environment import CompiledExpression, compile_expression
 from .errors import CelRuntimeError
 from .evaluator import MAX_STEPS, _call, evaluate, prepare_activation
 from .library import FUNCTIONS, MAX_VALUE_SIZE
-from .values import INT64_MAX, INT64_MIN, device_value, split_qualified
+from .values import device_value, split_qualified, unusable_value
 
 TAG_QUANTITY = "\x00q"
 TAG_SEMVER = "\x00v"
@@ -273,42 +273,17 @@ class RustDevice:
 
 
 def validate(device: Any) -> RustDevice:
-    """What :func:`.values.device_value` checks, with its messages, without building values."""
-    for name, kv in device.attributes.items():
-        try:
-            kind, value = kv
-            # The usual kinds inline (this runs once per device of a cold start); the rest below.
-            if kind == "string" and type(value) is str:
-                continue
-            if kind == "int" and type(value) is int and INT64_MIN <= value <= INT64_MAX:
-                continue
-            _check_attribute(kind, value)
-        except (TypeError, ValueError):
-            raise CelRuntimeError(f"attribute {name}: unsupported attribute value") from None
-    for name, quantity in device.capacity.items():
-        if not isinstance(quantity, Quantity):
-            raise CelRuntimeError(f"capacity {name}: not a quantity")
+    """What :func:`.values.device_value` checks, with its messages, without building values;
+    a device whose maker checked its values (``checked``: parsed slices, ``SimpleDevice``) is
+    not checked again."""
+    if not getattr(device, "checked", False):
+        message = unusable_value(device)
+        if message is not None:
+            raise CelRuntimeError(message)
     return RustDevice(device)
 
 
-_SCALAR_OK: dict[str, Callable[[Any], bool]] = {
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX,
-    "bool": lambda v: isinstance(v, bool),
-    "string": lambda v: isinstance(v, str),
-    "version": lambda v: isinstance(v, Semver),
-}
 _LIST_KINDS = {"ints": "int", "bools": "bool", "strings": "string", "versions": "version"}
-
-
-def _check_attribute(kind: Any, value: Any) -> None:
-    element = _LIST_KINDS.get(kind)
-    if element is not None:
-        if not all(_SCALAR_OK[element](v) for v in value):
-            raise TypeError(kind)
-        return
-    check = _SCALAR_OK.get(kind)
-    if check is None or not check(value):
-        raise TypeError(kind)
 
 
 def _encode_attribute(raw: Any) -> Any:
@@ -601,7 +576,14 @@ class _Translator:
     def _function(self, name: str, args: list[_Node]) -> _Node:
         if name == "size" and len(args) == 1 and args[0].type in (LIST, ATTRS, CAPS):
             return _Node(f"size({args[0].text})", INT)
-        if name in _NATIVE_STRING_TESTS and len(args) == 2 and all(a.type == STRING for a in args):
+        if (
+            name in _NATIVE_STRING_TESTS
+            and len(args) == 2
+            and args[0].type in (STRING, DYN)
+            and args[1].type == STRING
+        ):
+            # A dyn receiver (an attribute) that is not a string has no such method in Rust either:
+            # the error hands the device to the reference, which gives its own error text.
             return _Node(f"{args[0].text}.{name}({args[1].text})", BOOL)
         if name in _FOLDABLE and all(a.type in (STRING, BOOL) and a.text[:1] in '"tf' for a in args):
             folded = self._fold(name, args)
@@ -756,12 +738,13 @@ def _literal_text(text: str) -> str | None:
 class RustProgram:
     """A compiled selector: the reference's tree, and the Rust program unless declined."""
 
-    __slots__ = ("compiled", "declined", "functions", "inputs", "memo", "program")
+    __slots__ = ("compiled", "declined", "functions", "inputs", "memo", "program", "readers")
 
     def __init__(self, compiled: CompiledExpression) -> None:
         self.compiled = compiled
         self.memo: dict[Hashable, bool | CelRuntimeError] = {}
         self.inputs: tuple[tuple[str, Input], ...] = ()
+        self.readers: tuple[tuple[str, Reader], ...] = ()
         self.functions: dict[str, Callable[..., Any]] = {}
         self.program: Any = None
         self.declined = ""
@@ -776,13 +759,51 @@ class RustProgram:
             return
         self.program = program
         self.inputs = translation.inputs
+        self.readers = tuple((name, reader(spec)) for name, spec in translation.inputs)
         self.functions = {f"{translation.prefix}f_{n}": _callback(n) for n in translation.callbacks}
+
+
+Reader = Callable[[RustDevice], tuple[Hashable, Any]]
+#: Attribute kinds whose value crosses into Rust as it is.
+_AS_IS = frozenset({"string", "int", "bool"})
+
+
+def reader(spec: Input) -> Reader:
+    """:func:`read_input` for one input, specialised: the common inputs (an attribute's value,
+    the driver) are read without dispatching on the input's kind for every device."""
+    if spec.kind == "driver":
+        return _read_driver
+    if spec.kind == "value" and spec.which == "attributes":
+        qualified, domain, key = f"{spec.domain}/{spec.key}", spec.domain, spec.key
+        bare = "/" not in key
+
+        def read_attribute(dev: RustDevice) -> tuple[Hashable, Any]:
+            values = dev.device.attributes
+            if bare and key in values and domain == dev.driver:
+                raw = dev.raw("attributes", domain, key)  # bare and maybe both: RustDevice decides
+            else:
+                raw = values.get(qualified, _MISSING)
+            if raw is _MISSING:
+                return raw, raw
+            return raw, (raw[1] if raw[0] in _AS_IS else _encode_attribute(raw))
+
+        return read_attribute
+
+    def read(dev: RustDevice) -> tuple[Hashable, Any]:
+        return read_input(spec, dev)
+
+    return read
+
+
+def _read_driver(dev: RustDevice) -> tuple[Hashable, Any]:
+    return dev.driver, dev.driver
 
 
 class RustBackend:
     """``cel-rust``: see the module docs."""
 
     name = "cel-rust"
+    cache_prepared = False  # a RustDevice wraps the device: cheaper than a cache lookup
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -802,28 +823,54 @@ class RustBackend:
         return validate(device)
 
     def evaluate(self, program: object, prepared: object) -> bool:
-        assert isinstance(program, RustProgram)
         assert isinstance(prepared, RustDevice)
+        outcome = self.evaluate_many(program, (prepared,))[0]
+        if isinstance(outcome, CelRuntimeError):
+            raise outcome.fresh()
+        return outcome
+
+    def evaluate_many(self, program: object, prepared: Sequence[object]) -> list[bool | CelRuntimeError]:
+        """One pass over the devices: each device's inputs are read, and the Rust program runs
+        once per distinct inputs (the memo); Rust's errors go to the reference (module docs)."""
+        assert isinstance(program, RustProgram)
+        devices: Sequence[RustDevice] = prepared  # type: ignore[assignment]
         if program.program is None:
-            return self._reference_evaluate(program, prepared)
-        keys: list[Hashable] = []
-        variables: dict[str, Any] = {}
-        for name, spec in program.inputs:
-            key, value = read_input(spec, prepared)
-            keys.append(key)
-            if value is not _MISSING:
-                variables[name] = value
-        memo: dict[Hashable, bool | CelRuntimeError] | None = program.memo
-        memo_key = tuple(keys)
-        try:
-            hit = program.memo.get(memo_key)
-        except TypeError:  # a device value that cannot be hashed (a list where a tuple belongs)
-            memo, hit = None, None
-        if hit is not None:
-            self._memo_hits += 1
-            if isinstance(hit, CelRuntimeError):
-                raise hit.fresh()
-            return hit
+            return [self._reference_outcome(program, dev) for dev in devices]
+        out: list[bool | CelRuntimeError] = []
+        readers = program.readers
+        memo = program.memo
+        hits = 0
+        for dev in devices:
+            keys: list[Hashable] = []
+            variables: dict[str, Any] = {}
+            for name, read in readers:
+                key, value = read(dev)
+                keys.append(key)
+                if value is not _MISSING:
+                    variables[name] = value
+            memo_key = tuple(keys)
+            try:
+                hit = memo.get(memo_key)
+            except TypeError:  # a device value that cannot be hashed (a list where a tuple belongs)
+                out.append(self._run(program, dev, variables))
+                continue
+            if hit is not None:
+                hits += 1
+                out.append(hit)
+                continue
+            outcome = self._run(program, dev, variables)
+            if len(memo) >= MAX_MEMO:
+                memo.clear()
+            memo[memo_key] = outcome
+            out.append(outcome)
+        self._memo_hits += hits  # counters are statistics: no lock on the hot path
+        return out
+
+    def _run(
+        self, program: RustProgram, dev: RustDevice, variables: dict[str, Any]
+    ) -> bool | CelRuntimeError:
+        """The Rust program's verdict on ``variables``, or the reference's outcome where Rust has
+        none (an error, a non-boolean, a library callback that failed)."""
         try:
             if program.functions:
                 _callback_failed.value = False
@@ -836,26 +883,17 @@ class RustBackend:
             raise
         except Exception:
             result = None
-        outcome: bool | CelRuntimeError
         if result is True or result is False:
             self._native += 1
-            outcome = result
-        else:
-            try:
-                outcome = self._reference_evaluate(program, prepared)
-            except CelRuntimeError as e:
-                outcome = e
-        if memo is not None:
-            if len(memo) >= MAX_MEMO:
-                memo.clear()
-            memo[memo_key] = outcome
-        if isinstance(outcome, CelRuntimeError):
-            raise outcome.fresh()
-        return outcome
+            return result
+        return self._reference_outcome(program, dev)
 
-    def _reference_evaluate(self, program: RustProgram, prepared: RustDevice) -> bool:
+    def _reference_outcome(self, program: RustProgram, dev: RustDevice) -> bool | CelRuntimeError:
         self._reference += 1
-        return evaluate(program.compiled, prepared.activation())
+        try:
+            return evaluate(program.compiled, dev.activation())
+        except CelRuntimeError as e:
+            return e
 
     def stats(self) -> dict[str, int]:
         return {

@@ -28,6 +28,7 @@ from typing import Generic, TypeVar
 
 from .backend import Backend, default_engine, make_backend
 from .errors import CelCompileError, CelError, CelRuntimeError
+from .gcpause import collector_paused
 from .values import CelDevice
 
 K = TypeVar("K", bound=Hashable)
@@ -136,10 +137,10 @@ class SelectorEngine:
 
         The same caches and the same backend evaluation as ``matches``, so the same answers; what
         it saves is per-call overhead: the program is looked up once, devices with equal
-        fingerprints are evaluated once per call, and each cache's lock is taken once per call
-        rather than once per device. The cold start of a class selector over a cluster's devices
-        is this shape."""
-        return self._matches_many(expression, devices, {})
+        fingerprints are evaluated once per call, the backend gets all misses in one call, each
+        cache's lock is taken once per call rather than once per device, and the cyclic
+        collector is paused (:mod:`.gcpause`)."""
+        return self.matches_all((expression,), devices)[0]
 
     def matches_all(
         self, expressions: Sequence[str], devices: Sequence[CelDevice]
@@ -149,70 +150,150 @@ class SelectorEngine:
         CelCompileError for the first expression that does not compile."""
         for expression in expressions:
             self._program(expression)
-        prepared: dict[Hashable, object] = {}
-        return [self._matches_many(expression, devices, prepared) for expression in expressions]
+        with collector_paused():
+            batch = _Batch(devices)
+            every = range(len(batch.distinct))
+            out: list[list[bool | CelRuntimeError]] = []
+            for expression in expressions:
+                outcomes = self._outcomes(expression, batch, every)
+                out.append([_answer(outcomes[slot]) for slot in batch.slot_of])
+            return out
 
-    def _matches_many(
-        self, expression: str, devices: Sequence[CelDevice], prepared: dict[Hashable, object]
-    ) -> list[bool | CelRuntimeError]:
+    def select(self, expressions: Sequence[str], devices: Sequence[CelDevice]) -> list[bool | CelError]:
+        """Each device's verdict on a list of selectors applied as a DeviceClass's are: True when
+        all match; False at the first that does not; else the error (compile or runtime) of the
+        first that failed, with ``selector_index`` set. Once a selector has decided a device, the
+        later ones are not evaluated for it, as with ``matches`` in a loop; what differs is the
+        cost, that of ``matches_all``. A cluster's cold start of a class is this call."""
+        with collector_paused():
+            batch = _Batch(devices)
+            verdicts: list[bool | CelError] = [True] * len(batch.distinct)
+            active: Sequence[int] = range(len(batch.distinct))
+            for index, expression in enumerate(expressions):
+                if not active:
+                    break
+                outcomes: Sequence[object]
+                try:
+                    outcomes = self._outcomes(expression, batch, active)
+                except CelCompileError as e:
+                    outcomes = [e] * len(active)
+                except CelRuntimeError:  # an aborted evaluation: device by device, as matches
+                    outcomes = [self._verdict(expression, batch.distinct[slot]) for slot in active]
+                still: list[int] = []
+                for slot, outcome in zip(active, outcomes, strict=True):
+                    if outcome is True:
+                        still.append(slot)
+                    elif outcome is False:
+                        verdicts[slot] = False
+                    else:
+                        error = outcome.fresh()  # type: ignore[attr-defined]
+                        error.selector_index = index
+                        verdicts[slot] = error
+                active = still
+            return [_copy(verdicts[slot]) for slot in batch.slot_of]
+
+    def _verdict(self, expression: str, device: CelDevice) -> bool | CelError:
+        try:
+            return self.matches(expression, device)
+        except CelError as e:
+            return e
+
+    def _outcomes(self, expression: str, batch: _Batch, active: Sequence[int]) -> list[object]:
+        """The outcome (True, False or the CelRuntimeError) for each of ``active`` (slots of
+        ``batch.distinct``): hits from the result cache, misses from one backend call; raises
+        CelCompileError, or CelRuntimeError for an aborted evaluation (as ``matches``)."""
         program = self._program(expression)
-        out: list[object] = []
-        seen: dict[Hashable, object] = {}  # fingerprint -> outcome, within this call
-        fresh: dict[tuple[str, Hashable], bool | CelRuntimeError] = {}
-        pending: list[tuple[int, CelDevice, Hashable | None]] = []
+        out: list[object] = [_MISSING] * len(active)
+        misses: list[tuple[int, tuple[str, Hashable] | None]] = []  # (position in active, cache key)
+        keys = batch.keys
         results = self._results
         with results._lock:  # one pass over the result cache: hits now, misses below
             data = results._data
-            for i, device in enumerate(devices):
-                fingerprint: Hashable | None = device.fingerprint
-                hit: object = _MISSING
-                if fingerprint is not None:
-                    try:
-                        hit = seen.get(fingerprint, _MISSING)
-                        if hit is _MISSING:
-                            key = (expression, fingerprint)
-                            hit = data.get(key, _MISSING)
-                            if hit is _MISSING:
-                                results.misses += 1
-                            else:
-                                results.hits += 1
-                                data.move_to_end(key)
-                                seen[fingerprint] = hit
-                    except TypeError:  # unhashable fingerprint: evaluate without caching
-                        fingerprint = None
-                out.append(hit)
+            for j, slot in enumerate(active):
+                fingerprint = keys[slot]
+                if fingerprint is None:
+                    misses.append((j, None))
+                    continue
+                key = (expression, fingerprint)
+                hit = data.get(key, _MISSING)
                 if hit is _MISSING:
-                    pending.append((i, device, fingerprint))
-        evaluated_count = 0
-        for i, device, fingerprint in pending:
-            outcome = seen.get(fingerprint, _MISSING) if fingerprint is not None else _MISSING
-            if outcome is _MISSING:
-                # Prepared here, not through the bounded activation cache: a cold start's devices
-                # outnumber it, and every lookup would take its lock and miss.
-                values = prepared.get(fingerprint, _MISSING) if fingerprint is not None else _MISSING
-                if values is _MISSING:
-                    values = self._prepare(device)
-                    if fingerprint is not None:
-                        prepared[fingerprint] = values
-                evaluated = self._evaluate(program, device, False, values)
-                evaluated_count += 1
-                if fingerprint is not None:
-                    seen[fingerprint] = evaluated
-                    fresh[(expression, fingerprint)] = evaluated
-                outcome = evaluated
-            out[i] = outcome
+                    results.misses += 1
+                    misses.append((j, key))
+                else:
+                    results.hits += 1
+                    data.move_to_end(key)
+                    out[j] = hit
+        if not misses:
+            return out
+        prepared, distinct = batch.prepared, batch.distinct
+        slots = [active[j] for j, _ in misses]
+        unprepared = [slot for slot in slots if prepared[slot] is _MISSING]
+        if unprepared:
+            self._prepare_slots(batch, unprepared)
+        devices = [distinct[slot] for slot in slots]
+        values = [prepared[slot] for slot in slots]
+        outcomes = self._evaluate_many(program, devices, values)
         with self._lock:
-            self._evaluations += evaluated_count
-        if fresh:
-            with results._lock:
-                data = results._data
-                for key, value in fresh.items():
-                    if key in data:  # another thread put it meanwhile: a new key goes last anyway
-                        data.move_to_end(key)
-                    data[key] = value
-                while len(data) > results.maxsize:
-                    data.popitem(last=False)
-        return [o.fresh() if isinstance(o, CelRuntimeError) else bool(o) for o in out]  # type: ignore[misc]
+            self._evaluations += len(outcomes)
+        with results._lock:
+            data = results._data
+            for (j, missed), outcome in zip(misses, outcomes, strict=True):
+                out[j] = outcome
+                if missed is not None:
+                    data[missed] = outcome  # a miss a moment ago (if another thread put it, it stays)
+            while len(data) > results.maxsize:
+                data.popitem(last=False)
+        return out
+
+    def _prepare_slots(self, batch: _Batch, slots: list[int]) -> None:
+        """Prepare the devices of ``slots``. Where preparing is dear (the reference builds celpy
+        values) the activation cache is read and filled, one lock pass each, so a cluster's devices
+        are prepared once for all classes; where it is cheap (cel-rust) the cache is skipped: a
+        lookup would cost more than preparing again."""
+        prepared, distinct, keys = batch.prepared, batch.distinct, batch.keys
+        if not self._backend.cache_prepared:
+            for slot in slots:
+                prepared[slot] = self._prepare(distinct[slot])
+            return
+        cache = self._activations
+        with cache._lock:
+            data = cache._data
+            for slot in slots:
+                key = keys[slot]
+                value = data.get(key, _MISSING) if key is not None else _MISSING
+                if value is _MISSING:
+                    cache.misses += 1
+                else:
+                    cache.hits += 1
+                    data.move_to_end(key)
+                    prepared[slot] = value
+        made = [slot for slot in slots if prepared[slot] is _MISSING]
+        for slot in made:
+            prepared[slot] = self._prepare(distinct[slot])
+        with cache._lock:
+            data = cache._data
+            for slot in made:
+                key = keys[slot]
+                if key is not None:
+                    data[key] = prepared[slot]
+            while len(data) > cache.maxsize:
+                data.popitem(last=False)
+
+    def _evaluate_many(
+        self, program: object, devices: list[CelDevice], values: list[object]
+    ) -> list[bool | CelRuntimeError]:
+        """Outcomes for devices whose values are prepared (or whose preparing failed): one backend
+        call for all that prepared; if it fails as a whole, one ``_evaluate`` each."""
+        ready = [i for i, v in enumerate(values) if not isinstance(v, CelRuntimeError)]
+        outcomes: list[bool | CelRuntimeError] = list(values)  # type: ignore[arg-type]
+        if ready:
+            try:
+                batch = self._backend.evaluate_many(program, [values[i] for i in ready])
+            except Exception:  # RecursionError, MemoryError, an engine defect: device by device
+                batch = [self._evaluate(program, devices[i], False, values[i]) for i in ready]
+            for i, outcome in zip(ready, batch, strict=True):
+                outcomes[i] = outcome
+        return outcomes
 
     def _evaluate(
         self, program: object, device: CelDevice, cacheable: bool, prepared: object = _MISSING
@@ -304,3 +385,45 @@ class SelectorEngine:
             return e
         except Exception as e:  # a malformed device object from the caller
             return CelRuntimeError(f"unusable device: {type(e).__name__}: {e}"[:300])
+
+
+class _Batch:
+    """The devices of one batch call, each distinct fingerprint once (``distinct``, with its
+    ``keys``: the fingerprint, or None if it has none or cannot be hashed), ``slot_of`` each
+    device, and per slot the prepared values once made (shared by the call's expressions)."""
+
+    __slots__ = ("distinct", "keys", "prepared", "slot_of")
+
+    def __init__(self, devices: Sequence[CelDevice]) -> None:
+        index: dict[Hashable, int] = {}
+        self.distinct: list[CelDevice] = []
+        self.keys: list[Hashable | None] = []
+        self.slot_of: list[int] = []
+        for device in devices:
+            fingerprint: Hashable | None = device.fingerprint
+            slot: int | None = None
+            if fingerprint is not None:
+                try:
+                    slot = index.get(fingerprint)
+                    if slot is None:
+                        index[fingerprint] = len(self.distinct)
+                except TypeError:  # unhashable: evaluated without caching
+                    fingerprint = None
+            if slot is None:
+                slot = len(self.distinct)
+                self.distinct.append(device)
+                self.keys.append(fingerprint)
+            self.slot_of.append(slot)
+        self.prepared: list[object] = [_MISSING] * len(self.distinct)
+
+
+def _answer(outcome: object) -> bool | CelRuntimeError:
+    return outcome.fresh() if isinstance(outcome, CelRuntimeError) else bool(outcome)  # type: ignore[return-value]
+
+
+def _copy(verdict: bool | CelError) -> bool | CelError:
+    if isinstance(verdict, CelError):
+        error = verdict.fresh()
+        error.selector_index = verdict.selector_index
+        return error
+    return verdict

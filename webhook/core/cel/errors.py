@@ -9,11 +9,13 @@ from __future__ import annotations
 
 
 class CelError(Exception):
-    """Base class: ``message`` is meant for the allocator's error text."""
+    """Base class: ``message`` is meant for the allocator's error text; ``selector_index``, which
+    of a list of selectors failed (set by whoever applies the list)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+        self.selector_index = 0
 
     def fresh(self) -> CelError:
         """A new instance with the same class and message.

@@ -14,7 +14,7 @@ objects through, and the library functions know them).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -190,6 +190,8 @@ class SimpleDevice:
     capacity: Mapping[str, Quantity] = field(default_factory=dict)
     allow_multiple_allocations: bool = False
     _fingerprint: Fingerprint = field(init=False, repr=False, compare=False)
+    #: Its values are usable (:func:`unusable_value` found nothing): engines need not check again.
+    checked: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         content = (
@@ -199,6 +201,7 @@ class SimpleDevice:
             self.allow_multiple_allocations,
         )
         object.__setattr__(self, "_fingerprint", Fingerprint(content))
+        object.__setattr__(self, "checked", unusable_value(self) is None)
 
     @property
     def fingerprint(self) -> Hashable:
@@ -236,6 +239,46 @@ def split_qualified(name: str, driver: str) -> tuple[str, str]:
     """Split at the first ``/``; a bare ID belongs to the driver's domain (``parseQualifiedName``)."""
     domain, sep, ident = name.partition("/")
     return (domain, ident) if sep else (driver, name)
+
+
+def unusable_value(device: CelDevice) -> str | None:
+    """The CelRuntimeError message :func:`device_value` would raise for ``device``, or None; the
+    same checks, without building values (the compiled engine's devices, and ``checked``)."""
+    for name, kv in device.attributes.items():
+        try:
+            kind, value = kv
+            # The usual kinds inline (this runs once per device of a cold start); the rest below.
+            if kind == "string" and type(value) is str:
+                continue
+            if kind == "int" and type(value) is int and INT64_MIN <= value <= INT64_MAX:
+                continue
+            _check_attribute(kind, value)
+        except (TypeError, ValueError):
+            return f"attribute {name}: unsupported attribute value"
+    capacity: Mapping[str, object] = device.capacity  # typed, but the caller's objects may lie
+    for name, quantity in capacity.items():
+        if not isinstance(quantity, Quantity):
+            return f"capacity {name}: not a quantity"
+    return None
+
+
+_SCALAR_OK: dict[str, Callable[[Any], bool]] = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX,
+    "bool": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "version": lambda v: isinstance(v, Semver),
+}
+
+
+def _check_attribute(kind: Any, value: Any) -> None:
+    element = _ELEMENT_KIND.get(kind)
+    if element is not None:
+        if not all(_SCALAR_OK[element](v) for v in value):
+            raise TypeError(kind)
+        return
+    check = _SCALAR_OK.get(kind)
+    if check is None or not check(value):
+        raise TypeError(kind)
 
 
 def device_value(device: CelDevice) -> celtypes.MapType:
