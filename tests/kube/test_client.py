@@ -6,13 +6,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.kubeconfig import api_client
-from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
+from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, throttled
 from webhook.kube.ratelimit import TokenBucket
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS
 
@@ -353,3 +354,45 @@ def test_closing_a_watch_from_another_thread_ends_its_reader(em: Emulator) -> No
     assert started.wait(5)
     stream.close()
     assert ended.wait(5)
+
+
+class Loader:
+    """What kubernetes' kubeconfig loader does: its hook installs a fresh hook on every run."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.refresh_api_key_hook: Any = self.hook()
+
+    def hook(self) -> Any:
+        def refresh(configuration: Any) -> None:
+            self.runs += 1
+            configuration.refresh_api_key_hook = self.hook()
+
+        return refresh
+
+
+def test_the_credential_refresh_runs_at_most_once_per_interval_and_stays_throttled() -> None:
+    config = Loader()
+    config.refresh_api_key_hook = throttled(config.refresh_api_key_hook, 3600.0)
+    for _ in range(5):
+        config.refresh_api_key_hook(config)
+    assert config.runs == 1  # the first call runs, the rest fall in the interval
+    assert config.refresh_api_key_hook.__qualname__ == "throttled.<locals>.refresh"
+    every_time = Loader()
+    every_time.refresh_api_key_hook = throttled(every_time.refresh_api_key_hook, 0.0)
+    for _ in range(3):
+        every_time.refresh_api_key_hook(every_time)
+    assert every_time.runs == 3  # each run's new hook is the one run next
+
+
+def test_a_client_from_a_kubeconfig_refreshes_its_token_throttled_and_still_authenticates(
+    em: Emulator, tmp_path: Path
+) -> None:
+    em.add_token("t", "admin", ["system:masters"])
+    c = KubeClient.from_config(str(em.kubeconfig(tmp_path / "kubeconfig", token="t")), retries=0)
+    hook = c.api.configuration.refresh_api_key_hook
+    assert hook is not None
+    assert hook.__qualname__ == "throttled.<locals>.refresh"
+    for _ in range(3):
+        assert c.list(NODES)["kind"] == "NodeList"
+    assert c.api.configuration.refresh_api_key_hook is hook  # the loader's re-install was caught

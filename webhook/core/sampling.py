@@ -24,6 +24,7 @@ import heapq
 import zlib
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from .objects import Obj, name, namespace
 
@@ -59,20 +60,22 @@ def start_of(pod: Obj, names: Sequence[str]) -> str | None:
 
 
 def rotation(ring: Sequence[str], start: str | None) -> Iterator[str]:
-    """The sorted ``ring`` once round, from the first name at or after ``start``."""
+    """The sorted ``ring`` once round, from the first name at or after ``start`` (over copies,
+    so the ring may change meanwhile; a C-level iterator, as every decision walks it)."""
     if start is None:
-        yield from ring
-        return
+        return iter(list(ring))
     i = bisect_left(ring, start)
-    yield from ring[i:]
-    yield from ring[:i]
+    return chain(ring[i:], ring[:i])
 
 
 def merged_rotation(rings: Sequence[Sequence[str]], start: str | None) -> Iterator[str]:
     """Several sorted rings as one, without repeats, once round from ``start``."""
     if len(rings) == 1:
-        yield from rotation(rings[0], start)
-        return
+        return rotation(rings[0], start)
+    return _merged(rings, start)
+
+
+def _merged(rings: Sequence[Sequence[str]], start: str | None) -> Iterator[str]:
     cut = [0 if start is None else bisect_left(r, start) for r in rings]
     last = None
     for part in (

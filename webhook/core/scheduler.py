@@ -32,6 +32,7 @@ import heapq
 import uuid as _uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocation, Unsatisfiable
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
@@ -741,16 +742,8 @@ class Scheduler:
         wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
         start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
         feasible = self._feasible(pre, self._walk(pre, start), score)
-        heap: list[tuple[float, str, NodePlan | None]] = []
-
-        def pull() -> bool:
-            for found in feasible:
-                heapq.heappush(heap, found)
-                return True
-            return False
-
-        while len(heap) < wanted and pull():
-            pass
+        heap = list(islice(feasible, wanted))  # one C-level pull for all of them
+        heapq.heapify(heap)
         while heap:
             _, n, maybe = heapq.heappop(heap)
             plan = maybe if maybe is not None else NodePlan(n, pre.default_dra, pre.default_routes)
@@ -758,7 +751,8 @@ class Scheduler:
                 fit = self._allocate(pod, pre, plan)
             except Unsatisfiable as e:
                 reasons[n] = [str(e)]
-                pull()
+                for found in islice(feasible, 1):  # the next node that passes takes its place
+                    heapq.heappush(heap, found)
                 continue
             if fit.placement is not None and fit.special is not None:
                 devices = [r.device for r in fit.special.results if not r.admin_access]
@@ -812,7 +806,22 @@ class Scheduler:
                     or not info.kubelet_gate
                     or not info.allocatable_names.isdisjoint(extended)
                 ):
-                    if not _fits(checks, info):
+                    # _fits, inline: this runs for every node a decision visits.
+                    alloc = info.allocatable
+                    max_pods = (
+                        alloc.get(PODS, DEFAULT_MAX_PODS)
+                        if PODS in info.allocatable_names
+                        else DEFAULT_MAX_PODS
+                    )
+                    if len(info.pods) >= max_pods:
+                        continue
+                    requested = info.requested
+                    fits = True
+                    for r, want in checks:
+                        if want > alloc.get(r, 0) - requested.get(r, 0):
+                            fits = False
+                            break
+                    if not fits:
                         continue
                     short = False
                     for _cls, need, free in need_of:

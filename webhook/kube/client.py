@@ -7,6 +7,8 @@ engine works on dicts. Configuration, authentication and TLS still come from the
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +26,38 @@ RequestHook = Callable[[str, str, int], None]  # (verb, resource plural, HTTP st
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+#: Seconds between two runs of the kubeconfig's credential refresh (see ``throttled``).
+REFRESH_INTERVAL = 1.0
+
+
+def throttled(hook: Callable[[Any], None], interval: float) -> Callable[[Any], None]:
+    """A configuration's ``refresh_api_key_hook`` run at most once per ``interval`` seconds (and
+    always the first time).
+
+    A kubeconfig's loader refreshes the credential before every request: it checks the token's
+    expiry and, whatever it finds, sets the configuration's host, TLS files and proxy again (the
+    host's setter reads the whole proxy environment), and installs its hook afresh. Measured at
+    about a third of a request's CPU; once a second still catches an expiring token well within
+    its lifetime. The hook the loader installs is taken as the one to throttle next."""
+    lock = threading.Lock()
+    last = [-math.inf]
+    current = [hook]
+
+    def refresh(configuration: Any) -> None:
+        now = time.monotonic()
+        with lock:
+            if now - last[0] < interval:
+                return
+            last[0] = now
+        current[0](configuration)
+        installed = getattr(configuration, "refresh_api_key_hook", None)
+        if installed is not refresh and installed is not None:
+            current[0] = installed
+            configuration.refresh_api_key_hook = refresh
+
+    return refresh
 
 
 class ApiError(Exception):
@@ -99,6 +133,9 @@ class KubeClient:
                 )
         # Informers hold one connection each and binding cycles run in parallel.
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
+        hook: Any = getattr(configuration, "refresh_api_key_hook", None)
+        if hook is not None:
+            configuration.refresh_api_key_hook = throttled(hook, REFRESH_INTERVAL)  # type: ignore[assignment]
         api = kubernetes.client.ApiClient(configuration)
         api.user_agent = "draxr"
         return cls(api, **kwargs)
