@@ -12,14 +12,25 @@ HTTP with the official client, as in a cluster. For each shape the script report
 
 The shapes: a baseline (``--nodes`` nodes with ``--devices-per-node`` devices, no pods), then each
 count of ``--pods`` (bound, running pods), then ``--devices`` more devices. Figures per 1,000 are
-the difference to the baseline. Prints JSON.
+the difference to the baseline.
+
+First, in this process, bytes per unit (``tracemalloc``, the difference between a shape with N units
+and one with 2N, so that fixed costs cancel): per node without devices, per device, per slice beyond
+its devices and per running pod (placed by the scheduler, its special claim allocated, the pod
+bound), for the engine (``ClusterState`` fed with ``bench/allocate.py``'s shapes: ``engine_bytes_*``)
+and for the worker's cache (``ClusterCache`` fed with the realistic objects below, trimmed:
+``worker_cache_bytes_*``). tests/core/test_memory_bounds.py and tests/kube/test_cache.py hold them
+under stated bounds. ``--units-only`` stops there. Prints JSON.
 
     python bench/memory.py [--pods 1000,10000] [--nodes 100] [--devices-per-node 8] [--devices 10000]
+        [--unit-nodes 500] [--unit-devices-per-node 8] [--unit-pods 1000] [--unit-classes 25]
+        [--units-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -30,18 +41,33 @@ import tempfile
 import time
 import tracemalloc
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
 import httpx
 
-from webhook.core.objects import Obj
+from bench.allocate import build
+from bench.allocate import pod as allocate_pod
+from webhook.core.claims import (
+    deterministic_name,
+    extended_resource_claim_status,
+    generate_name,
+    special_claim_after_prebind,
+)
+from webhook.core.constants import WRITER_ANNOTATION
+from webhook.core.objects import Obj, uid
+from webhook.core.objects import name as name_of
+from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.core.state import ClusterState
 from webhook.emulator import Emulator
+from webhook.kube import trim
 from webhook.kube.cache import ALL_KINDS, ClusterCache
 from webhook.kube.client import KubeClient
 
@@ -519,6 +545,263 @@ def per_thousand(run: dict[str, Any], base: dict[str, Any], key: str, count: int
     return round((float(run[key]) - float(base[key])) * 1000 / count, 2)
 
 
+# -- bytes per node, per device and per running pod ------------------------------------------------
+#
+# Each figure is a ``tracemalloc`` difference between two shapes that differ only in the unit: N and
+# 2N nodes (without devices), N nodes with D and with 2D devices each, N and 2N running pods. What
+# both shapes share (classes, the fixed structures, module caches) cancels. Every object reaches the
+# state as an informer delivers it: decoded from its own JSON document (a watch event), then, for the
+# worker's cache, trimmed by its transform. The classes are counted over every node and device
+# first, as after a worker's first decisions. A running pod is one the scheduler placed: Reserve,
+# its special claim as PreBind writes it (allocation and ``reservedFor``), the pod bound with its
+# ``extendedResourceClaimStatus``, then the reservation released, as the worker does once its cache
+# shows the claim.
+
+Doc = tuple[str, str]  # (kind, the object as JSON)
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[None]:
+    """``tracemalloc`` on for the block (left on if it was on already)."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        yield
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def retained(make: Callable[[], T]) -> tuple[int, T]:
+    """Bytes ``make()`` leaves allocated (``tracemalloc``, which must be tracing), and its result."""
+    if not tracemalloc.is_tracing():
+        raise RuntimeError("tracemalloc is not tracing")
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = make()
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0] - before, kept
+
+
+def kept(make: Callable[[], object]) -> int:
+    """Bytes what ``make()`` returns holds (it is dropped once measured)."""
+    size, _ = retained(make)
+    return size
+
+
+def docs(kind: str, objects: Iterable[Obj]) -> list[Doc]:
+    return [(kind, json.dumps(o)) for o in objects]
+
+
+def engine_docs(nodes: int, devices_per_node: int, classes: int, unique: bool = False) -> list[Doc]:
+    """The objects ``bench/allocate.py``'s ``build()`` makes (classes, nodes and, with devices,
+    their slices), as JSON documents."""
+    st = build(nodes, devices_per_node, classes, unique)
+    out = docs("DeviceClass", (c for c in (st.classes.get(f"gpu-{k}") for k in range(classes)) if c))
+    out += docs("Node", (info.node for info in st.nodes.by_name.values()))
+    if devices_per_node:
+        out += docs("ResourceSlice", (sl.source for sl in st.devices.slices.values()))
+    return out
+
+
+def engine_of(documents: list[Doc]) -> ClusterState:
+    """A ``ClusterState`` fed with the documents, every class counted over every node."""
+    st = ClusterState()
+    classes: list[str] = []
+    for kind, text in documents:
+        obj = json.loads(text)
+        st.apply(kind, obj)
+        if kind == "DeviceClass":
+            classes.append(name_of(obj))
+    for c in classes:
+        st.capacity.free(c)
+    return st
+
+
+def run_pods(
+    handle: Callable[[str, Obj], Obj],
+    schedule: Callable[[Obj], tuple[Decision, str | None]],
+    release: Callable[[str], None],
+    pending: Callable[[int], Obj],
+    running: Callable[[int, str], Obj],
+    start: int,
+    count: int,
+) -> None:
+    """Pods ``start`` to ``start + count``, each placed and bound as the worker does: the pending
+    pod arrives, is scheduled and reserved, its special claim arrives allocated, then the bound pod,
+    then the reservation goes. Every object passes through JSON on its way in; ``handle`` stores
+    one and answers what it keeps of it."""
+    for i in range(start, start + count):
+        pod = handle("Pod", json.loads(json.dumps(pending(i))))
+        decision, token = schedule(pod)
+        if decision.status != SCHEDULED or token is None or decision.special is None:
+            raise RuntimeError(f"pod {i}: {decision.status}: {decision.message}")
+        claim_name = deterministic_name(generate_name(pod), uid(pod))
+        claim = special_claim_after_prebind(
+            pod, decision.requests, decision.special, claim_name, decision.constraints
+        )
+        claim["metadata"].update(
+            uid=str(uuid.UUID(int=2 * 10**9 + i)), resourceVersion=str(10**6 + i), creationTimestamp=T0
+        )
+        claim["metadata"]["annotations"][WRITER_ANNOTATION] = "draxr"
+        handle("ResourceClaim", json.loads(json.dumps(claim)))
+        assert decision.node is not None
+        bound = running(i, decision.node)
+        bound["status"]["extendedResourceClaimStatus"] = extended_resource_claim_status(
+            claim_name, decision.mappings
+        )
+        handle("Pod", json.loads(json.dumps(bound)))
+        release(token)
+
+
+def engine_pods(
+    st: ClusterState, classes: int, start: int, count: int, seen: Callable[[str, Obj], None] | None = None
+) -> None:
+    """``bench/allocate.py``'s pods, placed by ``Scheduler`` and run (``run_pods``); ``seen`` is
+    told every object the state is given."""
+    sched = Scheduler(st, "binpack")
+
+    def schedule(pod: Obj) -> tuple[Decision, str | None]:
+        decision = sched.schedule(pod)
+        return decision, sched.reserve(decision) if decision.status == SCHEDULED else None
+
+    def running(i: int, node: str) -> Obj:
+        out = allocate_pod(i, classes)
+        out["spec"]["nodeName"] = node
+        out["status"] = {"phase": "Running"}
+        return out
+
+    def handle(kind: str, obj: Obj) -> Obj:
+        st.apply(kind, obj)
+        if seen is not None:
+            seen(kind, obj)
+        return obj
+
+    run_pods(
+        handle,
+        schedule,
+        lambda token: st.release(token),
+        lambda i: allocate_pod(i, classes),
+        running,
+        start,
+        count,
+    )
+
+
+def engine_units(nodes: int, devices_per_node: int, pods: int, classes: int) -> dict[str, Any]:
+    """The engine's bytes per node (``nodes`` and twice as many, no devices), per device (``nodes``
+    with ``devices_per_node`` and twice as many; identical devices, and devices that each carry a
+    UUID), per slice (what a node's slice costs beyond its devices) and per running pod
+    (``pods`` more on ``nodes`` x ``devices_per_node`` that ran ``pods`` already)."""
+    if 2 * pods > nodes * devices_per_node:
+        raise ValueError(f"{2 * pods} pods need as many devices, {nodes} x {devices_per_node} is too few")
+    engine_pods(engine_of(engine_docs(1, 2, classes)), classes, 0, 1)  # one-time costs, unmeasured
+    bare = kept(lambda: engine_of(engine_docs(nodes, 0, classes)))
+    per_node = (kept(lambda: engine_of(engine_docs(2 * nodes, 0, classes))) - bare) / nodes
+    out: dict[str, Any] = {"engine_bytes_per_node": round(per_node)}
+    devices = nodes * devices_per_node
+    small = kept(lambda: engine_of(engine_docs(nodes, devices_per_node, classes)))
+    large = kept(lambda: engine_of(engine_docs(nodes, 2 * devices_per_node, classes)))
+    out["engine_bytes_per_device"] = round((large - small) / devices)
+    out["engine_bytes_per_slice"] = round((small - bare - (large - small)) / nodes)
+    small = kept(lambda: engine_of(engine_docs(nodes, devices_per_node, classes, unique=True)))
+    large = kept(lambda: engine_of(engine_docs(nodes, 2 * devices_per_node, classes, unique=True)))
+    out["engine_bytes_per_unique_device"] = round((large - small) / devices)
+    st = engine_of(engine_docs(nodes, devices_per_node, classes))
+    engine_pods(st, classes, 0, pods)
+    out["engine_bytes_per_pod"] = round(kept(lambda: engine_pods(st, classes, pods, pods)) / pods)
+    return out
+
+
+GPU_CLASS: Obj = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": DRIVER, "uid": str(uuid.UUID(int=1)), "creationTimestamp": T0},
+    "spec": {
+        "extendedResourceName": "example.com/gpu",
+        "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
+    },
+}
+
+
+def cache_docs(nodes: int, devices_per_node: int) -> list[Doc]:
+    """The class, ``nodes`` realistic nodes and, with devices, a realistic slice each."""
+    names = [f"node-{n:05d}" for n in range(nodes)]
+    out = docs("DeviceClass", [GPU_CLASS]) + docs("Node", map(realistic_node, names))
+    if devices_per_node:
+        out += docs("ResourceSlice", (realistic_slice(n, devices_per_node) for n in names))
+    return out
+
+
+def cache_of(documents: list[Doc]) -> ClusterCache:
+    """A ``ClusterCache`` fed as its informers feed it (each object trimmed by its transform), the
+    class counted over every node."""
+    cache = ClusterCache()
+    for kind, text in documents:
+        cache.handle(kind, "ADDED", trim.for_kind(kind)(json.loads(text)))
+    cache.state.capacity.free(DRIVER)
+    return cache
+
+
+def gpu_pod(index: int) -> Obj:
+    """``realistic_pod`` asking draxr's worker for one ``example.com/gpu``, not yet bound."""
+    out = realistic_pod(index, "")
+    del out["spec"]["nodeName"]
+    out["spec"]["schedulerName"] = "draxr"
+    out["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    resources = out["spec"]["containers"][0]["resources"]
+    resources["requests"]["example.com/gpu"] = resources["limits"]["example.com/gpu"] = "1"
+    return out
+
+
+def running_gpu_pod(index: int, node: str) -> Obj:
+    out = gpu_pod(index)
+    out["spec"]["nodeName"] = node
+    out["status"] = realistic_pod(index, node)["status"]
+    return out
+
+
+def cache_pods(cache: ClusterCache, start: int, count: int) -> None:
+    """``gpu_pod``s placed by the cache's ``SharedScheduler`` and run (``run_pods``)."""
+    sched = cache.scheduler("binpack", writer="draxr")
+
+    def handle(kind: str, obj: Obj) -> Obj:
+        kept = trim.for_kind(kind)(obj)
+        cache.handle(kind, "MODIFIED", kept)
+        return kept
+
+    run_pods(
+        handle,
+        sched.schedule_and_reserve,
+        cache.release,
+        gpu_pod,
+        running_gpu_pod,
+        start,
+        count,
+    )
+
+
+def cache_units(nodes: int, devices_per_node: int, pods: int) -> dict[str, Any]:
+    """The worker cache's bytes per node, per device, per slice and per running pod (the shapes of
+    ``engine_units`` with ``realistic_node``, ``realistic_slice`` and ``gpu_pod``)."""
+    if 2 * pods > nodes * devices_per_node:
+        raise ValueError(f"{2 * pods} pods need as many devices, {nodes} x {devices_per_node} is too few")
+    cache_pods(cache_of(cache_docs(1, 2)), 0, 1)  # one-time costs, unmeasured
+    bare = kept(lambda: cache_of(cache_docs(nodes, 0)))
+    per_node = (kept(lambda: cache_of(cache_docs(2 * nodes, 0))) - bare) / nodes
+    out: dict[str, Any] = {"worker_cache_bytes_per_node": round(per_node)}
+    small = kept(lambda: cache_of(cache_docs(nodes, devices_per_node)))
+    large = kept(lambda: cache_of(cache_docs(nodes, 2 * devices_per_node)))
+    out["worker_cache_bytes_per_device"] = round((large - small) / (nodes * devices_per_node))
+    out["worker_cache_bytes_per_slice"] = round((small - bare - (large - small)) / nodes)
+    cache = cache_of(cache_docs(nodes, devices_per_node))
+    cache_pods(cache, 0, pods)
+    out["worker_cache_bytes_per_pod"] = round(kept(lambda: cache_pods(cache, pods, pods)) / pods)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", default="1000,10000", help="comma-separated pod counts")
@@ -527,16 +810,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--devices", type=int, default=10_000, help="extra devices for the device figure (0: none)"
     )
+    ap.add_argument(
+        "--unit-nodes", type=int, default=500, help="nodes of the per-unit shapes (and twice as many)"
+    )
+    ap.add_argument(
+        "--unit-devices-per-node",
+        type=int,
+        default=8,
+        help="devices per node of the per-unit shapes (and twice)",
+    )
+    ap.add_argument(
+        "--unit-pods", type=int, default=1000, help="running pods of the per-unit shapes (and twice)"
+    )
+    ap.add_argument(
+        "--unit-classes", type=int, default=25, help="DeviceClasses of the engine's per-unit shapes"
+    )
+    ap.add_argument(
+        "--units-only", action="store_true", help="only the per-unit figures (no emulator, no worker)"
+    )
     ap.add_argument("--cache-of", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     ap.add_argument("--untrimmed", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.cache_of:
         print(f"{measure_cache(args.cache_of, not args.untrimmed):.3f}")
         return 0
+    out: dict[str, Any] = {}
+    nodes, per_node, pods = args.unit_nodes, args.unit_devices_per_node, args.unit_pods
+    out["per_unit_shapes"] = {
+        "nodes": [nodes, 2 * nodes],
+        "devices": [nodes * per_node, 2 * nodes * per_node],
+        "running_pods": [pods, 2 * pods],
+        "engine_classes": args.unit_classes,
+    }
+    with tracing():
+        out.update(engine_units(nodes, per_node, pods, args.unit_classes))
+        out.update(cache_units(nodes, per_node, pods))
+    if args.units_only:
+        print(json.dumps(out, indent=2))
+        return 0
     counts = [int(x) for x in args.pods.split(",") if x]
     base = shape(args.nodes, args.devices_per_node, 0, 0)
     runs = [shape(args.nodes, args.devices_per_node, n, 0) for n in counts]
-    out: dict[str, Any] = {"baseline": base, "pods": runs}
+    out.update({"baseline": base, "pods": runs})
     out["per_1000_pods"] = {
         str(r["pods"]): {
             "rss_mib": per_thousand(r, base, "rss_mib", r["pods"]),

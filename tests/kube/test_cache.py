@@ -5,7 +5,11 @@ visible to the next decision."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+import pytest
+
+from bench.memory import cache_docs, cache_of, cache_pods, cache_units, tracing
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.objects import Obj
@@ -245,3 +249,54 @@ def test_wait_synced_gives_up_when_the_informers_cannot_sync() -> None:
         assert not cache.synced(ALL_KINDS)
     finally:
         cache.stop()
+
+
+# -- memory --------------------------------------------------------------------------------------------
+#
+# ``bench/memory.py``'s figures (``cache_units``): ``tracemalloc`` growth from N to 2N units of a
+# cache fed as its informers feed it (each object decoded from its own JSON document, then trimmed):
+# realistic nodes without devices, realistic devices (seven attributes, a UUID each), running pods
+# the cache's scheduler placed, each with its special claim. The bounds leave 1.5 to 2 times what was
+# measured (CPython 3.11, cel-python; README "Sizing").
+
+KIB = 1024
+#: A node as the kubelet reports it, trimmed (measured 6.5 to 6.6 KB).
+WORKER_CACHE_BYTES_PER_NODE = 12 * KIB
+#: A GPU with seven attributes, a UUID among them (measured 10.9 KB, 5.5 KB with cel-rust).
+WORKER_CACHE_BYTES_PER_DEVICE = 16 * KIB
+#: A running pod of a Deployment, trimmed, and its special claim (measured 14.4 KB).
+WORKER_CACHE_BYTES_PER_POD = 24 * KIB
+
+
+@pytest.fixture(scope="module")
+def cache_memory() -> dict[str, Any]:
+    """100 and 200 nodes; 100 nodes with 4 and 8 devices each; 100 and 200 running pods."""
+    with tracing():
+        return cache_units(nodes=100, devices_per_node=4, pods=100)
+
+
+def test_a_node_costs_the_cache_less_than_its_bound(cache_memory: dict[str, Any]) -> None:
+    assert 0 < cache_memory["worker_cache_bytes_per_node"] < WORKER_CACHE_BYTES_PER_NODE
+
+
+def test_a_device_costs_the_cache_less_than_its_bound(cache_memory: dict[str, Any]) -> None:
+    assert 0 < cache_memory["worker_cache_bytes_per_device"] < WORKER_CACHE_BYTES_PER_DEVICE
+
+
+def test_a_running_pod_costs_the_cache_less_than_its_bound(cache_memory: dict[str, Any]) -> None:
+    assert 0 < cache_memory["worker_cache_bytes_per_pod"] < WORKER_CACHE_BYTES_PER_POD
+
+
+def test_the_pod_index_and_the_engine_share_each_running_pod() -> None:
+    """One object per running pod: the cache's pod index and the engine's accounting hold the same
+    trimmed pod, and every taken device is the device index's own key tuple."""
+    cache = cache_of(cache_docs(3, 4))
+    cache_pods(cache, 0, 10)
+    running = cache.state.allocated.pods
+    assert len(running) == 10
+    for pod_uid, pod_obj in running.items():
+        assert cache.pods[pod_uid] is pod_obj
+    keys = {id(d.key): d.key for sl in cache.state.devices.slices.values() for d in sl.devices}
+    taken = list(cache.state.allocated.devices)
+    assert len(taken) == 10
+    assert all(keys.get(id(key)) is key for key in taken)
