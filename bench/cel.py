@@ -89,6 +89,7 @@ def synthetic_device(i: int, variety: int | None = None) -> SimpleDevice:
 
 
 def timed(fn: Callable[[], Any]) -> float:
+    gc.collect()  # what earlier measurements left behind (cycles) must not slow this one's collections
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start

@@ -60,6 +60,8 @@ TAG_SEMVER = "\x00v"
 
 #: Results memoised per program (by the values it reads); the memo is dropped when full.
 MAX_MEMO = 8192
+#: Evaluations a program makes without its memo after a full memo had fewer than 1/16 hits.
+UNMEMOISED = 8 * MAX_MEMO
 #: Assumed element counts for macro targets of unknown size, for the step bound.
 _LIST_BOUND = MAX_ATTRIBUTE_VALUES_PER_DEVICE
 _MAP_BOUND = 64
@@ -738,11 +740,23 @@ def _literal_text(text: str) -> str | None:
 class RustProgram:
     """A compiled selector: the reference's tree, and the Rust program unless declined."""
 
-    __slots__ = ("compiled", "declined", "functions", "inputs", "memo", "program", "readers")
+    __slots__ = (
+        "compiled",
+        "declined",
+        "functions",
+        "inputs",
+        "memo",
+        "memo_hits",
+        "program",
+        "readers",
+        "unmemoised",
+    )
 
     def __init__(self, compiled: CompiledExpression) -> None:
         self.compiled = compiled
         self.memo: dict[Hashable, bool | CelRuntimeError] = {}
+        self.memo_hits = 0  # since the memo was last dropped
+        self.unmemoised = 0  # evaluations left to make without the memo
         self.inputs: tuple[tuple[str, Input], ...] = ()
         self.readers: tuple[tuple[str, Reader], ...] = ()
         self.functions: dict[str, Callable[..., Any]] = {}
@@ -838,17 +852,28 @@ class RustBackend:
             return [self._reference_outcome(program, dev) for dev in devices]
         out: list[bool | CelRuntimeError] = []
         readers = program.readers
+        single = readers[0] if len(readers) == 1 else None
         memo = program.memo
         hits = 0
         for dev in devices:
-            keys: list[Hashable] = []
             variables: dict[str, Any] = {}
-            for name, read in readers:
-                key, value = read(dev)
-                keys.append(key)
+            memo_key: Hashable
+            if single is not None:  # one input: its key is the memo key
+                memo_key, value = single[1](dev)
                 if value is not _MISSING:
-                    variables[name] = value
-            memo_key = tuple(keys)
+                    variables[single[0]] = value
+            else:
+                keys: list[Hashable] = []
+                for name, read in readers:
+                    key, value = read(dev)
+                    keys.append(key)
+                    if value is not _MISSING:
+                        variables[name] = value
+                memo_key = tuple(keys)
+            if program.unmemoised > 0:  # the memo was not paying off: run without it a while
+                program.unmemoised -= 1
+                out.append(self._run(program, dev, variables))
+                continue
             try:
                 hit = memo.get(memo_key)
             except TypeError:  # a device value that cannot be hashed (a list where a tuple belongs)
@@ -856,11 +881,15 @@ class RustBackend:
                 continue
             if hit is not None:
                 hits += 1
+                program.memo_hits += 1
                 out.append(hit)
                 continue
             outcome = self._run(program, dev, variables)
             if len(memo) >= MAX_MEMO:
+                if program.memo_hits < MAX_MEMO // 16:  # inputs unique per device (an ID, a UUID)
+                    program.unmemoised = UNMEMOISED
                 memo.clear()
+                program.memo_hits = 0
             memo[memo_key] = outcome
             out.append(outcome)
         self._memo_hits += hits  # counters are statistics: no lock on the hot path
