@@ -95,7 +95,25 @@ def test_release_unreserves_deallocates_unprotects_and_deletes_in_that_order(
         ("update", "resourceclaims"),  # the finalizer
         ("delete", "resourceclaims"),
     ]
+    # One read: each step goes on from what the previous one read or wrote.
+    reads = [(r.verb, r.resource) for r in kube.em.requests() if r.verb == "get"]
+    assert reads == [("get", "resourceclaims")]
     assert kube.claims() == []
+
+
+def test_release_reads_again_when_its_first_update_conflicts(kube: Cluster, cleaner: Cleaner) -> None:
+    pod, other = kube.pod("p"), kube.pod("q")
+    held_claim(kube, "p-extended-resources-abcde", pod, pod, other)
+    stale = kube.em.find("resourceclaims", "p-extended-resources-abcde", "default")
+    assert stale is not None
+    labels: Obj = {"metadata": {"labels": {"x": "y"}}}
+    kube.em.patch("resourceclaims", "p-extended-resources-abcde", labels, "default")  # a newer version
+    released = cleaner.binder.release_claim(
+        "default", "p-extended-resources-abcde", pod["metadata"]["uid"], deallocate=True, known=stale
+    )
+    assert released is not None
+    assert [r["name"] for r in released["status"]["reservedFor"]] == ["q"]
+    assert released["metadata"]["labels"] == {"x": "y"}  # the second attempt started from a fresh read
 
 
 def test_release_of_a_claim_another_pod_still_uses_stops_at_unreserving(

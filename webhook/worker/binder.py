@@ -305,10 +305,13 @@ class Binder:
                 return None
             raise
 
-    def release_claim(self, ns: str, cname: str, pod_uid: str, *, deallocate: bool) -> Obj | None:
-        """Take the pod out of ``reservedFor``; clear the allocation when nobody is left."""
-        for _ in range(CONFLICT_RETRIES):
-            claim = self.read_claim(ns, cname)
+    def release_claim(
+        self, ns: str, cname: str, pod_uid: str, *, deallocate: bool, known: Obj | None = None
+    ) -> Obj | None:
+        """Take the pod out of ``reservedFor``; clear the allocation when nobody is left.
+        ``known``: a copy the caller just read, used for the first attempt (a conflict reads again)."""
+        for attempt in range(CONFLICT_RETRIES):
+            claim = known if attempt == 0 and known is not None else self.read_claim(ns, cname)
             if claim is None:
                 return None
             st = claim.setdefault("status", {})
@@ -354,10 +357,13 @@ class Binder:
             claim = fresh
         raise BindError(f"remove finalizer of claim {namespace(claim)}/{name(claim)}: too many conflicts")
 
-    def delete_claim(self, ns: str, cname: str, claim_uid: str | None = None) -> bool:
-        """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine."""
-        for _ in range(CONFLICT_RETRIES):
-            claim = self.read_claim(ns, cname)
+    def delete_claim(
+        self, ns: str, cname: str, claim_uid: str | None = None, *, known: Obj | None = None
+    ) -> bool:
+        """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine.
+        ``known``: a copy the caller just wrote or read, used for the first attempt."""
+        for attempt in range(CONFLICT_RETRIES):
+            claim = known if attempt == 0 and known is not None else self.read_claim(ns, cname)
             if claim is None:
                 return True
             if claim_uid and uid(claim) != claim_uid:

@@ -55,12 +55,12 @@ class Cleaner:
             owner = controller_ref(current)
             if owner is not None and owner.get("uid") != pod_uid:
                 return True  # belongs to a newer pod of the same name
-            claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True)
+            claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True, known=current)
             if claim is None:
                 return True
             if as_dict(claim.get("status")).get("reservedFor"):
                 return False  # still in use by someone else
-            self.binder.delete_claim(ns, claim_name, uid(claim))
+            self.binder.delete_claim(ns, claim_name, uid(claim), known=claim)
             log.info("released special claim", extra={"claim": f"{ns}/{claim_name}", "pod": pod_uid})
             return True
         except (ApiError, BindError, NotLeader) as e:
