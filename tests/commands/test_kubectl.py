@@ -24,6 +24,7 @@ from webhook.commands import kubectl
 from webhook.core.objects import Obj
 from webhook.core.scheduler import UNSCHEDULABLE
 from webhook.emulator.sandbox import Sandbox
+from webhook.kube.client import KubeClient
 from webhook.kube.resources import PODS
 
 GPU = "example.com/gpu"
@@ -300,3 +301,23 @@ def test_kubectl_runs_the_installed_plugin_through_the_normal_kubeconfig(sb: San
     )
     assert missing.returncode == 1
     assert missing.stderr == 'kubectl draxr why: error: pods "nope" not found in namespace default\n'
+
+
+def test_listing_starts_over_when_a_continue_token_expires() -> None:
+    with Sandbox() as sandbox:
+        for i in range(kubectl.PAGE + 3):  # two pages of pods
+            sandbox.em.create("pods", _pod(f"p{i}", 0, schedulerName="other"), "default")
+        injected: list[bool] = []
+
+        def after_each_request(verb: str, resource: str, code: int) -> None:
+            if verb == "list" and resource == "pods" and code == 200 and not injected:
+                injected.append(True)  # the server forgets the list after its first page
+                sandbox.em.inject(
+                    verbs="list", resource="pods", error=410, message="too old resource version", times=1
+                )
+
+        client = KubeClient(sandbox.em.api_client("admin"), hook=after_each_request)
+        pods = kubectl.list_all(client, PODS, "default")
+    assert injected == [True]
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(f"p{i}" for i in range(kubectl.PAGE + 3))
+    assert {p["kind"] for p in pods} == {"Pod"}

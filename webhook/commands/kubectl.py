@@ -34,6 +34,7 @@ from ..core.objects import Obj, annotations_of, as_dict, as_list, meta, name, na
 from ..core.scheduler import SCHEDULED, Scheduler
 from ..core.scoring import BINPACK, POLICIES
 from ..core.state import ClusterState
+from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (
     DEVICE_CLASSES,
@@ -88,18 +89,13 @@ def connect(kubeconfig: str | None, context: str | None) -> tuple[KubeClient, st
 
 
 def list_all(client: KubeClient, res: Resource, ns: str | None = None) -> list[Obj]:
-    """Every object of ``res`` (in ``ns``, or everywhere), in pages, each with its kind."""
-    items: list[Obj] = []
-    token: str | None = None
-    while True:
-        page = client.list(res, ns, limit=PAGE, continue_token=token)
-        for item in as_list(page.get("items")):
-            item.setdefault("kind", res.kind)
-            item.setdefault("apiVersion", res.api_version)
-            items.append(item)
-        token = as_dict(page.get("metadata")).get("continue") or None
-        if not token:
-            return items
+    """Every object of ``res`` (in ``ns``, or everywhere), in pages (an expired continue token
+    starts the list over, as informers do), each with its kind."""
+    items = pager.list_all(client, res, page_size=PAGE, namespace=ns).items
+    for item in items:
+        item.setdefault("kind", res.kind)
+        item.setdefault("apiVersion", res.api_version)
+    return items
 
 
 def read_cluster(client: KubeClient) -> list[Obj]:

@@ -6,11 +6,9 @@ deletion that happened while the watch was down. Whatever version it lists, reso
 objects are stored and handed on in the v1 shape (``core.versions``), then through the informer's
 ``transform`` (``kube.trim``: only the fields draxr reads are kept).
 
-Lists are paged (``limit``/``continue``, ``page_size`` objects a page, as client-go's pager), each
-page transformed before the next is read, so a relist of 10,000 pods never holds them all as the
-server sent them. A continue token the server no longer honours (410 Expired: the list's
-resourceVersion was compacted between pages) starts the list over; after ``MAX_EXPIRED_PAGES``
-such restarts in a row, one unpaged list, as client-go's pager falls back to.
+Lists are paged (``kube.pager``: ``limit``/``continue``, ``page_size`` objects a page, an expired
+continue token starts the list over), each page transformed before the next is read, so a relist
+of 10,000 pods never holds them all as the server sent them.
 """
 
 from __future__ import annotations
@@ -23,8 +21,12 @@ from dataclasses import replace
 from ..core.objects import Obj
 from ..core.objects import key as object_key
 from ..core.versions import to_v1
+from . import pager
 from .client import ApiError, KubeClient, WatchStream
+from .pager import MAX_EXPIRED_PAGES
 from .resources import Resource
+
+__all__ = ["MAX_EXPIRED_PAGES", "PAGE_SIZE", "Informer"]
 
 Handler = Callable[[str, Obj], None]  # ("ADDED" | "MODIFIED" | "DELETED", object)
 Transform = Callable[[Obj], Obj]
@@ -33,8 +35,6 @@ Transform = Callable[[Obj], Obj]
 #: transient garbage that fragments Python's heap, and 100 keeps the worker's resident memory near
 #: its cache's size (bench/memory.py: 4.7 MiB per 1,000 pods against 6.3 with 500).
 PAGE_SIZE = 100
-#: Restarts of a paged list whose continue token expired, before one unpaged list.
-MAX_EXPIRED_PAGES = 3
 
 log = logging.getLogger("draxr.informer")
 
@@ -151,49 +151,19 @@ class Informer:
         obj = to_v1(obj)
         return self.transform(obj) if self.transform is not None else obj
 
-    def _list_pages(self, page_size: int) -> tuple[dict[str, Obj], str]:
-        """Every object, page by page; the list's resourceVersion (the same on every page).
-        ``_Expired`` when the server no longer honours a continue token."""
-        fresh: dict[str, Obj] = {}
-        token = ""
-        while True:
-            try:
-                listing = self.client.list(
-                    self.resource,
-                    field_selector=self.field_selector,
-                    limit=page_size or None,
-                    continue_token=token or None,
-                )
-            except ApiError as e:
-                if e.gone and token:
-                    raise _Expired(e) from None
-                raise
-            self.pages += 1
-            for item in listing.get("items") or []:
-                if isinstance(item, dict):
-                    item = self._prepare(item)
-                    fresh[object_key(item)] = item
-            meta = listing.get("metadata") or {}
-            token = str(meta.get("continue") or "")
-            if not token:
-                return fresh, str(meta.get("resourceVersion", ""))
-
     def list_all(self) -> tuple[dict[str, Obj], str]:
-        """Every object by key, and the resourceVersion to watch from. A continue token that
-        expired (410) starts the list over; after ``MAX_EXPIRED_PAGES`` of those, one unpaged list."""
-        expired = 0
-        while True:
-            page_size = self.page_size if expired < MAX_EXPIRED_PAGES else 0
-            try:
-                return self._list_pages(page_size)
-            except _Expired as e:
-                expired += 1
-                self.expired_lists += 1
-                log.info(
-                    "informer %s: the list expired between pages; listing again from the start",
-                    self.resource.plural,
-                    extra={"reason": e.error.message or e.error.reason},
-                )
+        """Every object by key, and the resourceVersion to watch from (``pager.list_all``: an
+        expired continue token starts the list over)."""
+        listing = pager.list_all(
+            self.client,
+            self.resource,
+            page_size=self.page_size,
+            field_selector=self.field_selector,
+            transform=self._prepare,
+        )
+        self.pages += listing.pages
+        self.expired_lists += listing.restarts
+        return {object_key(item): item for item in listing.items}, listing.resource_version
 
     def _relist(self) -> None:
         fresh, resource_version = self.list_all()
@@ -252,14 +222,6 @@ class Informer:
             if rv:
                 self.resource_version = rv
         return False
-
-
-class _Expired(Exception):
-    """A paged list's continue token expired (410): the list must start over."""
-
-    def __init__(self, error: ApiError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def _rv(obj: Obj) -> str:
