@@ -26,7 +26,9 @@ if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import percentile
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
 from webhook.core.objects import Obj
@@ -99,11 +101,6 @@ def pod(i: int, classes: int) -> Obj:
             ]
         },
     }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def taint_rule_costs(st: ClusterState) -> dict[str, float]:

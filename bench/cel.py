@@ -49,7 +49,9 @@ if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import memory_kib
 from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
 from webhook.core.cel.backend import make_backend
 from webhook.core.quantity import Quantity
@@ -96,11 +98,7 @@ def timed(fn: Callable[[], Any]) -> float:
 
 
 def rss_kib() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    return memory_kib()["VmRSS"]
 
 
 def run_all(engine: SelectorEngine, expression: str, devices: list[SimpleDevice]) -> None:

@@ -1,8 +1,14 @@
-"""What the benchmarks that drive the worker through the API emulator set up alike: the worker's
-identity, its namespace, a DRA device class backing an extended resource, and ready nodes each
-with one ResourceSlice of GPUs."""
+"""What the benchmarks share: the worker's identity, its namespace, a DRA device class backing an
+extended resource, and ready nodes each with one ResourceSlice of GPUs (for those that drive the
+worker through the API emulator); the command line of a worker process; percentiles; a process's
+memory and CPU from /proc; a free loopback port."""
 
 from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
 
 from webhook.core.objects import Obj
 from webhook.emulator import Emulator
@@ -63,3 +69,42 @@ def gpu_pod(name: str) -> Obj:
             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"example.com/gpu": "1"}}}],
         },
     }
+
+
+def serve_argv(*flags: str) -> list[str]:
+    """``draxr serve`` as a worker alone (no webhook, no leader election), with ``flags``."""
+    return [sys.executable, "-m", "webhook", "serve", "--no-webhook", "--no-leader-elect", *flags]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by rank; NaN when there are no values."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def memory_kib(pid: int | str = "self") -> dict[str, int]:
+    """Resident set size now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def memory_mib(pid: int | str = "self") -> dict[str, float]:
+    """``memory_kib`` in MiB, to one decimal."""
+    return {key: round(kib / 1024, 1) for key, kib in memory_kib(pid).items()}
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User plus system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

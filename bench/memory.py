@@ -34,7 +34,6 @@ import contextlib
 import gc
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ import httpx
 
 from bench.allocate import build
 from bench.allocate import pod as allocate_pod
+from bench.common import free_port, memory_mib, serve_argv
 from webhook.core.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -429,19 +429,6 @@ def seed(em: Emulator, nodes: int, devices_per_node: int, pods: int, extra_devic
         em.store.create(pods_key, realistic_pod(i, names[i % nodes]))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _status_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} for {pid}")
-
-
 def _cached(base: str) -> dict[str, float]:
     text = httpx.get(f"{base}/metrics", timeout=10).text
     out: dict[str, float] = {}
@@ -454,17 +441,10 @@ def _cached(base: str) -> dict[str, float]:
 
 def worker_rss(kubeconfig: Path, pods: int, slices: int, timeout: float = 600) -> dict[str, float]:
     """Start ``draxr serve --no-webhook``; once its caches hold every pod and slice, its memory."""
-    port = _free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "webhook",
-        "serve",
-        "--no-webhook",
-        "--no-leader-elect",
-        "--log-level=warning",
-    ]
-    argv += [f"--kubeconfig={kubeconfig}", "--host=127.0.0.1", f"--port={port}"]
+    port = free_port()
+    argv = serve_argv(
+        "--log-level=warning", f"--kubeconfig={kubeconfig}", "--host=127.0.0.1", f"--port={port}"
+    )
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     started = time.monotonic()
@@ -483,9 +463,10 @@ def worker_rss(kubeconfig: Path, pods: int, slices: int, timeout: float = 600) -
             time.sleep(0.2)
         synced_s = time.monotonic() - started
         time.sleep(1.0)  # let the first scheduling pass and the resync settle
+        memory = memory_mib(proc.pid)
         return {
-            "rss_mib": round(_status_kib(proc.pid, "VmRSS") / 1024, 1),
-            "peak_rss_mib": round(_status_kib(proc.pid, "VmHWM") / 1024, 1),
+            "rss_mib": memory["VmRSS"],
+            "peak_rss_mib": memory["VmHWM"],
             "synced_s": round(synced_s, 2),
         }
     finally:

@@ -40,30 +40,24 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.allocate import build, percentile, pod
-from bench.common import DRIVER, WORKER, WRITES, gpu_class, gpu_node, worker_namespace
+from bench.allocate import build, pod
+from bench.common import (
+    DRIVER,
+    WORKER,
+    WRITES,
+    cpu_seconds,
+    gpu_class,
+    gpu_node,
+    memory_mib,
+    percentile,
+    serve_argv,
+    worker_namespace,
+)
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
 from webhook.core.objects import Obj
 from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
 from webhook.emulator import Emulator
-
-
-def cpu_seconds(pid: int | str = "self") -> float:
-    """User plus system CPU seconds a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int | str = "self") -> dict[str, float]:
-    """Resident set size now (``VmRSS``) and at its peak (``VmHWM``), in MiB."""
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
-    return out
-
 
 # --- the engine ----------------------------------------------------------------------------------
 
@@ -71,7 +65,7 @@ def rss_mb(pid: int | str = "self") -> dict[str, float]:
 def engine(args: argparse.Namespace) -> dict[str, Any]:
     capacity = args.nodes * args.devices
     set_default_engine(args.cel_engine)
-    before = rss_mb()
+    before = memory_mib()
     t0 = time.perf_counter()
     st = build(args.nodes, args.devices, args.classes, unique=False)
     st.percentage_of_nodes_to_score = args.percentage_of_nodes_to_score
@@ -80,7 +74,7 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     for k in range(args.classes):
         st.capacity.free(f"gpu-{k}")  # every class selector on every device once (the CEL cache)
     cold_s = time.perf_counter() - t0
-    built = rss_mb()
+    built = memory_mib()
     sched = Scheduler(st, "binpack")
     live_limit = args.live if args.live is not None else max(1, min(args.pods, capacity) // 2)
     live: deque[tuple[Decision, str]] = deque()
@@ -99,7 +93,7 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
             scheduled += 1
         latencies.append(time.perf_counter() - t)
     total = time.perf_counter() - t_all
-    after = rss_mb()
+    after = memory_mib()
     return {
         "decisions": args.pods,
         "scheduled": scheduled,
@@ -177,13 +171,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         setup_s = time.perf_counter() - t0
         kubeconfig = em.kubeconfig(Path(tmp) / "kubeconfig", token="w")
         log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115 (closed below)
-        cmd = [
-            sys.executable,
-            "-m",
-            "webhook",
-            "serve",
-            "--no-webhook",
-            "--no-leader-elect",
+        cmd = serve_argv(
             f"--kubeconfig={kubeconfig}",
             f"--qps={args.qps}",
             f"--burst={args.burst}",
@@ -191,7 +179,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             "--port=0",
             "--log-level=warning",
             f"--cel-engine={args.cel_engine}",
-        ]
+        )
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             # Ready when it has bound a first pod (its caches are synced by then).
@@ -200,7 +188,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             wait_bound(em, "pod-99999", timeout=600)
             start_s = time.perf_counter() - t1
             em.delete("pods", "pod-99999", "default")
-            ready_rss = rss_mb(proc.pid)
+            ready_rss = memory_mib(proc.pid)
             em.reset_requests()
             live_limit = args.live if args.live is not None else max(1, min(args.worker_pods, capacity) // 2)
             live: deque[str] = deque()
@@ -226,7 +214,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             total = time.perf_counter() - t2
             worker_cpu, bench_cpu = cpu_seconds(proc.pid) - worker_cpu, cpu_seconds() - bench_cpu
             writes = sum(1 for r in em.requests() if r.user == WORKER and r.verb in WRITES and r.code < 400)
-            end_rss = rss_mb(proc.pid)
+            end_rss = memory_mib(proc.pid)
         finally:
             proc.terminate()
             try:

@@ -48,6 +48,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import percentile, serve_argv
 from e2e.controlplane.launcher import ControlPlane, _die_with_parent, free_port, log_tail, wait_until
 from webhook.core.objects import Obj
 from webhook.install.manifests import rbac
@@ -324,11 +325,6 @@ def validate(client: KubeClient, ns: str) -> Obj:
     }
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
-
-
 def run(client: KubeClient, ns: str, pods: int, scheduler: str | None, timeout: float) -> Obj:
     namespace(client, ns)
     watch = BindWatch(client, ns)
@@ -364,8 +360,8 @@ def run(client: KubeClient, ns: str, pods: int, scheduler: str | None, timeout: 
         "pods_bound_per_second": round(len(watch.bound) / (end - start), 1),
         "pods_created_per_second": round(pods / (created_at - start), 1),
         "pod_watch_relists": watch.relists,
-        "create_to_bound_p50_ms": round(pct(latencies, 0.5) * 1000, 1),
-        "create_to_bound_p99_ms": round(pct(latencies, 0.99) * 1000, 1),
+        "create_to_bound_p50_ms": round(percentile(latencies, 0.5) * 1000, 1),
+        "create_to_bound_p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
         "writes_per_pod": round(per_pod, 2),
         "writes_per_pod_without_events": round(
             sum(n for k, n in placement.items() if "events" not in k) / max(1, len(watch.bound)), 2
@@ -389,24 +385,13 @@ class DraxrWorker:
     def __init__(self, cp: ControlPlane, workdir: Path, qps: int) -> None:
         self.port = free_port()
         self.log = workdir / "draxr-worker.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "webhook",
-            "serve",
-            "--no-webhook",
-            "--no-leader-elect",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--kubeconfig",
-            str(cp.kubeconfig_path("worker")),
-            "--qps",
-            str(qps),
-            "--burst",
-            str(qps),
-        ]
+        argv = serve_argv(
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            f"--kubeconfig={cp.kubeconfig_path('worker')}",
+            f"--qps={qps}",
+            f"--burst={qps}",
+        )
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
                 argv,

@@ -51,7 +51,9 @@ if __name__ == "__main__":
     # shadow the ``webhook`` package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import percentile
 from webhook.core.objects import Obj
 
 PATH = "/mutate/pods"
@@ -349,11 +351,6 @@ class Connection:
 
     def close(self) -> None:
         self.writer.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def summary(latencies: list[float], elapsed: float, offered: float | None, errors: int) -> Obj:

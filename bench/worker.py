@@ -32,7 +32,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.common import WORKER, WRITES, gpu_class, gpu_node, gpu_pod, worker_namespace
+from bench.common import WORKER, WRITES, gpu_class, gpu_node, gpu_pod, percentile, worker_namespace
 from webhook.core.objects import Obj
 from webhook.core.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
 from webhook.emulator import Emulator
@@ -97,10 +97,6 @@ class Tracker:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def pct(values: list[float], q: float) -> float:
-    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
 def worker_writes(em: Emulator) -> int:
@@ -179,15 +175,15 @@ def main(argv: list[str] | None = None) -> int:
         "fill": {
             "pods": total,
             "pods_bound_per_second": round(total / fill_s, 1),
-            "create_to_bound_p50_ms": round(pct(fill_lat, 0.5) * 1000, 1),
-            "create_to_bound_p99_ms": round(pct(fill_lat, 0.99) * 1000, 1),
+            "create_to_bound_p50_ms": round(percentile(fill_lat, 0.5) * 1000, 1),
+            "create_to_bound_p99_ms": round(percentile(fill_lat, 0.99) * 1000, 1),
             "api_writes_per_pod": round(fill_writes / total, 2),
         },
         "steady_half_full": {
             "pods": args.steady,
             "pods_bound_per_second": round(args.steady / steady_s, 1),
-            "create_to_bound_p50_ms": round(pct(steady_lat, 0.5) * 1000, 1),
-            "create_to_bound_p99_ms": round(pct(steady_lat, 0.99) * 1000, 1),
+            "create_to_bound_p50_ms": round(percentile(steady_lat, 0.5) * 1000, 1),
+            "create_to_bound_p99_ms": round(percentile(steady_lat, 0.99) * 1000, 1),
             "api_writes_per_pod_including_cleanup": round(steady_writes / args.steady, 2),
         },
     }
