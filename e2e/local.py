@@ -25,12 +25,10 @@ and kill or restart draxr's processes through ``LocalProcesses``. ``stop()`` tea
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -50,6 +48,7 @@ from .controlplane.launcher import (
     log_tail,
     wait_until,
 )
+from .target import loopback_get
 
 NAMESPACE = "draxr-system"
 LEASE = "draxr-worker"
@@ -162,19 +161,7 @@ class DraxrProcess:
         return self.popen.pid
 
     def get(self, path: str) -> tuple[int, str]:
-        if self.https_ca is not None:
-            ctx = ssl.create_default_context(cafile=str(self.https_ca))
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                "127.0.0.1", self.port, context=ctx, timeout=5
-            )
-        else:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode(errors="replace")
-        finally:
-            conn.close()
+        return loopback_get(self.port, path, ca=self.https_ca)
 
     def ready(self) -> bool:
         try:

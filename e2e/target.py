@@ -152,15 +152,28 @@ class EmulatorProcesses:
 
     def webhook_get(self, path: str) -> tuple[int, str]:
         # The certificate names the webhook's Service, not 127.0.0.1: the CA is checked, the name not.
-        ctx = ssl.create_default_context(cafile=str(self.box.certs / "ca.crt"))
-        ctx.check_hostname = False
-        conn = http.client.HTTPSConnection("127.0.0.1", self.box.port, context=ctx, timeout=10)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode(errors="replace")
-        finally:
-            conn.close()
+        return loopback_get(
+            self.box.port, path, ca=self.box.certs / "ca.crt", check_hostname=False, timeout=10
+        )
+
+
+def loopback_get(
+    port: int, path: str, *, ca: Path | None = None, check_hostname: bool = True, timeout: float = 5
+) -> tuple[int, str]:
+    """GET ``path`` from a server on 127.0.0.1 (HTTPS trusting ``ca`` when given): status and body."""
+    conn: http.client.HTTPConnection
+    if ca is not None:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        ctx.check_hostname = check_hostname
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode(errors="replace")
+    finally:
+        conn.close()
 
 
 @dataclass
