@@ -12,7 +12,8 @@ from webhook.core.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.resources import BUILTIN
 from webhook.kube.client import KubeClient
-from webhook.kube.informer import MAX_EXPIRED_PAGES, Informer
+from webhook.kube.informer import Informer
+from webhook.kube.pager import MAX_EXPIRED_PAGES
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, Resource, device_taint_rules
 
 

@@ -40,7 +40,7 @@ from webhook.install.manifests import (
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import PODS
 from webhook.runtime.rotation import CertRotator, RotationConfig, RotationError
-from webhook.runtime.serve import Process
+from webhook.runtime.serve import Process, ServeOptions
 
 from .secret_volume import SecretVolume
 
@@ -433,3 +433,29 @@ def test_the_webhook_reads_a_projected_secret_volume(
         assert sorted(p.name for p in tmp_path.iterdir()) == ["..2", "..data", "ca.crt", "tls.crt", "tls.key"]
     finally:
         volume.stop()
+
+
+def test_without_leader_election_the_worker_renews_as_the_only_replica(em: Emulator, tmp_path: Path) -> None:
+    """``draxr serve --leader-elect=false --rotate-certificates``: no Lease, so the process leads at
+    once, for the certificates as for the pods."""
+    ca = issue_ca(validity=3650 * DAY)
+    other = issue_ca(validity=3650 * DAY)
+    # A serving pair the Secret's CA did not sign: the first pass as the leader re-issues it.
+    seed(em, ca, issue_serving(other, serving_names(WEBHOOK, NS), validity=90 * DAY))
+    opts = ServeOptions(
+        webhook=False,
+        kubeconfig=str(em.kubeconfig(tmp_path / "kubeconfig", token="admin")),
+        leader_elect=False,
+        rotate_certificates=True,
+    )
+    proc = Process(opts)
+    try:
+        proc.start_background()
+        em.wait_for(lambda: events(em, "CertificateRenewed"), 30, "a renewal by the only replica")
+        assert signed_by(live(em)[1].cert, ca.cert)
+        assert proc.rotator is not None
+        assert proc.rotator.ca == ca.cert
+        assert proc.worker is not None
+        assert proc.worker.is_leader()
+    finally:
+        proc.stop()

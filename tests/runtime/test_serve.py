@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -12,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -28,20 +30,32 @@ from webhook.runtime.serve import Process, ServeOptions
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
-    ensure_certs(tmp_path, "draxr-webhook", "draxr-system")
-    proc = Process(
-        ServeOptions(snapshot=[str(examples_dir())], worker=False, cert_dir=tmp_path, host="127.0.0.1")
+def _snapshot_webhook(cert_dir: Path) -> Process:
+    """``draxr serve --snapshot examples --no-worker`` with the pair in ``cert_dir``."""
+    return Process(
+        ServeOptions(snapshot=[str(examples_dir())], worker=False, cert_dir=cert_dir, host="127.0.0.1")
     )
+
+
+@contextlib.contextmanager
+def _serving(proc: Process) -> Iterator[int]:
+    """``proc`` serving on an ephemeral port of 127.0.0.1 (the port), stopped on the way out."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
-    proc.serve_in_thread(sock)
     try:
+        proc.serve_in_thread(sock)
+        yield sock.getsockname()[1]
+    finally:
+        proc.stop()
+        sock.close()
+
+
+def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
+    ensure_certs(tmp_path, "draxr-webhook", "draxr-system")
+    with _serving(_snapshot_webhook(tmp_path)) as port:
         ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
-        with httpx.Client(
-            base_url=f"https://localhost:{sock.getsockname()[1]}", verify=ctx, timeout=10
-        ) as http:
+        with httpx.Client(base_url=f"https://localhost:{port}", verify=ctx, timeout=10) as http:
             assert http.get("/readyz").status_code == 200  # a snapshot is synced from the start
             review = {
                 "apiVersion": "admission.k8s.io/v1",
@@ -75,9 +89,6 @@ def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
         assert answer["uid"] == "u-1"
         assert answer["allowed"] is True
         assert answer["patchType"] == "JSONPatch"
-    finally:
-        proc.stop()
-        sock.close()
 
 
 def test_snapshot_with_the_worker_is_a_configuration_error() -> None:
@@ -98,11 +109,7 @@ def test_a_worker_says_once_at_start_what_it_loaded_and_where_it_listens(
     caplog.set_level(logging.INFO, logger="draxr")
     kube.apply(node("n1"), device_class(), device_class("other.example.com", ext=None), gpu_slice("n1", 2))
     proc = kube.worker()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    try:
-        proc.serve_in_thread(sock)
+    with _serving(proc) as port:
         kube.em.wait_for(lambda: _started(caplog), 15, "the start line")
         proc.announce()  # a second call says nothing more
         [line] = _started(caplog)
@@ -113,13 +120,10 @@ def test_a_worker_says_once_at_start_what_it_loaded_and_where_it_listens(
             "classes": 2,
             "mapped": {"example.com/gpu": "gpu.example.com"},
             "webhook": "off",
-            "worker": f"http://127.0.0.1:{sock.getsockname()[1]}",
+            "worker": f"http://127.0.0.1:{port}",
             "synced": True,
             "leader_election": "off",
         }
-    finally:
-        proc.stop()
-        sock.close()
 
 
 def test_webhook_and_worker_in_one_process_name_the_mode_and_one_address(
@@ -178,26 +182,14 @@ def test_a_webhook_serving_an_expired_certificate_is_not_ready(tmp_path: Path) -
     (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
     (tmp_path / "tls.crt").write_bytes(leaf.cert_pem)
     (tmp_path / "tls.key").write_bytes(leaf.key_pem)
-    proc = Process(
-        ServeOptions(snapshot=[str(examples_dir())], worker=False, cert_dir=tmp_path, host="127.0.0.1")
-    )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    proc.serve_in_thread(sock)
-    try:
+    with _serving(_snapshot_webhook(tmp_path)) as port:
         # The client looks past the expiry to see what the server answers.
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-        with httpx.Client(
-            base_url=f"https://localhost:{sock.getsockname()[1]}", verify=ctx, timeout=10
-        ) as http:
+        with httpx.Client(base_url=f"https://localhost:{port}", verify=ctx, timeout=10) as http:
             ready = http.get("/readyz")
             answer = http.post("/validate/pods", json={"apiVersion": "admission.k8s.io/v1", "request": {}})
-    finally:
-        proc.stop()
-        sock.close()
     expired = f"serving certificate serial {leaf.cert.serial_number:x} expired at "
     assert ready.status_code == 503
     assert ready.text.startswith(expired)

@@ -65,6 +65,25 @@ def test_backoff_orders_retries_behind_active_pods_and_never_idles() -> None:
     assert [q.pop(0).uid for _ in range(2)] == ["new", "early"]  # type: ignore[union-attr]
 
 
+def test_a_pod_queued_again_is_popped_ahead_of_time_at_its_latest_backoff() -> None:
+    """A pod's earlier backoff left in the heap does not put it ahead of another pod."""
+    clock = Clock()
+    q = SchedulingQueue(clock)
+    q.add("a")
+    q.add("b")
+    assert q.pop(0).uid == "a"  # type: ignore[union-attr]
+    q.failed("a")  # unschedulable, backoff for 1 s (until +1.0)
+    q.cluster_changed()
+    q.add("a")  # an event while it backs off: queued again until +1.0
+    assert q.pop(0).uid == "b"  # type: ignore[union-attr]
+    clock.now += 0.5
+    q.failed("b", unschedulable=False)  # until +1.5
+    assert q.pop(0).uid == "a"  # type: ignore[union-attr]  # the first of a's two items
+    q.failed("a", unschedulable=False)  # 2 s now: until +2.5; a's other item (+1.0) is stale
+    assert [q.pop(0).uid for _ in range(2)] == ["b", "a"]  # type: ignore[union-attr]
+    assert q.pop(0) is None
+
+
 def test_event_during_an_attempt_is_not_lost() -> None:
     clock = Clock()
     q = SchedulingQueue(clock)

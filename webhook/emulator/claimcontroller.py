@@ -29,6 +29,7 @@ from .controller import Controller
 from .history import WatchEvent
 from .registry import Registry, Request
 from .resources import ResourceIndex
+from .store import move_in_index
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +89,7 @@ class ResourceClaimController(Controller):
         assert ref is not None
         meta = ref["metadata"]
         ident = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        before, after = _reserving_pods(old), _reserving_pods(new)
-        for uid in before - after:
-            claims = self._reserved_by.get(uid)
-            if claims is not None:
-                claims.discard(ident)
-                if not claims:
-                    del self._reserved_by[uid]
-        for uid in after - before:
-            self._reserved_by.setdefault(uid, set()).add(ident)
+        move_in_index(self._reserved_by, ident, _reserving_pods(old), _reserving_pods(new))
 
     # -- events ----------------------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ watchers. Every method is atomic under one lock; the lock is never held across I
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..core.objects import Obj
 from .history import History, WatchEvent
@@ -49,6 +50,23 @@ def _owner_uids(obj: Obj | None) -> set[str]:
     if not isinstance(refs, list):
         return set()
     return {r["uid"] for r in refs if isinstance(r, dict) and isinstance(r.get("uid"), str)}
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=Hashable)
+
+
+def move_in_index(index: dict[K, set[V]], item: V, before: set[K], after: set[K]) -> None:
+    """Keep a reverse index (key -> items) as ``item``'s keys go from ``before`` to ``after``; a
+    key left with no item is dropped."""
+    for k in before - after:
+        items = index.get(k)
+        if items is not None:
+            items.discard(item)
+            if not items:
+                del index[k]
+    for k in after - before:
+        index.setdefault(k, set()).add(item)
 
 
 def _with_rv(obj: Obj, rv: int) -> Obj:
@@ -191,14 +209,7 @@ class Store:
                 self._uids.pop(uid, None)
             else:
                 self._uids[uid] = ident
-        for owner in old_owners - new_owners:
-            deps = self._dependents.get(owner)
-            if deps is not None:
-                deps.discard(ident)
-                if not deps:
-                    del self._dependents[owner]
-        for owner in new_owners - old_owners:
-            self._dependents.setdefault(owner, set()).add(ident)
+        move_in_index(self._dependents, ident, old_owners, new_owners)
 
     # --- watches and waiting ----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from ..core.scheduler import SCHEDULED, Decision, Scheduler
 from ..core.state import ClusterState
 from . import trim
 from .client import KubeClient
-from .informer import Informer, Transform
+from .informer import Informer
 from .resources import (
     DEVICE_CLASSES,
     DEVICE_TAINT_RULE_VERSIONS,
@@ -77,7 +77,7 @@ class ClusterCache:
         client: KubeClient,
         kinds: Sequence[str] = ALL_KINDS,
         *,
-        transforms: dict[str, Transform | None] | None = None,
+        transforms: dict[str, trim.Transform | None] | None = None,
         **informer_args: Any,
     ) -> None:
         """One informer per kind. Each keeps only what draxr reads of its objects (``kube.trim``);

@@ -49,6 +49,7 @@ class ApiserverGate:
         self._lock = threading.Lock()
         self._enabled = setting != "off"
         self.source = f"--apiserver-gate={setting}" if setting != "auto" else "not probed yet"
+        self._answered = False  # some probe has answered: its answer outlives a failed one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -84,8 +85,9 @@ class ApiserverGate:
             return self.enabled
         try:
             enabled, source = self._probe(self._client), "probe"
+            self._answered = True
         except (ApiError, OSError) as e:
-            if self.source == "probe" or self.source.startswith(LAST_PROBE):
+            if self._answered:
                 enabled, source = self.enabled, f"{LAST_PROBE} (probe failed: {e})"
             else:
                 enabled, source = self._from_version(self._client), f"server version (probe failed: {e})"

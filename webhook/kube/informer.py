@@ -23,13 +23,12 @@ from ..core.objects import key as object_key
 from ..core.versions import to_v1
 from . import pager
 from .client import ApiError, KubeClient, WatchStream
-from .pager import MAX_EXPIRED_PAGES
 from .resources import Resource
+from .trim import Transform
 
-__all__ = ["MAX_EXPIRED_PAGES", "PAGE_SIZE", "Informer"]
+__all__ = ["PAGE_SIZE", "Informer"]
 
 Handler = Callable[[str, Obj], None]  # ("ADDED" | "MODIFIED" | "DELETED", object)
-Transform = Callable[[Obj], Obj]
 
 #: Objects per page of a list. client-go's pager asks for 500; here a page of raw objects is
 #: transient garbage that fragments Python's heap, and 100 keeps the worker's resident memory near

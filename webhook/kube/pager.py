@@ -12,12 +12,12 @@ less than the server sends (the informers' trim) never holds a whole list as it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.objects import Obj
 from .client import ApiError, KubeClient
 from .resources import Resource
+from .trim import Transform
 
 #: Restarts of a paged list whose continue token expired, before one unpaged list.
 MAX_EXPIRED_PAGES = 3
@@ -43,7 +43,7 @@ def list_all(
     page_size: int,
     namespace: str | None = None,
     field_selector: str | None = None,
-    transform: Callable[[Obj], Obj] | None = None,
+    transform: Transform | None = None,
 ) -> Listing:
     """Every object of ``res`` (in ``namespace``, or everywhere) in pages of ``page_size`` (0: one
     unpaged list); ApiError for what a restart does not cure."""

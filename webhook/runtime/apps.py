@@ -21,13 +21,13 @@ def webhook_app(
     config: AdmissionConfig,
     registry: CollectorRegistry | None = None,
     apiserver_gate: Callable[[], bool] | None = None,
-    details: Callable[[], list[str]] | None = None,
     readiness: Readiness | None = None,
 ) -> Starlette:
-    """``details``: lines ``/readyz`` adds (the mode and why). ``readiness``: ``draxr serve``'s full
-    check (caches and certificate); with it, the hooks answer 503 until it passes."""
+    """``readiness``: ``draxr serve``'s full check (caches, certificate, the lines ``/readyz`` adds);
+    with it, the hooks answer 503 until it passes. Without it ``/readyz`` reports the caches and the
+    hooks always answer (tests, the demo's snapshot)."""
     registry = registry if registry is not None else CollectorRegistry()
-    health = health_routes(cache, registry, WEBHOOK_READY_KINDS, details, readiness)
+    health = health_routes(registry, readiness or Readiness(cache, WEBHOOK_READY_KINDS))
     app = create_app(cache, config, registry, health, apiserver_gate)
     if readiness is not None:
         app.add_middleware(NotReadyGuard, readiness=readiness)
@@ -35,4 +35,4 @@ def webhook_app(
 
 
 def health_app(cache: ClusterCache, registry: CollectorRegistry, kinds: Sequence[str]) -> Starlette:
-    return Starlette(routes=health_routes(cache, registry, kinds))
+    return Starlette(routes=health_routes(registry, Readiness(cache, kinds)))

@@ -73,17 +73,8 @@ class Readiness:
         return [line for detail in self.details for line in detail()]
 
 
-def health_routes(
-    cache: ClusterCache,
-    registry: CollectorRegistry,
-    ready_kinds: Sequence[str],
-    details: Callable[[], list[str]] | None = None,
-    readiness: Readiness | None = None,
-) -> list[BaseRoute]:
-    """Ready once the informers of ``ready_kinds`` have synced (always live while serving).
-    ``details``: lines ``/readyz`` adds after its verdict. ``readiness``: the full check (with the
-    certificate), instead of ``ready_kinds`` and ``details``."""
-    ready = readiness or Readiness(cache, ready_kinds, details=[details] if details is not None else [])
+def health_routes(registry: CollectorRegistry, ready: Readiness) -> list[BaseRoute]:
+    """``/readyz`` answers from ``ready`` (always live while serving)."""
 
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")

@@ -152,9 +152,10 @@ class Process:
                 template_grace=opts.template_grace,
             )
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
-            on_leadership: Callable[[bool], None] = self.worker.on_leadership
+            #: What follows the Lease (or, without leader election, is told once it leads).
+            self.on_leadership: Callable[[bool], None] = self.worker.on_leadership
             if opts.rotate_certificates:
-                on_leadership = self._rotation(on_leadership)
+                self.on_leadership = self._rotation(self.worker.on_leadership)
             if opts.leader_elect:
                 self.leader = LeaderElector(
                     self.client,
@@ -164,7 +165,7 @@ class Process:
                     lease_duration=opts.lease_duration,
                     renew_deadline=opts.renew_deadline,
                     retry_period=opts.retry_period,
-                    on_change=on_leadership,
+                    on_change=self.on_leadership,
                 )
                 self.worker.leader = self.leader
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
@@ -333,9 +334,7 @@ class Process:
             if self.leader is not None:
                 self.leader.start()
             else:
-                self.worker.on_leadership(True)
-                if self.rotator is not None:
-                    self.rotator.on_leadership(True)
+                self.on_leadership(True)
 
     def stop(self) -> None:
         self._stopping.set()

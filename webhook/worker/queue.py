@@ -209,7 +209,7 @@ class SchedulingQueue:
     def _pop_backoff(self) -> Entry | None:
         """The pod whose backoff ends first, ahead of time (no pod is active)."""
         while self._backoff:
-            _, _, uid = heapq.heappop(self._backoff)
+            until, _, uid = heapq.heappop(self._backoff)
             entry = self._entries.get(uid)
             if (
                 entry is None
@@ -218,8 +218,8 @@ class SchedulingQueue:
                 or uid in self._in_active
             ):
                 continue
-            if any(u == uid for _, _, u in self._backoff):
-                continue  # queued again later: that entry stands
+            if until != entry.backoff_until:
+                continue  # an earlier backoff: the pod was queued again since, and that item stands
             return entry
         return None
 
