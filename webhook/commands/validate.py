@@ -21,7 +21,6 @@ Exit status: 0 nothing denied (warnings allowed), 1 something would be denied, 2
 from __future__ import annotations
 
 import argparse
-import copy
 import functools
 import re
 import sys
@@ -44,7 +43,7 @@ from ..core.objects import Obj, as_dict, as_list, controller_ref, meta, name, na
 from ..core.quota import limits_by_name, unguarded
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
-from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
+from ..loader import DEFAULT_NAMESPACE, Loaded, LoadError, expand_workloads, load_paths, template_pod
 from .flags import add_filename, fail, one_line
 from .text import plural
 
@@ -90,17 +89,6 @@ def _where(item: Loaded, obj: Obj, suffix: str = "") -> str:
     doc = f"document {item.index}" + (f": item {item.item}" if item.item is not None else "")
     ident = f"{namespace(obj)}/{name(obj)}" if namespace(obj) else name(obj)
     return f"{item.source}: {doc}: {obj.get('kind')} {ident}{suffix}"
-
-
-def _template_pod(item: Loaded) -> Obj | None:
-    """One pod of a workload (all replicas are alike), even when it scales to zero."""
-    count_field = WORKLOADS.get((str(item.obj.get("apiVersion")), str(item.obj.get("kind"))))
-    if count_field is None:
-        return None
-    one = copy.deepcopy(item.obj)
-    one["spec"] = {**as_dict(one.get("spec")), count_field: 1}
-    pods = expand_workloads([one])
-    return pods[0] if pods else None
 
 
 def _pod_findings(pod: Obj, classes: ClassResolver) -> tuple[list[FieldError], list[str]]:
@@ -353,10 +341,12 @@ def check(loaded: Sequence[Loaded], strict: StrictCheck | None = None) -> Report
             plain_where = where = _where(item, expand_workloads([obj])[0])
             warnings = quota_findings.get(position, [])
         else:
-            template = _template_pod(item)
+            # Every workload's pod template, as ``draxr convert`` reads it (a DaemonSet's and a
+            # CronJob's too, and one that scales to zero).
+            template = template_pod(obj)
             if template is not None:
                 errors, warnings = _pod_findings(template, classes)
-                target = {**obj, "metadata": {**meta(obj), "namespace": namespace(template)}}
+                target = {**obj, "metadata": {**meta(obj), "namespace": namespace(obj) or DEFAULT_NAMESPACE}}
                 where = _where(item, target, " (pod template)")
             elif strict is None:
                 continue
