@@ -55,7 +55,7 @@ from ..runtime.mode import MODE_REASONS, parse_mode_message
 from ..worker.events import pod_scheduled_condition
 from . import plan as plan_command
 from .flags import OneLineParser, add_filename, dns_label, non_empty, one_line
-from .text import MACHINE_FORMATS, plural, write_data
+from .text import MACHINE_FORMATS, plural, table, write_data
 
 PROG = "kubectl draxr"
 DEFAULT_NAMESPACE = "draxr-system"
@@ -221,11 +221,6 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     }
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
-
-
 def write_status(report: Obj, out: TextIO) -> None:
     hooks = report["webhooks"]
     installed = [k for k in ("mutating", "validating") if hooks[k]]
@@ -252,13 +247,13 @@ def write_status(report: Obj, out: TextIO) -> None:
         for c in report["classes"]:
             note = f"{c['extendedResourceName']} goes to {c['shadowedBy']}" if c["shadowedBy"] else ""
             rows.append([c["name"], ", ".join(c["backs"]), note])
-        out.write(_table(rows) + "\n\n")
+        out.write(table(rows) + "\n\n")
     else:
         out.write("no DeviceClasses: no name is backed by DRA\n\n")
     if report["devices"]:
         rows = [["NODE", "DEVICECLASS", "FREE", "ALLOCATED"]]
         rows += [[d["node"], d["class"], str(d["free"]), str(d["allocated"])] for d in report["devices"]]
-        out.write(_table(rows) + "\n")
+        out.write(table(rows) + "\n")
     else:
         out.write("no devices: no ResourceSlice offers a device of any class\n")
 
