@@ -34,6 +34,7 @@ from ..core.objects import Obj, annotations_of, as_dict, as_list, meta, name, na
 from ..core.scheduler import SCHEDULED, Scheduler
 from ..core.scoring import BINPACK, POLICIES
 from ..core.state import ClusterState
+from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (
@@ -58,7 +59,6 @@ from .flags import OneLineParser, add_filename, dns_label, non_empty, one_line
 from .text import MACHINE_FORMATS, plural, table, write_data
 
 PROG = "kubectl draxr"
-DEFAULT_NAMESPACE = "draxr-system"
 PAGE = 500
 
 
@@ -171,7 +171,7 @@ def _rv(obj: Obj) -> int:
 
 def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     objects = read_cluster(client)
-    lease = _get(client, LEASES, "draxr-worker", draxr_ns)
+    lease = _get(client, LEASES, LEASE, draxr_ns)
     state = running_state(objects)
     resolver = ClassResolver(o for o in objects if o.get("kind") == "DeviceClass")
     classes: list[Obj] = []
@@ -207,8 +207,8 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     return {
         "namespace": draxr_ns,
         "webhooks": {
-            "mutating": _get(client, MUTATING_WEBHOOKS, "draxr") is not None,
-            "validating": _get(client, VALIDATING_WEBHOOKS, "draxr") is not None,
+            "mutating": _get(client, MUTATING_WEBHOOKS, WEBHOOK_CONFIGURATION) is not None,
+            "validating": _get(client, VALIDATING_WEBHOOKS, WEBHOOK_CONFIGURATION) is not None,
         },
         "leader": as_dict(as_dict(lease).get("spec")).get("holderIdentity") or None,
         "mode": _mode(client, draxr_ns),
@@ -225,13 +225,15 @@ def write_status(report: Obj, out: TextIO) -> None:
     hooks = report["webhooks"]
     installed = [k for k in ("mutating", "validating") if hooks[k]]
     if installed:
-        out.write(f"webhooks: {' and '.join(installed)} configuration draxr installed\n")
+        out.write(f"webhooks: {' and '.join(installed)} configuration {WEBHOOK_CONFIGURATION} installed\n")
     else:
-        out.write("webhooks: not installed (no webhook configuration draxr): pods are not routed\n")
+        out.write(
+            f"webhooks: not installed (no webhook configuration {WEBHOOK_CONFIGURATION}): "
+            "pods are not routed\n"
+        )
     leader = report["leader"]
     out.write(
-        f"worker: {'leader ' + leader if leader else 'no leader'} "
-        f"(Lease {report['namespace']}/draxr-worker)\n"
+        f"worker: {'leader ' + leader if leader else 'no leader'} (Lease {report['namespace']}/{LEASE})\n"
     )
     mode = report["mode"]
     if mode:
