@@ -25,7 +25,14 @@ from typing import TextIO
 from urllib.parse import urlsplit
 
 from ..install import monitoring
-from ..install.certs import DEFAULT_VALIDITY, CertError, ensure_certs, load_ca_bundle, parse_bundle
+from ..install.certs import (
+    DEFAULT_CERT_DIR,
+    DEFAULT_VALIDITY,
+    CertError,
+    ensure_certs,
+    load_ca_bundle,
+    parse_bundle,
+)
 from ..install.manifests import (
     CA_SECRET,
     DEFAULT_IMAGE,
@@ -52,9 +59,6 @@ from .flags import (
     optional_label_key,
     webhook_url,
 )
-
-#: Where draxr's own certificates go unless ``--cert-dir`` says otherwise (``draxr certs``' default too).
-DEFAULT_CERT_DIR = "certs"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
