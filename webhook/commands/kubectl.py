@@ -76,10 +76,9 @@ def connect(kubeconfig: str | None, context: str | None) -> tuple[KubeClient, st
         kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, context=context, client_configuration=configuration
         )
-        _, current = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        contexts, current = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
         if context:
-            found, _ = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-            current = next((c for c in found if c.get("name") == context), current)
+            current = next((c for c in contexts if c.get("name") == context), current)
     except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as e:
         raise PluginError(f"kubeconfig: {e}") from None
     ns = as_dict(as_dict(current).get("context")).get("namespace") or "default"
