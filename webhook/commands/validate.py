@@ -43,7 +43,15 @@ from ..core.objects import Obj, as_dict, as_list, controller_ref, meta, name, na
 from ..core.quota import limits_by_name, unguarded
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
-from ..loader import DEFAULT_NAMESPACE, Loaded, LoadError, expand_workloads, load_paths, template_pod
+from ..loader import (
+    DEFAULT_NAMESPACE,
+    Loaded,
+    LoadError,
+    expand_workloads,
+    load_paths,
+    template_pod,
+    with_identity,
+)
 from .flags import add_filename, fail, one_line
 from .text import plural
 
@@ -117,7 +125,7 @@ def _quota_warnings(loaded: Sequence[Loaded], classes: ClassResolver) -> dict[in
         if declared is not None and winner is not None:
             backed[declared] = winner
     quotas = [
-        (position, expand_workloads([item.obj])[0])
+        (position, with_identity(item.obj))
         for position, item in enumerate(loaded)
         if item.obj.get("kind") == "ResourceQuota"
     ]
@@ -327,18 +335,18 @@ def check(loaded: Sequence[Loaded], strict: StrictCheck | None = None) -> Report
         if kind == "DeviceClass":
             errors, warnings = device_class_findings(obj, None, all_classes)
         elif kind == "Pod":
-            pod = expand_workloads([obj])[0]
+            pod = with_identity(obj)
             plain_where = where = _where(item, pod)
             errors, warnings = _pod_findings(pod, classes)
         elif kind == "ResourceClaim" and carries_special_annotation(obj):
-            claim = expand_workloads([obj])[0]
+            claim = with_identity(obj)
             plain_where = where = _where(item, claim)
             errors = validate_special_claim(claim) or sibling_errors(claim, namespace(claim), find)
             owner = controller_ref(claim)
             if not errors and owner is not None and isinstance(owner.get("uid"), str):
                 first_claim.setdefault(owner["uid"], claim)
         elif kind == "ResourceQuota":
-            plain_where = where = _where(item, expand_workloads([obj])[0])
+            plain_where = where = _where(item, with_identity(obj))
             warnings = quota_findings.get(position, [])
         else:
             # Every workload's pod template, as ``draxr convert`` reads it (a DaemonSet's and a

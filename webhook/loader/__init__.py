@@ -11,6 +11,7 @@ from .workloads import (
     object_uid,
     template_path,
     template_pod,
+    with_identity,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "read_input",
     "template_path",
     "template_pod",
+    "with_identity",
 ]
