@@ -39,12 +39,11 @@ from ..core.constants import DEVICE_CLASS_PREFIX
 from ..core.deviceclasses import ClassResolver, explicit_name
 from ..core.fielderrors import FieldError, forbidden, invalid, not_supported, required
 from ..core.fielderrors import Path as FieldPath
-from ..core.objects import Obj, as_dict, as_list, controller_ref, meta, name, namespace
+from ..core.objects import Obj, as_dict, as_list, controller_ref, name, namespace
 from ..core.quota import limits_by_name, unguarded
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
 from ..loader import (
-    DEFAULT_NAMESPACE,
     Loaded,
     LoadError,
     expand_workloads,
@@ -354,8 +353,7 @@ def check(loaded: Sequence[Loaded], strict: StrictCheck | None = None) -> Report
             template = template_pod(obj)
             if template is not None:
                 errors, warnings = _pod_findings(template, classes)
-                target = {**obj, "metadata": {**meta(obj), "namespace": namespace(obj) or DEFAULT_NAMESPACE}}
-                where = _where(item, target, " (pod template)")
+                where = _where(item, with_identity(obj), " (pod template)")
             elif strict is None:
                 continue
         if where == plain_where:

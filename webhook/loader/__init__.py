@@ -3,7 +3,6 @@
 
 from .documents import STDIN, STDIN_SOURCE, Loaded, LoadError, input_files, load_paths, load_text, read_input
 from .workloads import (
-    DEFAULT_NAMESPACE,
     POD_TEMPLATES,
     WORKLOADS,
     expand_workloads,
@@ -15,7 +14,6 @@ from .workloads import (
 )
 
 __all__ = [
-    "DEFAULT_NAMESPACE",
     "POD_TEMPLATES",
     "STDIN",
     "STDIN_SOURCE",
