@@ -217,6 +217,34 @@ def test_an_unreachable_cluster_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in err.getvalue()
 
 
+def test_why_looks_in_the_namespace_of_the_context_kubectl_would_use(sb: Sandbox, tmp_path: Path) -> None:
+    """Without ``-n``, the pod is looked up in the namespace of the current context, or of
+    ``--context``'s, as kubectl does."""
+    config = yaml.safe_load(sb.kubeconfig("admin").read_text())
+    (ctx,) = config["contexts"]
+    config["contexts"] = [
+        {"name": "elsewhere", "context": {**ctx["context"], "namespace": "elsewhere"}},
+        {"name": "here", "context": {**ctx["context"], "namespace": "default"}},
+    ]
+    config["current-context"] = "elsewhere"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+
+    def why(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = kubectl.run(["why", "one", "--kubeconfig", str(kubeconfig), *argv], out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    assert why() == (1, "", 'kubectl draxr why: error: pods "one" not found in namespace elsewhere\n')
+    code, out, err = why("--context", "here")
+    assert (code, err) == (0, "")
+    assert out.startswith("default/one is bound to n1")
+    code, _, err = why("--context", "nowhere")
+    assert code == 1
+    assert err.startswith("kubectl draxr why: error: kubeconfig: ")
+    assert len(err.splitlines()) == 1
+
+
 def test_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     code = kubectl.run(["status", "--kubeconfig", str(tmp_path / "none")], out, err)

@@ -1,4 +1,4 @@
-"""``commands.text``: counted nouns and machine formats."""
+"""``commands.text``: counted nouns, tables and machine formats."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from webhook.commands.text import plural, write_data
+from webhook.commands.text import plural, table, write_data
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,9 @@ def test_data_round_trips_in_order(fmt: str) -> None:
 def test_an_unknown_format_is_a_bug() -> None:
     with pytest.raises(ValueError, match="xml"):
         write_data({}, "xml", io.StringIO())
+
+
+def test_a_table_aligns_its_columns_without_trailing_blanks() -> None:
+    rows = [["NAME", "NODE", "NOTE"], ["a-long-name", "n", ""], ["b", "node-2", "x"]]
+    assert table(rows) == "NAME         NODE    NOTE\na-long-name  n\nb            node-2  x"
+    assert table(rows, "  ").splitlines() == ["  " + line for line in table(rows).splitlines()]

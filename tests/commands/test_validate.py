@@ -11,8 +11,10 @@ import yaml
 from tests.admission.builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
 from webhook.admission.advice import quota_warning
 from webhook.cli import main
+from webhook.commands import convert
 from webhook.commands.validate import run
 from webhook.core.objects import Obj
+from webhook.loader import POD_TEMPLATES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kep-5004"
 
@@ -84,6 +86,35 @@ def test_pods_and_workload_templates(tmp_path: Path) -> None:
         "denied: 3 objects checked, 2 denied, 0 warnings",
     ]
     assert classes.exists()
+
+
+def _workload(api_version: str, kind: str, path: tuple[str, ...], pod: Obj) -> Obj:
+    """A ``kind`` named ``w`` holding ``pod``'s spec at ``path`` (its pod template)."""
+    obj: Obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "w"}}
+    node = obj
+    for key in path:
+        node = node.setdefault(key, {})
+    node["spec"] = pod["spec"]
+    return obj
+
+
+@pytest.mark.parametrize(("api_version", "kind"), [k for k in POD_TEMPLATES if k[1] != "Pod"])
+def test_every_workload_convert_reads_is_checked(tmp_path: Path, api_version: str, kind: str) -> None:
+    """``validate`` checks the pod template of every workload ``convert`` rewrites (a DaemonSet's
+    and a CronJob's too), with the same finding."""
+    classes = _write(tmp_path / "a-classes.yaml", yaml.safe_load((EXAMPLES / "deviceclass.yaml").read_text()))
+    path = POD_TEMPLATES[(api_version, kind)]
+    f = _write(tmp_path / "b-workload.yaml", _workload(api_version, kind, path, gpu_pod("p", "0.5")))
+    finding = f"spec.containers[0].resources.requests[{GPU}]: Invalid value: 500m: must be an integer"
+    code, lines, _ = _run(tmp_path)
+    assert code == 1
+    assert lines == [
+        f"{f}: document 0: {kind} default/w (pod template): {finding}",
+        "denied: 2 objects checked, 1 denied, 0 warnings",
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    assert convert.run([f], out, err, classes=[str(classes)]) == 2
+    assert err.getvalue() == f"draxr convert: error: {f}: document 0: {kind} w: {'.'.join(path)}.{finding}\n"
 
 
 def test_a_pod_carrying_a_mapping(tmp_path: Path) -> None:

@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from webhook.loader import POD_TEMPLATES, LoadError, expand_workloads, load_paths, template_path, template_pod
+from webhook.core.objects import Obj
+from webhook.loader import (
+    POD_TEMPLATES,
+    LoadError,
+    expand_workloads,
+    load_paths,
+    template_path,
+    template_pod,
+    with_identity,
+)
 
 from .test_documents import GOOD
 
@@ -140,3 +149,16 @@ def test_the_pod_template_of_every_workload_kind(obj: Any, pod: Any) -> None:
         made = template_pod(obj)
         if "spec" in node and made is not None:
             assert node["spec"] is made["spec"]  # not a copy: callers patch in place
+
+
+def test_with_identity_is_what_expand_workloads_gives_an_object_that_is_no_workload() -> None:
+    quota: Obj = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"}}
+    dc: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"}}
+    for obj in (quota, dc):
+        before = copy.deepcopy(obj)
+        made = with_identity(obj)
+        assert obj == before  # the input is left alone
+        assert made == expand_workloads([obj])[0]
+        assert made["metadata"]["uid"] == with_identity(obj)["metadata"]["uid"]
+    assert with_identity(quota)["metadata"]["namespace"] == "default"
+    assert "namespace" not in with_identity(dc)["metadata"]

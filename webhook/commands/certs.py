@@ -7,16 +7,17 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..install.certs import MAX_DAYS, CertError, describe, ensure_certs
+from ..install.certs import DEFAULT_CERT_DIR, MAX_DAYS, CertError, describe, ensure_certs
+from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
 from .flags import dns_label, dns_subdomain, integer_between, ip_address, non_empty, one_line
 from .text import MACHINE_FORMATS, write_data
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser("certs", help="create (or keep) the webhook's CA and serving certificate")
-    c.add_argument("--out", type=non_empty, default="certs")
-    c.add_argument("--service", type=dns_label, default="draxr-webhook")
-    c.add_argument("--namespace", type=dns_label, default="draxr-system")
+    c.add_argument("--out", type=non_empty, default=DEFAULT_CERT_DIR)
+    c.add_argument("--service", type=dns_label, default=WEBHOOK)
+    c.add_argument("--namespace", type=dns_label, default=DEFAULT_NAMESPACE)
     c.add_argument(
         "--dns", type=dns_subdomain, action="append", default=[], help="extra DNS name (repeatable)"
     )

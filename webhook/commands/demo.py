@@ -26,6 +26,7 @@ from ..kube.client import KubeClient
 from ..kube.resources import BY_PLURAL
 from ..loader import expand_workloads, load_paths
 from .flags import positive_number
+from .text import table
 
 
 def examples_dir() -> Path:
@@ -67,13 +68,6 @@ RESOURCE_OF = {
 def _say(out: TextIO, text: str = "") -> None:
     out.write(text + "\n")
     out.flush()
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
 
 
 def _create(api: KubeClient, obj: Obj) -> None:
@@ -240,7 +234,7 @@ def _report(em: Any, out: TextIO) -> None:
             what = conds[0].get("message", "pending") if conds else "pending"
         rows.append([p["metadata"]["name"], p["spec"].get("nodeName") or "<pending>", what])
     _say(out, "\nPods:")
-    _say(out, _table(rows))
+    _say(out, table(rows, "  "))
     named = {
         str(as_dict(as_dict(p.get("status")).get("extendedResourceClaimStatus")).get("resourceClaimName"))
         for p in pods
@@ -297,7 +291,7 @@ def _report(em: Any, out: TextIO) -> None:
             rows.append(
                 [n["metadata"]["name"], "device plugin example.com/gpu", str(total - on_node), str(on_node)]
             )
-    _say(out, _table(rows))
+    _say(out, table(rows, "  "))
 
 
 def _annotations(obj: Obj) -> dict[str, Any]:
@@ -316,4 +310,4 @@ def _claims_table(claims: dict[str, Obj]) -> str:
             str(as_dict(r).get("name")) for r in as_dict(c.get("status")).get("reservedFor") or []
         )
         rows.append([cname, f"Pod/{_owner(c)}", reqs, devices, reserved or "-"])
-    return _table(rows)
+    return table(rows, "  ")

@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 from ..core import names
 from ..core.cel import DEFAULT_ENGINE, ENGINES
@@ -176,6 +177,37 @@ def ip_address(text: str) -> str:
     return text
 
 
+def optional_label_key(text: str) -> str:
+    """A label key, or '' for none (``--opt-out-label``)."""
+    return text if text == "" else label_key(text)
+
+
+def url_problem(url: str) -> str | None:
+    """Why kube-apiserver would reject ``url`` as a webhook's ``clientConfig.url`` base, or None."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises on a malformed port
+    except ValueError as e:
+        return str(e)
+    if parts.scheme != "https":
+        return "the scheme must be https"
+    if not parts.hostname:
+        return "no host"
+    if parts.username or parts.password:
+        return "user information is not allowed"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "a query or fragment is not allowed"
+    return None
+
+
+def webhook_url(text: str) -> str:
+    """A URL kube-apiserver accepts as a webhook's ``clientConfig.url`` (``--webhook-url``)."""
+    problem = url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return text
+
+
 def report(command: str, exc: BaseException) -> str:
     """The one line for a failure no command handled itself (never a traceback)."""
     return f"draxr {command}: error: {type(exc).__name__}: {one_line(str(exc))}"
@@ -199,12 +231,15 @@ __all__ = [
     "non_negative_integer",
     "non_negative_number",
     "one_line",
+    "optional_label_key",
     "parse_duration",
     "port",
     "positive_integer",
     "positive_number",
     "print_error",
     "report",
+    "url_problem",
+    "webhook_url",
 ]
 
 

@@ -34,6 +34,7 @@ from ..core.objects import Obj, annotations_of, as_dict, as_list, meta, name, na
 from ..core.scheduler import SCHEDULED, Scheduler
 from ..core.scoring import BINPACK, POLICIES
 from ..core.state import ClusterState
+from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (
@@ -55,10 +56,9 @@ from ..runtime.mode import MODE_REASONS, parse_mode_message
 from ..worker.events import pod_scheduled_condition
 from . import plan as plan_command
 from .flags import OneLineParser, add_filename, dns_label, non_empty, one_line
-from .text import MACHINE_FORMATS, plural, write_data
+from .text import MACHINE_FORMATS, plural, table, write_data
 
 PROG = "kubectl draxr"
-DEFAULT_NAMESPACE = "draxr-system"
 PAGE = 500
 
 
@@ -76,10 +76,9 @@ def connect(kubeconfig: str | None, context: str | None) -> tuple[KubeClient, st
         kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, context=context, client_configuration=configuration
         )
-        _, current = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        contexts, current = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
         if context:
-            found, _ = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-            current = next((c for c in found if c.get("name") == context), current)
+            current = next((c for c in contexts if c.get("name") == context), current)
     except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as e:
         raise PluginError(f"kubeconfig: {e}") from None
     ns = as_dict(as_dict(current).get("context")).get("namespace") or "default"
@@ -171,7 +170,7 @@ def _rv(obj: Obj) -> int:
 
 def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     objects = read_cluster(client)
-    lease = _get(client, LEASES, "draxr-worker", draxr_ns)
+    lease = _get(client, LEASES, LEASE, draxr_ns)
     state = running_state(objects)
     resolver = ClassResolver(o for o in objects if o.get("kind") == "DeviceClass")
     classes: list[Obj] = []
@@ -207,8 +206,8 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     return {
         "namespace": draxr_ns,
         "webhooks": {
-            "mutating": _get(client, MUTATING_WEBHOOKS, "draxr") is not None,
-            "validating": _get(client, VALIDATING_WEBHOOKS, "draxr") is not None,
+            "mutating": _get(client, MUTATING_WEBHOOKS, WEBHOOK_CONFIGURATION) is not None,
+            "validating": _get(client, VALIDATING_WEBHOOKS, WEBHOOK_CONFIGURATION) is not None,
         },
         "leader": as_dict(as_dict(lease).get("spec")).get("holderIdentity") or None,
         "mode": _mode(client, draxr_ns),
@@ -221,22 +220,19 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
     }
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
-
-
 def write_status(report: Obj, out: TextIO) -> None:
     hooks = report["webhooks"]
     installed = [k for k in ("mutating", "validating") if hooks[k]]
     if installed:
-        out.write(f"webhooks: {' and '.join(installed)} configuration draxr installed\n")
+        out.write(f"webhooks: {' and '.join(installed)} configuration {WEBHOOK_CONFIGURATION} installed\n")
     else:
-        out.write("webhooks: not installed (no webhook configuration draxr): pods are not routed\n")
+        out.write(
+            f"webhooks: not installed (no webhook configuration {WEBHOOK_CONFIGURATION}): "
+            "pods are not routed\n"
+        )
     leader = report["leader"]
     out.write(
-        f"worker: {'leader ' + leader if leader else 'no leader'} "
-        f"(Lease {report['namespace']}/draxr-worker)\n"
+        f"worker: {'leader ' + leader if leader else 'no leader'} (Lease {report['namespace']}/{LEASE})\n"
     )
     mode = report["mode"]
     if mode:
@@ -252,13 +248,13 @@ def write_status(report: Obj, out: TextIO) -> None:
         for c in report["classes"]:
             note = f"{c['extendedResourceName']} goes to {c['shadowedBy']}" if c["shadowedBy"] else ""
             rows.append([c["name"], ", ".join(c["backs"]), note])
-        out.write(_table(rows) + "\n\n")
+        out.write(table(rows) + "\n\n")
     else:
         out.write("no DeviceClasses: no name is backed by DRA\n\n")
     if report["devices"]:
         rows = [["NODE", "DEVICECLASS", "FREE", "ALLOCATED"]]
         rows += [[d["node"], d["class"], str(d["free"]), str(d["allocated"])] for d in report["devices"]]
-        out.write(_table(rows) + "\n")
+        out.write(table(rows) + "\n")
     else:
         out.write("no devices: no ResourceSlice offers a device of any class\n")
 

@@ -25,7 +25,14 @@ from typing import TextIO
 from urllib.parse import urlsplit
 
 from ..install import monitoring
-from ..install.certs import DEFAULT_VALIDITY, CertError, ensure_certs, load_ca_bundle, parse_bundle
+from ..install.certs import (
+    DEFAULT_CERT_DIR,
+    DEFAULT_VALIDITY,
+    CertError,
+    ensure_certs,
+    load_ca_bundle,
+    parse_bundle,
+)
 from ..install.manifests import (
     CA_SECRET,
     DEFAULT_IMAGE,
@@ -43,10 +50,15 @@ from ..install.manifests import (
     dump,
     render,
 )
-from .flags import dns_label, dns_subdomain, integer_between, label_key, non_empty, one_line
-
-#: Where draxr's own certificates go unless ``--cert-dir`` says otherwise (``draxr certs``' default too).
-DEFAULT_CERT_DIR = "certs"
+from .flags import (
+    dns_label,
+    dns_subdomain,
+    integer_between,
+    non_empty,
+    one_line,
+    optional_label_key,
+    webhook_url,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -119,7 +131,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     m.add_argument(
         "--opt-out-label",
-        type=opt_out_label,
+        type=optional_label_key,
         default=OPT_OUT_LABEL,
         metavar="KEY",
         help=f"namespaces labelled KEY=true are never sent to the hooks (default: {OPT_OUT_LABEL}; "
@@ -132,37 +144,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="NetworkPolicies: draxr's pods accept connections only on the ports they serve",
     )
     m.set_defaults(func=main, parser=m)
-
-
-def opt_out_label(text: str) -> str:
-    """``--opt-out-label``'s type: a label key, or '' for none."""
-    return text if text == "" else label_key(text)
-
-
-def url_problem(url: str) -> str | None:
-    """Why kube-apiserver would reject ``url`` as a webhook's ``clientConfig.url`` base, or None."""
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # raises on a malformed port
-    except ValueError as e:
-        return str(e)
-    if parts.scheme != "https":
-        return "the scheme must be https"
-    if not parts.hostname:
-        return "no host"
-    if parts.username or parts.password:
-        return "user information is not allowed"
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        return "a query or fragment is not allowed"
-    return None
-
-
-def webhook_url(text: str) -> str:
-    """``--webhook-url``'s type: a URL kube-apiserver accepts as a webhook's ``clientConfig.url``."""
-    problem = url_problem(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
-    return text
 
 
 def _url_names(url: str | None) -> tuple[list[str], list[str]]:

@@ -56,7 +56,7 @@ from ..core.topology import Groups, align_by, whole_groups
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
-from .text import MACHINE_FORMATS, plural, write_data
+from .text import MACHINE_FORMATS, plural, table, write_data
 
 MODES = ("native", "rewrite")
 
@@ -255,11 +255,6 @@ def _devices_text(r: PodResult) -> str:
     return ", ".join(parts) or "-"
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
-
-
 def fragmentation_text(attribute: str, groups: Groups) -> str:
     """``2/4 pcieRoot whole, 3 free in broken``: whole groups, and free devices outside them."""
     if not groups:
@@ -285,7 +280,7 @@ def write_table(plan: Plan, out: TextIO, where: str = "input") -> None:
                 alignment_text(r.decision.placement) if scheduled else "-",
             ]
         )
-    out.write(_table(rows) + "\n\n")
+    out.write(table(rows) + "\n\n")
     state = plan.state
     summary = [["NODE", "RESOURCE", "VIA", "USED", "FREE", "FRAGMENTATION"]]
     for dc in state.classes.classes():
@@ -304,7 +299,7 @@ def write_table(plan: Plan, out: TextIO, where: str = "input") -> None:
                 used = info.requested.get(res, 0)
                 summary.append([node, res, "device-plugin", str(used), str(alloc - used), "-"])
     if len(summary) > 1:
-        out.write(_table(summary) + "\n\n")
+        out.write(table(summary) + "\n\n")
     s = plan.summary
     out.write(
         f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {plural(s['errors'], 'error')}\n"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.paths import MODES
-from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
+from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_CERT_DIR, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
+from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK
 from ..runtime.logs import FORMATS, LEVELS
 from ..runtime.serve import ServeOptions, default_writers, run
 from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
@@ -36,7 +37,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--host", type=non_empty, default="0.0.0.0")
     s.add_argument("--port", type=port, default=8443)
     s.add_argument(
-        "--cert-dir", type=non_empty, default="certs", help="holds ca.crt, tls.crt, tls.key (default: certs/)"
+        "--cert-dir",
+        type=non_empty,
+        default=DEFAULT_CERT_DIR,
+        help=f"holds ca.crt, tls.crt, tls.key (default: {DEFAULT_CERT_DIR}/)",
     )
     s.add_argument("--no-webhook", action="store_true", help="run only the worker")
     s.add_argument("--no-worker", action="store_true", help="run only the webhook")
@@ -106,16 +110,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--deployment",
         type=dns_subdomain,
-        default="draxr-webhook",
+        default=WEBHOOK,
         help="draxr's webhook Deployment (mode Events)",
     )
     s.add_argument(
         "--namespace",
         type=dns_label,
-        default="draxr-system",
+        default=DEFAULT_NAMESPACE,
         help="draxr's namespace (lease, default writers)",
     )
-    s.add_argument("--lease-name", type=dns_subdomain, default="draxr-worker")
+    s.add_argument("--lease-name", type=dns_subdomain, default=LEASE)
     s.add_argument(
         "--leader-elect-lease-duration",
         type=positive_number,

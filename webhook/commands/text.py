@@ -1,4 +1,4 @@
-"""What the commands' human output shares: counted nouns and data in a machine format."""
+"""What the commands' human output shares: counted nouns, aligned tables and data in a machine format."""
 
 from __future__ import annotations
 
@@ -14,6 +14,15 @@ MACHINE_FORMATS = ("json", "yaml")
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``1 object``, ``0 objects``, ``2 objects`` (``nouns``: an irregular plural)."""
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def table(rows: list[list[str]], indent: str = "") -> str:
+    """``rows`` (the first is the header) in columns two spaces apart, each as wide as its widest
+    cell, each line after ``indent`` and without trailing blanks (no final newline)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 def write_data(value: Any, fmt: str, out: TextIO) -> None:

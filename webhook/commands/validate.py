@@ -21,7 +21,6 @@ Exit status: 0 nothing denied (warnings allowed), 1 something would be denied, 2
 from __future__ import annotations
 
 import argparse
-import copy
 import functools
 import re
 import sys
@@ -40,11 +39,18 @@ from ..core.constants import DEVICE_CLASS_PREFIX
 from ..core.deviceclasses import ClassResolver, explicit_name
 from ..core.fielderrors import FieldError, forbidden, invalid, not_supported, required
 from ..core.fielderrors import Path as FieldPath
-from ..core.objects import Obj, as_dict, as_list, controller_ref, meta, name, namespace
+from ..core.objects import Obj, as_dict, as_list, controller_ref, name, namespace
 from ..core.quota import limits_by_name, unguarded
 from ..core.validation import carries_special_annotation, validate_special_claim
 from ..kube.cache import ClusterCache
-from ..loader import WORKLOADS, Loaded, LoadError, expand_workloads, load_paths
+from ..loader import (
+    Loaded,
+    LoadError,
+    expand_workloads,
+    load_paths,
+    template_pod,
+    with_identity,
+)
 from .flags import add_filename, fail, one_line
 from .text import plural
 
@@ -92,17 +98,6 @@ def _where(item: Loaded, obj: Obj, suffix: str = "") -> str:
     return f"{item.source}: {doc}: {obj.get('kind')} {ident}{suffix}"
 
 
-def _template_pod(item: Loaded) -> Obj | None:
-    """One pod of a workload (all replicas are alike), even when it scales to zero."""
-    count_field = WORKLOADS.get((str(item.obj.get("apiVersion")), str(item.obj.get("kind"))))
-    if count_field is None:
-        return None
-    one = copy.deepcopy(item.obj)
-    one["spec"] = {**as_dict(one.get("spec")), count_field: 1}
-    pods = expand_workloads([one])
-    return pods[0] if pods else None
-
-
 def _pod_findings(pod: Obj, classes: ClassResolver) -> tuple[list[FieldError], list[str]]:
     errors = quantity_errors(pod, classes)
     if mapping_status(pod) is not None:
@@ -129,7 +124,7 @@ def _quota_warnings(loaded: Sequence[Loaded], classes: ClassResolver) -> dict[in
         if declared is not None and winner is not None:
             backed[declared] = winner
     quotas = [
-        (position, expand_workloads([item.obj])[0])
+        (position, with_identity(item.obj))
         for position, item in enumerate(loaded)
         if item.obj.get("kind") == "ResourceQuota"
     ]
@@ -339,25 +334,26 @@ def check(loaded: Sequence[Loaded], strict: StrictCheck | None = None) -> Report
         if kind == "DeviceClass":
             errors, warnings = device_class_findings(obj, None, all_classes)
         elif kind == "Pod":
-            pod = expand_workloads([obj])[0]
+            pod = with_identity(obj)
             plain_where = where = _where(item, pod)
             errors, warnings = _pod_findings(pod, classes)
         elif kind == "ResourceClaim" and carries_special_annotation(obj):
-            claim = expand_workloads([obj])[0]
+            claim = with_identity(obj)
             plain_where = where = _where(item, claim)
             errors = validate_special_claim(claim) or sibling_errors(claim, namespace(claim), find)
             owner = controller_ref(claim)
             if not errors and owner is not None and isinstance(owner.get("uid"), str):
                 first_claim.setdefault(owner["uid"], claim)
         elif kind == "ResourceQuota":
-            plain_where = where = _where(item, expand_workloads([obj])[0])
+            plain_where = where = _where(item, with_identity(obj))
             warnings = quota_findings.get(position, [])
         else:
-            template = _template_pod(item)
+            # Every workload's pod template, as ``draxr convert`` reads it (a DaemonSet's and a
+            # CronJob's too, and one that scales to zero).
+            template = template_pod(obj)
             if template is not None:
                 errors, warnings = _pod_findings(template, classes)
-                target = {**obj, "metadata": {**meta(obj), "namespace": namespace(template)}}
-                where = _where(item, target, " (pod template)")
+                where = _where(item, with_identity(obj), " (pod template)")
             elif strict is None:
                 continue
         if where == plain_where:

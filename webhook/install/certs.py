@@ -37,6 +37,9 @@ from ..core.objects import format_time
 
 logger = logging.getLogger(__name__)
 
+#: Where the CA and serving certificate go unless a flag says otherwise (``draxr certs --out``,
+#: ``draxr manifests --cert-dir``, ``draxr serve --cert-dir``).
+DEFAULT_CERT_DIR = "certs"
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"
 TLS_CERT = "tls.crt"

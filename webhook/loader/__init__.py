@@ -10,6 +10,7 @@ from .workloads import (
     object_uid,
     template_path,
     template_pod,
+    with_identity,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "read_input",
     "template_path",
     "template_pod",
+    "with_identity",
 ]

@@ -101,28 +101,22 @@ def split_documents(text: str) -> list[str] | None:
     if _UNSPLITTABLE.search(text):
         return None
     parts: list[list[str]] = [[]]
-    explicit = [False]
     for line in text.splitlines(keepends=True):
         if _SEPARATOR.match(line):
             parts.append([line])
-            explicit.append(True)
         else:
             parts[-1].append(line)
     segments = ["".join(p) for p in parts]
-    if not _has_content(segments[0]):
-        # Comments before the first separator: not a document, kept with the first one.
+    if _only_comments(segments[0]):
+        # Comments before the first separator: not a document, kept with the first one (if any).
         if len(segments) == 1:
-            return [] if not segments[0].strip() or _only_comments(segments[0]) else segments
+            return []
         segments = [segments[0] + segments[1], *segments[2:]]
     return segments
 
 
 def _only_comments(text: str) -> bool:
     return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
-
-
-def _has_content(text: str) -> bool:
-    return not _only_comments(text)
 
 
 # --- patches -------------------------------------------------------------------------------------

@@ -71,6 +71,12 @@ def object_uid(kind: str, namespace: str, name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, key))
 
 
+def with_identity(obj: Obj) -> Obj:
+    """A copy of ``obj`` with the default namespace (when namespaced) and a deterministic uid, as
+    ``expand_workloads`` gives every object that is not a workload."""
+    return _with_identity(copy.deepcopy(obj))
+
+
 def _with_identity(obj: Obj) -> Obj:
     """Fill the default namespace and a deterministic uid (``obj`` is a private copy)."""
     meta = obj.get("metadata")
@@ -161,5 +167,5 @@ def expand_workloads(objects: Iterable[Obj]) -> list[Obj]:
         if field is not None:
             out.extend(_pods_of(obj, field, position))
         else:
-            out.append(_with_identity(copy.deepcopy(obj)))
+            out.append(with_identity(obj))
     return out
