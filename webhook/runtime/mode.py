@@ -16,6 +16,7 @@ import threading
 from prometheus_client import CollectorRegistry, Gauge
 
 from ..core.paths import MODES, Mode
+from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.gates import ApiserverGate
@@ -52,8 +53,8 @@ class ModeReporter:
         registry: CollectorRegistry,
         *,
         client: KubeClient | None = None,
-        namespace: str = "draxr-system",
-        deployment: str = "draxr-webhook",
+        namespace: str = DEFAULT_NAMESPACE,
+        deployment: str = WEBHOOK,
     ) -> None:
         self.cache = cache
         self.gate = gate

@@ -27,7 +27,8 @@ from ..core.constants import DEFAULT_SCHEDULER_NAME
 from ..core.deviceclasses import explicit_name
 from ..core.objects import Obj
 from ..core.state import ClusterState
-from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
+from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_CERT_DIR, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
+from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK, WORKER
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
 from .health import register_process_metrics, version
@@ -36,19 +37,16 @@ from .tls import CertificateExpiry
 
 log = logging.getLogger("draxr.serve")
 
-DEFAULT_NAMESPACE = "draxr-system"
-DEFAULT_WORKER_SA = "draxr-worker"
-
 
 def default_writers(namespace: str = DEFAULT_NAMESPACE) -> list[str]:
-    return [f"system:serviceaccount:{namespace}:{DEFAULT_WORKER_SA}", "system:kube-scheduler"]
+    return [f"system:serviceaccount:{namespace}:{WORKER}", "system:kube-scheduler"]
 
 
 @dataclass
 class ServeOptions:
     host: str = "0.0.0.0"
     port: int = 8443
-    cert_dir: Path = Path("certs")
+    cert_dir: Path = Path(DEFAULT_CERT_DIR)
     webhook: bool = True
     worker: bool = True
     kubeconfig: str | None = None
@@ -62,7 +60,7 @@ class ServeOptions:
     percentage_of_nodes_to_score: int = 0
     leader_elect: bool = True
     lease_namespace: str = DEFAULT_NAMESPACE
-    lease_name: str = "draxr-worker"
+    lease_name: str = LEASE
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -77,7 +75,7 @@ class ServeOptions:
     force_rewrite: bool = False
     apiserver_gate: str = "auto"
     gate_probe_interval: float = 300.0
-    deployment: str = "draxr-webhook"
+    deployment: str = WEBHOOK
     orphan_interval: float = 60.0
     log_level: str = "info"
     log_format: str = "text"  # logs.FORMATS: text or json
