@@ -57,7 +57,7 @@ from .objects import (
 )
 from .placement import Placement, record_alignment
 from .podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units, pod_requests, pod_requests_nonzero
-from .sampling import merged_rotation, num_feasible_nodes_to_find, rotation, start_of
+from .sampling import check_percentage, merged_rotation, num_feasible_nodes_to_find, rotation, start_of
 from .scoring import BINPACK, POLICIES, SPREAD, UPSTREAM, Usage, upstream_score, utilisation
 from .slices import Device, DeviceKey
 from .state import ClusterState
@@ -246,10 +246,8 @@ class Scheduler:
         the state's (``ClusterState.percentage_of_nodes_to_score``, which ``draxr serve`` sets)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
-        if percentage_of_nodes_to_score is not None and not 0 <= percentage_of_nodes_to_score <= 100:
-            raise ValueError(
-                f"percentage of nodes to score must be 0 to 100, not {percentage_of_nodes_to_score}"
-            )
+        if percentage_of_nodes_to_score is not None:
+            check_percentage(percentage_of_nodes_to_score)
         self.state = state
         self.policy = policy
         self.step_budget = step_budget
