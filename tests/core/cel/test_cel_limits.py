@@ -119,3 +119,33 @@ def test_recursion_error_is_reported_and_not_cached() -> None:
         _at_depth(limit - frames - 30, lambda: engine.matches(expr, DEVICE))
     assert engine.stats()["uncached_failures"] == 1
     assert engine.matches(expr, DEVICE)  # with a normal stack the same input works
+
+
+def test_select_reports_an_aborted_evaluation_as_the_devices_error_and_caches_nothing() -> None:
+    """The batch path (``select``, a class's cold start) meets the abort in one backend call for
+    every device; it then asks device by device as ``matches`` would, so each device carries the
+    abort as its error, with the selector's index, and nothing of it is cached."""
+    engine = SelectorEngine()
+    expr = "(" * (MAX_NESTING - 1) + "[1].exists(x, x + 0 == 1)" + ")" * (MAX_NESTING - 1)
+    engine.compile(expr)
+    other = SimpleDevice("gpu.example.com", {"gpu.example.com/model": ("string", "H100")})
+    limit = sys.getrecursionlimit()
+    frames = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    verdicts: list[object] = []
+
+    def deep() -> bool:
+        verdicts.extend(engine.select(["true", expr], [DEVICE, other]))
+        return True
+
+    _at_depth(limit - frames - 60, deep)
+    assert len(verdicts) == 2
+    for verdict in verdicts:
+        assert isinstance(verdict, CelRuntimeError), verdict
+        assert "RecursionError" in str(verdict)
+        assert verdict.selector_index == 1
+    assert engine.stats()["uncached_failures"] >= 2
+    assert engine.select(["true", expr], [DEVICE, other]) == [True, True]  # a normal stack: it works
