@@ -1,7 +1,7 @@
 """Device requests and request mappings (spec §3.4, scenarios 21-25)."""
 
 from tests.core.podfactory import container, pod
-from webhook.core.mappings import create_requests_and_mappings
+from webhook.core.mappings import class_demand, create_requests_and_mappings
 from webhook.core.objects import Obj
 
 
@@ -134,3 +134,10 @@ def test_one_init_container_with_implicit_and_explicit_names() -> None:
         req("container-0-request-0", "classInit", 2),
         req("container-0-request-1", "classInit", 1),
     ]
+
+
+def test_class_demand_adds_up_the_names_of_each_class() -> None:
+    names = {"example.com/gpu": "gpu", "example.com/gpu-big": "gpu", "example.com/nic": "nic"}
+    demand = {"example.com/gpu": 2, "example.com/gpu-big": 1, "other.com/x": 5}
+    assert class_demand(names, demand) == {"gpu": 3, "nic": 0}  # a name without demand asks none
+    assert class_demand({}, demand) == {}

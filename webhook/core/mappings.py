@@ -128,3 +128,12 @@ def device_demand(
         seen.add(pair)
         demand[m["resourceName"]] = demand.get(m["resourceName"], 0) + counts.get(m["requestName"], 0)
     return demand
+
+
+def class_demand(resources: Mapping[str, str], demand: Mapping[str, int]) -> dict[str, int]:
+    """Per DeviceClass, the devices its resources (name -> class) ask for (``demand``: name ->
+    count, a missing name none): what a node needs free of each class."""
+    needs: dict[str, int] = {}
+    for r, cls in resources.items():
+        needs[cls] = needs.get(cls, 0) + demand.get(r, 0)
+    return needs

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .mappings import device_demand
+from .mappings import class_demand, device_demand
 from .objects import Obj
 from .state import ClusterState
 
@@ -123,9 +123,7 @@ def path_for(
         )
     demand = device_demand(pod, classes) if pod is not None else {}
     want = {r: demand.get(r, 1) for r in classes}
-    per_class: dict[str, int] = {}
-    for r, cls in classes.items():
-        per_class[cls] = per_class.get(cls, 0) + want[r]
+    per_class = class_demand(classes, want)
     free = {cls: state.capacity.free(cls) for cls in per_class}
     total = {cls: state.capacity.total(cls) for cls in per_class}
     return decide_path(

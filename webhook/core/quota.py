@@ -8,7 +8,7 @@ the class would stop limiting those devices; draxr warns about it (at admission 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 
 from .objects import Obj, as_dict, namespace, spec
 
@@ -19,18 +19,21 @@ def class_quota_key(device_class: str) -> str:
 
 def limits_by_name(quota: Obj, resource: str) -> bool:
     """The quota limits ``resource`` by its name (``requests.<name>`` or the bare name)."""
-    hard = as_dict(spec(quota).get("hard"))
+    return _by_name(as_dict(spec(quota).get("hard")), resource)
+
+
+def _by_name(hard: Container[str], resource: str) -> bool:
     return f"requests.{resource}" in hard or resource in hard
 
 
 def unguarded(quotas: Iterable[Obj], ns: str, classes: Mapping[str, str]) -> list[tuple[str, str]]:
     """(resource name, class) pairs a quota in ``ns`` limits by name but not by class."""
-    mine = [q for q in quotas if namespace(q) == ns]
     hard: set[str] = set()
-    for q in mine:
-        hard |= set(as_dict(spec(q).get("hard")))
+    for q in quotas:
+        if namespace(q) == ns:
+            hard |= set(as_dict(spec(q).get("hard")))
     return [
         (name, cls)
         for name, cls in sorted(classes.items())
-        if any(limits_by_name(q, name) for q in mine) and class_quota_key(cls) not in hard
+        if _by_name(hard, name) and class_quota_key(cls) not in hard
     ]

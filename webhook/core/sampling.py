@@ -38,6 +38,13 @@ BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
 ADAPTIVE = 0
 
 
+def check_percentage(percentage: int) -> int:
+    """``percentage`` if it is a valid ``percentageOfNodesToScore`` (0 to 100), else ValueError."""
+    if not 0 <= percentage <= 100:
+        raise ValueError(f"percentage of nodes to score must be 0 to 100, not {percentage}")
+    return percentage
+
+
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     """How many feasible nodes a decision looks for before it scores them (``numFeasibleNodesToFind``).
 

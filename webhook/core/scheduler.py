@@ -38,7 +38,7 @@ from .allocator import INVALID_POOLS, AllocationError, Allocator, ClaimAllocatio
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME, WRITER_ANNOTATION
 from .devices import NodeDevices
 from .fit import DEFAULT_MAX_PODS, PodFilter, basic_filters, fit_resources, is_scalar
-from .mappings import create_requests_and_mappings, device_demand
+from .mappings import class_demand, create_requests_and_mappings, device_demand
 from .names import is_dra_extended_resource_name
 from .nodeinfo import NodeInfo, host_ports
 from .nodematch import SelectorError, node_selector_matches
@@ -57,7 +57,7 @@ from .objects import (
 )
 from .placement import Placement, record_alignment
 from .podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units, pod_requests, pod_requests_nonzero
-from .sampling import merged_rotation, num_feasible_nodes_to_find, rotation, start_of
+from .sampling import check_percentage, merged_rotation, num_feasible_nodes_to_find, rotation, start_of
 from .scoring import BINPACK, POLICIES, SPREAD, UPSTREAM, Usage, upstream_score, utilisation
 from .slices import Device, DeviceKey
 from .state import ClusterState
@@ -246,10 +246,8 @@ class Scheduler:
         the state's (``ClusterState.percentage_of_nodes_to_score``, which ``draxr serve`` sets)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
-        if percentage_of_nodes_to_score is not None and not 0 <= percentage_of_nodes_to_score <= 100:
-            raise ValueError(
-                f"percentage of nodes to score must be 0 to 100, not {percentage_of_nodes_to_score}"
-            )
+        if percentage_of_nodes_to_score is not None:
+            check_percentage(percentage_of_nodes_to_score)
         self.state = state
         self.policy = policy
         self.step_budget = step_budget
@@ -299,9 +297,6 @@ class Scheduler:
             scopes = [(str(c["matchAttribute"]), constraint_demand(c, requests)) for c in constraints]
         demand = device_demand(pod, classes, built) if built is not None else {}
         default_dra = {r: classes[r] for r in extended if r in classes}
-        default_needs: dict[str, int] = {}
-        for r, cls in default_dra.items():
-            default_needs[cls] = default_needs.get(cls, 0) + demand.get(r, 0)
         default_fit = [(r, reqs[r]) for r in (CPU, MEMORY, EPHEMERAL_STORAGE) if reqs.get(r, 0) > 0]
         default_fit += [(r, v) for r, v in reqs.items() if v != 0 and is_scalar(r) and r not in default_dra]
         claim_selectors = [
@@ -328,7 +323,7 @@ class Scheduler:
             default_dra=default_dra,
             default_routes={r: Route("dra", cls) for r, cls in default_dra.items()},
             default_fit=default_fit,
-            default_needs=default_needs,
+            default_needs=class_demand(default_dra, demand),
             claim_selectors=claim_selectors,
         )
 
@@ -428,11 +423,7 @@ class Scheduler:
             if not ok:
                 return None, [NOT_AVAILABLE]
         if dra and count_devices:
-            needs = pre.default_needs
-            if dra is not pre.default_dra:
-                needs = {}
-                for r, cls in dra.items():
-                    needs[cls] = needs.get(cls, 0) + pre.demand.get(r, 0)
+            needs = pre.default_needs if dra is pre.default_dra else class_demand(dra, pre.demand)
             for cls, need in needs.items():
                 if self._counts(pre, cls)[0].get(node_name, 0) >= need or self._errors_on(node_name, cls):
                     continue

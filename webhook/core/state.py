@@ -23,7 +23,7 @@ from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
 from .nodeinfo import NodeInfo, Nodes
 from .objects import Obj, name, namespace, uid
-from .sampling import ADAPTIVE
+from .sampling import ADAPTIVE, check_percentage
 from .slices import DeviceKey
 from .topology import align_by
 
@@ -32,11 +32,7 @@ class ClusterState:
     def __init__(
         self, cel: SelectorEngine | None = None, percentage_of_nodes_to_score: int = ADAPTIVE
     ) -> None:
-        if not 0 <= percentage_of_nodes_to_score <= 100:
-            raise ValueError(
-                f"percentage of nodes to score must be 0 to 100, not {percentage_of_nodes_to_score}"
-            )
-        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
         self.nodes = Nodes()
         self.classes = ClassResolver()
         self.devices = DeviceIndex(self.classes, cel)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from .cel import CelError
+from .cel.values import ELEMENT_KIND
 from .names import is_dns1123_subdomain, regex_error
 from .objects import Obj, annotations_of
 from .slices import Device, DeviceKey
@@ -51,7 +52,6 @@ Value = tuple[str, Any]
 Values = frozenset[Value]
 Candidate = tuple[Device, CelError | None]
 
-_LIST_KINDS: Final = {"ints": "int", "bools": "bool", "strings": "string", "versions": "version"}
 _REQUEST_NAME: Final = re.compile(r"container-(\d+)-request-\d+")
 
 
@@ -142,7 +142,7 @@ def values_of(device: Device, attribute: str) -> Values | None:
 @functools.lru_cache(maxsize=4096)
 def _as_values(attr: tuple[str, Any]) -> Values:
     kind, value = attr
-    base = _LIST_KINDS.get(kind, kind)
+    base = ELEMENT_KIND.get(kind, kind)
     items = value if isinstance(value, tuple) else (value,)
     return frozenset((base, str(v) if base == "version" else v) for v in items)
 

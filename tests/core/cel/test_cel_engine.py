@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.core.cel import CelCompileError, CelError, CelRuntimeError, SelectorEngine, SimpleDevice
+from webhook.core.cel.engine import _MISSING, LRU
 from webhook.core.quantity import Quantity
 
 GPU = "gpu.example.com"
@@ -125,6 +126,31 @@ def test_lru_keeps_recently_used_entries() -> None:
     assert engine.stats()["evaluations"] == before
     engine.matches(expr, indexed(2))
     assert engine.stats()["evaluations"] == before + 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=5)),
+        max_size=12,
+    )
+)
+def test_lru_batch_calls_are_single_calls_in_a_row(steps: list[tuple[bool, list[int | None]]]) -> None:
+    """``get_many``/``put_many`` (the engine's batches) keep the same entries, order and counts as
+    ``get``/``put`` one key at a time; a None key is skipped, uncounted."""
+    single: LRU[int, str] = LRU(3)
+    batched: LRU[int, str] = LRU(3)
+    for put, keys in steps:
+        present = [k for k in keys if k is not None]
+        if put:
+            for k in present:
+                single.put(k, f"v{k}")
+            batched.put_many((k, f"v{k}") for k in present)
+        else:
+            expected = [single.get(k) if k is not None else _MISSING for k in keys]
+            assert batched.get_many(keys) == expected
+        assert list(batched._data.items()) == list(single._data.items())
+        assert (batched.hits, batched.misses) == (single.hits, single.misses)
 
 
 def test_clear_drops_cached_entries() -> None:

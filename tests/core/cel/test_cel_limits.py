@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from types import FrameType
 
 import pytest
@@ -119,3 +120,56 @@ def test_recursion_error_is_reported_and_not_cached() -> None:
         _at_depth(limit - frames - 30, lambda: engine.matches(expr, DEVICE))
     assert engine.stats()["uncached_failures"] == 1
     assert engine.matches(expr, DEVICE)  # with a normal stack the same input works
+
+
+def test_select_reports_an_aborted_evaluation_as_the_devices_error_and_caches_nothing() -> None:
+    """The batch path (``select``, a class's cold start) meets the abort in one backend call for
+    every device; it then asks device by device as ``matches`` would, so each device carries the
+    abort as its error, with the selector's index, and nothing of it is cached."""
+    engine = SelectorEngine()
+    expr = "(" * (MAX_NESTING - 1) + "[1].exists(x, x + 0 == 1)" + ")" * (MAX_NESTING - 1)
+    engine.compile(expr)
+    other = SimpleDevice("gpu.example.com", {"gpu.example.com/model": ("string", "H100")})
+    limit = sys.getrecursionlimit()
+    frames = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    verdicts: list[object] = []
+
+    def deep() -> bool:
+        verdicts.extend(engine.select(["true", expr], [DEVICE, other]))
+        return True
+
+    _at_depth(limit - frames - 60, deep)
+    assert len(verdicts) == 2
+    for verdict in verdicts:
+        assert isinstance(verdict, CelRuntimeError), verdict
+        assert "RecursionError" in str(verdict)
+        assert verdict.selector_index == 1
+    assert engine.stats()["uncached_failures"] >= 2
+    assert engine.select(["true", expr], [DEVICE, other]) == [True, True]  # a normal stack: it works
+
+
+def test_a_compile_that_runs_out_of_the_callers_stack_is_not_cached() -> None:
+    """The parser runs out of stack at some depth of the caller's: that is the caller's failure,
+    not the expression's, so the same expression compiles with a normal stack afterwards (it was
+    cached as a syntax error, failing every later call)."""
+    frames = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    expr = "device.driver == 'gpu.example.com'"
+    failed = 0
+    for margin in range(1, 60):  # from too deep for anything to deep enough for the parser alone
+        engine = SelectorEngine()
+        try:
+            _at_depth(sys.getrecursionlimit() - frames - margin, partial(engine.matches, expr, DEVICE))
+        except CelCompileError:
+            failed += 1
+        except RecursionError:  # the engine's own frames, before it could say anything
+            pass
+        assert engine.matches(expr, DEVICE) is True, margin
+    assert failed > 0  # some depths did fail in the parser

@@ -53,7 +53,7 @@ from .environment import CompiledExpression, compile_expression
 from .errors import CelRuntimeError
 from .evaluator import MAX_STEPS, _call, evaluate, prepare_activation
 from .library import FUNCTIONS, MAX_VALUE_SIZE
-from .values import device_value, split_qualified, unusable_value
+from .values import ELEMENT_KIND, device_value, split_qualified, unusable_value
 
 TAG_QUANTITY = "\x00q"
 TAG_SEMVER = "\x00v"
@@ -285,16 +285,13 @@ def validate(device: Any) -> RustDevice:
     return RustDevice(device)
 
 
-_LIST_KINDS = {"ints": "int", "bools": "bool", "strings": "string", "versions": "version"}
-
-
 def _encode_attribute(raw: Any) -> Any:
     kind, value = raw
     if kind == "version":
         return {TAG_SEMVER: _semver_text(value)}
     if kind == "versions":
         return [{TAG_SEMVER: _semver_text(v)} for v in value]
-    if kind in _LIST_KINDS:
+    if kind in ELEMENT_KIND:
         return list(value)
     return value
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 from .backend import Backend, default_engine, make_backend
@@ -69,6 +69,41 @@ class LRU(Generic[K, V]):
             self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
                 self._data.popitem(last=False)
+
+    def get_many(self, keys: Sequence[K | None]) -> list[V | object]:
+        """``get`` for each key, in one pass under the lock; a None key (nothing to look up, as
+        for a device without a usable fingerprint) gives ``_MISSING`` and is not counted."""
+        out: list[V | object] = []
+        append = out.append
+        hits = misses = 0
+        with self._lock:
+            data = self._data
+            get, refresh = data.get, data.move_to_end
+            for key in keys:
+                if key is None:
+                    append(_MISSING)
+                    continue
+                value = get(key, _MISSING)
+                if value is _MISSING:
+                    misses += 1
+                else:
+                    hits += 1
+                    refresh(key)
+                append(value)
+            self.hits += hits
+            self.misses += misses
+        return out
+
+    def put_many(self, items: Iterable[tuple[K, V]]) -> None:
+        """``put`` for each (key, value), in one pass under the lock."""
+        with self._lock:
+            data = self._data
+            refresh = data.move_to_end
+            for key, value in items:
+                data[key] = value
+                refresh(key)
+            while len(data) > self.maxsize:
+                data.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
@@ -203,30 +238,14 @@ class SelectorEngine:
         ``batch.distinct``): hits from the result cache, misses from one backend call; raises
         CelCompileError, or CelRuntimeError for an aborted evaluation (as ``matches``)."""
         program = self._program(expression)
-        out: list[object] = [_MISSING] * len(active)
-        misses: list[tuple[int, tuple[str, Hashable] | None]] = []  # (position in active, cache key)
-        keys = batch.keys
-        results = self._results
-        with results._lock:  # one pass over the result cache: hits now, misses below
-            data = results._data
-            for j, slot in enumerate(active):
-                fingerprint = keys[slot]
-                if fingerprint is None:
-                    misses.append((j, None))
-                    continue
-                key = (expression, fingerprint)
-                hit = data.get(key, _MISSING)
-                if hit is _MISSING:
-                    results.misses += 1
-                    misses.append((j, key))
-                else:
-                    results.hits += 1
-                    data.move_to_end(key)
-                    out[j] = hit
+        fingerprints = batch.keys
+        keys = [None if (f := fingerprints[slot]) is None else (expression, f) for slot in active]
+        out = self._results.get_many(keys)  # hits now, misses below
+        misses = [j for j, outcome in enumerate(out) if outcome is _MISSING]
         if not misses:
             return out
         prepared, distinct = batch.prepared, batch.distinct
-        slots = [active[j] for j, _ in misses]
+        slots = [active[j] for j in misses]
         unprepared = [slot for slot in slots if prepared[slot] is _MISSING]
         if unprepared:
             self._prepare_slots(batch, unprepared)
@@ -235,14 +254,13 @@ class SelectorEngine:
         outcomes = self._evaluate_many(program, devices, values)
         with self._lock:
             self._evaluations += len(outcomes)
-        with results._lock:
-            data = results._data
-            for (j, missed), outcome in zip(misses, outcomes, strict=True):
-                out[j] = outcome
-                if missed is not None:
-                    data[missed] = outcome  # a miss a moment ago (if another thread put it, it stays)
-            while len(data) > results.maxsize:
-                data.popitem(last=False)
+        for j, outcome in zip(misses, outcomes, strict=True):
+            out[j] = outcome
+        self._results.put_many(
+            (key, outcome)
+            for j, outcome in zip(misses, outcomes, strict=True)
+            if (key := keys[j]) is not None
+        )
         return out
 
     def _prepare_slots(self, batch: _Batch, slots: list[int]) -> None:
@@ -255,29 +273,16 @@ class SelectorEngine:
             for slot in slots:
                 prepared[slot] = self._prepare(distinct[slot])
             return
-        cache = self._activations
-        with cache._lock:
-            data = cache._data
-            for slot in slots:
-                key = keys[slot]
-                value = data.get(key, _MISSING) if key is not None else _MISSING
-                if value is _MISSING:
-                    cache.misses += 1
-                else:
-                    cache.hits += 1
-                    data.move_to_end(key)
-                    prepared[slot] = value
-        made = [slot for slot in slots if prepared[slot] is _MISSING]
+        found = self._activations.get_many([keys[slot] for slot in slots])
+        made: list[int] = []
+        for slot, value in zip(slots, found, strict=True):
+            if value is _MISSING:
+                made.append(slot)
+            else:
+                prepared[slot] = value
         for slot in made:
             prepared[slot] = self._prepare(distinct[slot])
-        with cache._lock:
-            data = cache._data
-            for slot in made:
-                key = keys[slot]
-                if key is not None:
-                    data[key] = prepared[slot]
-            while len(data) > cache.maxsize:
-                data.popitem(last=False)
+        self._activations.put_many((key, prepared[slot]) for slot in made if (key := keys[slot]) is not None)
 
     def _evaluate_many(
         self, program: object, devices: list[CelDevice], values: list[object]

@@ -187,7 +187,11 @@ def _parse(expression: str) -> lark.Tree[Any]:
         parser = _parser
         try:
             return parser.parse(expression)
+        except RecursionError:
+            raise  # the caller's stack, not the expression: not a compile error (never cached)
         except CELParseError as e:
+            if isinstance(e.__context__, RecursionError):
+                raise RecursionError(str(e.__context__)) from None
             detail = str(e.__context__ or e).strip().splitlines()[0]
             where = f"<input>:{e.line or '?'}:{e.column or '?'}"
             raise CelCompileError(f"compilation failed: ERROR: {where}: Syntax error: {detail}") from None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from celpy import celtypes
 
@@ -31,7 +31,8 @@ INT64_MAX = 2**63 - 1
 #: Scalar attribute kinds and the KEP-5491 list kinds, as JSON field names of ``DeviceAttribute``.
 SCALAR_KINDS = ("int", "bool", "string", "version")
 LIST_KINDS = ("ints", "bools", "strings", "versions")
-_ELEMENT_KIND = dict(zip(LIST_KINDS, SCALAR_KINDS, strict=True))
+#: List kind -> its elements' scalar kind.
+ELEMENT_KIND: Final = dict(zip(LIST_KINDS, SCALAR_KINDS, strict=True))
 
 
 class CelDevice(Protocol):
@@ -117,7 +118,7 @@ def parse_attribute(raw: dict[str, Any]) -> tuple[str, Any]:
         raise ValueError(
             f"{kind}: must have at most {MAX_ATTRIBUTE_VALUES_PER_DEVICE} values, not {len(value)}"
         )
-    element = _ELEMENT_KIND[kind]
+    element = ELEMENT_KIND[kind]
     return kind, tuple(_scalar(element, v, f"{kind}[{i}]") for i, v in enumerate(value))
 
 
@@ -150,8 +151,8 @@ def _cel_scalar(kind: str, value: Any) -> Any:
 
 
 def _cel_attribute(kind: str, value: Any) -> Any:
-    if kind in _ELEMENT_KIND:
-        return celtypes.ListType([_cel_scalar(_ELEMENT_KIND[kind], v) for v in value])
+    if kind in ELEMENT_KIND:
+        return celtypes.ListType([_cel_scalar(ELEMENT_KIND[kind], v) for v in value])
     return _cel_scalar(kind, value)
 
 
@@ -271,7 +272,7 @@ _SCALAR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 def _check_attribute(kind: Any, value: Any) -> None:
-    element = _ELEMENT_KIND.get(kind)
+    element = ELEMENT_KIND.get(kind)
     if element is not None:
         if not all(_SCALAR_OK[element](v) for v in value):
             raise TypeError(kind)
