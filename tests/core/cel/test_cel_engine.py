@@ -219,10 +219,6 @@ def _one_by_one(engine: SelectorEngine, expr: str, devices: list[Any]) -> list[b
     return out
 
 
-def _texts(outcomes: list[bool | CelRuntimeError]) -> list[bool | str]:
-    return [o if isinstance(o, bool) else f"error: {o}" for o in outcomes]
-
-
 MANY_EXPRESSIONS = [
     f"device.attributes['{GPU}'].index >= 2",
     f"device.attributes['{GPU}'].missing == 1",  # a runtime error on every device
@@ -232,7 +228,7 @@ MANY_EXPRESSIONS = [
 
 
 @pytest.mark.parametrize("expr", MANY_EXPRESSIONS)
-def test_matches_many_gives_what_matches_gives_device_by_device(expr: str) -> None:
+def test_a_batch_caches_for_single_calls_and_evaluates_each_fingerprint_once(expr: str) -> None:
     devices: list[Any] = [
         indexed(1),
         indexed(2, **{f"{GPU}/model": ("string", "a")}),
@@ -244,29 +240,21 @@ def test_matches_many_gives_what_matches_gives_device_by_device(expr: str) -> No
     ]
     expected = _one_by_one(SelectorEngine(), expr, devices)
     batch = SelectorEngine()
-    assert _texts(batch.matches_many(expr, devices)) == expected
+    assert _verdict_texts(batch.select([expr], devices)) == expected
     # Its outcomes are cached for later single calls, and hits are fresh error instances.
     evaluations = batch.stats()["evaluations"]
     assert evaluations == 6  # seven devices, two with one fingerprint
     assert _one_by_one(batch, expr, devices) == expected
     assert batch.stats()["evaluations"] == evaluations + 2  # only the two without a usable fingerprint
-    again = batch.matches_many(expr, devices)
-    assert _texts(again) == expected
-    errors = [o for o in again if isinstance(o, CelRuntimeError)]
+    again = batch.select([expr], devices)
+    assert _verdict_texts(again) == expected
+    errors = [o for o in again if isinstance(o, CelError)]
     assert all(a is not b for a in errors for b in errors if a is not b)
+    assert batch.select([expr], []) == []
 
 
-def test_matches_all_is_matches_many_per_expression_with_one_preparation_per_device() -> None:
-    devices = [indexed(i % 4) for i in range(12)]
-    engine = SelectorEngine()
-    outcomes = engine.matches_all(MANY_EXPRESSIONS, devices)
-    reference = SelectorEngine()
-    assert [_texts(o) for o in outcomes] == [_one_by_one(reference, e, devices) for e in MANY_EXPRESSIONS]
-    assert engine.stats()["evaluations"] == 4 * len(MANY_EXPRESSIONS)  # four distinct devices
-    with pytest.raises(CelCompileError, match="Syntax error"):
-        engine.matches_all(["true", "device."], devices)
-    assert engine.matches_all([], devices) == []
-    assert engine.matches_many("true", []) == []
+def _verdict_texts(verdicts: list[bool | CelError]) -> list[bool | str]:
+    return [v if isinstance(v, bool) else f"error: {v}" for v in verdicts]
 
 
 def _select_one_by_one(engine: SelectorEngine, exprs: list[str], devices: list[Any]) -> list[object]:

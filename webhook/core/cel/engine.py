@@ -166,40 +166,16 @@ class SelectorEngine:
             raise outcome.fresh()
         return outcome
 
-    def matches_many(self, expression: str, devices: Sequence[CelDevice]) -> list[bool | CelRuntimeError]:
-        """``matches`` for many devices at once: each device's verdict, or its runtime error (a
-        fresh instance, returned rather than raised); raises CelCompileError for the expression.
-
-        The same caches and the same backend evaluation as ``matches``, so the same answers; what
-        it saves is per-call overhead: the program is looked up once, devices with equal
-        fingerprints are evaluated once per call, the backend gets all misses in one call, each
-        cache's lock is taken once per call rather than once per device, and the cyclic
-        collector is paused (:mod:`.gcpause`)."""
-        return self.matches_all((expression,), devices)[0]
-
-    def matches_all(
-        self, expressions: Sequence[str], devices: Sequence[CelDevice]
-    ) -> list[list[bool | CelRuntimeError]]:
-        """``matches_many`` for each expression, in order, the devices prepared once for all of
-        them (a class's selectors, or a class's and a request's, over the same devices); raises
-        CelCompileError for the first expression that does not compile."""
-        for expression in expressions:
-            self._program(expression)
-        with collector_paused():
-            batch = _Batch(devices)
-            every = range(len(batch.distinct))
-            out: list[list[bool | CelRuntimeError]] = []
-            for expression in expressions:
-                outcomes = self._outcomes(expression, batch, every)
-                out.append([_answer(outcomes[slot]) for slot in batch.slot_of])
-            return out
-
     def select(self, expressions: Sequence[str], devices: Sequence[CelDevice]) -> list[bool | CelError]:
         """Each device's verdict on a list of selectors applied as a DeviceClass's are: True when
         all match; False at the first that does not; else the error (compile or runtime) of the
         first that failed, with ``selector_index`` set. Once a selector has decided a device, the
-        later ones are not evaluated for it, as with ``matches`` in a loop; what differs is the
-        cost, that of ``matches_all``. A cluster's cold start of a class is this call."""
+        later ones are not evaluated for it, as with ``matches`` in a loop; the same caches and
+        backend, so the same answers. What differs is the cost: the program is looked up once per
+        selector, devices with equal fingerprints are evaluated once, the backend gets all misses
+        in one call, each cache's lock is taken once per selector rather than once per device, and
+        the cyclic collector is paused (:mod:`.gcpause`). A cluster's cold start of a class is this
+        call."""
         with collector_paused():
             batch = _Batch(devices)
             verdicts: list[bool | CelError] = [True] * len(batch.distinct)
@@ -420,10 +396,6 @@ class _Batch:
                 self.keys.append(fingerprint)
             self.slot_of.append(slot)
         self.prepared: list[object] = [_MISSING] * len(self.distinct)
-
-
-def _answer(outcome: object) -> bool | CelRuntimeError:
-    return outcome.fresh() if isinstance(outcome, CelRuntimeError) else bool(outcome)  # type: ignore[return-value]
 
 
 def _copy(verdict: bool | CelError) -> bool | CelError:
