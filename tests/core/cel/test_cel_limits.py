@@ -94,6 +94,16 @@ def _at_depth(depth: int, fn: Callable[[], bool]) -> bool:
     return fn() if depth == 0 else _at_depth(depth - 1, fn)
 
 
+def _stack_depth() -> int:
+    """Frames on the caller's stack, itself included."""
+    frames = 0
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    return frames
+
+
 def test_deepest_allowed_expression_evaluates_from_a_deep_caller() -> None:
     """A caller 500 frames deep (a backtracking allocator, say) still evaluates the deepest
     expression the limits allow."""
@@ -111,11 +121,7 @@ def test_recursion_error_is_reported_and_not_cached() -> None:
     expr = "(" * (MAX_NESTING - 1) + "[1].exists(x, x + 0 == 1)" + ")" * (MAX_NESTING - 1)
     engine.compile(expr)
     limit = sys.getrecursionlimit()
-    frames = 0
-    frame: FrameType | None = sys._getframe()
-    while frame is not None:
-        frames += 1
-        frame = frame.f_back
+    frames = _stack_depth()
     with pytest.raises(CelRuntimeError, match="RecursionError"):
         _at_depth(limit - frames - 30, lambda: engine.matches(expr, DEVICE))
     assert engine.stats()["uncached_failures"] == 1
@@ -131,11 +137,7 @@ def test_select_reports_an_aborted_evaluation_as_the_devices_error_and_caches_no
     engine.compile(expr)
     other = SimpleDevice("gpu.example.com", {"gpu.example.com/model": ("string", "H100")})
     limit = sys.getrecursionlimit()
-    frames = 0
-    frame: FrameType | None = sys._getframe()
-    while frame is not None:
-        frames += 1
-        frame = frame.f_back
+    frames = _stack_depth()
     verdicts: list[object] = []
 
     def deep() -> bool:
@@ -156,11 +158,7 @@ def test_a_compile_that_runs_out_of_the_callers_stack_is_not_cached() -> None:
     """The parser runs out of stack at some depth of the caller's: that is the caller's failure,
     not the expression's, so the same expression compiles with a normal stack afterwards (it was
     cached as a syntax error, failing every later call)."""
-    frames = 0
-    frame: FrameType | None = sys._getframe()
-    while frame is not None:
-        frames += 1
-        frame = frame.f_back
+    frames = _stack_depth()
     expr = "device.driver == 'gpu.example.com'"
     failed = 0
     for margin in range(1, 60):  # from too deep for anything to deep enough for the parser alone
