@@ -10,7 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 
 WORKER = "system:serviceaccount:draxr-system:draxr-worker"

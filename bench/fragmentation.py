@@ -47,17 +47,17 @@ if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
-from webhook.core.claims import (
+from webhook.core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     special_claim_after_prebind,
 )
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, Scheduler
-from webhook.core.scoring import POLICIES
-from webhook.core.state import ClusterState
-from webhook.core.topology import ALIGN_BY_ANNOTATION
+from webhook.core.allocation.policy import POLICIES
+from webhook.core.api.alignment import ALIGN_BY_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.scheduler import SCHEDULED, Scheduler
 
 NODES = 64
 GPUS = 8

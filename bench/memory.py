@@ -55,17 +55,17 @@ import httpx
 from bench.allocate import build
 from bench.allocate import pod as allocate_pod
 from bench.common import free_port, memory_mib, serve_argv
-from webhook.core.claims import (
+from webhook.core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     special_claim_after_prebind,
 )
-from webhook.core.constants import WRITER_ANNOTATION
-from webhook.core.objects import Obj, uid
-from webhook.core.objects import name as name_of
-from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
-from webhook.core.state import ClusterState
+from webhook.core.api.constants import WRITER_ANNOTATION
+from webhook.core.api.objects import Obj, uid
+from webhook.core.api.objects import name as name_of
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.scheduler import SCHEDULED, Decision, Scheduler
 from webhook.emulator import Emulator
 from webhook.kube import trim
 from webhook.kube.cache import ALL_KINDS, ClusterCache

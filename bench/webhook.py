@@ -54,7 +54,7 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import percentile
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 
 PATH = "/mutate/pods"
 GPU = "example.com/gpu"

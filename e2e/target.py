@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 

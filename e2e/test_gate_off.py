@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION, EXTENDED_RESOURCE_NAME_ANNOTATION
-from webhook.core.objects import Obj
-from webhook.core.rewrite import MANAGED_BY, MANAGED_BY_LABEL, REWRITTEN_ANNOTATION, TEMPLATE_REQUEST
+from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION, EXTENDED_RESOURCE_NAME_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import MANAGED_BY, MANAGED_BY_LABEL, REWRITTEN_ANNOTATION, TEMPLATE_REQUEST
 from webhook.kube.resources import PODS
 
 from .target import DEPLOYMENTS, DRIVER, GATE, RESOURCES, Target

@@ -28,6 +28,11 @@ ALLOWED: dict[str, set[str]] = {
 }
 LAZY_EMULATOR_USERS = {"webhook.commands.demo"}
 
+#: The core's sub-packages, bottom first: each imports only itself and the ones before it. The API's
+#: shapes and rules, CEL over devices, the cluster model, the allocator, the scheduler's plugins, and
+#: the paths a pod can take (native, rewrite) on top.
+CORE_LAYERS = ("api", "cel", "cluster", "allocation", "scheduling", "paths")
+
 
 def module_name(path: Path, top: Path = PACKAGE.parent) -> str:
     parts = list(path.relative_to(top).with_suffix("").parts)
@@ -91,6 +96,48 @@ def test_every_room_imports_only_the_rooms_below_it() -> None:
                 continue
             wrong.append(f"{module} ({mine or 'root'}) imports {target} ({theirs or 'root'})")
     assert wrong == []
+
+
+def core_layer(module: str) -> str | None:
+    """``webhook.core.<layer>...`` -> layer; None for modules outside the core (or its face)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "core" else None
+
+
+def test_each_core_layer_imports_only_the_layers_below_it() -> None:
+    wrong: list[str] = []
+    for path in sorted((PACKAGE / "core").rglob("*.py")):
+        module = module_name(path)
+        mine = core_layer(module)
+        if mine is None:
+            continue
+        for target, _ in imports(path):
+            theirs = core_layer(target)
+            if theirs is None or CORE_LAYERS.index(theirs) <= CORE_LAYERS.index(mine):
+                continue
+            wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert wrong == []
+
+
+def test_every_core_module_is_in_a_layer() -> None:
+    """No module is left in the core's hall: each lives in one of the layers."""
+    loose = [p.name for p in (PACKAGE / "core").glob("*.py") if p.name != "__init__.py"]
+    layers = {p.name for p in (PACKAGE / "core").iterdir() if (p / "__init__.py").exists()}
+    assert loose == []
+    assert layers == set(CORE_LAYERS)
+
+
+def test_the_core_checker_sees_an_upside_down_import(tmp_path: Path) -> None:
+    """The layer rule catches what it is for: the cluster model importing the allocator."""
+    probe = tmp_path / "webhook" / "core" / "cluster" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    target = tmp_path / "webhook" / "core" / "allocation" / "allocator.py"
+    target.parent.mkdir(parents=True)
+    target.write_text("")
+    probe.write_text("from ..allocation.allocator import Allocator\n")
+    found = [t for t, _ in imports(probe, tmp_path)]
+    assert found == ["webhook.core.allocation.allocator"]
+    assert CORE_LAYERS.index(core_layer(found[0]) or "") > CORE_LAYERS.index("cluster")
 
 
 def test_every_room_is_known() -> None:

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from tests.core.podfactory import container, device_class, pod
-from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION
+from webhook.core.api.objects import Obj
 from webhook.emulator.sandbox import Sandbox
 from webhook.kube.client import ApiError
 from webhook.kube.resources import DEVICE_CLASSES, PODS

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 
 from .builders import (
     DEVICE_CLASS,

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from webhook.admission import AdmissionConfig
 from webhook.admission.app import ReviewThreads
 from webhook.admission.config import MAX_BODY_BYTES
-from webhook.core.fielderrors import MAX_STATUS_ERRORS
-from webhook.core.objects import Obj
+from webhook.core.api.fielderrors import MAX_STATUS_ERRORS
+from webhook.core.api.objects import Obj
 
 from .builders import GPU, WORKER, container, gpu_cluster, gpu_pod, mapping, pod, review, with_mapping
 from .conftest import Webhook

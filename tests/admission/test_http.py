@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 
 from webhook.admission import AdmissionConfig, create_app
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.install.certs import TLS_CERT, ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from webhook.admission.config import AdmissionConfig
 from webhook.admission.mutate import annotation_value, mutation_patch, wants_route
-from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION
+from webhook.core.api.objects import Obj
 
 keys = st.text(st.sampled_from("ab/~0.-"), min_size=1, max_size=6)
 annotation_maps = st.dictionaries(

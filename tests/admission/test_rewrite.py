@@ -9,9 +9,9 @@ import json
 import jsonpatch
 
 from webhook.admission import AdmissionConfig
-from webhook.core.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
-from webhook.core.objects import Obj
-from webhook.core.rewrite import REWRITTEN_ANNOTATION, templates_of
+from webhook.core.api.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION, templates_of
 
 from .builders import (
     GPU,

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from webhook.cli import main
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 from webhook.install.certs import (
     Issued,

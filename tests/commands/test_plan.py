@@ -16,7 +16,7 @@ from tests.core.podfactory import container, pod
 from webhook.cli import main
 from webhook.commands.demo import examples_dir
 from webhook.commands.plan import build_plan, run
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.loader import expand_workloads, load_paths
 
 

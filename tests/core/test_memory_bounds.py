@@ -18,9 +18,9 @@ import pytest
 
 from bench.allocate import pod as allocate_pod
 from bench.memory import Doc, engine_docs, engine_of, engine_pods, engine_units, kept, tracing
-from webhook.core.objects import Obj, name, namespace
-from webhook.core.scheduler import SCHEDULED, Scheduler
-from webhook.core.state import ClusterState
+from webhook.core.api.objects import Obj, name, namespace
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.scheduler import SCHEDULED, Scheduler
 
 KIB = 1024
 #: A node without devices, 25 DeviceClasses counted over it (measured 6.0 to 9.1 KB).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.claimcontroller import FINALIZER, POD_CLAIM_NAME_ANNOTATION, generate_name
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.workloads import HASH_LABEL, template_hash
 

@@ -23,7 +23,7 @@ import yaml
 
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 from webhook.install import monitoring
 from webhook.install.certs import parse_bundle, serving_names, signed_by

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.commands.manifests import run
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator.admission.conditions import ConditionEvaluator
 from webhook.install.certs import issue_ca, issue_serving, parse_bundle, serving_names, signed_by
 from webhook.install.manifests import (

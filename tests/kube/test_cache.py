@@ -11,9 +11,9 @@ import pytest
 
 from bench.memory import cache_docs, cache_of, cache_pods, cache_units, tracing
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, UNSCHEDULABLE
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE
 from webhook.kube.cache import ALL_KINDS, ClusterCache
 
 GPU = "example.com/gpu"
@@ -219,6 +219,8 @@ def test_the_scheduler_carries_policy_and_writer() -> None:
     sched = gpu_cache(1).scheduler("spread", writer="draxr")
     assert sched.engine.policy == "spread"
     assert sched.engine.writer == "draxr"
+    assert sched.engine.percentage_of_nodes_to_score == 0  # adaptive, as kube-scheduler's default
+    assert gpu_cache(1).scheduler(percentage_of_nodes_to_score=30).engine.percentage_of_nodes_to_score == 30
 
 
 def test_a_status_update_of_a_reserved_pod_does_not_free_its_cpu() -> None:

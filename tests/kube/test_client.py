@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.kubeconfig import api_client
 from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, throttled

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
 from webhook.emulator.resources import BUILTIN
 from webhook.kube.client import KubeClient

@@ -15,11 +15,11 @@ from prometheus_client import CollectorRegistry
 
 from bench.memory import realistic_node, realistic_pod
 from tests.core.podfactory import device, device_class, resource_slice
-from webhook.core.objects import Obj
-from webhook.core.rewrite import templates_used
-from webhook.core.scheduler import Decision, Scheduler
-from webhook.core.state import ClusterState
-from webhook.core.topology import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
+from webhook.core.api.alignment import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.cluster.state import ClusterState
+from webhook.core.paths.rewrite import templates_used
+from webhook.core.scheduling.scheduler import Decision, Scheduler
 from webhook.kube import trim
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.worker.harness import GPU, Cluster, device_class, node
-from webhook.core.objects import Obj
-from webhook.core.topology import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
+from webhook.core.api.alignment import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
+from webhook.core.api.objects import Obj
 
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 NIC = "example.com/nic"

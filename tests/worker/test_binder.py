@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
-from webhook.core.constants import (
+from webhook.core.api.constants import (
     DELETE_PROTECTION_FINALIZER,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     WRITER_ANNOTATION,
 )
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.core.api.objects import Obj
+from webhook.core.scheduling.scheduler import SCHEDULED, Decision, Scheduler
 from webhook.kube.cache import ClusterCache
 from webhook.worker.binder import Binder, BindError, NotLeader, Written, same_allocation
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
-from webhook.core.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.api.objects import Obj
 from webhook.kube.client import KubeClient
 from webhook.worker.binder import Binder
 from webhook.worker.cleanup import Cleaner, pod_is_done, special_claim_name, superseded

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, WRITER_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, WRITER_ANNOTATION
+from webhook.core.api.objects import Obj
 from webhook.kube.resources import BY_PLURAL
 
 #: A replacement pod binds within this many seconds of a worker start (the issue's bound).

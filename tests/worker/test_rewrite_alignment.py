@@ -11,8 +11,8 @@ import pytest
 
 from tests.worker.harness import GPU, node
 from tests.worker.test_alignment import PCIE_ROOT, aligned_class, held, root, topology_slice
-from webhook.core.objects import Obj
-from webhook.core.rewrite import REWRITTEN_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION
 from webhook.emulator.sandbox import Sandbox
 from webhook.kube.resources import BY_PLURAL, PODS
 

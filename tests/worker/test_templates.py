@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.core.podfactory import container, device_class, pod
-from webhook.core.objects import Obj
-from webhook.core.rewrite import (
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import (
     MANAGED_BY_LABEL,
     REWRITTEN_ANNOTATION,
     TemplateRef,

@@ -13,10 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED
-from webhook.core.slices import DeviceKey
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.cluster.slices import DeviceKey
+from webhook.core.scheduling.scheduler import SCHEDULED
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.leader import LeaderElector

@@ -18,11 +18,11 @@ import threading
 from collections import OrderedDict
 from typing import Final
 
-from ..core.fielderrors import go_quote
-from ..core.messages import clip
-from ..core.objects import Obj, meta, name, parse_time, spec, uid
-from ..core.quota import class_quota_key
-from ..core.scheduler import ERROR, SCHEDULED, Scheduler
+from ..core.api.fielderrors import go_quote
+from ..core.api.messages import clip
+from ..core.api.objects import Obj, meta, name, parse_time, spec, uid
+from ..core.paths.quota import class_quota_key
+from ..core.scheduling.scheduler import ERROR, SCHEDULED, Scheduler
 from ..kube.cache import ClusterCache
 
 log = logging.getLogger("draxr.admission")

@@ -34,9 +34,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..core.fielderrors import invalid_status
-from ..core.messages import clip
-from ..core.objects import name
+from ..core.api.fielderrors import invalid_status
+from ..core.api.messages import clip
+from ..core.api.objects import name
 from ..kube.cache import ClusterCache
 from .blocking import MAY_BLOCK, WouldBlock
 from .claims import review_claim

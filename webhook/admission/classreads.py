@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.deviceclasses import ClassResolver
-from ..core.objects import Obj
+from ..core.api.objects import Obj
+from ..core.cluster.deviceclasses import ClassResolver
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import DEVICE_CLASSES

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..core.constants import DEFAULT_SCHEDULER_NAME
-from ..core.paths import Mode
+from ..core.api.constants import DEFAULT_SCHEDULER_NAME
+from ..core.paths.choice import Mode
 
 Route = Literal["default-only", "always", "never"]
 
@@ -55,7 +55,7 @@ class AdmissionConfig:
     claim_wait_seconds: float = 2.0
     class_read_seconds: float = 2.0
     fit_cache_size: int = 256
-    #: ``--mode``: the path of pods asking for DRA-backed names (core/paths.py); ``auto`` picks it
+    #: ``--mode``: the path of pods asking for DRA-backed names (core/paths/choice.py); ``auto`` picks it
     #: per pod from the gates. ``force_rewrite``: rewrite even where a device plugin serves the name.
     mode: Mode = "auto"
     force_rewrite: bool = False

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core.deviceclasses import ClassResolver
-from ..core.names import is_dra_extended_resource_name
-from ..core.objects import Obj
-from ..core.podresources import iter_requests
-from ..core.quantity import try_parse
+from ..core.api.names import is_dra_extended_resource_name
+from ..core.api.objects import Obj
+from ..core.api.podresources import iter_requests
+from ..core.api.quantity import try_parse
+from ..core.cluster.deviceclasses import ClassResolver
 
 
 def requested_extended(pod: Obj) -> list[str]:

@@ -1,13 +1,13 @@
 """``POST /mutate/pods``: the path of a new pod asking for DRA-backed extended resources.
 
-The path (core/paths.py) is decided per pod from ``--mode`` and the gates:
+The path (core/paths/choice.py) is decided per pod from ``--mode`` and the gates:
 
 * ``native``: the pod gets the annotation ``draxr.io/extended-resources`` (resource name ->
   DeviceClass, as resolved at admission) and, depending on ``--route``, draxr as its
   ``spec.schedulerName``: ``default-only`` takes pods meant for the default scheduler, ``always``
   every such pod, ``never`` leaves the field alone;
 * ``rewrite`` (KEP-5004's "Option 1"): the names become DRA claims from shared
-  ResourceClaimTemplates (core/rewrite.py); the pod keeps its scheduler unless ``--route=always``;
+  ResourceClaimTemplates (core/paths/rewrite.py); the pod keeps its scheduler unless ``--route=always``;
   the worker creates the templates, so this hook stays free of side effects (dry runs are exact);
 * ``device-plugin`` and ``none``: the pod is left alone.
 
@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from ..core.constants import DRAXR_RESOURCES_ANNOTATION
-from ..core.messages import clip
-from ..core.objects import Obj, as_dict, as_list, meta, namespace, spec
-from ..core.paths import PathChoice, path_for
-from ..core.quota import unguarded
-from ..core.rewrite import (
+from ..core.api.constants import DRAXR_RESOURCES_ANNOTATION
+from ..core.api.messages import clip
+from ..core.api.objects import Obj, as_dict, as_list, meta, namespace, spec
+from ..core.api.validation import validate_dra_quantities
+from ..core.paths.choice import PathChoice, path_for
+from ..core.paths.quota import unguarded
+from ..core.paths.rewrite import (
     REWRITTEN_ANNOTATION,
     Alignment,
     Rewrite,
@@ -37,7 +38,6 @@ from ..core.rewrite import (
     rewrite_ops,
     rewritten_annotation,
 )
-from ..core.validation import validate_dra_quantities
 from ..kube.cache import WEBHOOK_KINDS
 from .advice import contention_warning, quota_warning, stale_classes_warning, unserved_warning
 from .config import AdmissionConfig

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from ..core.deviceclasses import ClassResolver
-from ..core.fielderrors import FieldError, Path, forbidden_status, go_quote, invalid, invalid_status
-from ..core.objects import (
+from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.api.fielderrors import FieldError, Path, forbidden_status, go_quote, invalid, invalid_status
+from ..core.api.objects import (
     Obj,
     annotations_of,
     as_dict,
@@ -25,11 +24,12 @@ from ..core.objects import (
     status,
     uid,
 )
-from ..core.validation import (
+from ..core.api.validation import (
     validate_dra_quantities,
     validate_extended_resource_claim_status,
     validate_mapped_requests,
 )
+from ..core.cluster.deviceclasses import ClassResolver
 from .context import Context
 from .extended import dra_backed
 from .review import AdmissionRequest, Verdict

@@ -40,10 +40,10 @@ from ..admission.config import AdmissionConfig
 from ..admission.extended import backing_classes, requested_extended
 from ..admission.mutate import plan_patch
 from ..admission.pods import quantity_errors
-from ..core.deviceclasses import ClassResolver
-from ..core.fielderrors import duplicate
-from ..core.objects import Obj, as_dict, as_list, name, spec
-from ..core.rewrite import TemplateRef, alignment, plan_rewrite, template
+from ..core.api.fielderrors import duplicate
+from ..core.api.objects import Obj, as_dict, as_list, name, spec
+from ..core.cluster.deviceclasses import ClassResolver
+from ..core.paths.rewrite import TemplateRef, alignment, plan_rewrite, template
 from ..loader import (
     STDIN,
     Loaded,

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
-from ..core.objects import Obj, as_dict, name, namespace
-from ..core.rewrite import REWRITTEN_ANNOTATION
+from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
+from ..core.api.objects import Obj, as_dict, name, namespace
+from ..core.paths.rewrite import REWRITTEN_ANNOTATION
 from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.client import KubeClient
 from ..kube.resources import BY_PLURAL

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from ..core import names
+from ..core.allocation.policy import BINPACK, POLICIES
+from ..core.api import names
 from ..core.cel import DEFAULT_ENGINE, ENGINES
-from ..core.sampling import ADAPTIVE
-from ..core.scoring import BINPACK, POLICIES
+from ..core.scheduling.sampling import ADAPTIVE
 
 #: argparse puts this before the flag's name; the one-line form leaves it out.
 _ARGUMENT_PREFIX = "argument "

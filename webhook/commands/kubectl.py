@@ -24,16 +24,16 @@ from typing import TextIO
 import kubernetes
 import yaml
 
-from ..core.constants import (
+from ..core.allocation.policy import BINPACK, POLICIES
+from ..core.api.constants import (
     DEFAULT_SCHEDULER_NAME,
     DEVICE_CLASS_PREFIX,
     DRAXR_RESOURCES_ANNOTATION,
 )
-from ..core.deviceclasses import ClassResolver, explicit_name
-from ..core.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
-from ..core.scheduler import SCHEDULED, Scheduler
-from ..core.scoring import BINPACK, POLICIES
-from ..core.state import ClusterState
+from ..core.api.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
+from ..core.cluster.deviceclasses import ClassResolver, explicit_name
+from ..core.cluster.state import ClusterState
+from ..core.scheduling.scheduler import SCHEDULED, Scheduler
 from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient

@@ -26,19 +26,24 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..admission.extended import backing_classes, requested_extended
-from ..core.cel import SelectorEngine
-from ..core.claims import (
+from ..core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     reserved_for,
     special_claim_after_prebind,
 )
-from ..core.constants import POD_CLAIM_NAME_ANNOTATION
-from ..core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
-from ..core.paths import path_for
-from ..core.placement import alignment_text
-from ..core.rewrite import (
+from ..core.allocation.placement import alignment_text
+from ..core.allocation.policy import BINPACK
+from ..core.api.alignment import align_by
+from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
+from ..core.api.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.cel import SelectorEngine
+from ..core.cluster.slices import parse_slice
+from ..core.cluster.state import ClusterState
+from ..core.cluster.topology import Groups, whole_groups
+from ..core.paths.choice import path_for
+from ..core.paths.rewrite import (
     REWRITTEN_ANNOTATION,
     alignment,
     plan_rewrite,
@@ -47,12 +52,8 @@ from ..core.rewrite import (
     template,
     templates_of,
 )
-from ..core.sampling import ADAPTIVE
-from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
-from ..core.scoring import BINPACK
-from ..core.slices import parse_slice
-from ..core.state import ClusterState
-from ..core.topology import Groups, align_by, whole_groups
+from ..core.scheduling.sampling import ADAPTIVE
+from ..core.scheduling.scheduler import ERROR, SCHEDULED, Decision, Scheduler
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
@@ -138,8 +139,8 @@ def build_plan(
     """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
     ``mode``: ``native`` or ``rewrite`` (see the module's docstring).
     ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
-    state = ClusterState(SelectorEngine(engine=cel_engine), percentage_of_nodes_to_score)
-    scheduler = Scheduler(state, policy)
+    state = ClusterState(SelectorEngine(engine=cel_engine))
+    scheduler = Scheduler(state, policy, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
     for o in objects:

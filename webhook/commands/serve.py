@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
-from ..core.paths import MODES
+from ..core.paths.choice import MODES
 from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_CERT_DIR, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
 from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK
 from ..runtime.logs import FORMATS, LEVELS

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..core.objects import Obj, as_dict, as_list, controller_ref
+from ..core.api.objects import Obj, as_dict, as_list, controller_ref
 from . import errors
 from .auth import authenticated
 from .controller import Controller

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.core.quantity import try_parse
+from webhook.core.api.quantity import try_parse
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 
 
 def _quantities(values: Any) -> None:

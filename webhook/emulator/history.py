@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .codec import encode
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .resources import ResourceIndex, ResourceType
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.names import is_qualified_name
+from webhook.core.api.names import is_qualified_name
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from . import errors
 
 Predicate = Callable[[Obj], bool]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from . import defaults
 from .features import DRA_EXTENDED_RESOURCE, FeatureGates
 from .resources import ResourceType

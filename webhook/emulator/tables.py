@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .resources import ResourceType
 
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from . import errors
 from .codec import encode
 from .history import WatchEvent

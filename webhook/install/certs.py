@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..core.names import is_dns1123_label, is_dns1123_subdomain, regex_error
-from ..core.objects import format_time
+from ..core.api.names import is_dns1123_label, is_dns1123_subdomain, regex_error
+from ..core.api.objects import format_time
 
 logger = logging.getLogger(__name__)
 

@@ -31,12 +31,12 @@ from typing import Any
 
 import yaml
 
-from ..core.constants import (
+from ..core.api.constants import (
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     EXTENDED_RESOURCE_NAME_ANNOTATION,
     GATE_PROBE_PREFIX,
 )
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 
 DEFAULT_NAMESPACE = "draxr-system"
 DEFAULT_IMAGE = "ghcr.io/draxr/draxr:0.1.0"

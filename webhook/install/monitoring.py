@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .manifests import APP_LABEL, COMPONENT_LABEL, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK, WORKER, dump
 
 #: The webhook configurations' ``timeoutSeconds``: the apiserver gives up on a hook after this.

@@ -17,7 +17,7 @@ import kubernetes
 import urllib3
 from kubernetes.watch.watch import iter_resp_lines
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .ratelimit import TokenBucket
 from .resources import PODS, Resource
 

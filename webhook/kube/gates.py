@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Final, Literal
 
-from ..core.constants import GATE_PROBE_PREFIX
-from ..core.gates import version_gate
+from ..core.api.constants import GATE_PROBE_PREFIX
+from ..core.cluster.gates import version_gate
 from .client import ApiError, KubeClient
 from .resources import DEVICE_CLASSES
 

@@ -39,7 +39,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from ..core.objects import Obj, format_time
+from ..core.api.objects import Obj, format_time
 from ..install.certs import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_RENEW_BEFORE,

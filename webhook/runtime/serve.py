@@ -22,11 +22,11 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
+from ..core.api.constants import DEFAULT_SCHEDULER_NAME
+from ..core.api.objects import Obj
 from ..core.cel import SelectorEngine
-from ..core.constants import DEFAULT_SCHEDULER_NAME
-from ..core.deviceclasses import explicit_name
-from ..core.objects import Obj
-from ..core.state import ClusterState
+from ..core.cluster.deviceclasses import explicit_name
+from ..core.cluster.state import ClusterState
 from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_CERT_DIR, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
 from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK, WORKER
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
@@ -148,6 +148,7 @@ class Process:
                 initial_backoff=opts.pod_initial_backoff,
                 max_backoff=opts.pod_max_backoff,
                 template_grace=opts.template_grace,
+                percentage_of_nodes_to_score=opts.percentage_of_nodes_to_score,
             )
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
             #: What follows the Lease (or, without leader election, is told once it leads).
@@ -274,9 +275,7 @@ class Process:
 
     def _state(self) -> ClusterState:
         """The cluster state, with the CEL engine ``--cel-engine`` names."""
-        return ClusterState(
-            SelectorEngine(engine=self.opts.cel_engine), self.opts.percentage_of_nodes_to_score
-        )
+        return ClusterState(SelectorEngine(engine=self.opts.cel_engine))
 
     def _device_gauges(self) -> list[tuple[str, str, int, int]]:
         out: list[tuple[str, str, int, int]] = []

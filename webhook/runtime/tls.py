@@ -34,7 +34,7 @@ from cryptography import x509
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..core.objects import format_time
+from ..core.api.objects import format_time
 from ..install.certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
 
 logger = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..core.claims import is_special_claim
-from ..core.objects import Obj, as_dict, controller_ref, name, namespace, status, uid
+from ..core.api.objects import Obj, as_dict, controller_ref, name, namespace, status, uid
+from ..core.api.specialclaims import is_special_claim
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import PODS
 from .binder import Binder, BindError, NotLeader

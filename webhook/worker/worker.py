@@ -18,9 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..core.allocated import allocated_devices
-from ..core.claims import is_special_claim
-from ..core.objects import (
+from ..core.api.objects import (
     Obj,
     as_dict,
     controller_ref,
@@ -33,7 +31,9 @@ from ..core.objects import (
     status,
     uid,
 )
-from ..core.scheduler import SCHEDULED, UNSCHEDULABLE, Decision
+from ..core.api.specialclaims import is_special_claim
+from ..core.cluster.allocated import allocated_devices
+from ..core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
@@ -75,6 +75,8 @@ class WorkerConfig:
     max_backoff: float = MAX_BACKOFF
     #: An unused ResourceClaimTemplate of the rewrite is deleted after this many seconds.
     template_grace: float = 60.0
+    #: ``--percentage-of-nodes-to-score`` (``core.scheduling.sampling``): 0 adaptive, 100 every node.
+    percentage_of_nodes_to_score: int = 0
 
 
 class Worker:
@@ -93,7 +95,9 @@ class Worker:
         self.metrics = metrics
         self.leader = leader
         self.queue = SchedulingQueue(clock, config.initial_backoff, config.max_backoff)
-        self.scheduler = cache.scheduler(config.policy, writer=config.scheduler_name)
+        self.scheduler = cache.scheduler(
+            config.policy, config.scheduler_name, config.percentage_of_nodes_to_score
+        )
         self.binder = Binder(client, config.scheduler_name, self.is_leader, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
         self.events = EventRecorder(client, config.scheduler_name, config.identity)

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from tests.core.cel.conftest import require_engine
 from tests.core.cel.test_cel_fuzz import HOSTILE_PIECES, _expressions, devices
+from webhook.core.api.quantity import Quantity
+from webhook.core.api.semver import Semver
 from webhook.core.cel import CelError, SelectorEngine, SimpleDevice
 from webhook.core.cel.backend import make_backend
-from webhook.core.quantity import Quantity
-from webhook.core.semver import Semver
 
 REFERENCE, RUST = "cel-python", "cel-rust"
 ROOT = Path(__file__).resolve().parents[3]
@@ -313,7 +313,7 @@ def cel_dependent_test_files() -> list[str]:
 def test_cel_dependent_tests_elsewhere_pass_on_the_compiled_engine() -> None:
     require_engine(RUST)
     files = cel_dependent_test_files()
-    assert "tests/core/test_allocator.py" in files
+    assert "tests/core/allocation/test_allocator.py" in files
     env = {**os.environ, "DRAXR_CEL_ENGINE": RUST}
     run = subprocess.run(
         [*PYTEST, *files],

@@ -46,9 +46,9 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError
 
-from ..constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
-from ..quantity import Quantity
-from ..semver import Semver
+from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
+from ..api.quantity import Quantity
+from ..api.semver import Semver
 from .environment import CompiledExpression, compile_expression
 from .errors import CelRuntimeError
 from .evaluator import MAX_STEPS, _call, evaluate, prepare_activation

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from ...core.objects import Obj
+from ...core.api.objects import Obj
 from ..auth import UserInfo
 from ..resources import ResourceType
 

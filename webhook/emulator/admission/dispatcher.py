@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonpatch
 
-from ...core.objects import Obj
+from ...core.api.objects import Obj
 from .. import errors
 from .attributes import Attributes
 from .client import CallError, WebhookClient

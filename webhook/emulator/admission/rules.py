@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...core.objects import Obj
+from ...core.api.objects import Obj
 from ..selectors import labels_match
 from .attributes import Attributes
 
