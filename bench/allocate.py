@@ -33,7 +33,8 @@ from webhook.core.api.objects import Obj
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
 from webhook.core.cluster.state import ClusterState
-from webhook.core.scheduling.scheduler import SCHEDULED, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
 
 DRIVER = "gpu.example.com"
 

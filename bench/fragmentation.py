@@ -57,7 +57,8 @@ from webhook.core.allocation.policy import POLICIES
 from webhook.core.api.alignment import ALIGN_BY_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
-from webhook.core.scheduling.scheduler import SCHEDULED, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
 
 NODES = 64
 GPUS = 8
@@ -260,7 +261,7 @@ def run(policy: str, arrivals: list[Arrival], ticks: int, patience: int) -> Resu
                 erc = extended_resource_claim_status(name, d.mappings)
                 bound["status"] = {"extendedResourceClaimStatus": erc}
             st.apply("Pod", bound)
-            st.release(token)
+            st.unreserve(token)
             heapq.heappush(running, (tick + a.duration, a.seq, bound, claim))
             busy += a.gpus
             res.placed_by_size[a.gpus] += 1

@@ -65,7 +65,8 @@ from webhook.core.api.constants import WRITER_ANNOTATION
 from webhook.core.api.objects import Obj, uid
 from webhook.core.api.objects import name as name_of
 from webhook.core.cluster.state import ClusterState
-from webhook.core.scheduling.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.scheduler import Scheduler
 from webhook.emulator import Emulator
 from webhook.kube import trim
 from webhook.kube.cache import ALL_KINDS, ClusterCache
@@ -663,7 +664,7 @@ def engine_pods(
     run_pods(
         handle,
         schedule,
-        lambda token: st.release(token),
+        lambda token: st.unreserve(token),
         lambda i: allocate_pod(i, classes),
         running,
         start,
@@ -756,7 +757,7 @@ def cache_pods(cache: ClusterCache, start: int, count: int) -> None:
     run_pods(
         handle,
         sched.schedule_and_reserve,
-        cache.release,
+        cache.forget_reservation,
         gpu_pod,
         running_gpu_pod,
         start,

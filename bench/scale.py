@@ -56,7 +56,8 @@ from bench.common import (
 from webhook.core.api.objects import Obj
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
-from webhook.core.scheduling.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.scheduler import Scheduler
 from webhook.emulator import Emulator
 
 # --- the engine ----------------------------------------------------------------------------------
@@ -83,7 +84,7 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(args.pods):
         if len(live) >= live_limit:
             d, token = live.popleft()
-            sched.release(d, token)
+            sched.unreserve(d, token)
         p = pod(i, args.classes)
         t = time.perf_counter()
         d = sched.schedule(p)

@@ -23,7 +23,7 @@ from webhook.cli import main
 from webhook.commands.convert import run
 from webhook.core.api.objects import Obj
 from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION
-from webhook.core.scheduling.mappings import create_requests_and_mappings
+from webhook.core.scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "kep-5004"

@@ -20,7 +20,8 @@ from bench.allocate import pod as allocate_pod
 from bench.memory import Doc, engine_docs, engine_of, engine_pods, engine_units, kept, tracing
 from webhook.core.api.objects import Obj, name, namespace
 from webhook.core.cluster.state import ClusterState
-from webhook.core.scheduling.scheduler import SCHEDULED, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
 
 KIB = 1024
 #: A node without devices, 25 DeviceClasses counted over it (measured 6.0 to 9.1 KB).

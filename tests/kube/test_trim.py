@@ -19,7 +19,8 @@ from webhook.core.api.alignment import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 from webhook.core.paths.rewrite import templates_used
-from webhook.core.scheduling.scheduler import Decision, Scheduler
+from webhook.core.scheduling.framework import Decision
+from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube import trim
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient

@@ -14,7 +14,8 @@ from webhook.core.api.constants import (
     WRITER_ANNOTATION,
 )
 from webhook.core.api.objects import Obj
-from webhook.core.scheduling.scheduler import SCHEDULED, Decision, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
 from webhook.worker.binder import Binder, BindError, NotLeader, Written, same_allocation
 

@@ -16,7 +16,7 @@ from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.slices import DeviceKey
-from webhook.core.scheduling.scheduler import SCHEDULED
+from webhook.core.scheduling.framework import SCHEDULED
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.leader import LeaderElector

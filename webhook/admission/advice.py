@@ -22,7 +22,8 @@ from ..core.api.fielderrors import go_quote
 from ..core.api.messages import clip
 from ..core.api.objects import Obj, meta, name, parse_time, spec, uid
 from ..core.paths.quota import class_quota_key
-from ..core.scheduling.scheduler import ERROR, SCHEDULED, Scheduler
+from ..core.scheduling.framework import ERROR, SCHEDULED
+from ..core.scheduling.scheduler import Scheduler
 from ..kube.cache import ClusterCache
 
 log = logging.getLogger("draxr.admission")

@@ -33,7 +33,8 @@ from ..core.api.constants import (
 from ..core.api.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.cluster.state import ClusterState
-from ..core.scheduling.scheduler import SCHEDULED, Scheduler
+from ..core.scheduling.framework import SCHEDULED
+from ..core.scheduling.scheduler import Scheduler
 from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient

@@ -52,8 +52,9 @@ from ..core.paths.rewrite import (
     template,
     templates_of,
 )
+from ..core.scheduling.framework import ERROR, SCHEDULED, Decision
 from ..core.scheduling.sampling import ADAPTIVE
-from ..core.scheduling.scheduler import ERROR, SCHEDULED, Decision, Scheduler
+from ..core.scheduling.scheduler import Scheduler
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
@@ -79,7 +80,7 @@ class PodResult:
             "node": d.node,
             "status": d.status,
             "message": d.message,
-            "resources": {r: route.to_api() for r, route in sorted(d.routes.items())} if d.node else {},
+            "resources": {r: how.to_api() for r, how in sorted(d.served.items())} if d.node else {},
             "claim": self.claim,
             "extendedResourceClaimStatus": self.claim_status,
             "alignment": d.placement.to_api() if d.node and d.placement is not None else None,
@@ -250,8 +251,8 @@ def _devices_text(r: PodResult) -> str:
     for uc in d.user_claims:
         if uc.allocation is not None:
             parts.extend(f"{x.device.pool}/{x.device.name}" for x in uc.allocation.results)
-    for res, route in sorted(d.routes.items()):
-        if route.via == "device-plugin":
+    for res, how in sorted(d.served.items()):
+        if how.via == "device-plugin":
             parts.append(f"{res} (device plugin)")
     return ", ".join(parts) or "-"
 

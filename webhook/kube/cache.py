@@ -12,8 +12,9 @@ from ..core.api.objects import Obj, name, namespace, uid
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import ClusterState
+from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.sampling import ADAPTIVE
-from ..core.scheduling.scheduler import SCHEDULED, Decision, Scheduler
+from ..core.scheduling.scheduler import Scheduler
 from . import trim
 from .client import KubeClient
 from .informer import Informer
@@ -210,10 +211,10 @@ class ClusterCache:
         )
         return SharedScheduler(self, engine)
 
-    def release(self, token: str) -> None:
+    def forget_reservation(self, token: str) -> None:
         """Drop an in-flight reservation whose claims the cache now shows as written."""
         with self.lock:
-            self.state.release(token)
+            self.state.unreserve(token)
 
 
 class SharedScheduler:
@@ -232,7 +233,7 @@ class SharedScheduler:
             token = self.engine.reserve(decision) if decision.status == SCHEDULED else None
         return decision, token
 
-    def release(self, decision: Decision, token: str) -> None:
+    def unreserve(self, decision: Decision, token: str) -> None:
         """The in-memory half of Unreserve."""
         with self._cache.lock:
-            self.engine.release(decision, token)
+            self.engine.unreserve(decision, token)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..core.allocation.claims import extended_resource_claim_status, reserved_for, special_claim
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
 from ..core.api.objects import Obj, as_dict, as_list, key, name, namespace, status, uid
-from ..core.scheduling.scheduler import Decision
+from ..core.scheduling.framework import Decision
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient
 from ..kube.resources import PODS, RESOURCE_CLAIMS
 

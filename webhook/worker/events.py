@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.allocation.placement import describe, relaxed_message
 from ..core.api.objects import Obj, format_time, key, name, namespace, uid
-from ..core.scheduling.scheduler import Decision
+from ..core.scheduling.framework import Decision
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
 from ..kube.ratelimit import TokenBucket
 from ..kube.resources import EVENTS, PODS

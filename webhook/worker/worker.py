@@ -33,7 +33,7 @@ from ..core.api.objects import (
 )
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
-from ..core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE, Decision
+from ..core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
@@ -250,7 +250,7 @@ class Worker:
             for token in done:
                 del self._pending_tokens[token]
         for token in done:
-            self.cache.release(token)
+            self.cache.forget_reservation(token)
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -367,7 +367,7 @@ class Worker:
             if waiting:
                 self._pending_tokens[token] = waiting
         if not waiting:
-            self.cache.release(token)
+            self.cache.forget_reservation(token)
         self.queue.done(uid(pod))
         self.bound += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
@@ -393,7 +393,7 @@ class Worker:
     def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
         """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""
         self.binder.roll_back(pod, written)
-        self.scheduler.release(decision, token)
+        self.scheduler.unreserve(decision, token)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -443,5 +443,5 @@ def device_names(decision: Decision) -> list[str]:
     """``driver/pool/device`` of every device the decision allocates (the special claim's and the
     pod's own claims'), and ``<name> (device plugin)`` for names a device plugin serves."""
     out = [f"{driver}/{pool}/{device}" for driver, pool, device in decision.device_keys()]
-    out += [f"{res} (device plugin)" for res, route in sorted(decision.routes.items()) if route.via != "dra"]
+    out += [f"{res} (device plugin)" for res, how in sorted(decision.served.items()) if how.via != "dra"]
     return out

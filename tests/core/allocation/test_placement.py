@@ -17,7 +17,8 @@ from webhook.core.allocation.placement import alignment_text, describe
 from webhook.core.api.alignment import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
-from webhook.core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE, Decision, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
+from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"

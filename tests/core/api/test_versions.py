@@ -22,7 +22,8 @@ from tests.core.harness import state_of
 from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
 from webhook.core.api.objects import Obj
 from webhook.core.api.versions import EXACT_REQUEST_FIELDS, V1, V1BETA1, V1BETA2, to_v1
-from webhook.core.scheduling.scheduler import SCHEDULED, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
 
 # --- the v1.34.0 fixtures, field by field -------------------------------------------------------------
 

@@ -146,11 +146,11 @@ def test_a_reservation_takes_devices_until_its_token_is_released() -> None:
     st.reserve_devices("t1", [D0, D1])
     assert st.is_allocated(D0)
     assert st.is_allocated(D1)
-    st.release_devices("t1")
+    st.unreserve_devices("t1")
     assert len(st.devices) == 0
     assert flips.seen == [(D0, True), (D1, True), (D0, False), (D1, False)]
-    st.release_devices("t1")  # twice: nothing more
-    st.release_devices("never")
+    st.unreserve_devices("t1")  # twice: nothing more
+    st.unreserve_devices("never")
     assert len(flips.seen) == 4
 
 
@@ -161,7 +161,7 @@ def test_reserving_a_token_again_replaces_its_devices() -> None:
     assert sorted(st.devices) == [D1, D2]
     assert (D0, False) in flips.seen
     assert (D2, True) in flips.seen
-    st.release_devices("t")
+    st.unreserve_devices("t")
     assert len(st.devices) == 0
 
 
@@ -170,7 +170,7 @@ def test_a_device_held_twice_flips_only_when_the_last_holder_lets_go() -> None:
     st.reserve_devices("t", [D0])
     st.upsert_claim(allocated_claim("c", result(D0)))
     assert flips.seen == [(D0, True)]
-    st.release_devices("t")
+    st.unreserve_devices("t")
     assert st.is_allocated(D0)  # the claim still holds it
     assert flips.seen == [(D0, True)]
     st.remove_claim("default", "c")
@@ -182,9 +182,9 @@ def test_two_tokens_on_one_device_count_separately() -> None:
     st, _, flips = tracked()
     st.reserve_devices("a", [D0])
     st.reserve_devices("b", [D0])
-    st.release_devices("a")
+    st.unreserve_devices("a")
     assert st.is_allocated(D0)
-    st.release_devices("b")
+    st.unreserve_devices("b")
     assert not st.is_allocated(D0)
     assert flips.seen == [(D0, True), (D0, False)]
 
@@ -194,7 +194,7 @@ def test_without_a_listener_flips_are_silent() -> None:
     st = AllocatedState(nodes)
     st.reserve_devices("t", [D0])
     assert st.is_allocated(D0)
-    st.release_devices("t")
+    st.unreserve_devices("t")
     assert not st.is_allocated(D0)
 
 
@@ -378,5 +378,5 @@ def test_allocated_counters_sum_what_taken_devices_consume() -> None:
     state.allocated.reserve_devices("t", [(DRIVER, "p", "part-0"), (DRIVER, "p", "whole")])
     state.allocated.upsert_claim(allocated_claim("c", result((DRIVER, "p", "part-2"))))
     assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("40Gi")}}
-    state.allocated.release_devices("t")
+    state.allocated.unreserve_devices("t")
     assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("20Gi")}}

@@ -283,7 +283,7 @@ class Model:
             return
         if kind == "release":
             self.tokens.pop(op[1], None)
-            state.release(op[1])
+            state.unreserve(op[1])
             return
         build: dict[str, Callable[[], tuple[str, Obj]]] = {
             "node": lambda: ("Node", node(op[1], labels={"zone": op[2]})),
@@ -416,7 +416,7 @@ def test_groups_follow_reserve_and_release() -> None:
     p = pod("p", [container("c", {"example.com/gpu": 1})])
     st_.reserve("t", [gpu_key(3)], p, "n")
     assert group_counts(st_, "n") == {"r0": (3, 2), "r1": (2, 1)}  # a list-typed device is in both
-    st_.release("t", p)
+    st_.unreserve("t", p)
     assert group_counts(st_, "n") == {"r0": (3, 3), "r1": (2, 2)}
 
 
@@ -471,5 +471,5 @@ def test_counts_always_equal_a_rescan(roots: list[list[int]], steps: list[tuple[
             held[i] = f"t{i}"
             st_.reserve(held[i], [gpu_key(i)], pod(f"p{i}", uid=f"p{i}"), "n")
         elif not take and i in held:
-            st_.release(held.pop(i), pod(f"p{i}", uid=f"p{i}"))
+            st_.unreserve(held.pop(i), pod(f"p{i}", uid=f"p{i}"))
         assert group_counts(st_, "n") == group_rescan(st_, "n")

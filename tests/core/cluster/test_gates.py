@@ -8,7 +8,7 @@ from tests.core.harness import scheduler
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.gates import kubelet_gate, parse_version, version_gate
-from webhook.core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
 
 GPU = "example.com/gpu"
 

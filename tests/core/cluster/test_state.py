@@ -199,7 +199,7 @@ def test_reserve_takes_devices_and_assumes_the_pod_and_release_undoes_both() -> 
     assert st.allocated.is_allocated(GPU0)
     assert st.capacity.free("gpu") == {"n": 1}
     assert st.nodes["n"].requested == {"cpu": 2000}
-    st.release("t", p)
+    st.unreserve("t", p)
     assert st.version == before + 2
     assert not st.allocated.is_allocated(GPU0)
     assert st.capacity.free("gpu") == {"n": 2}
@@ -210,7 +210,7 @@ def test_release_without_the_pod_keeps_it_assumed() -> None:
     st = state_of(node("n"), resource_slice("s", gpus(1), node_name="n", pool="n"))
     p = pod("p", [container("c", {"cpu": "1"})])
     st.reserve("t", [GPU0], p, "n")
-    st.release("t")  # the worker's release once the cache shows the written claim
+    st.unreserve("t")  # the worker forgets the reservation once the cache shows the written claim
     assert not st.allocated.is_allocated(GPU0)
     assert st.nodes["n"].requested == {"cpu": 1000}
 
@@ -220,7 +220,7 @@ def test_release_keeps_a_pod_already_seen_bound() -> None:
     p = pod("p", [container("c", {"cpu": "1"})])
     st.reserve("t", [], p, "n")
     st.apply("Pod", pod("p", [container("c", {"cpu": "1"})], nodeName="n"))
-    st.release("t", p)
+    st.unreserve("t", p)
     assert st.nodes["n"].requested == {"cpu": 1000}
 
 

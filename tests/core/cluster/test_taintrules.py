@@ -14,7 +14,8 @@ from webhook.core.allocation.allocator import Unsatisfiable
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 from webhook.core.cluster.taintrules import parse_taint_rule
-from webhook.core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE, Scheduler
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
+from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
 DRIVER = "gpu.example.com"

@@ -28,7 +28,7 @@ from webhook.core.paths.rewrite import (
     templates_of,
     templates_used,
 )
-from webhook.core.scheduling.mappings import create_requests_and_mappings
+from webhook.core.scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
 
 ER, ERI = "example.com/gpu", "example.com/init-gpu"
 IMPLICIT = "deviceclass.resource.kubernetes.io/gpu.example.com"

@@ -12,8 +12,9 @@ from tests.core.cluster.test_capacity import BASE, CLASSES, ENGINE, Model, Op, o
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.framework import SCHEDULED, Decision, PreFilterFailed
 from webhook.core.scheduling.sampling import merged_rotation, num_feasible_nodes_to_find, rotation, start_of
-from webhook.core.scheduling.scheduler import SCHEDULED, Decision, PreFilterFailed, Scheduler
+from webhook.core.scheduling.scheduler import Scheduler
 
 IMPLICIT = "deviceclass.resource.kubernetes.io/"
 
@@ -162,7 +163,7 @@ def test_the_indexed_walk_finds_what_an_exhaustive_walk_finds(steps: list[Op]) -
         elif op[0] == "unplace":
             if placed:
                 d, token = placed.pop(0)
-                sch.release(d, token)
+                sch.unreserve(d, token)
         else:
             model.apply(state, op)
         for indexed, exhaustive in _verdicts(sch):

@@ -6,7 +6,8 @@ from tests.core.harness import claim, exactly, scheduler, state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, WRITER_ANNOTATION
 from webhook.core.api.objects import Obj
-from webhook.core.scheduling.scheduler import ERROR, SCHEDULED, UNSCHEDULABLE, Scheduler, fit_error
+from webhook.core.scheduling.framework import ERROR, SCHEDULED, UNSCHEDULABLE, fit_error
+from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
 CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
@@ -22,7 +23,7 @@ def test_scenario_16_device_plugin_node_needs_no_claim() -> None:
     assert d.status == SCHEDULED
     assert d.node == "dp"
     assert d.special is None
-    assert d.routes[GPU].via == "device-plugin"
+    assert d.served[GPU].via == "device-plugin"
 
 
 def test_scenario_17_dra_node_gets_a_claim_with_node_local_allocation() -> None:
@@ -84,8 +85,8 @@ def test_scenario_21_one_device_plugin_one_dra_on_the_same_node() -> None:
     d = s.schedule(pod("p", [container("c", {"example.com/a": 1, "example.com/b": 1})]))
     assert d.status == SCHEDULED
     assert [r["name"] for r in d.requests] == ["container-0-request-1"]
-    assert d.routes["example.com/a"].via == "device-plugin"
-    assert d.routes["example.com/b"].via == "dra"
+    assert d.served["example.com/a"].via == "device-plugin"
+    assert d.served["example.com/b"].via == "dra"
 
 
 def test_scenario_25_zero_request_means_no_dra_work() -> None:
@@ -93,7 +94,7 @@ def test_scenario_25_zero_request_means_no_dra_work() -> None:
     d = s.schedule(gpu_pod(n=0))
     assert d.status == SCHEDULED
     assert d.special is None
-    assert d.routes == {}
+    assert d.served == {}
 
 
 def test_scenario_26_stale_special_claim_blocks_every_node() -> None:
@@ -141,7 +142,7 @@ def test_reserve_makes_devices_invisible_to_the_next_decision() -> None:
     assert first.special is not None
     assert second.special is not None
     assert first.special.device_keys != second.special.device_keys
-    s.release(first, token)
+    s.unreserve(first, token)
     again = s.schedule(gpu_pod("c"))
     assert again.special is not None
     assert again.special.device_keys == first.special.device_keys
@@ -294,7 +295,7 @@ def test_implicit_name_uses_the_class_directly() -> None:
     )
     d = s.schedule(pod("p", [container("c", {"deviceclass.resource.kubernetes.io/plain": 1})]))
     assert d.status == SCHEDULED
-    assert d.routes["deviceclass.resource.kubernetes.io/plain"].device_class == "plain"
+    assert d.served["deviceclass.resource.kubernetes.io/plain"].device_class == "plain"
 
 
 def test_fit_error_format() -> None:

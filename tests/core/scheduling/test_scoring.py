@@ -11,8 +11,9 @@ from tests.core.podfactory import container, device, device_class, node, pod, re
 from webhook.core.api.alignment import ALIGN_BY_ANNOTATION
 from webhook.core.api.podresources import pod_requests_nonzero
 from webhook.core.cluster.nodeinfo import NodeInfo
+from webhook.core.scheduling.plugins.noderesources import balanced_allocation, least_allocated
 from webhook.core.scheduling.scheduler import Scheduler
-from webhook.core.scheduling.scoring import balanced_allocation, least_allocated, order_nodes, upstream_score
+from webhook.core.scheduling.scoring import order_nodes, upstream_score
 
 GIB = 1024**3
 

@@ -497,7 +497,7 @@ class Allocator:
         if counters is None:
             return None
         if untolerated(device.taints, req.tolerations) is not None:
-            self._release_counters(counters)
+            self._return_counters(counters)
             return None
         added: list[_Constraint] = []
         for c in self._constraints[ci]:
@@ -506,7 +506,7 @@ class Allocator:
             if not c.add(device):
                 for a in added:
                     a.remove()
-                self._release_counters(counters)
+                self._return_counters(counters)
                 if must:
                     raise AllocationError(
                         f"claim {self._claim_ref(ci)}, request {req.name}: cannot add device "
@@ -525,7 +525,7 @@ class Allocator:
         for c in choice.constraints:
             c.remove()
         self._picked[choice.device.key].discard(ci)
-        self._release_counters(choice.counters)
+        self._return_counters(choice.counters)
         self._results[ci].pop()
 
     # -- counters (partitionable devices) ------------------------------------------------------
@@ -550,7 +550,7 @@ class Allocator:
         for set_name, counters in device.consumes_counters:
             available = pool.counter_sets.get(set_name)
             if available is None:
-                self._release_counters(taken)
+                self._return_counters(taken)
                 return None
             bucket = consumed.setdefault(set_name, {})
             for cname, q in counters.items():
@@ -560,13 +560,13 @@ class Allocator:
                 used = bucket.get(cname, _ZERO).value
                 pre = already.get(set_name, {}).get(cname, _ZERO).value
                 if total.value < pre + used + q.value:
-                    self._release_counters(taken)
+                    self._return_counters(taken)
                     return None
                 bucket[cname] = Quantity(used + q.value)
                 taken.append((pool.key, set_name, cname, q))
         return taken
 
-    def _release_counters(self, taken: list[_Taken]) -> None:
+    def _return_counters(self, taken: list[_Taken]) -> None:
         for pool_key, set_name, cname, q in taken:
             bucket = self._consumed[pool_key][set_name]
             bucket[cname] = Quantity(bucket[cname].value - q.value)

@@ -89,14 +89,14 @@ class AllocatedState:
         return self._refs.get(key, 0) > 0
 
     def reserve_devices(self, token: str, devices: Iterable[DeviceKey]) -> None:
-        """Reserve: the devices are taken under ``token`` until ``release_devices``."""
-        self.release_devices(token)
+        """Reserve: the devices are taken under ``token`` until ``unreserve_devices``."""
+        self.unreserve_devices(token)
         keys = list(devices)
         self._inflight[token] = keys
         for d in keys:
             self._ref(d, +1)
 
-    def release_devices(self, token: str) -> None:
+    def unreserve_devices(self, token: str) -> None:
         for d in self._inflight.pop(token, []):
             self._ref(d, -1)
 
@@ -190,7 +190,7 @@ class AllocatedState:
         node_name = spec(pod).get("nodeName")
         if not node_name and pod_uid in self._assumed and status(pod).get("phase") not in TERMINAL_PHASES:
             return  # reserved, not yet seen bound (its PreBind status patch, say): the assumption stands
-        self._release_pod(pod_uid)
+        self._uncount_pod(pod_uid)
         if node_name and status(pod).get("phase") not in TERMINAL_PHASES:
             node_name = str(node_name)
             self.pods[pod_uid] = pod
@@ -200,9 +200,9 @@ class AllocatedState:
                 _count_pod(info, pod_uid, pod)
 
     def remove_pod(self, pod_uid: str) -> None:
-        self._release_pod(pod_uid)
+        self._uncount_pod(pod_uid)
 
-    def _release_pod(self, pod_uid: str) -> None:
+    def _uncount_pod(self, pod_uid: str) -> None:
         old = self.pods.pop(pod_uid, None)
         node_name = spec(old).get("nodeName") if old is not None else self._assumed.get(pod_uid)
         self._assumed.pop(pod_uid, None)
@@ -226,7 +226,7 @@ class AllocatedState:
         """Unreserve: drop an assumed pod (a pod already seen bound stays)."""
         pod_uid = uid(pod)
         if pod_uid in self._assumed:
-            self._release_pod(pod_uid)
+            self._uncount_pod(pod_uid)
 
     def node_added(self, node_name: str) -> None:
         """A node appeared: the bound pods already on it count now."""

@@ -118,10 +118,10 @@ class ClusterState:
         self.allocated.assume_pod(pod, node_name)
         self.version += 1
 
-    def release(self, token: str, pod: Obj | None = None) -> None:
+    def unreserve(self, token: str, pod: Obj | None = None) -> None:
         """Undo a reservation; with ``pod``, the pod no longer counts on its node either (a pod
         already seen bound stays)."""
-        self.allocated.release_devices(token)
+        self.allocated.unreserve_devices(token)
         if pod is not None:
             self.allocated.forget_pod(pod)
         self.version += 1

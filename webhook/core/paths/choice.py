@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from ..api.objects import Obj
 from ..cluster.state import ClusterState
-from ..scheduling.mappings import class_demand, device_demand
+from ..scheduling.plugins.dynamicresources.mappings import class_demand, device_demand
 
 Mode = Literal["auto", "native", "rewrite", "off"]
 Path = Literal["native", "rewrite", "device-plugin", "none"]

@@ -38,7 +38,7 @@ from ..api.alignment import REQUIRED, align_by, pod_alignment
 from ..api.names import is_dns1123_subdomain
 from ..api.objects import Obj, as_dict, as_list, spec
 from ..api.podresources import containers
-from ..scheduling.mappings import create_requests_and_mappings
+from ..scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
 
 #: Labels and annotations draxr puts on what it writes for the rewrite.
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"

@@ -17,16 +17,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..allocation.policy import SPREAD
 from ..api.podresources import CPU, MEMORY, Units
 from ..cluster.nodeinfo import NodeInfo
-
-MAX_NODE_SCORE = 100
-_SCORED = (CPU, MEMORY)  # defaultResourceSpec of NodeResourcesFit and BalancedAllocation
+from .plugins.noderesources import balanced_allocation, least_allocated
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,38 +49,6 @@ def utilisation(reqs: Units, info: NodeInfo, extended: Mapping[str, Usage]) -> f
     if not usages:
         return 0.0
     return sum(u.ratio for u in usages) / len(usages)
-
-
-def least_allocated(nonzero: Units, info: NodeInfo) -> int:
-    """NodeResourcesFit's ``LeastAllocated`` score over cpu and memory, weight 1 each."""
-    score = weights = 0
-    for res in _SCORED:
-        capacity = info.allocatable.get(res, 0)
-        if capacity == 0:
-            continue
-        requested = info.nonzero_requested.get(res, 0) + nonzero.get(res, 0)
-        score += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
-        weights += 1
-    return score // weights if weights else 0
-
-
-def balanced_allocation(reqs: Units, info: NodeInfo) -> int:
-    """NodeResourcesBalancedAllocation over cpu and memory: (1 - std of the usage fractions) x 100."""
-    if all(reqs.get(res, 0) == 0 for res in _SCORED):
-        return 0  # best-effort pods are not scored (kubernetes/kubernetes#129138)
-    fractions: list[float] = []
-    for res in _SCORED:
-        capacity = info.allocatable.get(res, 0)
-        if capacity == 0:
-            continue
-        fractions.append(min((info.requested.get(res, 0) + reqs.get(res, 0)) / capacity, 1.0))
-    std = 0.0
-    if len(fractions) == 2:
-        std = abs((fractions[0] - fractions[1]) / 2)
-    elif len(fractions) > 2:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    return int((1 - std) * MAX_NODE_SCORE)
 
 
 def upstream_score(reqs: Units, nonzero: Units, info: NodeInfo) -> int:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..api.constants import REQUEST_NAME_FORMAT
-from ..api.objects import Obj
-from ..api.podresources import ContainerRef, containers, raw_requests
-from ..api.quantity import try_parse
+from ....api.constants import REQUEST_NAME_FORMAT
+from ....api.objects import Obj
+from ....api.podresources import ContainerRef, containers, raw_requests
+from ....api.quantity import try_parse
 
 DeviceRequest = dict[str, Any]
 Mapping_ = dict[str, str]

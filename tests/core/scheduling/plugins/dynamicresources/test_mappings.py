@@ -2,7 +2,10 @@
 
 from tests.core.podfactory import container, pod
 from webhook.core.api.objects import Obj
-from webhook.core.scheduling.mappings import class_demand, create_requests_and_mappings
+from webhook.core.scheduling.plugins.dynamicresources.mappings import (
+    class_demand,
+    create_requests_and_mappings,
+)
 
 
 def req(name: str, cls: str, count: int) -> Obj:

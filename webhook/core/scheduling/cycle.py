@@ -1,0 +1,32 @@
+"""One decision's state (upstream's ``CycleState``): what each plugin's PreFilter learnt about the
+pod, and what Filter and Score fill in as they go.
+
+Facts (set once by PreFilter, never changed): the pod's requests (NodeResourcesFit, overhead
+included) and ``NonZeroRequested`` (the upstream scores), what the node filters need
+(``PodFilter``), NodeResourcesFit's checks on the usual node, and DynamicResources' ``DraState``.
+Views (filled lazily, once per decision): DynamicResources' per-class counts and groups
+(``DraViews``) and the usual-node check (``usual.usual_check``), built on first use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..api.objects import Obj
+from ..api.podresources import Units
+from .nodefilters import PodFilter
+from .plugins.dynamicresources.state import DraState, DraViews
+from .usual import Check
+
+
+@dataclass(slots=True)
+class Cycle:
+    pod: Obj
+    reqs: Units
+    nonzero: Units
+    filters: PodFilter
+    #: NodeResourcesFit on the usual node (``noderesources.checks``: names DRA serves left out).
+    fit_checks: list[tuple[str, int]]
+    dra: DraState
+    views: DraViews = field(default_factory=DraViews)
+    #: The usual-node check with and without scores, once built (None: not built yet).
+    checks: dict[bool, Check | None] = field(default_factory=dict)
