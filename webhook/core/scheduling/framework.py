@@ -1,16 +1,19 @@
 """What every phase and plugin of a decision shares (upstream's ``framework`` package): the
-decision's outcome, how each extended resource is served on the chosen node, and kube-scheduler's
-``FitError`` text."""
+decision's outcome, how each extended resource is served on the chosen node, kube-scheduler's
+``FitError`` text, and the shape of the profile's Filter and Score plugins."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from ..allocation.allocator import ClaimAllocation
 from ..allocation.placement import Placement
 from ..api.objects import Obj, as_dict, status
+from ..cluster.nodeinfo import NodeInfo
 from ..cluster.slices import DeviceKey
+from ..cluster.state import ClusterState
 
 SCHEDULED: Final = "Scheduled"
 UNSCHEDULABLE: Final = "Unschedulable"
@@ -96,3 +99,55 @@ def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") 
             counts[r] = counts.get(r, 0) + 1
     parts = sorted(f"{v} {k}" for k, v in counts.items())
     return f"{msg} {', '.join(parts)}." if parts else msg
+
+
+#: ``framework.MaxNodeScore``: a score plugin's normalized score is 0..100.
+MAX_NODE_SCORE: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FilterPlugin:
+    """A Filter plugin of the profile (``profile.FILTERS``), run after NodeResourcesFit and before
+    DynamicResources, in upstream's order.
+
+    ``pre_filter(state, pod)`` learns once per decision what the plugin needs (its PreFilter):
+    None when it has nothing to check for this pod (upstream's Skip: the plugin then costs nothing
+    per node), or raises ``PreFilterFailed`` (the pod fits nowhere for now, for the reason given).
+    ``filter(pre, node, info)`` gives the node's reason, upstream's text byte for byte, or None.
+    A pod any such plugin checks is never the usual pod (``usual``).
+    """
+
+    name: str
+    pre_filter: Callable[[ClusterState, Obj], Any]
+    filter: Callable[[Any, str, NodeInfo], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePlugin:
+    """A Score plugin of the profile (``profile.SCORES``), with upstream's weight.
+
+    ``pre_score(state, pod)``: what scoring needs, or None to skip (upstream's PreScore Skip).
+    ``score(pre, node, info)``: the node's raw score. ``normalize(scores)``: the raw scores of the
+    feasible nodes to 0..``MAX_NODE_SCORE`` in place (upstream's NormalizeScore), or None when
+    the raw scores are already in that range.
+    """
+
+    name: str
+    weight: int
+    pre_score: Callable[[ClusterState, Obj], Any]
+    score: Callable[[Any, str, NodeInfo], int]
+    normalize: Callable[[dict[str, int]], None] | None = None
+
+
+def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:
+    """Upstream's ``helper.DefaultNormalizeScore``: scale to 0..100 by the highest score, reversed
+    on request (integer arithmetic, as upstream's)."""
+    top = max(scores.values(), default=0)
+    if top == 0:
+        if reverse:
+            for n in scores:
+                scores[n] = MAX_NODE_SCORE
+        return
+    for n, s in scores.items():
+        scaled = MAX_NODE_SCORE * s // top
+        scores[n] = MAX_NODE_SCORE - scaled if reverse else scaled

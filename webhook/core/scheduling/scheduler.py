@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import heapq
 import uuid as _uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
+from typing import Any
 
 from ..allocation.allocator import AllocationError, Unsatisfiable
 from ..allocation.policy import BINPACK, POLICIES, SPREAD, UPSTREAM
@@ -44,8 +45,20 @@ from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
 from ..cluster.nodeinfo import host_ports
 from ..cluster.state import ClusterState
+from . import profile
 from .cycle import Cycle
-from .framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision, PreFilterFailed, UserClaim, fit_error
+from .framework import (
+    ERROR,
+    MAX_NODE_SCORE,
+    SCHEDULED,
+    UNSCHEDULABLE,
+    Decision,
+    FilterPlugin,
+    PreFilterFailed,
+    ScorePlugin,
+    UserClaim,
+    fit_error,
+)
 from .nodefilters import PodFilter, basic_filters
 from .plugins import noderesources
 from .plugins.dynamicresources import filter as dra_filter
@@ -74,6 +87,7 @@ class Scheduler:
     already has and that this writer wrote is continued (allocated: ``resumed``) or reused
     (unallocated: ``reuse``) instead of blocking the pod as stale.
     ``percentage_of_nodes_to_score``: 0 adaptive, 100 every node (``sampling``).
+    ``filters``, ``scores``: the profile's plugins (``profile``; tests give others).
     """
 
     def __init__(
@@ -83,6 +97,9 @@ class Scheduler:
         step_budget: int = 200_000,
         writer: str | None = None,
         percentage_of_nodes_to_score: int = ADAPTIVE,
+        *,
+        filters: Sequence[FilterPlugin] = profile.FILTERS,
+        scores: Sequence[ScorePlugin] = profile.SCORES,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -91,6 +108,8 @@ class Scheduler:
         self.step_budget = step_budget
         self.writer = writer
         self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
+        self.filters = tuple(filters)
+        self.scores = tuple(scores)
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -101,6 +120,11 @@ class Scheduler:
             reqs, nonzero = pod_requests_nonzero(pod)
         else:
             reqs, nonzero = pod_requests(pod), {}
+        plugins: list[tuple[FilterPlugin, Any]] = []
+        for plugin in self.filters:  # in upstream's order, DynamicResources last
+            pre = plugin.pre_filter(self.state, pod)
+            if pre is not None:
+                plugins.append((plugin, pre))
         dra = dra_pre_filter(self.state, pod, reqs, self.policy, ignore_claim=ignore_claim)
         return Cycle(
             pod,
@@ -109,6 +133,7 @@ class Scheduler:
             PodFilter.of(pod, host_ports(pod)),
             noderesources.checks(reqs, dra.delegated),
             dra,
+            plugins,
         )
 
     # -- Filter --------------------------------------------------------------------------------
@@ -130,7 +155,7 @@ class Scheduler:
             pf = cycle.filters
             cycle.checks[score] = (
                 usual_check(self.state, cycle.dra, cycle.views, cycle.fit_checks, self.policy, score)
-                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports))
+                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), bool(cycle.plugins))
                 else None
             )
         return cycle.checks[score]
@@ -155,6 +180,10 @@ class Scheduler:
             reasons = noderesources.filter_node(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
+        for plugin, pre in cycle.plugins:
+            why = plugin.filter(pre, node_name, info)
+            if why is not None:
+                return None, [why]
         why = dra_filter.filter_node(self.state, dra, cycle.views, node_name, info, delegated, count_devices)
         if why is not None:
             return None, [why]
@@ -196,7 +225,8 @@ class Scheduler:
     # -- Score ---------------------------------------------------------------------------------
 
     def score(self, cycle: Cycle, node_name: str) -> float:
-        """Score from counts alone, so nodes can be ordered before they are filtered."""
+        """The policy's score from counts alone, so nodes can be ordered before they are filtered
+        (the profile's Score plugins, normalized over the feasible nodes, come on top: ``_keyed``)."""
         info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(cycle.reqs, cycle.nonzero, info))
@@ -295,6 +325,10 @@ class Scheduler:
         start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
         feasible = self._feasible(cycle, self._walk(cycle, start), score)
         heap = list(islice(feasible, wanted))  # one C-level pull for all of them
+        scorers = self._scorers(cycle) if score and heap else []
+        untried = heap  # with the policy's keys, when the Score plugins come on top
+        if scorers:
+            heap = self._keyed(scorers, untried)
         heapq.heapify(heap)
         dra = cycle.dra
         while heap:
@@ -304,8 +338,14 @@ class Scheduler:
                 fit = allocate(self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan)
             except Unsatisfiable as e:
                 reasons[n] = [str(e)]
-                for found in islice(feasible, 1):  # the next node that passes takes its place
-                    heapq.heappush(heap, found)
+                found = list(islice(feasible, 1))  # the next node that passes takes its place
+                if scorers:  # normalized over the feasible nodes not tried yet, which changed
+                    untried = [u for u in untried if u[1] != n] + found
+                    heap = self._keyed(scorers, untried)
+                    heapq.heapify(heap)
+                else:
+                    for entry in found:
+                        heapq.heappush(heap, entry)
                 continue
             if fit.placement is not None and fit.special is not None:
                 devices = [r.device for r in fit.special.results if not r.admin_access]
@@ -322,6 +362,34 @@ class Scheduler:
                 placement=fit.placement,
             )
         return None
+
+    def _scorers(self, cycle: Cycle) -> list[tuple[ScorePlugin, Any]]:
+        """The profile's Score plugins that do not skip the pod, with their PreScore state."""
+        if cycle.scorers is None:
+            cycle.scorers = []
+            for plugin in self.scores:
+                pre = plugin.pre_score(self.state, cycle.pod)
+                if pre is not None:
+                    cycle.scorers.append((plugin, pre))
+        return cycle.scorers
+
+    def _keyed(
+        self, scorers: list[tuple[ScorePlugin, Any]], entries: list[tuple[float, str, NodePlan | None]]
+    ) -> list[tuple[float, str, NodePlan | None]]:
+        """The feasible nodes' sort keys with the Score plugins on top: each plugin's scores
+        normalized over these nodes (upstream's NormalizeScore) and weighted. The policy's key is
+        on the same 0..100 scale: ``upstream``'s already is (NodeResourcesFit and BalancedAllocation,
+        weight 1 each); binpack's and spread's usage ratio counts as one weight-1 plugin."""
+        by_name = self.state.nodes.by_name
+        extra = dict.fromkeys((n for _, n, _ in entries), 0)
+        for plugin, pre in scorers:
+            raw = {n: plugin.score(pre, n, by_name[n]) for n in extra}
+            if plugin.normalize is not None:
+                plugin.normalize(raw)
+            for n, s in raw.items():
+                extra[n] += plugin.weight * s
+        scale = 1 if self.policy == UPSTREAM else MAX_NODE_SCORE
+        return [(scale * key - extra[n], n, plan) for key, n, plan in entries]
 
     def _feasible(
         self, cycle: Cycle, walk: Iterator[str], score: bool

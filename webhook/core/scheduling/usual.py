@@ -26,14 +26,15 @@ from .plugins.noderesources import fits
 Check = Callable[[NodeInfo, str], "float | bool | None"]
 
 
-def is_usual_pod(policy: str, dra: DraState, constrained: bool, ports: bool) -> bool:
+def is_usual_pod(policy: str, dra: DraState, constrained: bool, ports: bool, plugins: bool) -> bool:
     """Whether the pod is the usual one: draxr's policies, some name DRA serves, no stale claim, no
-    node constraint, host port, allocated claim with a node selector, or alignment."""
+    node constraint, host port, allocated claim with a node selector, alignment, or profile plugin
+    (volumes, pod affinity, spread) that checks it."""
     return (
         policy != UPSTREAM
         and bool(dra.delegated)
         and dra.stale is None
-        and not (constrained or ports or dra.claim_selectors or dra.scopes or dra.groups)
+        and not (constrained or ports or plugins or dra.claim_selectors or dra.scopes or dra.groups)
     )
 
 
