@@ -63,10 +63,11 @@ from .nodefilters import PodFilter, basic_filters
 from .plugins import noderesources
 from .plugins.dynamicresources import filter as dra_filter
 from .plugins.dynamicresources import score as dra_score
-from .plugins.dynamicresources.allocate import allocate, allocation_node, count_groups
+from .plugins.dynamicresources.allocate import allocate, count_groups
 from .plugins.dynamicresources.filter import CANNOT_ALLOCATE
 from .plugins.dynamicresources.mappings import create_requests_and_mappings
 from .plugins.dynamicresources.prefilter import pre_filter as dra_pre_filter
+from .plugins.dynamicresources.resume import allocation_node, still_allocatable
 from .plugins.dynamicresources.state import NodeFit, NodePlan
 from .sampling import (
     ADAPTIVE,
@@ -422,10 +423,11 @@ class Scheduler:
         """Continue with an allocated special claim left by an interrupted binding cycle.
 
         Only when it is consistent: allocated on one node that still fits the pod, with exactly
-        the requests this pod needs there, and every user claim already allocated.
+        the requests this pod needs there, devices the allocator could still give it
+        (``resume.still_allocatable``), and every user claim already allocated.
         """
         node = allocation_node(claim)
-        if node is None or node not in self.state.nodes:
+        if node is None or node not in self.state.nodes or not still_allocatable(self.state, claim, node):
             return None
         try:
             cycle = self.pre_filter(pod, ignore_claim=True)
