@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.core.api.test_orphans import pod as _pod
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.kube.client import KubeClient
 from webhook.worker.binder import Binder
-from webhook.worker.cleanup import Cleaner, pod_is_done, special_claim_name, superseded
+from webhook.worker.cleanup import Cleaner
 
 RESULT = {"request": "container-0-request-0", "driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-0"}
 
@@ -166,19 +167,6 @@ def test_release_reports_an_api_error_as_not_done(kube: Cluster, cleaner: Cleane
 # -- orphans ------------------------------------------------------------------------------------------
 
 
-def _pod(name: str, uid: str, *, node_name: str = "", phase: str = "Running", uses: str | None = None) -> Obj:
-    p: Obj = {
-        "metadata": {"name": name, "namespace": "default", "uid": uid},
-        "spec": {},
-        "status": {"phase": phase},
-    }
-    if node_name:
-        p["spec"]["nodeName"] = node_name
-    if uses:
-        p["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": uses, "requestMappings": []}
-    return p
-
-
 def _lookup(*pods: Obj) -> Callable[[str], Obj | None]:
     by_uid = {p["metadata"]["uid"]: p for p in pods}
     return by_uid.get
@@ -215,14 +203,6 @@ def test_orphans_only_considers_special_claims_controlled_by_a_pod() -> None:
         claim_body("orphan", gone),
     ]
     assert _names(offline().orphans(claims, _lookup())) == ["orphan"]
-
-
-def test_pod_state_helpers() -> None:
-    assert pod_is_done(_pod("p", "u", phase="Succeeded"))
-    assert not pod_is_done(_pod("p", "u", phase="Running"))
-    assert special_claim_name(_pod("p", "u", uses="c")) == "c"
-    assert special_claim_name(_pod("p", "u")) is None
-    assert superseded(_pod("p", "u", node_name="n"), claim_body("c", None))  # bound, names no claim
 
 
 # -- confirm_gone and repair --------------------------------------------------------------------------

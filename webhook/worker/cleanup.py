@@ -11,31 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..core.api.objects import Obj, as_dict, controller_ref, name, namespace, status, uid
+from ..core.api.objects import Obj, as_dict, controller_ref, name, namespace, uid
+from ..core.api.orphans import orphaned, owner_pod_uid
 from ..core.api.specialclaims import is_special_claim
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import PODS
 from .binder import Binder, BindError, NotLeader
 
 log = logging.getLogger("draxr.cleanup")
-
-TERMINAL = ("Succeeded", "Failed")
-
-
-def pod_is_done(pod: Obj) -> bool:
-    return status(pod).get("phase") in TERMINAL
-
-
-def special_claim_name(pod: Obj) -> str | None:
-    erc = as_dict(status(pod).get("extendedResourceClaimStatus"))
-    n = erc.get("resourceClaimName")
-    return n if isinstance(n, str) and n else None
-
-
-def superseded(pod: Obj, claim: Obj) -> bool:
-    """A bound pod uses the claim its ``extendedResourceClaimStatus`` names (written before the
-    binding); any other special claim it owns is a leftover of a failed binding cycle."""
-    return bool((pod.get("spec") or {}).get("nodeName")) and special_claim_name(pod) != name(claim)
 
 
 class Cleaner:
@@ -68,18 +51,14 @@ class Cleaner:
             return False
 
     def orphans(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> list[Obj]:
-        """Special claims whose controller pod is gone (by uid) or finished, and claims a bound pod
-        does not use (left behind by a binding cycle that failed half-way: the pod's
-        ``extendedResourceClaimStatus``, written before the binding, names the one it uses)."""
+        """Special claims controlled by a pod that the cache (``pod_exists``, by uid) shows
+        ``orphaned``: gone, finished, or bound with another claim."""
         out: list[Obj] = []
         for claim in claims:
             if not is_special_claim(claim):
                 continue
-            owner = controller_ref(claim)
-            if owner is None or owner.get("kind") != "Pod":
-                continue
-            pod = pod_exists(str(owner.get("uid", "")))
-            if pod is None or pod_is_done(pod) or superseded(pod, claim):
+            owner_uid = owner_pod_uid(claim)
+            if owner_uid is not None and orphaned(claim, pod_exists(owner_uid)):
                 out.append(claim)
         return out
 
@@ -90,7 +69,7 @@ class Cleaner:
             pod = self.client.get(PODS, str(owner.get("name", "")), namespace(claim))
         except ApiError as e:
             return e.not_found
-        return uid(pod) != owner.get("uid") or pod_is_done(pod) or superseded(pod, claim)
+        return orphaned(claim, pod)
 
     def repair(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> int:
         repaired = confirmed = 0
@@ -98,8 +77,7 @@ class Cleaner:
             if not self.confirm_gone(claim):
                 continue
             confirmed += 1
-            owner_uid = str((controller_ref(claim) or {}).get("uid", ""))
-            if self.release(namespace(claim), name(claim), owner_uid):
+            if self.release(namespace(claim), name(claim), owner_pod_uid(claim) or ""):
                 repaired += 1
         self.unrepaired = confirmed - repaired
         return repaired

@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from ..core.api.objects import (
     Obj,
     as_dict,
-    controller_ref,
     is_terminating,
     key,
     name,
@@ -31,6 +30,7 @@ from ..core.api.objects import (
     status,
     uid,
 )
+from ..core.api.orphans import orphaned, owner_pod_uid, pod_is_done, special_claim_name
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.scheduling.scheduler import SCHEDULED, UNSCHEDULABLE, Decision
@@ -38,7 +38,7 @@ from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.leader import LeaderElector
 from .binder import Binder, BindError, NotLeader, Written
-from .cleanup import Cleaner, pod_is_done, special_claim_name, superseded
+from .cleanup import Cleaner
 from .events import (
     ALIGNMENT_RELAXED,
     EventRecorder,
@@ -201,7 +201,7 @@ class Worker:
         elif spec(pod).get("nodeName"):
             # Bound: special claims besides the one its status names are leftovers of a failed cycle.
             for claim in self.cache.special_claims_of(pod):
-                if superseded(pod, claim):
+                if orphaned(claim, pod):
                     self._cleanup.put(Cleanup(namespace(claim), name(claim), pod_uid, claim))
 
     def _still_assumed(self, etype: str, pod: Obj) -> bool:
@@ -228,12 +228,11 @@ class Worker:
     def _check_owner(self, claim: Obj) -> None:
         """A special claim whose pod is gone, finished, or bound with another claim is released
         at once (after asking the API), not at the next periodic repair."""
-        owner = controller_ref(claim)
-        if owner is None or owner.get("kind") != "Pod" or not self.cache.synced(["Pod"]):
+        owner_uid = owner_pod_uid(claim)
+        if owner_uid is None or not self.cache.synced(["Pod"]):
             return
-        pod = self.cache.pod(str(owner.get("uid", "")))
-        if pod is None or pod_is_done(pod) or superseded(pod, claim):
-            self._cleanup.put(Cleanup(namespace(claim), name(claim), str(owner.get("uid", "")), claim))
+        if orphaned(claim, self.cache.pod(owner_uid)):
+            self._cleanup.put(Cleanup(namespace(claim), name(claim), owner_uid, claim))
 
     def _release_written(self, etype: str, claim: Obj) -> None:
         """The cache now holds what a binding cycle wrote (or the claim is gone, which a relist
