@@ -756,7 +756,7 @@ def cache_pods(cache: ClusterCache, start: int, count: int) -> None:
     run_pods(
         handle,
         sched.schedule_and_reserve,
-        cache.release,
+        cache.forget_reservation,
         gpu_pod,
         running_gpu_pod,
         start,

@@ -198,7 +198,7 @@ def test_release_undoes_the_reservation() -> None:
     assert token is not None
     assert cache.state.nodes["n"].requested["cpu"] == 1000
     assert sched.schedule_and_reserve(gpu_pod("b"))[0].status == UNSCHEDULABLE
-    sched.release(first, token)
+    sched.unreserve(first, token)
     assert cache.state.nodes["n"].requested["cpu"] == 0
     again, _ = sched.schedule_and_reserve(gpu_pod("b"))
     assert again.status == SCHEDULED
@@ -209,7 +209,7 @@ def test_cache_release_drops_only_the_devices() -> None:
     cache = gpu_cache(1)
     decision, token = cache.scheduler().schedule_and_reserve(gpu_pod("a", cpu="1"))
     assert token is not None
-    cache.release(token)  # what the worker does once the cache shows the written claim
+    cache.forget_reservation(token)  # what the worker does once the cache shows the written claim
     (key,) = decision.device_keys()
     assert not cache.state.allocated.is_allocated(key)
     assert cache.state.nodes["n"].requested["cpu"] == 1000  # the pod stays assumed until seen bound

@@ -90,7 +90,9 @@ def test_release_unreserves_deallocates_unprotects_and_deletes_in_that_order(
     pod = kube.pod("p")
     held_claim(kube, "p-extended-resources-abcde", pod, pod)
     kube.em.reset_requests()
-    assert cleaner.release("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is True
+    assert (
+        cleaner.unreserve_and_delete("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is True
+    )
     assert writes(kube) == [
         ("update", "resourceclaims/status"),  # out of reservedFor, allocation cleared
         ("update", "resourceclaims"),  # the finalizer
@@ -109,7 +111,7 @@ def test_release_reads_again_when_its_first_update_conflicts(kube: Cluster, clea
     assert stale is not None
     labels: Obj = {"metadata": {"labels": {"x": "y"}}}
     kube.em.patch("resourceclaims", "p-extended-resources-abcde", labels, "default")  # a newer version
-    released = cleaner.binder.release_claim(
+    released = cleaner.binder.unreserve_claim(
         "default", "p-extended-resources-abcde", pod["metadata"]["uid"], deallocate=True, known=stale
     )
     assert released is not None
@@ -122,7 +124,9 @@ def test_release_of_a_claim_another_pod_still_uses_stops_at_unreserving(
 ) -> None:
     pod, other = kube.pod("p"), kube.pod("q")
     held_claim(kube, "p-extended-resources-abcde", pod, pod, other)
-    assert cleaner.release("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    assert (
+        cleaner.unreserve_and_delete("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    )
     (claim,) = kube.claims()
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["q"]
     assert claim["status"]["allocation"]["devices"]["results"] == [RESULT]
@@ -130,7 +134,7 @@ def test_release_of_a_claim_another_pod_still_uses_stops_at_unreserving(
 
 def test_release_of_a_claim_already_gone_is_done(kube: Cluster, cleaner: Cleaner) -> None:
     kube.em.reset_requests()
-    assert cleaner.release("default", "nothing", "some-uid") is True
+    assert cleaner.unreserve_and_delete("default", "nothing", "some-uid") is True
     assert writes(kube) == []
 
 
@@ -142,7 +146,7 @@ def test_release_never_touches_the_claim_of_a_newer_pod_of_the_same_name(
     newer = kube.pod("p")
     before = held_claim(kube, "p-extended-resources-newer", newer, newer)
     kube.em.reset_requests()
-    assert cleaner.release("default", "p-extended-resources-newer", old_uid) is True
+    assert cleaner.unreserve_and_delete("default", "p-extended-resources-newer", old_uid) is True
     assert writes(kube) == []
     assert kube.em.get("resourceclaims", "p-extended-resources-newer", "default") == before
 
@@ -151,7 +155,7 @@ def test_release_never_touches_a_claim_that_is_not_a_special_claim(kube: Cluster
     pod = kube.pod("p")
     before = held_claim(kube, "users-own", pod, pod, special=False)
     kube.em.reset_requests()
-    assert cleaner.release("default", "users-own", pod["metadata"]["uid"]) is True
+    assert cleaner.unreserve_and_delete("default", "users-own", pod["metadata"]["uid"]) is True
     assert writes(kube) == []
     assert kube.em.get("resourceclaims", "users-own", "default") == before
 
@@ -160,7 +164,9 @@ def test_release_reports_an_api_error_as_not_done(kube: Cluster, cleaner: Cleane
     pod = kube.pod("p")
     held_claim(kube, "p-extended-resources-abcde", pod, pod)
     kube.em.inject(verbs="update", resource="resourceclaims/status", error=403)
-    assert cleaner.release("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    assert (
+        cleaner.unreserve_and_delete("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    )
     assert len(kube.claims()) == 1
 
 

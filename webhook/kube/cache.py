@@ -210,7 +210,7 @@ class ClusterCache:
         )
         return SharedScheduler(self, engine)
 
-    def release(self, token: str) -> None:
+    def forget_reservation(self, token: str) -> None:
         """Drop an in-flight reservation whose claims the cache now shows as written."""
         with self.lock:
             self.state.release(token)
@@ -232,7 +232,7 @@ class SharedScheduler:
             token = self.engine.reserve(decision) if decision.status == SCHEDULED else None
         return decision, token
 
-    def release(self, decision: Decision, token: str) -> None:
+    def unreserve(self, decision: Decision, token: str) -> None:
         """The in-memory half of Unreserve."""
         with self._cache.lock:
             self.engine.release(decision, token)

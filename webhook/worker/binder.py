@@ -307,7 +307,7 @@ class Binder:
                 log.warning("unreserve: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)})
         for ns, cname, allocated_here in written.user_claims:
             try:
-                self.release_claim(ns, cname, uid(pod), deallocate=allocated_here)
+                self.unreserve_claim(ns, cname, uid(pod), deallocate=allocated_here)
             except (ApiError, BindError, NotLeader) as e:
                 log.warning("unreserve: release claim: %s", e, extra={"pod": key(pod), "claim": cname})
         if written.pod_status:
@@ -326,7 +326,7 @@ class Binder:
                 return None
             raise
 
-    def release_claim(
+    def unreserve_claim(
         self, ns: str, cname: str, pod_uid: str, *, deallocate: bool, known: Obj | None = None
     ) -> Obj | None:
         """Take the pod out of ``reservedFor``; clear the allocation when nobody is left.

@@ -28,9 +28,10 @@ class Cleaner:
         #: Orphans the last ``repair`` confirmed with the API but could not release.
         self.unrepaired = 0
 
-    def release(self, ns: str, claim_name: str, pod_uid: str) -> bool:
-        """Free one special claim of a finished or deleted pod (or one its bound pod does not use).
-        True when nothing is left."""
+    def unreserve_and_delete(self, ns: str, claim_name: str, pod_uid: str) -> bool:
+        """Take a finished or deleted pod (or a bound one that does not use the claim) out of its
+        special claim's ``reservedFor``, deallocate the claim and delete it; True when nothing is
+        left (a claim another pod still holds stays, unreserved for this one: False)."""
         try:
             current = self.binder.read_claim(ns, claim_name)
             if current is None or not is_special_claim(current):
@@ -38,7 +39,7 @@ class Cleaner:
             owner = controller_ref(current)
             if owner is not None and owner.get("uid") != pod_uid:
                 return True  # belongs to a newer pod of the same name
-            claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True, known=current)
+            claim = self.binder.unreserve_claim(ns, claim_name, pod_uid, deallocate=True, known=current)
             if claim is None:
                 return True
             if as_dict(claim.get("status")).get("reservedFor"):
@@ -77,7 +78,7 @@ class Cleaner:
             if not self.confirm_gone(claim):
                 continue
             confirmed += 1
-            if self.release(namespace(claim), name(claim), owner_pod_uid(claim) or ""):
+            if self.unreserve_and_delete(namespace(claim), name(claim), owner_pod_uid(claim) or ""):
                 repaired += 1
         self.unrepaired = confirmed - repaired
         return repaired

@@ -223,7 +223,7 @@ class Worker:
     def _on_claim(self, etype: str, claim: Obj) -> None:
         if etype != "DELETED" and is_special_claim(claim):
             self._check_owner(claim)
-        self._release_written(etype, claim)
+        self._forget_written(etype, claim)
 
     def _check_owner(self, claim: Obj) -> None:
         """A special claim whose pod is gone, finished, or bound with another claim is released
@@ -234,7 +234,7 @@ class Worker:
         if orphaned(claim, self.cache.pod(owner_uid)):
             self._cleanup.put(Cleanup(namespace(claim), name(claim), owner_uid, claim))
 
-    def _release_written(self, etype: str, claim: Obj) -> None:
+    def _forget_written(self, etype: str, claim: Obj) -> None:
         """The cache now holds what a binding cycle wrote (or the claim is gone, which a relist
         may show without the update in between): its in-flight reservation can go."""
         if etype != "DELETED" and not allocated_devices(claim):
@@ -249,7 +249,7 @@ class Worker:
             for token in done:
                 del self._pending_tokens[token]
         for token in done:
-            self.cache.release(token)
+            self.cache.forget_reservation(token)
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -366,7 +366,7 @@ class Worker:
             if waiting:
                 self._pending_tokens[token] = waiting
         if not waiting:
-            self.cache.release(token)
+            self.cache.forget_reservation(token)
         self.queue.done(uid(pod))
         self.bound += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
@@ -392,7 +392,7 @@ class Worker:
     def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
         """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""
         self.binder.roll_back(pod, written)
-        self.scheduler.release(decision, token)
+        self.scheduler.unreserve(decision, token)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -423,7 +423,7 @@ class Worker:
         """Release one special claim; True when nothing is left to do."""
         if item.confirm is not None and not self.cleaner.confirm_gone(item.confirm):
             return True  # the API says its pod still uses it
-        return self.cleaner.release(item.namespace, item.claim, item.pod_uid)
+        return self.cleaner.unreserve_and_delete(item.namespace, item.claim, item.pod_uid)
 
     def _retry_later(self, item: Cleanup) -> None:
         timer = threading.Timer(2.0, self._cleanup.put, args=(item,))
