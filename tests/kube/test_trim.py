@@ -24,9 +24,10 @@ from webhook.core.scheduling.scheduler import Decision, Scheduler
 from webhook.kube import trim
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
+from webhook.worker.config import WorkerConfig
 from webhook.worker.events import pod_scheduled_condition
 from webhook.worker.metrics import WorkerMetrics
-from webhook.worker.worker import Worker, WorkerConfig
+from webhook.worker.worker import Worker
 
 GPU = "example.com/gpu"
 LAST_APPLIED = {trim.LAST_APPLIED: '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}'}

@@ -135,7 +135,8 @@ class Process:
             self.cache = ClusterCache(self._state())
         if opts.worker:
             from ..kube.leader import LeaderElector
-            from ..worker.worker import Worker, WorkerConfig
+            from ..worker.config import WorkerConfig
+            from ..worker.worker import Worker
 
             assert self.metrics is not None
             identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
