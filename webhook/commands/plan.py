@@ -34,7 +34,7 @@ from ..core.allocation.claims import (
     special_claim_after_prebind,
 )
 from ..core.allocation.placement import alignment_text
-from ..core.allocation.policy import BINPACK
+from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.alignment import align_by
 from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
 from ..core.api.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
@@ -132,7 +132,7 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
 
 def build_plan(
     objects: Sequence[Obj],
-    policy: str = BINPACK,
+    policy: str = DEFAULT_POLICY,
     cel_engine: str | None = None,
     mode: str = "native",
     percentage_of_nodes_to_score: int = ADAPTIVE,

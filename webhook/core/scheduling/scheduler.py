@@ -39,7 +39,7 @@ from itertools import islice
 from typing import Any
 
 from ..allocation.allocator import AllocationError, Unsatisfiable
-from ..allocation.policy import BINPACK, POLICIES, SPREAD, UPSTREAM
+from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
@@ -94,7 +94,7 @@ class Scheduler:
     def __init__(
         self,
         state: ClusterState,
-        policy: str = BINPACK,
+        policy: str = DEFAULT_POLICY,
         step_budget: int = 200_000,
         writer: str | None = None,
         percentage_of_nodes_to_score: int = ADAPTIVE,
