@@ -130,7 +130,7 @@ def path_warning(names: list[str], choice: PathChoice) -> str:
         "rewrite": "rewritten into DRA claims",
         "device-plugin": "left to the device plugin",
         "none": "left alone",
-    }[choice.path]
+    }[choice.kind]
     return clip(f"{', '.join(names)}: {what} ({choice.why})")
 
 
@@ -179,13 +179,13 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             force_rewrite=ctx.config.force_rewrite,
             pod=pod,
         )
-        if choice.path == "rewrite":
+        if choice.kind == "rewrite":
             quotas = unguarded(cache.quotas(), req.namespace or namespace(pod), resolved)
             align = alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values())
     warnings += unserved
-    if choice.path != "native":  # the native path is KEP-5004's own: nothing to explain
+    if choice.kind != "native":  # the native path is KEP-5004's own: nothing to explain
         warnings.append(path_warning(sorted(resolved), choice))
-    if choice.path == "rewrite":
+    if choice.kind == "rewrite":
         if validate_dra_quantities(pod, lambda n: n in resolved):
             # A quantity the rewrite would silently drop (500m asks for no device upstream): left
             # as it is, so that the pod validation denies it at its exact path.
@@ -194,7 +194,7 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             warnings.append(quota_warning(name, cls))
         patch = rewrite_patch(pod, resolved, ctx.config, align)
         return Verdict(patch=patch or None, warnings=warnings)
-    if choice.path != "native":
+    if choice.kind != "native":
         return Verdict(warnings=warnings)
     # An unserved name already says why the pod cannot run; the fit message would only repeat it.
     if complete and not unserved and not spec(pod).get("nodeName") and not _uses_claim_templates(pod):

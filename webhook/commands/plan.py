@@ -171,8 +171,8 @@ def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     if mode == "native":
         return _place(scheduler, pod, "native")
     choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
-    if choice.path != "rewrite":
-        return _place(scheduler, pod, choice.path)
+    if choice.kind != "rewrite":
+        return _place(scheduler, pod, choice.kind)
     rewrite = plan_rewrite(pod, resolved, alignment(pod, state.classes.get, state.capacity.largest_group))
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (
