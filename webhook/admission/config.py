@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
 
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
 from ..core.paths.choice import Mode
-
-Route = Literal["default-only", "always", "never"]
+from ..core.paths.routing import Route, Routing
 
 #: The worker's service account and kube-scheduler: the only writers of pod mappings and
 #: extended resource claims (``--allowed-writers``).
@@ -62,3 +61,8 @@ class AdmissionConfig:
     inline_review_bytes: int = INLINE_REVIEW_BYTES
     review_threads: int = REVIEW_THREADS
     max_large_reviews: int = MAX_LARGE_REVIEWS
+
+    @cached_property
+    def routing(self) -> Routing:
+        """``route`` and ``scheduler_name`` as the pod patches take them (core/paths/routing.py)."""
+        return Routing(self.route, self.scheduler_name)

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..admission.extended import backing_classes, requested_extended
 from ..core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -43,6 +42,7 @@ from ..core.cluster.slices import parse_slice
 from ..core.cluster.state import ClusterState
 from ..core.cluster.topology import Groups, whole_groups
 from ..core.paths.choice import path_for
+from ..core.paths.requested import backing_classes, requested_extended
 from ..core.paths.rewrite import (
     REWRITTEN_ANNOTATION,
     alignment,
