@@ -158,11 +158,11 @@ def build_plan(
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
-        plan.results.append(_route(scheduler, pod, mode))
+        plan.results.append(_take_path(scheduler, pod, mode))
     return plan
 
 
-def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
+def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     """The path the webhook would give ``pod`` in ``mode``, then its placement."""
     state = scheduler.state
     resolved = backing_classes(requested_extended(pod), state.classes)
