@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from functools import cached_property
 
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
 from ..core.paths.choice import Mode
-
-Route = Literal["default-only", "always", "never"]
+from ..core.paths.routing import Route, Routing
 
 #: The worker's service account and kube-scheduler: the only writers of pod mappings and
 #: extended resource claims (``--allowed-writers``).
@@ -89,3 +88,8 @@ class AdmissionConfig:
         default=MAX_LARGE_REVIEWS,
         metadata={"help": "admission reviews over 64 KiB in flight at once; more are refused with HTTP 429"},
     )
+
+    @cached_property
+    def routing(self) -> Routing:
+        """``route`` and ``scheduler_name`` as the pod patches take them (core/paths/routing.py)."""
+        return Routing(self.route, self.scheduler_name)

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..admission.extended import backing_classes, requested_extended
 from ..core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -43,6 +42,7 @@ from ..core.cluster.slices import parse_slice
 from ..core.cluster.state import ClusterState
 from ..core.cluster.topology import Groups, whole_groups
 from ..core.paths.choice import path_for
+from ..core.paths.requested import backing_classes, requested_extended
 from ..core.paths.rewrite import (
     REWRITTEN_ANNOTATION,
     alignment,
@@ -159,11 +159,11 @@ def build_plan(
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
-        plan.results.append(_route(scheduler, pod, mode))
+        plan.results.append(_take_path(scheduler, pod, mode))
     return plan
 
 
-def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
+def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     """The path the webhook would give ``pod`` in ``mode``, then its placement."""
     state = scheduler.state
     resolved = backing_classes(requested_extended(pod), state.classes)
@@ -172,8 +172,8 @@ def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     if mode == "native":
         return _place(scheduler, pod, "native")
     choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
-    if choice.path != "rewrite":
-        return _place(scheduler, pod, choice.path)
+    if choice.kind != "rewrite":
+        return _place(scheduler, pod, choice.kind)
     rewrite = plan_rewrite(pod, resolved, alignment(pod, state.classes.get, state.capacity.largest_group))
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (

@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any, get_args
 
-from ..admission.config import Route
 from ..core.paths.choice import MODES
+from ..core.paths.routing import Route
 from ..runtime.logs import FORMATS, LEVELS
 from ..runtime.options import ServeOptions, default_writers
 from ..runtime.serve import run
