@@ -89,6 +89,12 @@ class ClassResolver:
         winner = self._winner.get(resource_name)
         return self._classes[winner] if winner is not None else None
 
+    def field_name(self, class_name: str) -> str | None:
+        """``GetExtendedResource``: the class's ``spec.extendedResourceName`` as the apiserver stores
+        it (draxr's annotation is not the apiserver's; quota reads only the field)."""
+        value = spec(self._classes.get(class_name)).get("extendedResourceName")
+        return value if isinstance(value, str) and value else None
+
     def class_name(self, resource_name: str) -> str | None:
         dc = self.resolve(resource_name)
         return name(dc) if dc is not None else None
