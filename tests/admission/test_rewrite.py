@@ -7,6 +7,7 @@ import copy
 import json
 
 import jsonpatch
+import pytest
 
 from webhook.admission import AdmissionConfig
 from webhook.core.api.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
@@ -168,6 +169,32 @@ def test_a_quota_on_the_name_alone_is_named_in_a_warning(webhook: Webhook) -> No
     assert warnings[-1] == (
         f"quota on {GPU} does not limit rewritten pods; add {GPU_CLASS}.deviceclass.resource.k8s.io/devices"
     )
+
+
+def _old_kubelets(objects: list[Obj]) -> list[Obj]:
+    for o in objects:
+        if o["kind"] == "Node":
+            o["status"]["nodeInfo"] = {"kubeletVersion": "v1.35.4"}
+    return objects
+
+
+@pytest.mark.parametrize(("version", "warned"), [("v1.37.2", False), ("v1.36.3", False), ("v1.34.4", True)])
+def test_where_the_served_release_charges_claims_the_name_no_quota_warning(
+    webhook: Webhook, version: str, warned: bool
+) -> None:
+    """1.37 unified quota (``resource_claims.go`` ``addExtendedResourceQuota``): with the gate on, a
+    rewritten pod's claims are charged ``requests.example.com/gpu``; the warning written for 1.34's
+    rules said otherwise. Rewritten here with the apiserver's gate on: no kubelet has it yet."""
+    quota: Obj = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": "default"},
+        "spec": {"hard": {f"requests.{GPU}": "4"}},
+    }
+    webhook.install([*_old_kubelets(gpu_cluster()), quota], apiserver_version=version)
+    out, warnings = mutated(webhook, gpu_pod())
+    assert "resourceClaims" in out["spec"]
+    assert any(w.startswith(f"quota on {GPU}") for w in warnings) is warned
 
 
 def test_a_fractional_quantity_is_not_rewritten_away_so_validation_denies_it(webhook: Webhook) -> None:

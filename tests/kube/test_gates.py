@@ -66,3 +66,13 @@ def test_a_fixed_setting_never_probes(em: Emulator) -> None:
         assert gate.refresh() is expected
         assert gate.source == f"--apiserver-gate={setting}"
     assert not [r for r in em.requests() if r.resource == "deviceclasses"]
+
+
+def test_the_probe_reads_the_servers_release_too(em: Emulator) -> None:
+    """Quota's rules for KEP-5004's objects changed by release (core/paths/quota.py)."""
+    gate = ApiserverGate(client(em))
+    assert gate.version == ""
+    gate.refresh()
+    assert gate.version == client(em).server_version() != ""
+    fixed = ApiserverGate(client(em), "on").start()
+    assert fixed.version == gate.version

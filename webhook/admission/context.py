@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.api.objects import Obj
+from ..core.paths.quota import QuotaRules, quota_rules
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import RESOURCE_CLAIMS
@@ -98,6 +99,10 @@ def _always_on() -> bool:
     return True
 
 
+def _unknown_version() -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class Context:
     cache: ClusterCache
@@ -107,6 +112,8 @@ class Context:
     classes: ClassReader
     #: Whether kube-apiserver keeps the KEP-5004 fields now (kube/gates.py's detector).
     apiserver_gate: Callable[[], bool] = _always_on
+    #: kube-apiserver's ``gitVersion`` ("" unknown): its release's quota rules apply.
+    apiserver_version: Callable[[], str] = _unknown_version
 
     @classmethod
     def build(
@@ -124,6 +131,10 @@ class Context:
             ClassReader(cache, config.class_read_seconds, class_reads),
             apiserver_gate,
         )
+
+    def quota_rules(self) -> QuotaRules:
+        """The served release's ResourceQuota rules for KEP-5004's objects (core/paths/quota.py)."""
+        return quota_rules(self.apiserver_version() or None, self.apiserver_gate())
 
     def allowed_writer(self, username: str) -> bool:
         return bool(username) and username in self.config.allowed_writers

@@ -64,6 +64,7 @@ class ApiserverGate:
         self._enabled = setting != "off"
         self.source = f"--apiserver-gate={setting}" if setting != "auto" else "not probed yet"
         self._answered = False  # some probe has answered: its answer outlives a failed one
+        self._version = ""  # the server's gitVersion, read with each probe ("" unknown)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -75,7 +76,15 @@ class ApiserverGate:
     def __call__(self) -> bool:
         return self.enabled
 
+    @property
+    def version(self) -> str:
+        """kube-apiserver's ``gitVersion`` as last read ("" unknown): its release's quota rules apply."""
+        with self._lock:
+            return self._version
+
     def start(self) -> ApiserverGate:
+        if self._client is not None and self.setting != "auto":
+            self._read_version(self._client)  # a fixed gate still has a release
         if self.setting == "auto" and self._client is not None:
             self.refresh()
             self._thread = threading.Thread(target=self._loop, name="apiserver-gate", daemon=True)
@@ -95,7 +104,10 @@ class ApiserverGate:
 
     def refresh(self) -> bool:
         """Probe now; returns the (possibly new) answer."""
-        if self.setting != "auto" or self._client is None:
+        if self._client is None:
+            return self.enabled
+        self._read_version(self._client)
+        if self.setting != "auto":
             return self.enabled
         try:
             enabled, source = self._probe(self._client), "probe"
@@ -127,6 +139,15 @@ class ApiserverGate:
         }
         answer = client.create(DEVICE_CLASSES, body, dry_run=True)
         return (answer.get("spec") or {}).get("extendedResourceName") == PROBE_NAME
+
+    def _read_version(self, client: KubeClient) -> None:
+        try:
+            found = client.server_version()
+        except (ApiError, OSError) as e:
+            log.info("reading the apiserver's version failed: %s", e)
+            return
+        with self._lock:
+            self._version = found or self._version
 
     @staticmethod
     def _from_version(client: KubeClient) -> bool:

@@ -240,7 +240,14 @@ class Process:
             if self.tls is not None:
                 readiness.certificate = self.tls.problem
                 readiness.details.append(lambda: [self.tls.describe()])
-            return webhook_app(self.cache, self.opts.admission, self.registry, self.gate, readiness=readiness)
+            return webhook_app(
+                self.cache,
+                self.opts.admission,
+                self.registry,
+                self.gate,
+                readiness=readiness,
+                apiserver_version=lambda: self.gate.version,
+            )
         from .apps import health_app
 
         return health_app(self.cache, self.registry, self.kinds())

@@ -20,7 +20,7 @@ from ..cluster.state import ClusterState
 from .choice import Mode, PathChoice, PathKind, path_for
 from .explain import contention_warning, path_warning, quota_warning, unserved_warning
 from .patch import native_patch, rewrite_patch
-from .quota import unguarded
+from .quota import QuotaRules, quota_rules, unguarded
 from .rewrite import Alignment, alignment, no_alignment
 from .routing import Routing
 
@@ -52,11 +52,13 @@ def cluster_facts(
     force_rewrite: bool,
     quotas: Callable[[], Iterable[Obj]],
     namespace: str,
+    rules: Callable[[], QuotaRules] | None = None,
 ) -> ClusterFacts:
     """What ``state`` says about ``pod`` asking for ``names`` (``resolved``: those a class backs).
 
     ``complete``: the cache is synced and agrees with a fresh class list; otherwise nothing is
-    said to be unserved. ``apiserver_gate`` and ``quotas`` are read only where the answer needs
+    said to be unserved. ``apiserver_gate``, ``quotas`` and ``rules`` (the served release's quota
+    rules; None: the newest release's with ``apiserver_gate``) are read only where the answer needs
     them (a DRA-backed name; the rewrite path), the quotas of ``namespace`` being the pod's."""
     contended: list[str] = []
     unserved: list[str] = []
@@ -68,18 +70,18 @@ def cluster_facts(
             unserved.append(unserved_warning(resource))
     if not resolved:
         return ClusterFacts(resolved, contended, unserved, complete)
-    choice = path_for(
-        state, resolved, mode, apiserver_gate=apiserver_gate(), force_rewrite=force_rewrite, pod=pod
-    )
+    gate = apiserver_gate()
+    choice = path_for(state, resolved, mode, apiserver_gate=gate, force_rewrite=force_rewrite, pod=pod)
     if choice.kind != "rewrite":
         return ClusterFacts(resolved, contended, unserved, complete, choice)
+    served = rules() if rules is not None else quota_rules(None, gate)
     return ClusterFacts(
         resolved,
         contended,
         unserved,
         complete,
         choice,
-        unguarded(quotas(), namespace, resolved),
+        unguarded(quotas(), namespace, resolved, served, state.classes.field_name),
         alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values()),
     )
 
