@@ -197,6 +197,26 @@ def test_where_the_served_release_charges_claims_the_name_no_quota_warning(
     assert any(w.startswith(f"quota on {GPU}") for w in warnings) is warned
 
 
+@pytest.mark.parametrize("gate", [False, True])
+def test_a_pod_with_a_node_name_is_left_alone_with_a_warning_when_its_node_cannot_serve_it(
+    webhook: Webhook, gate: bool
+) -> None:
+    """Reproduced: a pod created with ``spec.nodeName`` skips every scheduler, so the claims of its
+    rewrite were never allocated and it hung in ContainerCreating (natively, a gated kubelet would
+    run it without a device). Left alone, its author is told when the node does not advertise the
+    name (a device plugin would serve it there)."""
+    webhook.install([*gpu_cluster(), node("dp-node", {GPU: "2"})], apiserver_gate=gate)
+    out, warnings = mutated(webhook, gpu_pod("p", nodeName="dra-node"))
+    assert out == gpu_pod("p", nodeName="dra-node")
+    assert warnings == [
+        f'{GPU}: node "dra-node" does not advertise it; a pod with spec.nodeName gets no DRA device',
+        f"{GPU}: left alone (spec.nodeName is set: no scheduler allocates its devices)",
+    ]
+    out, warnings = mutated(webhook, gpu_pod("q", nodeName="dp-node"))
+    assert out == gpu_pod("q", nodeName="dp-node")
+    assert warnings == [f"{GPU}: left alone (spec.nodeName is set: no scheduler allocates its devices)"]
+
+
 def test_a_fractional_quantity_is_not_rewritten_away_so_validation_denies_it(webhook: Webhook) -> None:
     """Found on the gate-off e2e targets: the rewrite dropped ``500m`` (upstream's mapping asks for
     no device then) and the pod was admitted without the name, so validation never saw it."""

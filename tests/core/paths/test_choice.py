@@ -7,7 +7,7 @@ import itertools
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
-from webhook.core.paths.choice import decide_path, path_for
+from webhook.core.paths.choice import BOUND_AT_CREATION, decide_path, path_for
 
 GPU = "example.com/gpu"
 CLASSES = {GPU: "gpu.example.com"}
@@ -127,3 +127,14 @@ def test_with_no_node_known_the_apiservers_gate_decides() -> None:
     empty = state_of(device_class("gpu.example.com", ext=GPU))
     assert path_for(empty, CLASSES, "auto", apiserver_gate=True).kind == "native"
     assert path_for(empty, CLASSES, "auto", apiserver_gate=False).kind == "rewrite"
+
+
+def test_a_pod_created_with_a_node_name_is_left_alone_in_every_mode_but_off() -> None:
+    """No scheduler sees it: neither path's claims would be allocated (issue 23)."""
+    cls = device_class("gpu.example.com", ext=GPU)
+    state = state_of(kubelet("dra", "v1.36.1"), cls, resource_slice("s", gpus(2), node_name="dra"))
+    bound = pod("bound", [container("c", {GPU: "1"})], nodeName="dra")
+    for mode in ("auto", "native", "rewrite"):
+        choice = path_for(state, CLASSES, mode, apiserver_gate=True, pod=bound)
+        assert (choice.kind, choice.why) == ("none", BOUND_AT_CREATION)
+    assert path_for(state, CLASSES, "off", apiserver_gate=True, pod=bound).why == "draxr --mode=off"

@@ -5,7 +5,9 @@
 * ``rewrite``: KEP-5004's "Option 1": the webhook turns the names into ordinary DRA claims;
 * ``device-plugin``: left alone, for a node's device plugin that advertises the name (a rewritten
   pod could no longer use such nodes; ``decide_path`` says when);
-* ``none``: draxr does nothing (``--mode=off``).
+* ``none``: draxr does nothing (``--mode=off``, or a pod created with ``spec.nodeName``: no
+  scheduler sees it, so neither the native path's special claim nor the rewrite's claims would
+  ever be allocated).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ..api.objects import Obj
+from ..api.objects import Obj, spec
 from ..cluster.state import ClusterState
 from ..scheduling.plugins.dynamicresources.mappings import class_demand, device_demand
 
@@ -22,6 +24,8 @@ Mode = Literal["auto", "native", "rewrite", "off"]
 #: The path a pod takes (not a file path, nor a JSON Pointer or field path).
 PathKind = Literal["native", "rewrite", "device-plugin", "none"]
 MODES: Final = ("auto", "native", "rewrite", "off")
+#: Why a pod created with ``spec.nodeName`` is left alone.
+BOUND_AT_CREATION: Final = "spec.nodeName is set: no scheduler allocates its devices"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,8 @@ def path_for(
     devices of every class cover the pod's demand. Admission reads the cache as it is: a burst of
     pods can all see the same free devices, and the later ones then wait for DRA devices.
     """
+    if pod is not None and mode != "off" and spec(pod).get("nodeName"):
+        return PathChoice("none", BOUND_AT_CREATION)
     # Only ``auto`` with the apiserver's gate on asks the kubelets; a native answer reads no more.
     kubelets_on = mode == "auto" and apiserver_gate and _kubelets_on(state, set(classes.values()))
     if mode in ("off", "native") or kubelets_on:

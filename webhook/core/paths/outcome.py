@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..api.objects import Obj, as_dict, as_list, spec
+from ..api.podresources import pod_requests
 from ..api.validation import validate_dra_quantities
 from ..cluster.state import ClusterState
-from .choice import Mode, PathChoice, PathKind, path_for
-from .explain import contention_warning, path_warning, quota_warning, unserved_warning
+from .choice import BOUND_AT_CREATION, Mode, PathChoice, PathKind, path_for
+from .explain import bound_node_warning, contention_warning, path_warning, quota_warning, unserved_warning
 from .patch import native_patch, rewrite_patch
 from .quota import QuotaRules, quota_rules, unguarded
 from .rewrite import Alignment, alignment, no_alignment
@@ -72,6 +73,8 @@ def cluster_facts(
         return ClusterFacts(resolved, contended, unserved, complete)
     gate = apiserver_gate()
     choice = path_for(state, resolved, mode, apiserver_gate=gate, force_rewrite=force_rewrite, pod=pod)
+    if choice.why == BOUND_AT_CREATION:
+        unserved += _unserved_on_its_node(state, pod, sorted(resolved))
     if choice.kind != "rewrite":
         return ClusterFacts(resolved, contended, unserved, complete, choice)
     served = rules() if rules is not None else quota_rules(None, gate)
@@ -84,6 +87,18 @@ def cluster_facts(
         unguarded(quotas(), namespace, resolved, served, state.classes.field_name),
         alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values()),
     )
+
+
+def _unserved_on_its_node(state: ClusterState, pod: Obj, names: list[str]) -> list[str]:
+    """The warning for a pod created on a node (known to ``state``) whose allocatable lacks some of
+    the pod's requests of ``names``: nothing else would give it those devices."""
+    node_name = str(spec(pod).get("nodeName"))
+    info = state.nodes.get(node_name)
+    if info is None:
+        return []
+    wanted = pod_requests(pod)
+    short = [r for r in names if info.allocatable.get(r, 0) < wanted.get(r, 0)]
+    return [bound_node_warning(short, node_name)] if short else []
 
 
 @dataclass(slots=True)
