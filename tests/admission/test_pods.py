@@ -395,3 +395,87 @@ def test_a_snapshot_cache_is_not_waited_on(webhook: Webhook) -> None:
 def test_delete_and_connect_are_allowed(webhook: Webhook) -> None:
     old = gpu_pod("p", "0.5")
     assert webhook.respond(PATH, review(None, operation="DELETE", old=old))["allowed"] is True
+
+
+# --- UPDATE: a live read when the cache misses ---------------------------------------------------
+
+
+class LaggingCache:
+    """The webhook's informer-fed cache on the API emulator, whose ResourceClaim watch then stops
+    (every list and watch of claims fails): the API has what the cache never sees."""
+
+    def __init__(self, em: Any) -> None:
+        from webhook.kube.cache import WEBHOOK_KINDS
+        from webhook.kube.client import KubeClient
+
+        self.em = em
+        self.cache = ClusterCache()
+        self.cache.start(KubeClient(em.api_client()), WEBHOOK_KINDS)
+        assert self.cache.wait_synced(WEBHOOK_KINDS, 10)
+        em.inject(verbs=("list", "watch"), resource="resourceclaims", error=500)
+        em.drop_watches()
+
+    def review(self, old: Obj, new: Obj, wait: float = 10.0) -> Obj:
+        from webhook.admission.app import ENDPOINTS
+        from webhook.admission.blocking import MAY_BLOCK
+        from webhook.admission.context import Context
+        from webhook.admission.pods import review_pod
+        from webhook.admission.review import parse_request
+
+        ctx = Context.build(self.cache, AdmissionConfig(claim_wait_seconds=wait))
+        (endpoint,) = [e for e in ENDPOINTS if e.path == PATH]
+        token = MAY_BLOCK.set(True)
+        try:
+            verdict = review_pod(parse_request(_status_update(old, new), endpoint.expected), ctx)
+        finally:
+            MAY_BLOCK.reset(token)
+        return {"allowed": verdict.allowed, "status": verdict.status or {}}
+
+
+@pytest.fixture
+def lagging() -> Any:
+    from webhook.emulator import Emulator
+
+    with Emulator() as em:
+        for obj in gpu_cluster():
+            em.create(
+                {"DeviceClass": "deviceclasses", "Node": "nodes", "ResourceSlice": "resourceslices"}[
+                    obj["kind"]
+                ],
+                obj,
+            )
+        lag = LaggingCache(em)
+        try:
+            yield lag
+        finally:
+            lag.cache.stop()
+
+
+def test_a_claim_the_cache_has_not_seen_is_read_from_the_api(lagging: LaggingCache) -> None:
+    """The scheduler creates the claim before it writes the mapping (upstream's write order), so
+    the API has it: a live read answers at once, where waiting for a lagging watch denied a
+    correct mapping after the wait."""
+    old = gpu_pod()
+    claim = lagging.em.create("resourceclaims", special_claim("p-claim", old), "default")
+    assert lagging.cache.state.allocated.claims.get(("default", "p-claim")) is None
+    answer = lagging.review(old, with_mapping(old, mapping(claim["metadata"]["name"])))
+    assert answer["allowed"] is True
+    assert any(r.verb == "get" and r.resource == "resourceclaims" for r in lagging.em.requests())
+
+
+def test_a_mapping_naming_a_request_the_apis_claim_lacks_is_denied(lagging: LaggingCache) -> None:
+    """No silent no-device pod: the kubelet would hand the container nothing for a request its
+    claim does not have."""
+    old = gpu_pod()
+    lagging.em.create("resourceclaims", special_claim("p-claim", old), "default")
+    answer = lagging.review(old, with_mapping(old, mapping("p-claim", request="container-0-request-7")))
+    assert answer["allowed"] is False
+    assert answer["status"]["message"] == (
+        'Pod "p" is invalid: status.extendedResourceClaimStatus.requestMappings[0].requestName: '
+        'Invalid value: "container-0-request-7": no request of this name in ResourceClaim "p-claim"'
+    )
+    missing = lagging.review(old, with_mapping(old, mapping("p-other")), wait=0)
+    assert missing["status"]["message"] == (
+        'Pod "p" is invalid: status.extendedResourceClaimStatus.resourceClaimName: Invalid value: '
+        '"p-other": no ResourceClaim of this name in namespace "default"'
+    )

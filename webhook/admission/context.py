@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -17,15 +18,20 @@ from .blocking import MAY_BLOCK, WouldBlock
 from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
 
+log = logging.getLogger("draxr.admission")
+
 ClaimReader = Callable[[str, str], Obj | None]  # (namespace, name) -> the claim, None when gone
 
 
 class ClaimWaiter:
-    """Finds a ResourceClaim in the cache, waiting a little for a watch that lags behind.
+    """Finds a ResourceClaim: in the cache, else in the API, else waiting a little for the cache.
 
-    The worker creates the extended resource claim and then writes the pod's
-    ``status.extendedResourceClaimStatus``; the webhook's informer may not have seen the claim yet.
-    A snapshot cache (``--snapshot``) never changes, so there is nothing to wait for.
+    The scheduler creates the extended resource claim and then writes the pod's
+    ``status.extendedResourceClaimStatus`` (upstream's write order), so when the webhook's informer
+    has not seen the claim yet the API has it: one live read answers, where waiting for a watch
+    that lags behind could deny a correct mapping. Only when the API cannot be asked (no informer,
+    or the read fails) does the hook wait for the cache. A snapshot cache (``--snapshot``) never
+    changes, so there is nothing to wait for.
     """
 
     def __init__(self, cache: ClusterCache, timeout: float, reader: ClaimReader | None = None) -> None:
@@ -55,8 +61,17 @@ class ClaimWaiter:
         with self._changed:
             seen = self._events
         claim = self._lookup(namespace, claim_name)
-        if claim is not None or self._timeout <= 0 or self._static():
+        if claim is not None or self._static():
             return claim
+        if self.live():
+            if not MAY_BLOCK.get():
+                raise WouldBlock
+            try:
+                return self.fresh(namespace, claim_name)
+            except (ApiError, OSError) as e:
+                log.warning("reading ResourceClaim %s/%s failed: %s", namespace, claim_name, e)
+        if self._timeout <= 0:
+            return None
         if not MAY_BLOCK.get():
             raise WouldBlock
         deadline = time.monotonic() + self._timeout
