@@ -217,6 +217,22 @@ def test_a_pod_with_a_node_name_is_left_alone_with_a_warning_when_its_node_canno
     assert warnings == [f"{GPU}: left alone (spec.nodeName is set: no scheduler allocates its devices)"]
 
 
+def test_a_class_that_tolerates_taints_rewrites_into_tolerating_templates(webhook: Webhook) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): the rewrite names a template whose
+    request tolerates what the class tolerates, and the annotation the worker makes it from says so."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    cluster = gpu_cluster()
+    cluster[0]["metadata"]["annotations"] = {
+        "draxr.io/extended-resource-tolerations": json.dumps([toleration])
+    }
+    webhook.install(cluster, apiserver_gate=False)
+    out, _ = mutated(webhook, gpu_pod())
+    [ref] = templates_of(out)
+    assert out["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == ref.name
+    assert ref.name.startswith(f"draxr-{GPU_CLASS}-1-tolerating-")
+    assert ref.toleration_list() == [toleration]
+
+
 def test_a_fractional_quantity_is_not_rewritten_away_so_validation_denies_it(webhook: Webhook) -> None:
     """Found on the gate-off e2e targets: the rewrite dropped ``500m`` (upstream's mapping asks for
     no device then) and the pod was admitted without the name, so validation never saw it."""

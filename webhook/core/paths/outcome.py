@@ -11,8 +11,8 @@ advice where ``fit_check`` says so).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ..api.objects import Obj, as_dict, as_list, spec
 from ..api.podresources import pod_requests
@@ -39,6 +39,7 @@ class ClusterFacts:
     choice: PathChoice | None = None  # None: no name is DRA-backed
     quotas: Sequence[tuple[str, str]] = ()  # the rewrite's (name, class) unguarded
     align: Alignment = no_alignment  # the rewrite's, settled: it reads nothing later
+    tolerations: Mapping[str, list[Obj]] = field(default_factory=dict)  # the rewrite's, per class
 
 
 def cluster_facts(
@@ -86,6 +87,7 @@ def cluster_facts(
         choice,
         unguarded(quotas(), namespace, resolved, served, state.classes.field_name),
         alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values()),
+        {cls: state.classes.tolerations(cls) for cls in set(resolved.values())},
     )
 
 
@@ -130,7 +132,9 @@ def pod_outcome(pod: Obj, facts: ClusterFacts, routing: Routing) -> Outcome:
             # as it is, so that the pod validation denies it at its exact path.
             return Outcome(choice.kind, [], warnings)
         warnings += [quota_warning(name, cls) for name, cls in facts.quotas]
-        return Outcome(choice.kind, rewrite_patch(pod, resolved, routing, facts.align), warnings)
+        tolerated = facts.tolerations
+        patch = rewrite_patch(pod, resolved, routing, facts.align, lambda cls: tolerated.get(cls, ()))
+        return Outcome(choice.kind, patch, warnings)
     if choice.kind != "native":
         return Outcome(choice.kind, [], warnings)
     fit_check = (
