@@ -70,8 +70,12 @@ def claim_errors(pod: Obj, claim: Obj | None, ns: str) -> list[FieldError]:
             f'({EXTENDED_RESOURCE_CLAIM_ANNOTATION}: "true")'
         )
         errors.append(invalid(CLAIM_NAME_PATH, claim_name, detail))
-    owner = controller_ref(claim)
-    if owner is None or owner.get("kind") != "Pod" or owner.get("uid") != uid(pod):
+    owner = controller_ref(claim)  # as quota verifies it (core/api/specialclaims.py): a v1 Pod
+    if (
+        owner is None
+        or (owner.get("apiVersion"), owner.get("kind")) != ("v1", "Pod")
+        or owner.get("uid") != uid(pod)
+    ):
         detail = f"the ResourceClaim's controller owner is not this Pod (uid {go_quote(uid(pod))})"
         errors.append(invalid(CLAIM_NAME_PATH, claim_name, detail))
     request_names = {
