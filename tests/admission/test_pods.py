@@ -320,6 +320,31 @@ def test_the_claim_must_be_controlled_by_this_pod(webhook: Webhook) -> None:
     ]
 
 
+@pytest.mark.parametrize("api_version", ["v2", "apps/v1", None])
+def test_the_claims_controller_must_be_a_v1_pod(webhook: Webhook, api_version: str | None) -> None:
+    """Quota's ``getVerifiedPodUsage`` (and its owner index) count a special claim only under a
+    controller ``v1`` ``Pod``: a claim owned by the pod's uid under another apiVersion is not its."""
+    old = gpu_pod()
+    objects, claim = _cluster_with_claim(old)
+    ref = claim["metadata"]["ownerReferences"][0]
+    if api_version is None:
+        del ref["apiVersion"]
+    else:
+        ref["apiVersion"] = api_version
+    webhook.install(objects)
+    response = webhook.respond(
+        PATH, _status_update(old, with_mapping(old, mapping(claim["metadata"]["name"])))
+    )
+    assert causes(response) == [
+        (
+            f"{ERCS}.resourceClaimName",
+            "FieldValueInvalid",
+            'Invalid value: "p-extended-resources-abcde": the ResourceClaim\'s controller owner is not this '
+            'Pod (uid "uid-p")',
+        )
+    ]
+
+
 def test_every_request_name_must_be_in_the_claim(webhook: Webhook) -> None:
     old = gpu_pod()
     objects, claim = _cluster_with_claim(old)
