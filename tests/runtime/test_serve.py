@@ -201,8 +201,12 @@ def test_every_replica_reports_the_mode_of_the_workers_leaders_probe(kube: Clust
     """Issue 23: the worker's leader probes the apiserver's gate and publishes it; a webhook replica
     reads it, so both say the same (kube/sharedgate.py)."""
     worker = kube.worker()  # the only worker: it leads
+
+    def published() -> list[str]:
+        return [c["metadata"]["name"] for c in kube.em.list("configmaps", "draxr-system")]
+
     kube.em.wait_for(
-        lambda: "draxr-apiserver-gate" in [c["metadata"]["name"] for c in kube.em.list("configmaps", "draxr-system")],
+        lambda: "draxr-apiserver-gate" in published(),
         10,
         "the published answer",
     )
