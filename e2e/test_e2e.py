@@ -18,6 +18,7 @@ from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 
 from .barrier import AdmissionBarrier
+from .controlplane.launcher import wait_until
 from .target import Target
 
 
@@ -240,6 +241,29 @@ def test_worker_failover(target: Target) -> None:
     target.wait("pods", _bound({"after"}), timeout=30)
     lease, _, retry = procs.lease
     assert time.monotonic() - killed < lease + retry + 3
+
+
+@pytest.mark.any_gate
+def test_the_webhook_reports_the_gate_answer_the_workers_leader_published(target: Target) -> None:
+    """Issue 23: one cluster-wide gate answer. The worker's leader probes the apiserver's gate and
+    writes it in ConfigMap draxr-apiserver-gate; the webhook replica reads it (kube/sharedgate.py),
+    with the RBAC ``draxr manifests`` grants, so both report the same mode."""
+    procs = target.processes
+    if procs is None or not target.local:
+        # The emulator's draxr-0 is webhook and worker in one: tests/runtime/test_serve.py.
+        pytest.skip("the webhook and the workers run as separate processes only on the local rows")
+    leader = procs.leader(10)
+    readyz: list[str] = []
+
+    def shared() -> bool:
+        status, body = procs.webhook_get("/readyz")
+        readyz[:] = [f"{status} {body}"]
+        return status == 200 and f"(shared by {leader}, probed " in body
+
+    # The leader publishes at once; the webhook reads every 10 s.
+    wait_until(f"the webhook adopting {leader}'s answer", shared, 45, detail=lambda: str(readyz))
+    gate = "on" if target.native else "off"
+    assert f"apiserver DRAExtendedResource: {gate} (shared by {leader}" in readyz[0]
 
 
 def _special_claims_of(pod: str) -> Any:

@@ -38,6 +38,7 @@ from webhook.install.manifests import (
     render,
     webhook_configurations,
 )
+from webhook.kube.sharedgate import CONFIGMAP
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = ["1.34", "1.35", "1.36", "1.37"]
@@ -437,6 +438,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         *(("resource.k8s.io", "resourceclaims", v, "*any*") for v in (*read, "create", "update", "delete")),
         ("resource.k8s.io", "resourceclaims/status", "update", "*any*"),
+        ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the leader's gate probe, a dry run
         ("resource.k8s.io", "resourceclaims/binding", "update", "*any*"),
         *(("resource.k8s.io", "resourceclaimtemplates", v, "*any*") for v in (*read, "create", "delete")),
     }
@@ -445,6 +447,14 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ("coordination.k8s.io", "leases", "get", "draxr-worker"),
         ("coordination.k8s.io", "leases", "update", "draxr-worker"),
     }
+    # The shared apiserver gate answer (kube/sharedgate.py): the worker's leader writes it, the webhook
+    # reads it, by name.
+    assert _flatten(_rules("Role", "draxr-worker-apiserver-gate")) == {
+        ("", "configmaps", "create", "*any*"),
+        ("", "configmaps", "get", CONFIGMAP),
+        ("", "configmaps", "update", CONFIGMAP),
+    }
+    assert _flatten(_rules("Role", "draxr-webhook-apiserver-gate")) == {("", "configmaps", "get", CONFIGMAP)}
     # Self-managed certificates: the leader reads and updates exactly its two Secrets and two configurations.
     assert _flatten(_rules("Role", "draxr-worker-certificates")) == {
         ("", "secrets", v, n) for v in ("get", "update") for n in ("draxr-webhook-ca", "draxr-webhook-tls")

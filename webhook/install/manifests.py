@@ -43,6 +43,9 @@ DEFAULT_IMAGE = "ghcr.io/draxr/draxr:0.1.0"
 WEBHOOK = "draxr-webhook"
 WORKER = "draxr-worker"
 LEASE = "draxr-worker"
+#: The worker's leader publishes the apiserver's gate answer here; every replica reads it
+#: (``kube/sharedgate.CONFIGMAP``).
+GATE_CONFIGMAP = "draxr-apiserver-gate"
 TLS_SECRET = "draxr-webhook-tls"
 #: The CA the worker's leader signs renewed serving certificates with (self-managed certificates).
 CA_SECRET = "draxr-webhook-ca"
@@ -255,6 +258,8 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "list", "watch", "create", "update", "delete"],
         },
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        # The leader's gate probe (kube/gates.py): a dry-run create of a DeviceClass, nothing stored.
+        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["create"]},
         # 1.36+: writing status.allocation or status.reservedFor also needs this (the apiserver
         # checks it as a separate authorization; kube-scheduler's role has it since 1.36).
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update"]},
@@ -273,6 +278,27 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "update"],
         },
     ]
+    # The shared gate answer (kube/sharedgate.py): the worker's leader creates and updates it, the
+    # webhook reads it; by name, in draxr's namespace only.
+    gate_rules = {
+        WORKER: [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [GATE_CONFIGMAP],
+                "verbs": ["get", "update"],
+            },
+        ],
+        WEBHOOK: [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [GATE_CONFIGMAP],
+                "verbs": ["get"],
+            }
+        ],
+    }
     out: list[Obj] = []
     for sa, rules in ((WEBHOOK, webhook_rules), (WORKER, worker_rules)):
         component = "webhook" if sa == WEBHOOK else "worker"
@@ -317,6 +343,26 @@ def rbac(namespace: str) -> list[Obj]:
             "subjects": [{"kind": "ServiceAccount", "name": WORKER, "namespace": namespace}],
         }
     )
+    for sa, rules in gate_rules.items():
+        component = "webhook" if sa == WEBHOOK else "worker"
+        role = f"{sa}-apiserver-gate"
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": _meta(role, namespace, component),
+                "rules": rules,
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": _meta(role, namespace, component),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+            }
+        )
     return out
 
 
