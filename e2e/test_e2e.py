@@ -88,6 +88,46 @@ def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:
     target.wait("resourceclaims", lambda cs: not cs or None, timeout=60)
 
 
+def test_a_hand_written_mapping_naming_what_the_api_lacks_is_denied(target: Target) -> None:
+    """Issue 23, no silent no-device pods: even from an allowed writer, a mapping that names a
+    request its claim lacks, or a claim that does not exist, is denied by the pod-status hook (the
+    kubelet would give the container nothing)."""
+    if target.writer is None:
+        pytest.skip("the suite has no credentials of draxr's worker on this target")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    target.pod("mapped", {target.ext: "1"})
+    [pod] = target.wait("pods", lambda ps: [p for p in ps if p["spec"].get("nodeName")], timeout=60)
+    good = pod["status"]["extendedResourceClaimStatus"]
+    claim = good["resourceClaimName"]
+    wrong_request = {
+        **good,
+        "requestMappings": [{**good["requestMappings"][0], "requestName": "container-0-request-7"}],
+    }
+    wrong_claim = {**good, "resourceClaimName": "mapped-extended-resources-nothere"}
+    for mapping, message in (
+        (wrong_request, f'"container-0-request-7": no request of this name in ResourceClaim "{claim}"'),
+        (
+            wrong_claim,
+            '"mapped-extended-resources-nothere": no ResourceClaim of this name in namespace '
+            f'"{target.namespace}"',
+        ),
+    ):
+        with pytest.raises(ApiError) as denied:
+            target.writer.patch(
+                PODS,
+                "mapped",
+                {"status": {"extendedResourceClaimStatus": mapping}},
+                namespace=target.namespace,
+                subresource="status",
+            )
+        assert denied.value.status == 422, denied.value.message
+        assert 'admission webhook "pods.validate.draxr.io" denied the request' in denied.value.message
+        assert message in denied.value.message
+    kept = target.admin.get(PODS, "mapped", target.namespace)["status"]["extendedResourceClaimStatus"]
+    assert kept == good
+
+
 def test_a_pod_with_a_claim_from_a_template_gets_both_allocated(target: Target) -> None:
     """The pod's own claim comes from a template (kube-controller-manager's resourceclaim controller
     makes it after the pod); draxr waits for it, then allocates it with the special claim in one go."""
