@@ -30,13 +30,8 @@ from webhook.install.certs import (
     serving_names,
     signed_by,
 )
-from webhook.install.manifests import (
-    CA_SECRET,
-    DEFAULT_NAMESPACE,
-    TLS_SECRET,
-    WEBHOOK,
-    webhook_configurations,
-)
+from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
+from webhook.install.webhooks import webhook_configurations
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import PODS
 from webhook.runtime.rotation import CertRotator, RotationConfig, RotationError

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..install.certs import DEFAULT_CERT_DIR, MAX_DAYS, CertError, describe, ensure_certs
-from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
+from ..install.names import DEFAULT_NAMESPACE, WEBHOOK
 from .flags import dns_label, dns_subdomain, integer_between, ip_address, non_empty, one_line
 from .text import MACHINE_FORMATS, write_data
 

@@ -34,7 +34,7 @@ from ..core.api.objects import Obj, annotations_of, as_dict, as_list, meta, name
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.cluster.state import ClusterState
 from ..core.scheduling.scheduler import SCHEDULED, Scheduler
-from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
+from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (

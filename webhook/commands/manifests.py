@@ -33,23 +33,19 @@ from ..install.certs import (
     load_ca_bundle,
     parse_bundle,
 )
-from ..install.manifests import (
-    CA_SECRET,
+from ..install.files import dump
+from ..install.manifests import render
+from ..install.names import CA_SECRET, DEFAULT_NAMESPACE, OPT_OUT_LABEL, TLS_SECRET, WEBHOOK
+from ..install.options import (
     DEFAULT_IMAGE,
-    DEFAULT_NAMESPACE,
     FAILURE_POLICIES,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
-    OPT_OUT_LABEL,
     ROUTES,
-    TLS_SECRET,
-    WEBHOOK,
-    Certificates,
     InstallOptions,
     ManifestError,
-    dump,
-    render,
 )
+from ..install.trust import Certificates
 from .flags import (
     dns_label,
     dns_subdomain,

@@ -57,7 +57,7 @@ from ..install.certs import (
     signed_by,
     trust_bundle,
 )
-from ..install.manifests import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
+from ..install.names import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from ..worker.events import create_event
