@@ -20,7 +20,9 @@ from webhook.cli import main
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
 from webhook.emulator import Emulator
-from webhook.install.certs import (
+from webhook.install.files import defaults
+from webhook.install.names import CA_SECRET, TLS_SECRET
+from webhook.install.pki import (
     Issued,
     issue_ca,
     issue_serving,
@@ -29,8 +31,6 @@ from webhook.install.certs import (
     serving_names,
     signed_by,
 )
-from webhook.install.files import defaults
-from webhook.install.names import CA_SECRET, TLS_SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl")

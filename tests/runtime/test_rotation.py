@@ -20,7 +20,8 @@ from prometheus_client import generate_latest
 
 from webhook.emulator import Emulator
 from webhook.emulator.sandbox import Sandbox
-from webhook.install.certs import (
+from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
+from webhook.install.pki import (
     Issued,
     issue_ca,
     issue_serving,
@@ -30,7 +31,6 @@ from webhook.install.certs import (
     serving_names,
     signed_by,
 )
-from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
 from webhook.install.webhooks import webhook_configurations
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import PODS

@@ -25,14 +25,7 @@ from typing import TextIO
 from urllib.parse import urlsplit
 
 from ..install import monitoring
-from ..install.certs import (
-    DEFAULT_CERT_DIR,
-    DEFAULT_VALIDITY,
-    CertError,
-    ensure_certs,
-    load_ca_bundle,
-    parse_bundle,
-)
+from ..install.certs import DEFAULT_CERT_DIR, ensure_certs, load_ca_bundle
 from ..install.files import dump
 from ..install.manifests import render
 from ..install.names import CA_SECRET, DEFAULT_NAMESPACE, OPT_OUT_LABEL, TLS_SECRET, WEBHOOK
@@ -45,6 +38,7 @@ from ..install.options import (
     InstallOptions,
     ManifestError,
 )
+from ..install.pki import DEFAULT_VALIDITY, CertError, parse_bundle
 from ..install.trust import Certificates
 from .flags import (
     dns_label,

@@ -35,7 +35,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..core.api.objects import format_time
-from ..install.certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
+from ..install.certs import TLS_CERT, TLS_KEY
+from ..install.pki import CertError, parse_key_pair
 
 logger = logging.getLogger(__name__)
 
