@@ -28,7 +28,7 @@ if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 JSON = {"Content-Type": "application/json"}
 MERGE = {"Content-Type": "application/merge-patch+json"}

@@ -33,9 +33,9 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import WORKER, WRITES, gpu_class, gpu_node, gpu_pod, percentile, worker_namespace
+from e2e.emulator import Emulator
 from webhook.core.api.objects import Obj
 from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
-from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
 

@@ -365,7 +365,7 @@ class Target:
 
 
 def emulator_target(name: str = "emulator") -> Target:
-    from webhook.emulator.sandbox import Sandbox
+    from .emulator.sandbox import Sandbox
 
     spec = EMULATORS[name]
     box = Sandbox(

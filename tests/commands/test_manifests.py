@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e.emulator import Emulator
 from webhook.cli import main
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.install.certs import (
     Issued,
     issue_ca,

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 from .webhook_server import WebhookServer, start_webhook_server
 

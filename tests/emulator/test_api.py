@@ -10,7 +10,7 @@ import pytest
 import urllib3
 from kubernetes import client, config
 
-from webhook.emulator import ApiError, Emulator
+from e2e.emulator import ApiError, Emulator
 
 from .conftest import pod
 

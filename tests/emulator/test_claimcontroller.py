@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from e2e.emulator import Emulator
+from e2e.emulator.claimcontroller import FINALIZER, POD_CLAIM_NAME_ANNOTATION, generate_name
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
-from webhook.emulator.claimcontroller import FINALIZER, POD_CLAIM_NAME_ANNOTATION, generate_name
 
 
 def template(name: str = "gpu-1", labels: dict[str, str] | None = None) -> Obj:

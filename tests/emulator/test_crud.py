@@ -10,8 +10,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.emulator import Emulator
-from webhook.emulator.objmeta import NAME_ALPHABET
+from e2e.emulator import Emulator
+from e2e.emulator.objmeta import NAME_ALPHABET
 
 from .conftest import pod, status_of
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from webhook.emulator import Emulator
-from webhook.emulator.faults import FaultInjector
+from e2e.emulator import Emulator
+from e2e.emulator.faults import FaultInjector
 
 from .conftest import pod, status_of
 

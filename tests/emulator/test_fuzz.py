@@ -12,7 +12,7 @@ import urllib3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 from .conftest import pod
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 from .test_admission import _hook, _install
 from .webhook_server import WebhookServer

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 from .conftest import new_watch, pod, status_of
 

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
-from webhook.emulator import Emulator
-from webhook.emulator.mergepatch import merge_patch
-from webhook.emulator.strategicpatch import PatchError, strategic_merge
+from e2e.emulator import Emulator
+from e2e.emulator.mergepatch import merge_patch
+from e2e.emulator.strategicpatch import PatchError, strategic_merge
 
 from .conftest import pod
 

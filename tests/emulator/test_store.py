@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.emulator.store import move_in_index
+from e2e.emulator.store import move_in_index
 
 KEYS = st.frozensets(st.sampled_from("abcd"))
 

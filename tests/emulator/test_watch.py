@@ -13,7 +13,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 from .conftest import TOKENS, new_watch, pod
 

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from e2e.emulator import Emulator
+from e2e.emulator.workloads import HASH_LABEL, template_hash
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
-from webhook.emulator.workloads import HASH_LABEL, template_hash
 
 from .test_admission import _hook, _install
 from .webhook_server import WebhookServer

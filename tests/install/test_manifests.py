@@ -20,9 +20,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from e2e.emulator.admission.conditions import ConditionEvaluator
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
-from webhook.emulator.admission.conditions import ConditionEvaluator
 from webhook.install.certs import issue_ca, issue_serving, parse_bundle, serving_names, signed_by
 from webhook.install.manifests import (
     CLAIM_GUARDED_CHANGE,

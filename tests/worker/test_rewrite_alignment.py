@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from e2e.emulator.sandbox import Sandbox
 from tests.worker.harness import GPU, node
 from tests.worker.test_alignment import PCIE_ROOT, aligned_class, held, root, topology_slice
 from webhook.core.api.objects import Obj
 from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION
-from webhook.emulator.sandbox import Sandbox
 from webhook.kube.resources import BY_PLURAL, PODS
 
 

@@ -6,7 +6,8 @@ to them when the response's content type is plain ``application/json``.
 
 from __future__ import annotations
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .resources import VERBS, ResourceIndex, ResourceType
 
 #: The Kubernetes release the emulator claims to be (resource.k8s.io/v1 is GA since 1.34).

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from . import defaults
 from .features import DRA_EXTENDED_RESOURCE, FeatureGates
 from .resources import ResourceType

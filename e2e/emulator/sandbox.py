@@ -15,10 +15,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..install.certs import ensure_certs, load_ca_bundle
-from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
-from ..kube.client import KubeClient
-from ..runtime.serve import Process, ServeOptions, default_writers
+from webhook.install.certs import ensure_certs, load_ca_bundle
+from webhook.install.manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
+from webhook.kube.client import KubeClient
+from webhook.runtime.serve import Process, ServeOptions, default_writers
+
 from . import Emulator
 
 WORKER_USER = f"system:serviceaccount:{DEFAULT_NAMESPACE}:draxr-worker"

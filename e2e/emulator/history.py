@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .codec import encode
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .admission import AdmissionChain, ServiceMap, WebhookClient
 from .auth import Authenticator, TokenSpec, UserInfo, authenticated
 from .claimcontroller import ResourceClaimController

@@ -12,7 +12,8 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .history import History, WatchEvent
 
 Sink = Callable[[WatchEvent], None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..kube.resources import Resource
+from webhook.kube.resources import Resource
 
 #: Every served resource supports every verb (no authorization here).
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from . import defaults, errors, strategy, validation
 from .admission import AdmissionChain, Attributes
 from .auth import UserInfo

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
 
 #: ``utilrand`` alphabet: no vowels (no accidental words) and no look-alike characters.
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

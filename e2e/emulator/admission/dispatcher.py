@@ -19,7 +19,8 @@ from typing import Any
 
 import jsonpatch
 
-from ...core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .. import errors
 from .attributes import Attributes
 from .client import CallError, WebhookClient

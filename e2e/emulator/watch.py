@@ -14,7 +14,8 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from . import errors
 from .codec import encode
 from .history import WatchEvent

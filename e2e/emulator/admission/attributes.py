@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from ...core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from ..auth import UserInfo
 from ..resources import ResourceType
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.api.names import is_qualified_name
+from webhook.core.api.objects import Obj
 
-from ..core.api.objects import Obj
 from . import errors
 
 Predicate = Callable[[Obj], bool]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.core.api.names import is_dns1123_label, is_dns1123_subdomain
+from webhook.core.api.objects import Obj
 
-from ..core.api.objects import Obj
 from . import errors
 from .errors import Cause
 from .resources import ResourceType

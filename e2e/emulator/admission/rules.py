@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from ..selectors import labels_match
 from .attributes import Attributes
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import try_parse
-
-from ..core.api.objects import Obj
 
 
 def _quantities(values: Any) -> None:

@@ -26,7 +26,8 @@ import json
 import logging
 from typing import Any
 
-from ..core.api.objects import Obj, as_dict, controller_ref
+from webhook.core.api.objects import Obj, as_dict, controller_ref
+
 from . import errors
 from .auth import authenticated
 from .controller import Controller

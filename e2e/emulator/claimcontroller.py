@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..core.api.objects import Obj, as_dict, as_list, controller_ref
+from webhook.core.api.objects import Obj, as_dict, as_list, controller_ref
+
 from . import errors
 from .auth import authenticated
 from .controller import Controller

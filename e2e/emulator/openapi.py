@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .resources import ResourceIndex, ResourceType
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")

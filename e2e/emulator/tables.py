@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.api.objects import Obj
+from webhook.core.api.objects import Obj
+
 from .resources import ResourceType
 
 

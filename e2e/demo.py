@@ -1,10 +1,14 @@
-"""``draxr demo``: the whole system on the embedded KEP-5004 example, in one process.
+"""``make demo``: the whole system on the KEP-5004 example (``examples/kep-5004``), in one process.
 
-The API emulator plays kube-apiserver. draxr's webhook runs over real TLS (certificates made on the
-fly) and is registered through the very webhook configurations ``draxr manifests`` renders, so the
-emulator calls it as kube-apiserver would; the worker talks to the emulator with the official
-client. The example's nodes, DeviceClass and ResourceSlice are created through the API, then the
-``demo`` Deployment's pods, with no scheduler name: the mutating webhook routes them to draxr.
+The API emulator (``e2e/emulator``) plays kube-apiserver. draxr's webhook runs over real TLS
+(certificates made on the fly) and is registered through the very webhook configurations
+``draxr manifests`` renders, so the emulator calls it as kube-apiserver would; the worker talks to
+the emulator with the official client. The example's nodes, DeviceClass and ResourceSlice are
+created through the API, then the ``demo`` Deployment's pods, with no scheduler name: the mutating
+webhook routes them to draxr.
+
+It runs from a checkout only (the wheel carries neither the emulator nor this module):
+``python -m e2e.demo [--gate on|off] [--timeout SECONDS]``, or ``make demo``.
 """
 
 from __future__ import annotations
@@ -13,48 +17,60 @@ import argparse
 import contextlib
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import __version__
-from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
-from ..core.api.objects import Obj, as_dict, name, namespace
-from ..core.paths.rewrite import REWRITTEN_ANNOTATION
-from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
-from ..kube.client import KubeClient
-from ..kube.resources import BY_PLURAL
-from ..loader import expand_workloads, load_paths
-from .flags import positive_number
-from .text import table
+from webhook import __version__
+from webhook.commands.flags import OneLineParser, positive_number, print_error
+from webhook.commands.text import table
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
+from webhook.core.api.objects import Obj, as_dict, name, namespace
+from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION
+from webhook.install.manifests import DEFAULT_NAMESPACE, WEBHOOK
+from webhook.kube.client import KubeClient
+from webhook.kube.resources import BY_PLURAL
+from webhook.loader import expand_workloads, load_paths
+
+from .emulator.sandbox import Sandbox
+
+PROG = "python -m e2e.demo"
+#: The KEP-5004 example, in the source tree.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "kep-5004"
 
 
-def examples_dir() -> Path:
-    """The embedded KEP-5004 example (``examples/kep-5004`` in the source tree)."""
-    return Path(str(resources.files("webhook") / "data" / "examples" / "kep-5004"))
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    d = sub.add_parser("demo", help="run the KEP-5004 example end to end")
-    d.add_argument(
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog=PROG, description="draxr on the KEP-5004 example, end to end, on the API emulator"
+    )
+    parser.add_argument(
         "--timeout",
         type=positive_number,
         default=60.0,
         metavar="SECONDS",
         help="how long to wait for every pod to be bound (default: 60)",
     )
-    d.add_argument(
+    parser.add_argument(
         "--gate",
         choices=("on", "off"),
         default="on",
         help="DRAExtendedResource on the emulated cluster: on (1.36, the native path) or off (1.35 as "
         "released: draxr rewrites the pods into DRA claims)",
     )
-    d.set_defaults(func=main)
+    return parser
 
 
-def main(args: argparse.Namespace) -> int:
-    return run(args, sys.stdout, sys.stderr)
+def main(argv: list[str] | None = None) -> int:
+    """Bad flags end in one line and exit status 2; any failure in one line and exit status 1."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args, sys.stdout, sys.stderr)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line, not a traceback
+        print_error(f"{PROG}: error: {type(e).__name__}: {e}")
+        return 1
 
 
 RESOURCE_OF = {
@@ -83,22 +99,9 @@ def _create(api: KubeClient, obj: Obj) -> None:
 #: The releases the emulated cluster plays: the gate is on by default from 1.36, alpha and off in 1.35.
 KUBE_ON, KUBE_OFF = "1.36.3", "1.35.4"
 
-#: Said when the API emulator is not installed (a wheel or the image: it ships with the sources).
-NO_EMULATOR = (
-    "draxr demo: error: it runs on the API emulator, which ships only with draxr's sources: "
-    "run `make demo` in a checkout"
-)
-
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        from ..emulator.sandbox import Sandbox
-    except ModuleNotFoundError as e:
-        if e.name is None or not e.name.startswith(("webhook.emulator", "aiohttp")):
-            raise
-        err.write(NO_EMULATOR + "\n")
-        return 2
-
+    del err  # every failure is raised: ``main`` reports it in one line
     timeout = float(getattr(args, "timeout", 60.0))
     gate = str(getattr(args, "gate", "on")) == "on"
     release = KUBE_ON if gate else KUBE_OFF
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _say(
         out,
         f"draxr {__version__} demo: KEP-5004 on an emulated Kubernetes {release} cluster, "
-        f"DRAExtendedResource {'on' if gate else 'off'} ({examples_dir()})",
+        f"DRAExtendedResource {'on' if gate else 'off'} ({EXAMPLES})",
     )
     # With the gate off, rewritten pods keep their scheduler; the emulator has none, so they are
     # routed to draxr's worker (--route=always), which allocates ordinary claims too.
@@ -122,7 +125,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"[2/6] draxr serve (webhook + worker) on https://127.0.0.1:{box.port}, registered as "
             "admission webhooks from `draxr manifests`",
         )
-        objects = expand_workloads([item.obj for item in load_paths([examples_dir()])])
+        objects = expand_workloads([item.obj for item in load_paths([EXAMPLES])])
         pods = [o for o in objects if o.get("kind") == "Pod"]
         admin = box.admin
         for o in objects:
@@ -311,3 +314,7 @@ def _claims_table(claims: dict[str, Obj]) -> str:
         )
         rows.append([cname, f"Pod/{_owner(c)}", reqs, devices, reserved or "-"])
     return table(rows, "  ")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
