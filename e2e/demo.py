@@ -7,6 +7,9 @@ the emulator with the official client. The example's nodes, DeviceClass and Reso
 created through the API, then the ``demo`` Deployment's pods, with no scheduler name: the mutating
 webhook routes them to draxr.
 
+The emulator runs no kube-controller-manager: with the gate off, the claims the resourceclaim
+controller would make from the rewritten pods' templates are made here, and the output says so.
+
 It runs from a checkout only (the wheel carries neither the emulator nor this module):
 ``python -m e2e.demo [--gate on|off] [--timeout SECONDS]``, or ``make demo``.
 """
@@ -17,6 +20,7 @@ import argparse
 import contextlib
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,7 +35,9 @@ from webhook.kube.client import KubeClient
 from webhook.kube.resources import BY_PLURAL
 from webhook.loader import expand_workloads, load_paths
 
+from .emulator import Emulator
 from .emulator.sandbox import Sandbox
+from .podclaims import make_claims
 
 PROG = "python -m e2e.demo"
 #: The KEP-5004 example, in the source tree.
@@ -150,10 +156,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         dev = box.dev
         routed = rewritten = 0
+        created_pods: list[Obj] = []
         for p in pods:
             body = {k: v for k, v in p.items() if k != "status"}
             body["metadata"] = {k: v for k, v in as_dict(p.get("metadata")).items() if k != "uid"}
             created = dev.create(BY_PLURAL["pods"], body, namespace(p))
+            created_pods.append(created)
             if created["spec"].get("schedulerName") == "draxr":
                 routed += 1
             if REWRITTEN_ANNOTATION in as_dict(created["metadata"].get("annotations")):
@@ -164,11 +172,33 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"[5/6] created {_plural(len(pods), 'pod')} of Deployment demo as user 'dev'; the mutating "
             f"webhook {did}routed {routed} to schedulerName=draxr",
         )
+        made = sum(_claims_from_templates(em, admin, p, started + timeout) for p in created_pods)
+        if made:
+            _say(
+                out,
+                f"      made {_plural(made, 'ResourceClaim')} from draxr's templates for the rewritten pods, "
+                "as kube-controller-manager's resourceclaim controller would (the emulator runs none)",
+            )
         code = _wait(em, out, [name(p) for p in pods], started + timeout)
         _report(em, out)
         elapsed = time.monotonic() - started
         _say(out, f"done in {elapsed:.1f}s" + ("" if code == 0 else " (not every pod was bound)"))
         return code
+
+
+def _claims_from_templates(em: Emulator, admin: KubeClient, pod: Obj, deadline: float) -> int:
+    """The claims the resourceclaim controller would make for ``pod`` (``e2e/podclaims.py``), once
+    draxr's worker has made the templates; how many."""
+
+    def template(template_name: str) -> Obj:
+        found = em.wait_for(
+            partial(em.find, "resourceclaimtemplates", template_name, namespace(pod)),
+            max(0.1, deadline - time.monotonic()),
+            f"ResourceClaimTemplate {namespace(pod)}/{template_name}",
+        )
+        return as_dict(found)
+
+    return len(make_claims(admin, pod, template))
 
 
 def _plural(n: int, noun: str) -> str:

@@ -30,6 +30,7 @@ def test_the_kep_example_with_the_gate_on_takes_the_native_path() -> None:
     assert "[4/6] draxr detected mode native: apiserver DRAExtendedResource: on (probe)" in out
     assert "routed 4 to schedulerName=draxr" in out
     assert "rewrote" not in out
+    assert "resourceclaim controller" not in out  # the native path needs no claims from templates
     assert "[6/6] every pod is bound" in out
     assert "Special ResourceClaims" in out
     assert "Pods' status.extendedResourceClaimStatus:" in out
@@ -42,6 +43,11 @@ def test_the_kep_example_with_the_gate_off_is_rewritten_and_bound() -> None:
     assert "Kubernetes 1.35.4 cluster, DRAExtendedResource off" in out
     assert "[4/6] draxr detected mode rewrite: apiserver DRAExtendedResource: off (probe)" in out
     assert "rewrote 4 into DRA claims and routed 4 to schedulerName=draxr" in out
+    # The emulator runs no kube-controller-manager: the demo makes the claims and says so.
+    assert (
+        "      made 4 ResourceClaims from draxr's templates for the rewritten pods, as "
+        "kube-controller-manager's resourceclaim controller would (the emulator runs none)\n" in out
+    )
     assert "[6/6] every pod is bound" in out
     assert "Special ResourceClaims" not in out
     claims = out.split("ResourceClaims of the rewritten pods")[1].split("Rewritten containers")[0]

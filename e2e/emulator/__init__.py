@@ -1,9 +1,10 @@
-"""An in-process Kubernetes API server for draxr's integration tests, demo and benchmarks.
+"""An in-process Kubernetes API server for draxr's tests, benchmarks and ``make demo``.
 
 It speaks enough of the REST protocol for the official ``kubernetes`` client and ``kubectl``:
 discovery, CRUD with resourceVersions and optimistic concurrency, watches with history and 410,
-status and binding subresources, three patch types, finalizers, garbage collection, dry runs,
-admission webhooks, and failure injection. Start with :class:`Emulator`.
+status and binding subresources, four patch types, finalizers, dry runs, admission webhooks, and
+what a real apiserver cannot do on demand: failure injection, dropped watches, compaction, a request
+log. It plays kube-apiserver alone (no kube-controller-manager). Start with :class:`Emulator`.
 """
 
 from .auth import UserInfo, authenticated

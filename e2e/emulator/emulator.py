@@ -1,9 +1,13 @@
-"""The Python API: an in-process Kubernetes API server for tests, ``draxr demo`` and benchmarks.
+"""The Python API: an in-process Kubernetes API server for tests, ``make demo`` and benchmarks.
 
 ``with Emulator() as em:`` serves on ``em.url`` (127.0.0.1, ephemeral port) from a background
 thread. Setup and assertions can use the store directly (``create``/``get``/``list``/``update``/
 ``patch``/``delete`` on plain dicts): writes take the same registry path as HTTP requests (with
 admission when asked), reads return copies. ``wait_for`` blocks on store changes, not on sleeps.
+
+It plays kube-apiserver alone: no kube-controller-manager runs beside it (no garbage collection, no
+namespace cleanup, no claims from templates, no Deployments' pods). Tests that need those run on the
+real control plane (``e2e/local.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +25,8 @@ from webhook.core.api.objects import Obj
 
 from .admission import AdmissionChain, ServiceMap, WebhookClient
 from .auth import Authenticator, TokenSpec, UserInfo, authenticated
-from .claimcontroller import ResourceClaimController
 from .faults import FaultInjector, FaultRule, RequestRecord
 from .features import FeatureGates
-from .gc import GarbageCollector
 from .handler import ApiHandler
 from .kubeconfig import api_client, write_kubeconfig
 from .objmeta import jsoncopy
@@ -35,7 +37,6 @@ from .selectors import combine, field_predicate, label_predicate
 from .server import ServerThread
 from .store import Store
 from .strategy import NAMESPACE_NAME_LABEL
-from .workloads import WorkloadControllers
 
 T = TypeVar("T")
 
@@ -61,12 +62,7 @@ class Emulator:
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         resources: Iterable[ResourceType] = BUILTIN,
         port: int = 0,
-        claim_controller: bool = True,
-        workload_controllers: bool = True,
     ) -> None:
-        """``claim_controller``: run kube-controller-manager's resourceclaim controller (claims
-        from templates, their cleanup), as every cluster with DRA does. ``workload_controllers``:
-        its deployment and replicaset controllers (pods from Deployments, through admission)."""
         if watch_expired not in ("event", "http"):
             raise ValueError(
                 "watch_expired must be 'event' (ERROR event in a 200 stream) or 'http' (HTTP 410)"
@@ -84,11 +80,6 @@ class Emulator:
         admission = AdmissionChain(self._webhook_configs, self._namespace_labels, self._webhooks)
         self.registry = Registry(self.store, self.gates, admission, self._rng)
         self._handler: ApiHandler | None = None
-        self._gc: GarbageCollector | None = None
-        self._claims: ResourceClaimController | None = None
-        self._claim_controller = claim_controller
-        self._workloads: WorkloadControllers | None = None
-        self._workload_controllers = workload_controllers
         self._initial_namespaces = tuple(namespaces)
         self._server = ServerThread(self._build, self._shutdown, port=port)
         self.url = f"http://{self._server.host}:{self._server.port}"
@@ -97,11 +88,7 @@ class Emulator:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def _build(self, loop: asyncio.AbstractEventLoop) -> ApiHandler:
-        self._gc = GarbageCollector(self.registry, self.index, loop)
-        if self._claim_controller:
-            self._claims = ResourceClaimController(self.registry, self.index, loop)
-        if self._workload_controllers:
-            self._workloads = WorkloadControllers(self.registry, self.index, loop)
+        del loop  # the handler runs on it; nothing else does
         self._handler = ApiHandler(
             self.index,
             self.registry,
@@ -116,12 +103,6 @@ class Emulator:
     async def _shutdown(self) -> None:
         if self._handler is not None:
             self._handler.drop_watches(abort=True)
-        if self._gc is not None:
-            self._gc.cancel()
-        if self._claims is not None:
-            self._claims.cancel()
-        if self._workloads is not None:
-            self._workloads.cancel()
         await self._webhooks.close()
 
     def start(self) -> Emulator:
@@ -329,18 +310,6 @@ class Emulator:
             if remaining <= 0:
                 raise TimeoutError(message or f"condition not met within {timeout}s")
             seen = self.store.wait_changed(seen, remaining)
-
-    def settle(self, timeout: float = 10.0) -> None:
-        """Wait until the built-in controllers (garbage collector, namespace cleanup, claims from
-        templates, deployments and replicasets) are idle."""
-        if self._workloads is not None:
-            self._server.call(self._workloads.drain(), timeout)
-        if self._claims is not None:
-            self._server.call(self._claims.drain(), timeout)
-        if self._gc is not None:
-            self._server.call(self._gc.drain(), timeout)
-        if self._claims is not None:
-            self._server.call(self._claims.drain(), timeout)
 
     # --- failure injection and the request log --------------------------------------------------
 

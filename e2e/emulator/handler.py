@@ -20,7 +20,6 @@ from .registry import Registry, Request
 from .requestinfo import RequestInfo, parse
 from .resources import ResourceIndex, ResourceType
 from .selectors import combine, field_predicate, label_predicate
-from .tables import to_table, wants_table
 from .watch import WatchOptions, WatchStream
 
 log = logging.getLogger(__name__)
@@ -236,10 +235,7 @@ class ApiHandler:
     async def _read(self, request: web.BaseRequest, info: RequestInfo, req: Request) -> web.StreamResponse:
         query = request.query
         if info.verb == "get":
-            obj = self._registry.get(req)
-            if wants_table(request.headers.get("Accept")):
-                return _json_response(to_table(req.rt, [obj], obj["metadata"].get("resourceVersion", "")))
-            return _json_response(obj)
+            return _json_response(self._registry.get(req))
         predicate = self._predicate(query, req.rt)
         rv_text = query.get("resourceVersion", "")
         if info.verb == "watch":
@@ -249,8 +245,6 @@ class ApiHandler:
         listed = self._registry.list_objects(
             req, predicate, _int_param(query, "limit", 0) or 0, query.get("continue", "")
         )
-        if wants_table(request.headers.get("Accept")):
-            return _json_response(to_table(req.rt, listed["items"], listed["metadata"]["resourceVersion"]))
         return _json_response(listed)
 
     async def _watch(

@@ -27,8 +27,10 @@ from .objmeta import generate_name, jsoncopy, new_uid, timestamp
 from .patching import APPLY_PATCH, apply_patch
 from .resources import ResourceType
 from .selectors import Predicate
-from .store import Store, StoreConflict, StoreExists, StoreMissing
+from .store import Store, StoreConflict, StoreExists
 
+#: What ``propagationPolicy`` Foreground and Orphan add: kube-apiserver leaves the object, marked, to
+#: the garbage collector of kube-controller-manager, which the emulator does not run.
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 #: GuaranteedUpdate retries a write that lost a race with another writer this many times.
@@ -406,16 +408,7 @@ class Registry:
             meta = current["metadata"]
             if meta.get("deletionTimestamp"):
                 return current  # already terminating: deleting again changes nothing
-            policy = options.get("propagationPolicy") or (
-                "Orphan" if options.get("orphanDependents") else "Background"
-            )
-            finalizers = list(meta.get("finalizers") or [])
-            if (
-                policy == "Foreground"
-                and FOREGROUND not in finalizers
-                and self.store.dependents(meta.get("uid", ""))
-            ):
-                finalizers.append(FOREGROUND)
+            finalizers = _deletion_finalizers(meta, options)
             try:
                 if finalizers:
                     marked = self._marked(rt, current, finalizers, options)
@@ -424,8 +417,6 @@ class Registry:
                     return self.store.update(rt.key, marked, meta["resourceVersion"]).obj
                 if req.dry_run:
                     return current if rt.kind == "Pod" else _deleted_status(rt, current)
-                if policy == "Orphan":
-                    self._orphan(meta.get("uid", ""))
                 event = self.store.delete(rt.key, req.namespace, req.name, meta["resourceVersion"])
             except StoreConflict:
                 continue
@@ -454,27 +445,6 @@ class Registry:
         new["metadata"] = meta
         return new
 
-    def _orphan(self, owner_uid: str) -> None:
-        """``propagationPolicy: Orphan``: dependents lose their reference to the owner and stay."""
-        for key, ns, name in self.store.dependents(owner_uid):
-            self.drop_owner_reference(key, ns, name, owner_uid)
-
-    def drop_owner_reference(self, key: str, namespace: str, name: str, owner_uid: str) -> None:
-        """Remove the reference to ``owner_uid`` from one dependent (a system write, no admission)."""
-        for _ in range(_RETRIES):
-            dep = self.store.get(key, namespace, name)
-            if dep is None:
-                return
-            meta = dict(dep["metadata"])
-            meta["ownerReferences"] = [
-                r for r in meta.get("ownerReferences") or [] if r.get("uid") != owner_uid
-            ]
-            try:
-                self.store.update(key, {**dep, "metadata": meta}, dep["metadata"]["resourceVersion"])
-                return
-            except (StoreConflict, StoreMissing):
-                continue
-
     async def delete_collection(self, req: Request, predicate: Predicate | None, options: Obj) -> Obj:
         listed = self.list_objects(req, predicate)
         deleted = []
@@ -497,6 +467,17 @@ class Registry:
             deleted.append(result if result.get("kind") != "Status" else item)
         listed["items"] = deleted
         return listed
+
+
+def _deletion_finalizers(meta: Obj, options: Obj) -> list[str]:
+    """The object's finalizers, with the garbage collector's for a Foreground or Orphan deletion
+    (upstream ``deletionFinalizersForGarbageCollection``: added whether or not it has dependents)."""
+    policy = options.get("propagationPolicy") or ("Orphan" if options.get("orphanDependents") else "")
+    finalizers = list(meta.get("finalizers") or [])
+    if policy in ("Orphan", "Foreground"):
+        finalizers = [f for f in finalizers if f not in (FOREGROUND, ORPHAN)]
+        finalizers.append(ORPHAN if policy == "Orphan" else FOREGROUND)
+    return finalizers
 
 
 def _check_preconditions(req: Request, current: Obj, pre: Any) -> None:

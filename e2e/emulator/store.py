@@ -8,16 +8,14 @@ watchers. Every method is atomic under one lock; the lock is never held across I
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from webhook.core.api.objects import Obj
 
 from .history import History, WatchEvent
 
 Sink = Callable[[WatchEvent], None]
-ObjectKey = tuple[str, str, str]  # (resource key, namespace, name)
 
 
 class StoreConflict(Exception):
@@ -44,32 +42,6 @@ def _ident(obj: Obj) -> tuple[str, str]:
     return m.get("namespace") or "", m["name"]
 
 
-def _owner_uids(obj: Obj | None) -> set[str]:
-    if obj is None:
-        return set()
-    refs = obj["metadata"].get("ownerReferences")
-    if not isinstance(refs, list):
-        return set()
-    return {r["uid"] for r in refs if isinstance(r, dict) and isinstance(r.get("uid"), str)}
-
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V", bound=Hashable)
-
-
-def move_in_index(index: dict[K, set[V]], item: V, before: set[K], after: set[K]) -> None:
-    """Keep a reverse index (key -> items) as ``item``'s keys go from ``before`` to ``after``; a
-    key left with no item is dropped."""
-    for k in before - after:
-        items = index.get(k)
-        if items is not None:
-            items.discard(item)
-            if not items:
-                del index[k]
-    for k in after - before:
-        index.setdefault(k, set()).add(item)
-
-
 def _with_rv(obj: Obj, rv: int) -> Obj:
     """A shallow copy with a new resourceVersion (only ``metadata`` is rebuilt)."""
     out = dict(obj)
@@ -90,9 +62,6 @@ class Store:
         self._rv = 0
         #: Bumped on every commit; :meth:`wait_changed` waits for it to move.
         self.version = 0
-        self._uids: dict[str, ObjectKey] = {}
-        self._dependents: dict[str, set[ObjectKey]] = {}
-        self._listeners: list[Callable[[str, WatchEvent], None]] = []
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -121,23 +90,6 @@ class Store:
             else:
                 items = [objects[ns][n] for ns in sorted(objects) for n in sorted(objects[ns])]
             return items, self._rv
-
-    def key_of_uid(self, uid: str) -> ObjectKey | None:
-        with self._lock:
-            return self._uids.get(uid)
-
-    def dependents(self, owner_uid: str) -> list[ObjectKey]:
-        with self._lock:
-            return sorted(self._dependents.get(owner_uid, ()))
-
-    def namespaced_keys(self, namespace: str) -> Iterator[ObjectKey]:
-        with self._lock:
-            found = [
-                (key, namespace, name)
-                for key, table in self._tables.items()
-                for name in table.objects.get(namespace, {})
-            ]
-        return iter(found)
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -189,28 +141,12 @@ class Store:
 
     def _commit(self, key: str, event: WatchEvent) -> WatchEvent:
         table = self._table(key)
-        self._index(key, event)
         table.history.append(event)
         for sink in tuple(table.watchers):
             sink(event)
-        for listener in self._listeners:
-            listener(key, event)
         self.version += 1
         self._changed.notify_all()
         return event
-
-    def _index(self, key: str, event: WatchEvent) -> None:
-        obj = event.obj
-        ident = (key, *_ident(obj))
-        uid = obj["metadata"].get("uid")
-        old_owners = _owner_uids(event.old)
-        new_owners = set() if event.type == "DELETED" else _owner_uids(obj)
-        if isinstance(uid, str):
-            if event.type == "DELETED":
-                self._uids.pop(uid, None)
-            else:
-                self._uids[uid] = ident
-        move_in_index(self._dependents, ident, old_owners, new_owners)
 
     # --- watches and waiting ----------------------------------------------------------------------
 
@@ -237,11 +173,6 @@ class Store:
     def unwatch(self, key: str, sink: Sink) -> None:
         with self._lock:
             self._table(key).watchers.discard(sink)
-
-    def add_listener(self, listener: Callable[[str, WatchEvent], None]) -> None:
-        """Call ``listener(resource_key, event)`` under the lock after each commit (GC hooks here)."""
-        with self._lock:
-            self._listeners.append(listener)
 
     def compact(self) -> int:
         """Compact every history up to the current rv; returns that rv."""

@@ -86,9 +86,8 @@ def test_apply_get_and_delete(emulator: Emulator, kubeconfig: Path, tmp_path: Pa
     }
     r = _kubectl(kubeconfig, "get", "pods")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[:4] == ["NAME", "STATUS", "NODE", "AGE"]
+    assert r.stdout.split()[0] == "NAME"
     assert "demo" in r.stdout
-    assert "Pending" in r.stdout
     r = _kubectl(kubeconfig, "get", "deviceclasses", "-o", "jsonpath={.items[*].spec.extendedResourceName}")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "example.com/gpu"
