@@ -40,6 +40,8 @@ class ApiError(Exception):
     message: str
     details: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: Answered as plain text, not a Status: the apiserver's 404 outside every served API.
+    plain: bool = False
 
     def __str__(self) -> str:
         return f"{self.code} {self.reason}: {self.message}"
@@ -54,7 +56,7 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        if self.details:
+        if self.details is not None:
             body["details"] = self.details
         return body
 
@@ -99,6 +101,13 @@ def conflict(group: str, resource: str, name: str, why: str = OPTIMISTIC_LOCK_MS
     )
 
 
+def forbidden_request(group: str, resource: str, name: str, why: str) -> ApiError:
+    """``NewForbidden``: ``<resource> "<name>" is forbidden: <why>`` (no name: ``<resource> is ...``)."""
+    gr = group_resource(group, resource)
+    subject = f'{gr} "{name}"' if name else gr
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", _details(name, group, resource))
+
+
 def invalid(group: str, kind: str, name: str, causes: list[Cause]) -> ApiError:
     """``NewInvalid``: ``<Kind> "<name>" is invalid: <errors>`` with one cause per field error."""
     rendered = [c.render() for c in causes]
@@ -119,6 +128,11 @@ def required(path: str, detail: str) -> Cause:
 def invalid_value(path: str, value: Any, detail: str) -> Cause:
     shown = f'"{value}"' if isinstance(value, str) else _go_repr(value)
     return Cause("FieldValueInvalid", f"Invalid value: {shown}: {detail}", path)
+
+
+def not_supported(path: str, value: Any, supported: str) -> Cause:
+    shown = f'"{value}"' if isinstance(value, str) else _go_repr(value)
+    return Cause("FieldValueNotSupported", f"Unsupported value: {shown}: supported values: {supported}", path)
 
 
 def forbidden(path: str, detail: str) -> Cause:
@@ -191,4 +205,10 @@ def internal(message: str) -> ApiError:
 
 
 def endpoint_not_found() -> ApiError:
-    return ApiError(404, "NotFound", "the server could not find the requested resource")
+    """An unknown resource of a served group and version."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def page_not_found() -> ApiError:
+    """Any other path the apiserver does not serve: Go's ``http.NotFound``, in plain text."""
+    return ApiError(404, "NotFound", "404 page not found", plain=True)

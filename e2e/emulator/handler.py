@@ -40,6 +40,8 @@ def _json_response(
 
 
 def error_response(exc: errors.ApiError, warnings: list[str] | None = None) -> web.Response:
+    if exc.plain:
+        return web.Response(text=exc.message + "\n", status=exc.code, content_type="text/plain")
     return _json_response(exc.status(), exc.code, warnings, exc.headers)
 
 
@@ -153,7 +155,7 @@ class ApiHandler:
         elif len(parts) >= 1 and parts[0] in ("healthz", "livez", "readyz"):
             return web.Response(text="ok", content_type="text/plain")
         if doc is None:
-            raise errors.endpoint_not_found()
+            raise errors.page_not_found()
         return _json_response(doc)
 
     # --- resources ------------------------------------------------------------------------------
@@ -161,6 +163,8 @@ class ApiHandler:
     def _resolve(self, info: RequestInfo) -> tuple[ResourceType, str]:
         rt = self._index.by_gvr(info.group, info.version, info.resource)
         if rt is None:
+            if not self._index.in_group_version(info.group, info.version):
+                raise errors.page_not_found()
             raise errors.endpoint_not_found()
         if info.subresource and info.subresource not in rt.subresources:
             raise errors.endpoint_not_found()

@@ -27,7 +27,7 @@ from .objmeta import generate_name, jsoncopy, new_uid, timestamp
 from .patching import APPLY_PATCH, apply_patch
 from .resources import ResourceType
 from .selectors import Predicate
-from .store import Store, StoreConflict, StoreExists
+from .store import Store, StoreConflict, StoreExists, StoreMissing
 
 #: What ``propagationPolicy`` Foreground and Orphan add: kube-apiserver leaves the object, marked, to
 #: the garbage collector of kube-controller-manager, which the emulator does not run.
@@ -191,11 +191,12 @@ class Registry:
         for attempt in range(_GENERATE_NAME_ATTEMPTS):
             if generated:
                 meta["name"] = generate_name(str(meta["generateName"]), self._rng)
-            self._system_fields_for_create(obj)
+            self._system_fields_for_create(rt, obj)
             strategy.finish_meta(rt, obj)
             req.name = meta["name"]
             if attempt == 0:
-                validation.raise_if(rt, meta["name"], validation.object_meta(rt, obj))
+                causes = validation.object_meta(rt, obj) + validation.webhooks(rt, obj)
+                validation.raise_if(rt, meta["name"], causes)
                 attrs.obj, attrs.name = obj, meta["name"]
                 await self._validate(attrs, req)
             if req.dry_run:
@@ -212,13 +213,16 @@ class Registry:
         raise errors.already_exists(rt.group, rt.plural, meta["name"])
 
     @staticmethod
-    def _system_fields_for_create(obj: Obj) -> None:
+    def _system_fields_for_create(rt: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields"):
             meta.pop(key, None)
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = timestamp()
-        meta["generation"] = 1
+        if rt.generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
 
     # --- update and patch -------------------------------------------------------------------------
 
@@ -238,6 +242,10 @@ class Registry:
                 return await self.create(req, obj)
             raise errors.not_found(req.rt.group, req.rt.plural, req.name)
         client_rv = obj["metadata"].get("resourceVersion") or ""
+        if not client_rv and not req.rt.unconditional_update:
+            # Upstream names the resource here, not the kind.
+            cause = errors.invalid_value("metadata.resourceVersion", 0, "must be specified for an update")
+            raise errors.invalid(req.rt.group, req.rt.plural, req.name, [cause])
         for _ in range(_RETRIES):
             try:
                 return await self._update_to(req, current, jsoncopy(obj), str(client_rv))
@@ -306,6 +314,7 @@ class Registry:
 
     def _update_checks(self, req: Request, old: Obj, new: Obj) -> list[errors.Cause]:
         causes = validation.object_meta(req.rt, new) + validation.finalizers_on_terminating(old, new)
+        causes += validation.webhooks(req.rt, new)
         kind = req.rt.kind
         if kind == "Pod":
             if req.subresource == "status":
@@ -314,6 +323,8 @@ class Registry:
                 causes += validation.pod_spec_update(old, new)
         elif kind == "ResourceClaim" and not req.subresource:
             causes += validation.immutable_spec(old, new)
+        elif kind == "ResourceClaim":
+            causes += validation.claim_status(new)
         return causes
 
     # --- pods/binding -----------------------------------------------------------------------------
@@ -406,22 +417,52 @@ class Registry:
             current = self._current(req)
             _check_preconditions(req, current, options.get("preconditions"))
             meta = current["metadata"]
-            if meta.get("deletionTimestamp"):
-                return current  # already terminating: deleting again changes nothing
-            finalizers = _deletion_finalizers(meta, options)
             try:
-                if finalizers:
-                    marked = self._marked(rt, current, finalizers, options)
-                    if req.dry_run:
-                        return marked
-                    return self.store.update(rt.key, marked, meta["resourceVersion"]).obj
-                if req.dry_run:
-                    return current if rt.kind == "Pod" else _deleted_status(rt, current)
-                event = self.store.delete(rt.key, req.namespace, req.name, meta["resourceVersion"])
+                if meta.get("deletionTimestamp"):
+                    # Already terminating: only a pod's grace period can shorten.
+                    shorter = self._shortened(rt, current, options)
+                    if shorter is None or req.dry_run:
+                        return current if shorter is None else shorter
+                    current = self.store.update(rt.key, shorter, meta["resourceVersion"]).obj
+                    if current["metadata"].get("finalizers"):
+                        return current
+                else:
+                    finalizers = _deletion_finalizers(meta, options)
+                    if finalizers or (rt.kind == "Pod" and not req.dry_run):
+                        # A pod's deletion is graceful: it is marked first (the apiserver's part), then
+                        # deleted at once, as if its kubelet had confirmed (the emulator has none).
+                        marked = self._marked(rt, current, finalizers, options)
+                        if req.dry_run:
+                            return marked
+                        current = self.store.update(rt.key, marked, meta["resourceVersion"]).obj
+                        if finalizers:
+                            return current
+                        attrs.old = current
+                        await self._validate(attrs, req)  # upstream validates each of the two writes
+                    elif req.dry_run:
+                        return current if rt.kind == "Pod" else _deleted_status(rt, current)
+                rv = current["metadata"]["resourceVersion"]
+                event = self.store.delete(rt.key, req.namespace, req.name, rv)
             except StoreConflict:
                 continue
+            except StoreMissing:
+                raise errors.not_found(rt.group, rt.plural, req.name) from None
             return event.obj if rt.kind == "Pod" else _deleted_status(rt, event.obj)
         raise errors.conflict(rt.group, rt.plural, req.name)
+
+    @staticmethod
+    def _shortened(rt: ResourceType, current: Obj, options: Obj) -> Obj | None:
+        """A terminating pod deleted again with a shorter grace period: marked anew with it."""
+        requested = options.get("gracePeriodSeconds")
+        meta = current["metadata"]
+        if rt.kind != "Pod" or not isinstance(requested, int) or requested < 0:
+            return None
+        if requested >= int(meta.get("deletionGracePeriodSeconds") or 0):
+            return None
+        new = {**current, "metadata": dict(meta)}
+        new["metadata"]["deletionTimestamp"] = timestamp(datetime.now(UTC) + timedelta(seconds=requested))
+        new["metadata"]["deletionGracePeriodSeconds"] = requested
+        return new
 
     @staticmethod
     def _marked(rt: ResourceType, current: Obj, finalizers: list[str], options: Obj) -> Obj:
@@ -481,19 +522,23 @@ def _deletion_finalizers(meta: Obj, options: Obj) -> list[str]:
 
 
 def _check_preconditions(req: Request, current: Obj, pre: Any) -> None:
+    """``rest.BeforeDelete``'s early check, with its message (the kind names the object there)."""
     if not isinstance(pre, dict):
         return
     meta = current["metadata"]
     uid, rv = pre.get("uid"), pre.get("resourceVersion")
     if uid and uid != meta.get("uid"):
-        why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}"
-        raise errors.conflict(req.rt.group, req.rt.plural, req.name, why)
+        why = (
+            f"the UID in the precondition ({uid}) does not match the UID in record ({meta.get('uid')}). "
+            "The object might have been deleted and then recreated"
+        )
+        raise errors.conflict(req.rt.group, req.rt.kind, req.name, why)
     if rv and rv != meta.get("resourceVersion"):
         why = (
-            f"Precondition failed: ResourceVersion in precondition: {rv}, "
-            f"ResourceVersion in object meta: {meta.get('resourceVersion')}"
+            f"the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record "
+            f"({meta.get('resourceVersion')}). The object might have been modified"
         )
-        raise errors.conflict(req.rt.group, req.rt.plural, req.name, why)
+        raise errors.conflict(req.rt.group, req.rt.kind, req.name, why)
 
 
 def _deleted_status(rt: ResourceType, obj: Obj) -> Obj:

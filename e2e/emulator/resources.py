@@ -28,6 +28,13 @@ class ResourceType(Resource):
     #: Create drops a client-sent ``status`` (the strategy's PrepareForCreate resets it).
     reset_status_on_create: bool = False
     categories: tuple[str, ...] = ()
+    #: ``metadata.generation`` is kept (1 on create, one more per spec change): not every kind does.
+    generation: bool = False
+    #: PUT without ``metadata.resourceVersion`` is allowed (``AllowUnconditionalUpdate``).
+    unconditional_update: bool = True
+    #: ``/status`` keeps the old labels, annotations, finalizers and owner references
+    #: (``ResetObjectMetaForStatus``); otherwise it takes them from the request, as pods' does.
+    status_keeps_meta: bool = False
 
     @property
     def key(self) -> str:
@@ -61,6 +68,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         subresources=("status", "binding"),
         reset_status_on_create=True,
         categories=("all",),
+        generation=True,
     ),
     ResourceType("", "v1", "events", "Event", True, short_names=("ev",), create_on_update=True),
     ResourceType(
@@ -80,9 +88,17 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), create_on_update=True),
-    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, create_on_update=True),
-    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
-    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    ResourceType(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        True,
+        create_on_update=True,
+        unconditional_update=False,
+    ),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, generation=True),
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, generation=True),
     ResourceType(
         "resource.k8s.io",
         "v1",
@@ -91,11 +107,19 @@ BUILTIN: tuple[ResourceType, ...] = (
         True,
         subresources=("status",),
         reset_status_on_create=True,
+        status_keeps_meta=True,
     ),
     ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     # 1.35 serves DeviceTaintRule as v1alpha3 when enabled (the emulator enables it).
     ResourceType(
-        "resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False, subresources=("status",)
+        "resource.k8s.io",
+        "v1alpha3",
+        "devicetaintrules",
+        "DeviceTaintRule",
+        False,
+        subresources=("status",),
+        generation=True,
+        status_keeps_meta=True,
     ),
     ResourceType(
         "admissionregistration.k8s.io",
@@ -103,6 +127,8 @@ BUILTIN: tuple[ResourceType, ...] = (
         "mutatingwebhookconfigurations",
         "MutatingWebhookConfiguration",
         False,
+        generation=True,
+        unconditional_update=False,
     ),
     ResourceType(
         "admissionregistration.k8s.io",
@@ -110,6 +136,8 @@ BUILTIN: tuple[ResourceType, ...] = (
         "validatingwebhookconfigurations",
         "ValidatingWebhookConfiguration",
         False,
+        generation=True,
+        unconditional_update=False,
     ),
     ResourceType(
         "apps",
@@ -121,6 +149,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         subresources=("status",),
         reset_status_on_create=True,
         categories=("all",),
+        generation=True,
     ),
     ResourceType(
         "apps",
@@ -132,6 +161,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         subresources=("status",),
         reset_status_on_create=True,
         categories=("all",),
+        generation=True,
     ),
 )
 

@@ -70,12 +70,12 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], parent: str) -> 
     retain = patch.get("$retainKeys")
     orders: dict[str, list[Any]] = {}
     for key, value in patch.items():
-        if key in ("$patch", "$retainKeys"):
-            continue
         if key.startswith("$setElementOrder/"):
             if not isinstance(value, list):
                 raise PatchError(f"invalid $setElementOrder for {key[17:]}: must be a list")
             orders[key[17:]] = value
+    for key, value in patch.items():
+        if key in ("$patch", "$retainKeys") or key.startswith("$setElementOrder/"):
             continue
         if key.startswith("$deleteFromPrimitiveList/"):
             field = key[25:]
@@ -94,12 +94,12 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], parent: str) -> 
                 cur = out.get(key)
                 out[key] = _merge_map(cur if isinstance(cur, dict) else {}, value, key)
         elif isinstance(value, list):
-            out[key] = _merge_list(out.get(key), value, parent, key)
+            out[key] = _merge_list(out.get(key), value, parent, key, orders.get(key))
         else:
             out[key] = value
     for field, order in orders.items():
-        if isinstance(out.get(field), list):
-            out[field] = _reorder(out[field], order, merge_key(parent, field))
+        if isinstance(out.get(field), list) and not isinstance(patch.get(field), list):
+            out[field] = _order(out[field], order, as_list(original.get(field)), merge_key(parent, field))
     if retain is not None:
         if not isinstance(retain, list):
             raise PatchError("$retainKeys must be a list")
@@ -108,11 +108,13 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], parent: str) -> 
     return out
 
 
-def _merge_list(original: Any, patch: list[Any], parent: str, field: str) -> list[Any]:
+def _merge_list(
+    original: Any, patch: list[Any], parent: str, field: str, order: list[Any] | None = None
+) -> list[Any]:
     key = merge_key(parent, field)
     if any(isinstance(v, dict) and v.get("$patch") == "replace" for v in patch):
         return [jsoncopy(v) for v in patch if not (isinstance(v, dict) and v.get("$patch") == "replace")]
-    current = original if isinstance(original, list) else []
+    current = as_list(original)
     if key is None:
         return [_strip(jsoncopy(v)) for v in patch]
     out: list[Any] = jsoncopy(current)
@@ -122,7 +124,8 @@ def _merge_list(original: Any, patch: list[Any], parent: str, field: str) -> lis
                 raise PatchError(f"{field}: a primitive list may not contain objects")
             if v not in out:
                 out.append(v)
-        return out
+        return _order(out, order if order is not None else patch, current, key)
+    kept = []
     for item in patch:
         if not isinstance(item, dict):
             raise PatchError(f"{field}: expected a list of objects merged by {key!r}")
@@ -135,11 +138,12 @@ def _merge_list(original: Any, patch: list[Any], parent: str, field: str) -> lis
             if idx >= 0:
                 del out[idx]
             continue
+        kept.append(item)
         if idx >= 0:
             out[idx] = _merge_map(out[idx], item, field)
         else:
             out.append(_merge_map({}, item, field))
-    return out
+    return _order(out, order if order is not None else kept, current, key)
 
 
 def _strip(value: Any) -> Any:
@@ -151,22 +155,44 @@ def _strip(value: Any) -> Any:
     return value
 
 
-def _reorder(items: list[Any], order: list[Any], key: str | None) -> list[Any]:
-    """``$setElementOrder``: listed elements first in the given order, the rest after, as they were."""
+def _order(merged: list[Any], patch_order: list[Any], server_order: list[Any], key: str | None) -> list[Any]:
+    """Upstream ``normalizeElementOrder``: the items the patch names in the patch's order (or its
+    ``$setElementOrder``), the others in the live object's order, merged where both lists have an
+    item the live object places (an item new to it goes first)."""
 
-    def ident(item: Any) -> Any:
-        if key and key != PRIMITIVE and isinstance(item, dict):
-            return item.get(key)
-        return item
+    def ident(item: Any) -> str:
+        return repr(item.get(key) if key and key != PRIMITIVE and isinstance(item, dict) else item)
 
-    wanted = [ident(o) for o in order]
-    ranked = {json_key(w): i for i, w in enumerate(wanted)}
-    first = sorted(
-        (it for it in items if json_key(ident(it)) in ranked), key=lambda it: ranked[json_key(ident(it))]
+    def rank(order: list[Any]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i, item in enumerate(order):
+            out.setdefault(ident(item), i)
+        return out
+
+    in_patch, on_server = rank(patch_order), rank(server_order)
+    patch_items = sorted((m for m in merged if ident(m) in in_patch), key=lambda m: in_patch[ident(m)])
+    server_only = sorted(
+        (m for m in merged if ident(m) not in in_patch), key=lambda m: on_server.get(ident(m), len(on_server))
     )
-    rest = [it for it in items if json_key(ident(it)) not in ranked]
-    return first + rest
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(patch_items):
+        if j >= len(patch_items):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(patch_items[j])
+            j += 1
+        else:
+            left, right = on_server.get(ident(server_only[i])), on_server.get(ident(patch_items[j]))
+            if left is not None and right is not None and left < right:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(patch_items[j])
+                j += 1
+    return out
 
 
-def json_key(value: Any) -> str:
-    return repr(value)
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -2,8 +2,10 @@
 
 Mirrors the registry strategies upstream (``PrepareForCreate``/``PrepareForUpdate``): a create
 resets ``status`` where a status subresource owns it, the main resource cannot change ``status``,
-``/status`` changes nothing but ``status``, system metadata is kept, ``generation`` follows spec
-changes, and disabled feature-gated fields are dropped unless the old object already used them.
+``/status`` changes nothing but ``status`` and (for most kinds, pods among them) user metadata, system
+metadata is kept, ``generation`` follows spec
+changes (for the kinds that keep one), and disabled feature-gated fields are dropped unless the old
+object already used them.
 """
 
 from __future__ import annotations
@@ -49,31 +51,43 @@ def finish_meta(rt: ResourceType, obj: Obj) -> None:
 
 def prepare_update(rt: ResourceType, subresource: str, new: Obj, old: Obj, gates: FeatureGates) -> Obj:
     """The object to store for an update of ``old`` by ``new`` (``new`` is owned by the caller)."""
+    old_meta = old["metadata"]
     if subresource == "status":
         out = {k: v for k, v in old.items() if k != "status"}
-        out["metadata"] = dict(old["metadata"])
+        if rt.status_keeps_meta:
+            out["metadata"] = dict(old_meta)
+        else:
+            out["metadata"] = _with_system_meta(dict(new["metadata"]), old_meta)
+            if rt.kind == "Pod":  # old kubelets corrupted owner references through pods/status
+                _copy(out["metadata"], old_meta, "ownerReferences")
         if "status" in new:
             out["status"] = new["status"]
     else:
         out = new
-        meta = dict(out["metadata"])
-        old_meta = old["metadata"]
-        for key in SYSTEM_META:
-            if key in old_meta:
-                meta[key] = old_meta[key]
-            else:
-                meta.pop(key, None)
+        meta = _with_system_meta(dict(out["metadata"]), old_meta)
         out["metadata"] = meta
         if rt.has_status:
-            if "status" in old:
-                out["status"] = old["status"]
-            else:
-                out.pop("status", None)
-        if _spec_part(out) != _spec_part(old):
+            _copy(out, old, "status")
+        if rt.generation and _spec_part(out) != _spec_part(old):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
     drop_disabled_fields(rt, out, old, gates)
     finish_meta(rt, out)
     return out
+
+
+def _copy(target: Obj, source: Obj, key: str) -> None:
+    """``target[key]`` becomes ``source[key]``, or absent when ``source`` has none."""
+    if key in source:
+        target[key] = source[key]
+    else:
+        target.pop(key, None)
+
+
+def _with_system_meta(meta: Obj, old_meta: Obj) -> Obj:
+    """Request metadata with the server's own fields as they were."""
+    for key in SYSTEM_META:
+        _copy(meta, old_meta, key)
+    return meta
 
 
 def _has_path(obj: Obj | None, *path: str) -> bool:

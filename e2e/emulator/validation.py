@@ -1,8 +1,9 @@
 """The few server-side checks the emulator makes, with the apiserver's field paths and messages.
 
 Not a full validation: names, the pod update rules a scheduler-side component can trip over
-(immutable spec, binding only through ``pods/binding``), immutable claim specs, finalizers on a
-terminating object, and ``status.extendedResourceClaimStatus`` (KEP-5004).
+(immutable spec, binding only through ``pods/binding``), immutable claim specs, a claim reserved only
+once allocated, finalizers on a terminating object, webhooks' ``sideEffects``, and
+``status.extendedResourceClaimStatus`` (KEP-5004).
 """
 
 from __future__ import annotations
@@ -208,3 +209,31 @@ def extended_resource_claim_status(pod: Obj) -> list[Cause]:
             errors.invalid_value(f"{base}.resourceClaimName", claim, p) for p in is_dns1123_subdomain(claim)
         )
     return causes
+
+
+SIDE_EFFECTS = ("None", "NoneOnDryRun")
+
+
+def webhooks(rt: ResourceType, obj: Obj) -> list[Cause]:
+    """admissionregistration/v1: every webhook declares side effects none (on dry runs at least)."""
+    if rt.kind not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        return []
+    causes = []
+    for i, hook in enumerate(obj.get("webhooks") or []):
+        value = hook.get("sideEffects") if isinstance(hook, dict) else None
+        path = f"webhooks[{i}].sideEffects"
+        if value is None:
+            causes.append(errors.required(path, ""))
+        elif value not in SIDE_EFFECTS:
+            supported = ", ".join(f'"{v}"' for v in SIDE_EFFECTS)
+            causes.append(errors.not_supported(path, value, supported))
+    return causes
+
+
+def claim_status(claim: Obj) -> list[Cause]:
+    """``status.reservedFor`` needs ``status.allocation``."""
+    status = claim.get("status") if isinstance(claim.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    if status.get("reservedFor") and not status.get("allocation"):
+        return [errors.forbidden("status.reservedFor", "may not be specified when `allocated` is not set")]
+    return []

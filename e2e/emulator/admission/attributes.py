@@ -46,11 +46,12 @@ class Attributes:
             "resource": gvr,
             "requestKind": gvk,
             "requestResource": gvr,
-            "name": self.name,
             "operation": self.operation,
             "userInfo": self.user.as_dict(),
             "dryRun": self.dry_run,
         }
+        if self.name:  # omitted while a generateName create has none yet
+            req["name"] = self.name
         if self.subresource:
             req["subResource"] = self.subresource
             req["requestSubResource"] = self.subresource

@@ -88,11 +88,12 @@ class WebhookClient:
     async def call(self, webhook: Mapping[str, Any], review: dict[str, Any]) -> dict[str, Any]:
         """POST the AdmissionReview and return the decoded response review; CallError on any failure."""
         url, server_name, shown = self.target(webhook.get("clientConfig"))
+        timeout = webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS
+        shown += f"?timeout={timeout}s"  # as the apiserver dials it, and names it in errors
         scheme = urlsplit(url).scheme
         if scheme != "https":
             raise CallError(f'failed to call webhook: Post "{shown}": webhook URL scheme must be https')
         ctx = self._ssl_context((webhook.get("clientConfig") or {}).get("caBundle"))
-        timeout = webhook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
         body = codec.encode(review)
@@ -110,7 +111,7 @@ class WebhookClient:
         except TimeoutError:
             raise CallError(f'failed to call webhook: Post "{shown}": context deadline exceeded') from None
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            raise CallError(f'failed to call webhook: Post "{shown}": {exc}') from None
+            raise CallError(f'failed to call webhook: Post "{shown}": {_go_error(exc, url)}') from None
         if status != 200:
             raise CallError(
                 f"failed to call webhook: the server responded with the status code {status} "
@@ -128,3 +129,12 @@ class WebhookClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _go_error(exc: BaseException, url: str) -> str:
+    """The words of Go's net/http for the failures tests provoke: an unknown CA, a refused dial."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | ssl.SSLCertVerificationError):
+        return "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ConnectionRefusedError):
+        return f"dial tcp {urlsplit(url).netloc}: connect: connection refused"
+    return str(exc)

@@ -63,12 +63,12 @@ class ConditionEvaluator:
         }
 
     def evaluate(self, conditions: Any, activation: dict[str, Any]) -> Outcome:
-        """All conditions of one webhook against one request's activation."""
+        """All conditions of one webhook against one request's activation; errors worded and joined
+        as upstream's CEL filter and ``utilerrors.NewAggregate`` do."""
         if not isinstance(conditions, list) or not conditions:
             return Outcome(True)
         errors: list[str] = []
         for cond in conditions:
-            name = cond.get("name", "") if isinstance(cond, dict) else ""
             expression = cond.get("expression") if isinstance(cond, dict) else None
             try:
                 if not isinstance(expression, str):
@@ -78,14 +78,11 @@ class ConditionEvaluator:
                     raise ConditionError(str(result))
                 if not isinstance(result, celtypes.BoolType | bool):
                     raise ConditionError(f"must evaluate to bool, got {type(result).__name__}")
-            except ConditionError as exc:
-                errors.append(f"matchCondition {name!r}: {exc}")
-                continue
-            except Exception as exc:  # celpy's CELEvalError and errors raised by its built-ins
-                errors.append(f"matchCondition {name!r}: {exc}")
+            except Exception as exc:  # ConditionError, celpy's CELEvalError, errors of its built-ins
+                errors.append(f"expression '{expression}' resulted in error: {exc}")
                 continue
             if not result:
                 return Outcome(False)
         if errors:
-            return Outcome(False, "; ".join(errors))
+            return Outcome(False, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
         return Outcome(True)

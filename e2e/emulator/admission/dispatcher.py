@@ -3,8 +3,8 @@
 Mutating webhooks run one after another (configurations sorted by name, webhooks in order) and
 their JSONPatch responses are applied; a webhook with ``reinvocationPolicy: IfNeeded`` runs once more
 if a later webhook changed the object. Validating webhooks then run concurrently. Denials, call
-failures (with ``failurePolicy``), ``sideEffects`` on dry runs and warnings become what the apiserver
-returns.
+failures (with ``failurePolicy``) and warnings become what the apiserver returns. Every webhook is
+called on dry runs too: admissionregistration/v1 allows only ``sideEffects`` None and NoneOnDryRun.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ ConfigSource = Callable[[str], list[Obj]]
 
 MUTATING = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 VALIDATING = "validatingwebhookconfigurations.admissionregistration.k8s.io"
-_DRY_RUN_SAFE = ("None", "NoneOnDryRun")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +107,13 @@ class AdmissionChain:
         if outcome.error:
             if hook.ignore_failures:
                 return False
-            raise errors.internal(
-                f'failed calling webhook "{hook.name}": failed to evaluate matchConditions: {outcome.error}'
-            )
+            # Upstream fails closed with a Forbidden naming the resource, not as a call failure.
+            rt = attrs.rt
+            raise errors.forbidden_request(rt.group, rt.plural, attrs.name, outcome.error)
         return outcome.matched
 
     async def _call(self, hook: _Hook, attrs: Attributes) -> Obj | None:
         """The webhook's ``response``; None when the call failed and failurePolicy is Ignore."""
-        if attrs.dry_run and hook.webhook.get("sideEffects") not in _DRY_RUN_SAFE:
-            raise errors.bad_request(f'admission webhook "{hook.name}" does not support dry run')
         review = attrs.review()
         try:
             answer = await self._client.call(hook.webhook, review)

@@ -1,51 +1,19 @@
-"""Fixtures: a running emulator, official-client APIs bound to it, and a TLS admission webhook."""
+"""What the contract suite's tests and the emulator's own share: a pod manifest, the Status of a
+failed call, a 404 check, a watch and a stream read in a thread, and the TLS admission webhook."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import queue
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from e2e.emulator import Emulator
-
 from .webhook_server import WebhookServer, start_webhook_server
-
-TOKENS = {
-    "worker-token": ("system:serviceaccount:draxr-system:draxr-worker", ["system:serviceaccounts"]),
-    "alice-token": ("alice", ["devs"]),
-}
-
-
-@pytest.fixture
-def emulator() -> Iterator[Emulator]:
-    with Emulator(tokens=TOKENS, bookmark_interval=0.2) as em:
-        yield em
-
-
-@pytest.fixture
-def api_client(emulator: Emulator) -> Iterator[Any]:
-    api = emulator.api_client("alice-token")
-    yield api
-    api.close()
-
-
-@pytest.fixture
-def core(api_client: Any) -> Any:
-    return client.CoreV1Api(api_client)
-
-
-@pytest.fixture
-def resource_api(api_client: Any) -> Any:
-    return client.ResourceV1Api(api_client)
-
-
-@pytest.fixture
-def coordination(api_client: Any) -> Any:
-    return client.CoordinationV1Api(api_client)
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +28,24 @@ def new_watch() -> Any:
     return watch.Watch()  # type: ignore[no-untyped-call]
 
 
+def stream_in_thread(fn: Callable[[], Iterator[Any]]) -> tuple[queue.Queue[Any], threading.Thread]:
+    """Read ``fn()``'s items in a thread: ``("event", item)`` each, then ``("end", None)`` or
+    ``("error", exc)``."""
+    out: queue.Queue[Any] = queue.Queue()
+
+    def run() -> None:
+        try:
+            for item in fn():
+                out.put(("event", item))
+            out.put(("end", None))
+        except Exception as exc:
+            out.put(("error", exc))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return out, t
+
+
 def status_of(exc: ApiException) -> dict[str, Any]:
     """The ``Status`` body of a failed call, checked for the fields every error carries."""
     body: dict[str, Any] = json.loads(exc.body or "{}")
@@ -68,6 +54,17 @@ def status_of(exc: ApiException) -> dict[str, Any]:
     assert body["status"] == "Failure"
     assert body["code"] == exc.status
     return body
+
+
+def missing(read: Any, *args: Any) -> bool:
+    """Whether ``read(*args)`` answers 404."""
+    try:
+        read(*args)
+    except ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return False
 
 
 def pod(

@@ -1,6 +1,9 @@
-"""A tiny admission webhook (Starlette + uvicorn over TLS, own CA) for the emulator's admission tests.
+"""A tiny admission webhook (Starlette + uvicorn over TLS, own CA) for the contract suite's admission
+tests, which the emulator and a real kube-apiserver both call.
 
 Each path has one fixed behaviour; every AdmissionReview received is logged per path.
+``/probe/<kind>/<gen>`` is logged under ``/probe`` as ``{"kind", "gen"}``: the suite's way to see when a
+real apiserver has picked up webhook configurations written before (``backend.Api.hooks_changed``).
 """
 
 from __future__ import annotations
@@ -134,7 +137,10 @@ def _app(state: WebhookServer) -> Starlette:
         review = await request.json()
         req = review["request"]
         with state.lock:
-            state.reviews[path].append(req)
+            if path.startswith("/probe/"):
+                state.reviews["/probe"].append(dict(request.path_params))
+            else:
+                state.reviews[path].append(req)
         response: dict[str, Any] = {"uid": req["uid"], "allowed": True}
         obj = req.get("object") or {}
         if path == "/mutate-label":
@@ -178,6 +184,7 @@ def _app(state: WebhookServer) -> Starlette:
         "/echo",
         "/slow",
         "/bad-uid",
+        "/probe/{kind}/{gen}",
     ]
     return Starlette(routes=[Route(p, handle, methods=["POST"]) for p in paths])
 

@@ -1,7 +1,11 @@
-"""The Python API: direct store access, waiting, identity, feature gates and kubeconfig."""
+"""The Python API: direct store access, waiting, identity, the request log, feature gates switched
+under a running server, and kubeconfig."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,9 +14,8 @@ import pytest
 import urllib3
 from kubernetes import client, config
 
-from e2e.emulator import ApiError, Emulator
-
-from .conftest import pod
+from ..contract.support import pod
+from . import ApiError, Emulator
 
 
 def test_direct_access_returns_copies(emulator: Emulator) -> None:
@@ -54,33 +57,6 @@ def test_wait_for_wakes_on_changes_from_another_thread(emulator: Emulator) -> No
         emulator.wait_for(lambda: False, 0.05, "never")
 
 
-def test_concurrent_writers_never_lose_updates(emulator: Emulator) -> None:
-    emulator.create("configmaps", {"metadata": {"name": "counter"}, "data": {"n": "0"}})
-    api_client = emulator.api_client()
-    api: Any = client.CoreV1Api(api_client)
-
-    def bump(times: int) -> None:
-        for _ in range(times):
-            while True:
-                cm = api.read_namespaced_config_map("counter", "default")
-                cm.data["n"] = str(int(cm.data["n"]) + 1)
-                try:
-                    api.replace_namespaced_config_map("counter", "default", cm)
-                    break
-                except client.ApiException as exc:
-                    conflicts.append(exc.status)
-
-    conflicts: list[int] = []
-    threads = [threading.Thread(target=bump, args=(10,)) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert emulator.get("configmaps", "counter")["data"]["n"] == "40"
-    assert set(conflicts) <= {409}
-    api_client.close()
-
-
 def test_identity_from_tokens_and_anonymous(emulator: Emulator) -> None:
     http = urllib3.PoolManager()
     url = emulator.url + "/api/v1/namespaces/default/pods"
@@ -114,9 +90,7 @@ def test_feature_gate_off_drops_new_fields_unless_already_set(emulator: Emulator
     assert kept["spec"]["extendedResourceName"] == "example.com/gpu"
     emulator.create(
         "pods",
-        pod(
-            "p", containers=[{"name": "c", "image": "i", "resources": {"requests": {"example.com/gpu": "1"}}}]
-        ),
+        pod("p", containers=[{"name": "c", "image": "i", "resources": {"limits": {"example.com/gpu": "1"}}}]),
     )
     status = {
         "resourceClaimName": "claim",
@@ -142,3 +116,30 @@ def test_bind_through_python_api(emulator: Emulator) -> None:
     status: Any = emulator.bind("p", "node-a")
     assert status["status"] == "Success"
     assert emulator.get("pods", "p")["spec"]["nodeName"] == "node-a"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl binary on PATH")
+def test_the_request_log_marks_a_server_dry_run(emulator: Emulator, tmp_path: Path) -> None:
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig", token="alice-token")
+    manifest = json.dumps(pod("demo"))
+    done = subprocess.run(
+        [
+            str(shutil.which("kubectl")),
+            "--kubeconfig",
+            str(kubeconfig),
+            "apply",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    creates = [r for r in emulator.requests() if r.verb == "create"]
+    assert creates
+    assert all(r.dry_run for r in creates)
+    assert emulator.find("pods", "demo") is None

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from e2e.emulator import Emulator
-from e2e.emulator.faults import FaultInjector
-
-from .conftest import pod, status_of
+from ..contract.support import pod, status_of
+from . import Emulator
+from .faults import FaultInjector
 
 
 def test_next_n_conflicts_then_success(core: Any, emulator: Emulator) -> None:
