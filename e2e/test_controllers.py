@@ -223,14 +223,25 @@ def test_a_missing_template_is_waited_for(cluster: Target) -> None:
 
 
 def test_named_claims_are_left_alone(cluster: Target) -> None:
-    """Only a claim from a template is made and recorded; one the pod names is the user's."""
+    """Only a claim from a template is made and recorded; one the pod names is the user's. (It must
+    exist: 1.35's controller records nothing for a pod while a claim it names is missing.)"""
     template(cluster)
+    existing = cluster.create(
+        "resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "existing"},
+            "spec": {"devices": {"requests": [{"name": "devices", "exactly": {"deviceClassName": "gpu"}}]}},
+        },
+    )
     create_pod(cluster, pod("p", {"name": "mine", "resourceClaimName": "existing"}, from_template()))
     p = cluster.wait("pods", recorded("p"))
-    [made] = cluster.objects("resourceclaims")
+    [made] = [c for c in cluster.objects("resourceclaims") if c["metadata"]["name"] != "existing"]
     assert p["status"]["resourceClaimStatuses"] == [
         {"name": "gpu", "resourceClaimName": made["metadata"]["name"]}
     ]
+    assert cluster.admin.get(RESOURCE_CLAIMS, "existing", cluster.namespace) == existing
 
 
 def test_a_deleted_pods_allocated_claim_is_released_and_collected(cluster: Target) -> None:
