@@ -55,6 +55,7 @@ import httpx
 from bench.allocate import build
 from bench.allocate import pod as allocate_pod
 from bench.common import free_port, memory_mib, serve_argv
+from e2e.emulator import Emulator
 from webhook.core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -67,7 +68,6 @@ from webhook.core.api.objects import name as name_of
 from webhook.core.cluster.state import ClusterState
 from webhook.core.scheduling.framework import SCHEDULED, Decision
 from webhook.core.scheduling.scheduler import Scheduler
-from webhook.emulator import Emulator
 from webhook.kube import trim
 from webhook.kube.cache import ALL_KINDS, ClusterCache
 from webhook.kube.client import KubeClient

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import urllib3
 
+from e2e.emulator import Emulator
 from webhook.core.api.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.install.certs import CA_CERT
 from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
 from webhook.kube.client import KubeClient

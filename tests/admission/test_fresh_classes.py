@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from e2e.emulator.sandbox import Sandbox
 from tests.core.podfactory import container, device_class, pod
 from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION
 from webhook.core.api.objects import Obj
-from webhook.emulator.sandbox import Sandbox
 from webhook.kube.client import ApiError
 from webhook.kube.resources import DEVICE_CLASSES, PODS
 

@@ -180,7 +180,7 @@ def test_ready_only_once_device_classes_are_synced(webhook: Webhook) -> None:
 
 
 def test_readiness_follows_a_real_informer(webhook: Webhook) -> None:
-    from webhook.emulator import Emulator
+    from e2e.emulator import Emulator
 
     cache = ClusterCache()
     webhook.install(cache=cache)

@@ -4,7 +4,6 @@ exit status, never a usage block or a traceback (``webhook.cli``, ``webhook.comm
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 
 from webhook import cli
 from webhook.cli import main
-from webhook.commands import demo, flags
+from webhook.commands import flags, plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "loader"
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,12 +247,6 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         ["convert", "-f", "x", "--in-place", "-o", "yaml"],
         "draxr convert: error: --in-place writes each file in its own format",
     ),
-    # demo
-    (["demo", "--timeout", "-1"], "draxr demo: error: --timeout: must be a positive number, not -1"),
-    (["demo", "--timeout", "0"], "draxr demo: error: --timeout: must be a positive number, not 0"),
-    (["demo", "--timeout", "soon"], "draxr demo: error: --timeout: must be a number, not 'soon'"),
-    (["demo", "--timeout"], "draxr demo: error: --timeout: expected one argument"),
-    (["demo", "--gate", "maybe"], "draxr demo: error: --gate: invalid choice: 'maybe'"),
 ]
 
 
@@ -325,10 +318,10 @@ def test_an_unhandled_failure_is_one_line_not_a_traceback(
     def broken(_args: argparse.Namespace, *_rest: object) -> int:
         raise KeyError("allocation")
 
-    monkeypatch.setattr(demo, "run", broken)
-    code, err, _ = _run(["demo", "--timeout", "5"], capsys)
+    monkeypatch.setattr(plan, "run", broken)
+    code, err, _ = _run(["plan", "-f", "x"], capsys)
     assert code == 1
-    assert err == ["draxr demo: error: KeyError: 'allocation'"]
+    assert err == ["draxr plan: error: KeyError: 'allocation'"]
 
 
 def test_multi_line_messages_are_joined() -> None:
@@ -338,7 +331,7 @@ def test_multi_line_messages_are_joined() -> None:
 def test_through_a_subprocess_one_line_and_exit_2() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "webhook", "demo", "--timeout", "-1"],
+        [sys.executable, "-m", "webhook", "serve", "--qps", "-1"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -348,42 +341,16 @@ def test_through_a_subprocess_one_line_and_exit_2() -> None:
     )
     assert done.returncode == 2
     assert done.stdout == ""
-    assert done.stderr.splitlines() == ["draxr demo: error: --timeout: must be a positive number, not -1"]
+    assert done.stderr.splitlines() == ["draxr serve: error: --qps: must be a positive number, not -1"]
 
 
-def test_demo_cut_short_reports_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
-    # The issue's reproduction: claims not yet allocated when the timeout ends the wait.
-    code, err, out = _run(["demo", "--timeout", "0.02"], capsys)
-    assert code == 1
-    assert err == []
-    assert "[6/6] gave up waiting" in out
-    assert out.rstrip().endswith("(not every pod was bound)")  # the report ran to its end
-
-
-class _Listing:
-    """What ``demo._report`` reads from the emulator: a pod whose claim is not allocated yet."""
-
-    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, object]]:
-        del namespace
-        mapping = {
-            "resourceClaimName": "p-claim",
-            "requestMappings": [
-                {"containerName": "c", "resourceName": "example.com/gpu", "requestName": "r"}
-            ],
-        }
-        claim = {
-            "metadata": {"name": "p-claim", "ownerReferences": [{"name": "p"}]},
-            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
-            "status": {},
-        }
-        pod = {"metadata": {"name": "p"}, "spec": {}, "status": {"extendedResourceClaimStatus": mapping}}
-        return {"pods": [pod], "resourceclaims": [claim], "resourceslices": [], "nodes": []}[resource]
-
-
-def test_demo_report_of_a_claim_without_allocation() -> None:
-    # KeyError: 'allocation' when --timeout ended the wait between the claim and its allocation.
-    out = io.StringIO()
-    demo._report(_Listing(), out)
-    text = out.getvalue()
-    assert "  p    <pending>  allocating\n" in text
-    assert "  p-claim  Pod/p  r: 1 x gpu  -          -\n" in text
+def test_the_installed_cli_offers_no_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo runs on the API emulator, which only a checkout has (``make demo``, ``e2e/demo.py``)."""
+    assert "demo" not in subcommands(cli.build_parser())
+    code, _, out = _run(["--help"], capsys)
+    assert code == 0
+    assert "serve" in out
+    assert "demo" not in out
+    code, err, _ = _run(["demo"], capsys)
+    assert code == 2
+    assert err[0].startswith("draxr: error: COMMAND: invalid choice: 'demo'")

@@ -186,7 +186,7 @@ def test_crash_loop_binds_every_replacement_soon_after_each_start(kube: Cluster)
 def test_unreserve_goes_through_draxrs_own_hooks(tmp_path: Any) -> None:
     """With the webhooks registered (failurePolicy Fail), the worker's Unreserve (finalizer
     removal, claim deletion, clearing the pod's mapping) is never refused by them."""
-    from webhook.emulator.sandbox import Sandbox
+    from e2e.emulator.sandbox import Sandbox
 
     with Sandbox(lease=(1.5, 1.0, 0.2)) as box:
         box.serve("worker-0")
