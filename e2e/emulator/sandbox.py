@@ -16,7 +16,8 @@ from types import TracebackType
 from typing import Any
 
 from webhook.install.certs import ensure_certs, load_ca_bundle
-from webhook.install.manifests import DEFAULT_NAMESPACE, WEBHOOK, webhook_configurations
+from webhook.install.names import DEFAULT_NAMESPACE, WEBHOOK
+from webhook.install.webhooks import webhook_configurations
 from webhook.kube.client import KubeClient
 from webhook.runtime.serve import Process, ServeOptions, default_writers
 
