@@ -19,7 +19,7 @@ and one with 2N, so that fixed costs cancel): per node without devices, per devi
 its devices and per running pod (placed by the scheduler, its special claim allocated, the pod
 bound), for the engine (``ClusterState`` fed with ``bench/allocate.py``'s shapes: ``engine_bytes_*``)
 and for the worker's cache (``ClusterCache`` fed with the realistic objects below, trimmed:
-``worker_cache_bytes_*``). tests/core/test_memory_bounds.py and tests/kube/test_cache.py hold them
+``worker_cache_bytes_*``). tests/scenarios/test_memory_bounds.py and tests/kube/test_cache.py hold them
 under stated bounds. ``--units-only`` stops there. Prints JSON.
 
     python bench/memory.py [--pods 1000,10000] [--nodes 100] [--devices-per-node 8] [--devices 10000]

@@ -46,7 +46,7 @@ RESOURCES = {
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
 #: Leader election on the emulator: short, so failover takes seconds (the defaults are proven
-#: with a controlled clock in tests/worker/test_resilience.py).
+#: with a controlled clock in tests/scenarios/worker/test_resilience.py).
 EMULATOR_LEASE = (1.5, 1.0, 0.2)
 GATE = "DRAExtendedResource"
 #: ``draxr serve`` options on every emulator target: an unused template of the rewrite goes after

@@ -230,7 +230,7 @@ def test_the_kep_example_binds_and_each_container_gets_its_devices(target: Targe
     mapping the extended resource, eight GPUs on a DRA node, a Deployment of four replicas asking for
     one each, applied with kubectl. (The example's device-plugin node is left out: on a gate-off
     cluster it would keep the pods for the device plugin, the mixed-cluster rule of
-    tests/admission/test_rewrite.py.)"""
+    tests/scenarios/admission/test_rewrite.py.)"""
     target.require_controllers("a Deployment's pods")
     kep_class(target)
     kep_slice(target, target.nodes[0])

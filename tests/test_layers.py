@@ -223,3 +223,38 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     assert found == [("webhook.worker.queue", True)]
     assert room("webhook.worker.queue") not in ALLOWED["admission"]
     assert list(outside_imports(probe)) == ["e2e.emulator"]
+
+
+TESTS = PACKAGE.parent / "tests"
+#: Test folders that do not mirror a module: scenarios across modules, the packaging checks, and the
+#: CEL package's topic suites (its conftest runs each of them on both engines).
+UNMIRRORED = ("scenarios", "packaging", "core/cel")
+
+
+def unmirrored_tests(tests: Path = TESTS, package: Path = PACKAGE) -> list[str]:
+    """Test modules ``tests/<room>/test_<m>.py`` (or ``test_<m>_properties.py``, its property tests)
+    with no ``webhook/<room>/<m>.py`` (or package)."""
+    found = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        room_dir = rel.parent
+        if room_dir == Path(".") or any(room_dir.as_posix().startswith(u) for u in UNMIRRORED):
+            continue
+        module = rel.stem.removeprefix("test_").removesuffix("_properties")
+        target = package / room_dir / module
+        if not (target.with_suffix(".py").exists() or target.is_dir()):
+            found.append(rel.as_posix())
+    return found
+
+
+def test_tests_mirror_modules_and_scenarios_live_apart() -> None:
+    assert unmirrored_tests() == []
+
+
+def test_the_mirror_checker_sees_a_stray_test(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "worker").mkdir(parents=True)
+    (tmp_path / "webhook" / "worker").mkdir(parents=True)
+    (tmp_path / "webhook" / "worker" / "queue.py").write_text("")
+    (tmp_path / "tests" / "worker" / "test_queue.py").write_text("")
+    (tmp_path / "tests" / "worker" / "test_everything.py").write_text("")
+    assert unmirrored_tests(tmp_path / "tests", tmp_path / "webhook") == ["worker/test_everything.py"]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from e2e.emulator.sandbox import Sandbox
-from tests.commands.test_cli import flags_without_bad_value
+from tests.test_cli import flags_without_bad_value
 from tests.worker.harness import device_class, gpu_slice, node
 from webhook.commands import kubectl
 from webhook.core.api.objects import Obj

@@ -19,14 +19,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.admission.builders import (
+    GPU,
+    WORKER,
+    container,
+    gpu_cluster,
+    gpu_pod,
+    mapping,
+    pod,
+    review,
+    with_mapping,
+)
+from tests.admission.conftest import Webhook
 from webhook.admission import AdmissionConfig
 from webhook.admission.app import ReviewThreads
 from webhook.admission.config import MAX_BODY_BYTES
 from webhook.core.api.fielderrors import MAX_STATUS_ERRORS
 from webhook.core.api.objects import Obj
-
-from .builders import GPU, WORKER, container, gpu_cluster, gpu_pod, mapping, pod, review, with_mapping
-from .conftest import Webhook
 
 # Latency budgets measured on the wall clock: run alone, not beside the parallel suite (Makefile).
 pytestmark = pytest.mark.timed

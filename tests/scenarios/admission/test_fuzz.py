@@ -12,9 +12,7 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.api.objects import Obj
-
-from .builders import (
+from tests.admission.builders import (
     DEVICE_CLASS,
     RESOURCE_CLAIM,
     WORKER,
@@ -26,7 +24,8 @@ from .builders import (
     special_claim,
     with_mapping,
 )
-from .conftest import Webhook
+from tests.admission.conftest import Webhook
+from webhook.core.api.objects import Obj
 
 FUZZ = settings(
     max_examples=120,

@@ -15,14 +15,22 @@ import pytest
 import urllib3
 
 from e2e.emulator import Emulator
+from tests.admission.builders import (
+    GPU,
+    GPU_CLASS,
+    WORKER,
+    device_class,
+    gpu_cluster,
+    gpu_pod,
+    mapping,
+    special_claim,
+)
+from tests.admission.conftest import NAMESPACE, SERVICE, Webhook
 from webhook.core.api.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.install.certs import CA_CERT
 from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
 from webhook.kube.client import KubeClient
-
-from .builders import GPU, GPU_CLASS, WORKER, device_class, gpu_cluster, gpu_pod, mapping, special_claim
-from .conftest import NAMESPACE, SERVICE, Webhook
 
 TOKENS = {"worker": (WORKER, ["system:serviceaccounts"]), "alice": ("alice", ["devs"])}
 IMPLICIT = DEVICE_CLASS_PREFIX + GPU_CLASS

@@ -15,8 +15,8 @@ from webhook import cli
 from webhook.cli import main
 from webhook.commands import flags, plan
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "loader"
-ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data" / "loader"
+ROOT = Path(__file__).resolve().parents[1]
 
 BAD_FLAGS: list[tuple[list[str], str]] = [
     ([], "draxr: error: the following arguments are required: COMMAND"),

@@ -8,12 +8,7 @@ import json
 
 import jsonpatch
 
-from webhook.admission import AdmissionConfig
-from webhook.core.api.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
-from webhook.core.api.objects import Obj
-from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION, templates_of
-
-from .builders import (
+from tests.admission.builders import (
     GPU,
     GPU_CLASS,
     container,
@@ -25,7 +20,11 @@ from .builders import (
     pod,
     review,
 )
-from .conftest import Webhook
+from tests.admission.conftest import Webhook
+from webhook.admission import AdmissionConfig
+from webhook.core.api.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION, templates_of
 
 PATH = "/mutate/pods"
 VALIDATE = "/validate/pods"
