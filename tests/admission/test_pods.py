@@ -459,7 +459,7 @@ class LaggingCache:
 
 @pytest.fixture
 def lagging() -> Any:
-    from webhook.emulator import Emulator
+    from e2e.emulator import Emulator
 
     with Emulator() as em:
         for obj in gpu_cluster():

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook.emulator import Emulator
-from webhook.install.manifests import webhook_configurations
+from e2e.emulator import Emulator
+from webhook.install.webhooks import webhook_configurations
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.gates import ApiserverGate
 from webhook.kube.resources import DEVICE_CLASSES

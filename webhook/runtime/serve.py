@@ -108,6 +108,7 @@ class Process:
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
         # The worker's leader probes the apiserver's gate and publishes the answer; every other
         # replica reads it (kube/sharedgate.py), so all report the same mode.
+        from ..install.names import GATE_CONFIGMAP
         from ..kube.gates import ApiserverGate
         from ..kube.sharedgate import SharedGateRecord
 
@@ -116,7 +117,9 @@ class Process:
             opts.gate.setting,
             interval=opts.gate.interval,
             on_change=lambda enabled, source: self.mode.refresh() if self.mode is not None else None,
-            shared=SharedGateRecord(self.client, opts.namespace) if self.client is not None else None,
+            shared=SharedGateRecord(self.client, opts.namespace, GATE_CONFIGMAP)
+            if self.client is not None
+            else None,
             publishes=self._publishes_gate,
             identity=identity,
             reads=opts.webhook,
