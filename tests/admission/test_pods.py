@@ -302,6 +302,16 @@ def test_the_claim_must_carry_the_annotation(webhook: Webhook, claim_args: Obj, 
     assert detail in response["status"]["message"]
 
 
+NOT_THIS_PODS = [
+    (
+        f"{ERCS}.resourceClaimName",
+        "FieldValueInvalid",
+        'Invalid value: "p-extended-resources-abcde": the ResourceClaim\'s controller owner is not this '
+        'Pod (uid "uid-p")',
+    )
+]
+
+
 def test_the_claim_must_be_controlled_by_this_pod(webhook: Webhook) -> None:
     old = gpu_pod()
     stranger = gpu_pod("q")
@@ -310,14 +320,7 @@ def test_the_claim_must_be_controlled_by_this_pod(webhook: Webhook) -> None:
     response = webhook.respond(
         PATH, _status_update(old, with_mapping(old, mapping(claim["metadata"]["name"])))
     )
-    assert causes(response) == [
-        (
-            f"{ERCS}.resourceClaimName",
-            "FieldValueInvalid",
-            'Invalid value: "p-extended-resources-abcde": the ResourceClaim\'s controller owner is not this '
-            'Pod (uid "uid-p")',
-        )
-    ]
+    assert causes(response) == NOT_THIS_PODS
 
 
 @pytest.mark.parametrize("api_version", ["v2", "apps/v1", None])
@@ -335,14 +338,7 @@ def test_the_claims_controller_must_be_a_v1_pod(webhook: Webhook, api_version: s
     response = webhook.respond(
         PATH, _status_update(old, with_mapping(old, mapping(claim["metadata"]["name"])))
     )
-    assert causes(response) == [
-        (
-            f"{ERCS}.resourceClaimName",
-            "FieldValueInvalid",
-            'Invalid value: "p-extended-resources-abcde": the ResourceClaim\'s controller owner is not this '
-            'Pod (uid "uid-p")',
-        )
-    ]
+    assert causes(response) == NOT_THIS_PODS
 
 
 def test_every_request_name_must_be_in_the_claim(webhook: Webhook) -> None:
