@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
@@ -25,6 +26,23 @@ RESOURCE = {
     "DeviceTaintRule": "devicetaintrules",
 }
 GPU = "example.com/gpu"
+T = TypeVar("T")
+
+
+def poll(predicate: Callable[[], T], timeout: float = 10.0, message: str = "", interval: float = 0.02) -> T:
+    """``predicate``'s first truthy value, asked every ``interval`` seconds, for what the emulator's
+    store does not show (``Emulator.wait_for`` wakes on store changes only): a fault's hits, a
+    process's state. TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise TimeoutError(message or f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
 #: The first retry of a failed pod comes this fast in tests (1 s in production; doubles per attempt).
 FAST_BACKOFF = 0.05
 

@@ -113,6 +113,18 @@ class ClusterCache:
                 return False
         return True
 
+    def unsynced(self, kinds: Iterable[str]) -> list[tuple[str, str | None]]:
+        """The kinds that have not synced yet, each with why its last list failed (None: no
+        failure, the list is under way or its informer has not started)."""
+        out: list[tuple[str, str | None]] = []
+        for kind in kinds:
+            if kind in self._static_synced:
+                continue
+            inf = self.informers.get(kind)
+            if inf is None or not inf.synced.is_set():
+                out.append((kind, inf.list_error if inf is not None else None))
+        return out
+
     def wait_synced(self, kinds: Iterable[str], timeout: float) -> bool:
         """True once every kind has synced; False after ``timeout`` seconds in all."""
         deadline = time.monotonic() + timeout

@@ -74,6 +74,9 @@ class Informer:
         self.transform = transform
         self.page_size = page_size
         self.synced = threading.Event()
+        #: Why the last list (or discovery before it) failed; None once a list succeeds. What a
+        #: readiness check says of a cache that has not synced.
+        self.list_error: str | None = None
         self.resource_version = ""
         self.relists = 0
         self.pages = 0  # list pages read, in all
@@ -117,22 +120,28 @@ class Informer:
         backoff = self.min_backoff
         need_list = True
         while not self._stop.is_set():
+            listing = need_list
             try:
                 if self.versions is not None and not self._discover():
                     return
                 if need_list:
                     self._relist()
                     need_list = False
+                    listing = False
                 need_list = self._watch()
                 backoff = self.min_backoff
             except ApiError as e:
                 need_list = need_list or e.gone
+                if listing:
+                    self.list_error = str(e)
                 log.warning("informer %s: %s", self.resource.plural, e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
             except Exception as e:  # connection errors: keep the resourceVersion, watch again
                 if self._stop.is_set():
                     break
+                if listing:
+                    self.list_error = f"{type(e).__name__}: {e}"
                 log.warning("informer %s: %s: %s", self.resource.plural, type(e).__name__, e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
@@ -183,6 +192,7 @@ class Informer:
                 self.handler(etype, changed)
         self.resource_version = resource_version
         self.relists += 1
+        self.list_error = None
         self.synced.set()
 
     def _watch(self) -> bool:
