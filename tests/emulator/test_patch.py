@@ -198,6 +198,44 @@ def test_patch_with_stale_resource_version_conflicts(emulator: Emulator) -> None
     assert obj["reason"] == "Conflict"
 
 
+def test_a_patch_naming_another_uid_is_invalid_on_the_object_and_its_status(emulator: Emulator) -> None:
+    """``metadata.uid`` is immutable: upstream's ``PatchPodStatus`` puts the pod's uid in its patch, so
+    that a pod recreated under the same name refuses it (422); the object's own uid patches fine."""
+    uid = emulator.create("pods", pod("p"))["metadata"]["uid"]
+    for path in (POD, f"{POD}/status"):
+        code, obj = _raw_patch(
+            emulator,
+            path,
+            {"metadata": {"uid": "an-older-pod"}, "status": {}},
+            "application/merge-patch+json",
+        )
+        assert (code, obj["reason"]) == (422, "Invalid"), path
+        assert (
+            obj["message"]
+            == 'Pod "p" is invalid: metadata.uid: Invalid value: "an-older-pod": field is immutable'
+        )
+        code, obj = _raw_patch(emulator, path, {"metadata": {"uid": uid}}, "application/merge-patch+json")
+        assert code == 200, path
+
+
+def test_an_update_naming_another_uid_fails_its_precondition(emulator: Emulator) -> None:
+    current = emulator.create("pods", pod("p"))
+    stale = {**current, "metadata": {**current["metadata"], "uid": "an-older-pod"}}
+    del stale["metadata"]["resourceVersion"]
+    r = urllib3.PoolManager().request(
+        "PUT",
+        f"{emulator.url}{POD}/status",
+        body=json.dumps(stale).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    obj = json.loads(r.data)
+    assert (r.status, obj["reason"]) == (409, "Conflict")
+    assert obj["message"] == (
+        'Operation cannot be fulfilled on pods "p": Precondition failed: UID in precondition: an-older-pod, '
+        f"UID in object meta: {current['metadata']['uid']}"
+    )
+
+
 def test_apply_patch_creates_and_updates(emulator: Emulator) -> None:
     body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: '1'\n"
     path = "/api/v1/namespaces/default/configmaps/applied"
