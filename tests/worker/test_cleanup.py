@@ -272,3 +272,18 @@ def test_repair_counts_the_orphans_it_could_not_release(kube: Cluster, cleaner: 
     kube.em.faults.remove(rule)
     assert cleaner.repair(kube.claims(), lambda _: None) == 2
     assert cleaner.unrepaired == 0
+
+
+def test_a_bound_pod_whose_status_names_no_claim_keeps_every_claim_it_owns(
+    kube: Cluster, cleaner: Cleaner
+) -> None:
+    """Which claim it runs with, the API no longer says: freeing any could take a device from under
+    a running container (issue 20: an older Unreserve cleared a bound pod's mapping, and the claim
+    it ran with was then found 'superseded' and deleted)."""
+    p = kube.pod("p")
+    held_claim(kube, "p-extended-resources-aaaaa", p, p)
+    kube.em.bind("p", "n", "default")
+    claims = kube.claims()
+    assert cleaner.confirm_gone(claims[0]) is False
+    assert cleaner.repair(claims, lambda _: kube.em.get("pods", "p", "default")) == 0
+    assert [c["metadata"]["name"] for c in kube.claims()] == ["p-extended-resources-aaaaa"]

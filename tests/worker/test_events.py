@@ -1,7 +1,11 @@
-"""Events are rate limited: the same message for the same pod at most once per interval."""
+"""Events are rate limited: the same message for the same pod at most once per interval; the
+PodScheduled condition is written to the pod it is about."""
 
-from webhook.kube.client import KubeClient
-from webhook.worker.events import EventRecorder, unschedulable_patch
+import pytest
+
+from tests.worker.harness import Cluster
+from webhook.kube.client import ApiError, KubeClient
+from webhook.worker.events import EventRecorder, set_unschedulable, unschedulable_patch
 
 
 def test_same_event_is_deduplicated_within_the_interval() -> None:
@@ -69,3 +73,15 @@ def test_scheduled_message_keeps_kube_schedulers_words_and_adds_the_devices() ->
         "draxr.io/align: preferred: no free set of devices on n shares resource.kubernetes.io/pcieRoot for "
         "container-0; placed on devices spanning r0, r1"
     )
+
+
+def test_the_unschedulable_condition_never_lands_on_a_pod_recreated_under_its_name(kube: Cluster) -> None:
+    old = kube.pod("p")
+    kube.em.delete("pods", "p", "default")
+    kube.pod("p")
+    with pytest.raises(ApiError) as refused:
+        set_unschedulable(kube.client(), old, "Unschedulable", "0/1 nodes are available")
+    assert refused.value.status == 422
+    assert kube.condition("p") is None
+    assert set_unschedulable(kube.client(), kube.em.get("pods", "p", "default"), "Unschedulable", "x")
+    assert (kube.condition("p") or {}).get("reason") == "Unschedulable"

@@ -32,9 +32,10 @@ def pod_scheduled_condition(pod: Obj) -> Obj | None:
     return None
 
 
-def unschedulable_patch(reason: str, message: str, now: str) -> Obj:
-    """Strategic merge patch: conditions merge by ``type``, so other conditions stay."""
-    return {
+def unschedulable_patch(reason: str, message: str, now: str, pod_uid: str | None = None) -> Obj:
+    """Strategic merge patch: conditions merge by ``type``, so other conditions stay. ``pod_uid``:
+    a precondition, as in upstream's ``PatchPodStatus`` (refused for a pod recreated under the name)."""
+    patch: Obj = {
         "status": {
             "conditions": [
                 {
@@ -48,6 +49,9 @@ def unschedulable_patch(reason: str, message: str, now: str) -> Obj:
             ]
         }
     }
+    if pod_uid:
+        patch["metadata"] = {"uid": pod_uid}
+    return patch
 
 
 class EventRecorder:
@@ -180,7 +184,7 @@ def set_unschedulable(client: KubeClient, pod: Obj, reason: str, message: str) -
     client.patch(
         PODS,
         name(pod),
-        unschedulable_patch(reason, message, now_rfc3339()),
+        unschedulable_patch(reason, message, now_rfc3339(), uid(pod)),
         namespace=namespace(pod),
         subresource="status",
         patch_type=STRATEGIC_PATCH,

@@ -36,6 +36,7 @@ from .metrics import WorkerMetrics
 from .queue import SchedulingQueue
 from .scheduling import SchedulingLoop
 from .templates import TemplateKeeper
+from .unmapped import UnmappedPods
 
 
 class Worker:
@@ -62,6 +63,7 @@ class Worker:
         self.cleaner = Cleaner(client, self.binder)
         self.events = EventRecorder(client, config.scheduler_name, config.identity)
         self.templates = TemplateKeeper(client, cache, fence, grace=config.template_grace)
+        self.unmapped = UnmappedPods(metrics.unmapped, self.events, fence)
         self.maintenance = Maintenance(
             self.cleaner,
             self.templates,
@@ -70,6 +72,7 @@ class Worker:
             fence,
             orphan_interval=config.orphan_interval,
             template_grace=config.template_grace,
+            report=self.unmapped.report,
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)
@@ -99,6 +102,7 @@ class Worker:
             assumed_claims,
             self.maintenance.clean_up,
             config.scheduler_name,
+            self.unmapped,
         )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
