@@ -17,7 +17,8 @@ from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import SCHEDULED, Decision
 from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
-from webhook.worker.binder import AlreadyBound, Binder, BindError, NotLeader, Written, same_allocation
+from webhook.kube.client import KubeClient, NotLeader
+from webhook.worker.binder import AlreadyBound, Binder, BindError, Written, same_allocation
 
 USER_CLAIM = {
     "metadata": {"name": "mine", "namespace": "default"},
@@ -694,3 +695,22 @@ def test_a_resumed_claim_the_api_no_longer_has_fails_pre_bind(gpu_cluster: Clust
     with pytest.raises(BindError, match="got deleted in the meantime"):
         b.pre_bind(kube.em.get("pods", "p", "default"), again, Written())
     assert "extendedResourceClaimStatus" not in kube.em.get("pods", "p", "default")["status"]
+
+
+def test_a_write_the_server_failed_is_not_sent_again_once_the_lease_is_lost(gpu_cluster: Cluster) -> None:
+    """The client retries 503 up to four times: each retry asks the fence again."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    leading = [True]
+
+    def lose_on_503(verb: str, resource: str, code: int) -> None:
+        if code == 503:
+            leading[0] = False
+
+    client = KubeClient(kube.em.api_client("worker"), hook=lose_on_503).fenced(lambda: leading[0])
+    b = Binder(client, "draxr", lambda: leading[0])
+    rule = kube.em.inject(verbs="update", resource="resourceclaims/status", error=503)
+    with pytest.raises(NotLeader):
+        b.pre_bind(pod, d, Written())
+    assert rule.hits == 1

@@ -208,9 +208,11 @@ class Process:
             renew_before=tls.renew_before,
             ca_validity=tls.ca_validity,
         )
-        self.rotator = CertRotator(
-            self.client, config, is_leader=lambda: self.leader is None or self.leader.is_leader()
-        )
+
+        def is_leader() -> bool:
+            return self.leader is None or bool(self.leader.is_leader())
+
+        self.rotator = CertRotator(self.client.fenced(is_leader), config, is_leader=is_leader)
         self.expiry.track("ca", lambda: self.rotator.ca)
 
         def both(leading: bool) -> None:

@@ -34,7 +34,7 @@ from ..core.api.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
 from ..core.api.objects import Obj, as_dict, as_list, key, meta, name, namespace, spec, status, uid
 from ..core.api.orphans import special_claim_name
 from ..core.scheduling.framework import Decision
-from ..kube.client import MERGE_PATCH, ApiError, KubeClient
+from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import PODS, RESOURCE_CLAIMS
 from ..kube.retry import retry_on_conflict
 
@@ -42,10 +42,6 @@ log = logging.getLogger("draxr.binder")
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class NotLeader(Exception):
-    """Writes are fenced: this process no longer holds the lease."""
 
 
 class BindError(Exception):

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from ..core.api.objects import Obj, key, name, namespace, parse_time, uid
 from ..core.scheduling.framework import Decision
 from ..kube.cache import SharedScheduler
-from ..kube.client import ApiError
+from ..kube.client import ApiError, NotLeader
 from .assumed import AssumedClaims, AssumedPods
-from .binder import AlreadyBound, Binder, BindError, NotLeader, Written
+from .binder import AlreadyBound, Binder, BindError, Written
 from .events import ALIGNMENT_RELAXED, EventRecorder, relaxed_alignment_message, scheduled_message
 from .metrics import WorkerMetrics
 from .queue import SchedulingQueue

@@ -18,9 +18,9 @@ from concurrent.futures import Executor
 from ..core.api.objects import Obj, key, name, namespace, uid
 from ..core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache, SharedScheduler
-from ..kube.client import ApiError, KubeClient
+from ..kube.client import ApiError, KubeClient, NotLeader
 from .assumed import AssumedPods
-from .binder import Binder, BindError, NotLeader
+from .binder import Binder, BindError
 from .bindingcycle import BindingCycle
 from .eventhandlers import is_ours
 from .events import EventRecorder, set_unschedulable

@@ -8,7 +8,8 @@ It is made of one part per concern, each in its own module, wired here:
 - ``bindingcycle``: a pool runs binding cycles (PreBind, Bind; Unreserve on failure) concurrently;
 - ``maintenance``: a thread frees the claims of finished pods, keeps the rewrite's templates and
   repairs orphans;
-- ``leadership``: only the leader writes; leading, the worker catches up at once.
+- ``leadership``: only the leader writes (its client is fenced: no write, no retry of one, leaves a
+  worker that lost the lease); leading, the worker catches up at once.
 """
 
 from __future__ import annotations
@@ -49,12 +50,13 @@ class Worker:
         leader: LeaderElector | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
         self.cache = cache
         self.config = config
         self.metrics = metrics
         self.leadership = Leadership(leader, metrics.leader, self._on_leading)
         fence = self.leadership.is_leader
+        #: Every write of the worker is fenced, retries included (``KubeClient.fenced``).
+        self.client = client = client.fenced(fence)
         self.queue = SchedulingQueue(clock, config.initial_backoff, config.max_backoff)
         self.scheduler = cache.scheduler(
             config.policy, config.scheduler_name, config.percentage_of_nodes_to_score
