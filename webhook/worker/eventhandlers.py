@@ -10,9 +10,10 @@ on the informers' threads and only queue work: nothing here writes to the API.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
-from ..core.api.objects import Obj, as_dict, is_terminating, key, name, namespace, spec, status, uid
+from ..core.api.objects import Obj, as_dict, is_terminating, key, meta, name, namespace, spec, status, uid
 from ..core.api.orphans import orphaned, owner_pod_uid, pod_is_done, special_claim_name, unmapped
 from ..core.api.specialclaims import is_special_claim
 from ..kube.cache import ClusterCache
@@ -34,6 +35,22 @@ def is_ours(pod: Obj, scheduler_name: str) -> bool:
         and status(pod).get("phase") in (None, "", "Pending")
         and not s.get("schedulingGates")
     )
+
+
+def scheduling_signature(pod: Obj) -> str:
+    """What of a pending pod its scheduling depends on: its labels, annotations and spec, and the
+    claim statuses of its status (kube-scheduler's pod update events: labels, resources,
+    scheduling gates, tolerations, generated claims). Conditions, phase and the rest of the status
+    are not in it: updating them alone does not send an unschedulable pod round again."""
+    m, st = meta(pod), status(pod)
+    parts = (
+        m.get("labels"),
+        m.get("annotations"),
+        spec(pod),
+        st.get("extendedResourceClaimStatus"),
+        st.get("resourceClaimStatuses"),
+    )
+    return json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
 
 
 class EventHandlers:
@@ -61,7 +78,7 @@ class EventHandlers:
         """Every cached pod again, as if modified: pending pods are queued, finished pods' claims
         freed (after start or on leading)."""
         for pod in self.cache.all_pods().values():
-            self.on_event("Pod", "MODIFIED", pod)
+            self._on_pod("MODIFIED", pod, resync=True)
 
     def on_event(self, kind: str, etype: str, obj: Obj) -> None:
         if kind == "Pod":
@@ -73,7 +90,8 @@ class EventHandlers:
         else:
             self.queue.cluster_changed()
 
-    def _on_pod(self, etype: str, pod: Obj) -> None:
+    def _on_pod(self, etype: str, pod: Obj, *, resync: bool = False) -> None:
+        """``resync``: queue a pending pod as changed, whatever changed."""
         pod_uid = uid(pod)
         if etype != "DELETED":
             self.templates.want(pod)  # a rewritten pod's templates, if any are missing
@@ -81,7 +99,8 @@ class EventHandlers:
             return
         if etype != "DELETED" and is_ours(pod, self.scheduler_name):
             prio = spec(pod).get("priority")
-            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod))
+            signature = None if resync else scheduling_signature(pod)
+            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod), signature)
             return
         self.queue.remove(pod_uid)
         if etype == "DELETED" or pod_is_done(pod):
