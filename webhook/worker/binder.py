@@ -61,6 +61,8 @@ class Written:
     reused_claim: Obj | None = None
     user_claims: list[tuple[str, str, bool]] = field(default_factory=list)  # (ns, name, allocated here)
     pod_status: bool = False
+    #: Each claim's resourceVersion once this cycle had written (or found) it allocated and reserved.
+    versions: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def claim_keys(self) -> list[tuple[str, str]]:
@@ -69,6 +71,11 @@ class Written:
         if claim is not None:
             keys.append((namespace(claim), name(claim)))
         return keys
+
+    @property
+    def claim_versions(self) -> dict[tuple[str, str], str]:
+        """``claim_keys`` with the resourceVersion each was written at ("": not known)."""
+        return {k: self.versions.get(k, "") for k in self.claim_keys}
 
 
 class Binder:
@@ -110,10 +117,12 @@ class Binder:
                 # ``bindClaim``: an allocated claim is protected from deletion while in use.
                 known = self._ensure_finalizer(copy.deepcopy(uc.claim))
             written.user_claims.append((ns, cname, allocation is not None))
-            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known)
+            written.versions[(ns, cname)] = self._update_claim_status(
+                ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known
+            )
         if special is not None:
             claim = self._special_claim(pod, decision, written, decision.reuse or decision.resumed)
-            self._update_claim_status(
+            written.versions[(namespace(claim), name(claim))] = self._update_claim_status(
                 namespace(claim), name(claim), pod, special, expected_uid=uid(claim), known=claim
             )
             self._observe("claim-allocated", pod)
@@ -222,8 +231,9 @@ class Binder:
         allocation: Obj | None,
         expected_uid: str,
         known: Obj | None = None,
-    ) -> None:
-        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict.
+    ) -> str:
+        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict. The
+        claim's resourceVersion once written (or found settled) is returned.
 
         ``known`` is the newest copy we hold (the POST answer, or the cache's): an up-to-date one
         saves a read, a stale one costs a 409 and a fresh read. A copy that says there is nothing
@@ -240,7 +250,7 @@ class Binder:
         else:
             claim = self._get_claim(ns, cname)
 
-        def reserve(claim: Obj) -> None:
+        def reserve(claim: Obj) -> str:
             if expected_uid and uid(claim) != expected_uid:
                 raise BindError(f"claim {ns}/{cname} got deleted in the meantime")
             st = claim.setdefault("status", {})
@@ -252,22 +262,23 @@ class Binder:
             reserved = as_list(st.get("reservedFor"))
             already = any(as_dict(r).get("uid") == uid(pod) for r in reserved)
             if already and (allocation is None or current):
-                return  # allocated as wanted and reserved for this pod: nothing to write
+                return str(meta(claim).get("resourceVersion") or "")  # nothing to write
             if allocation is not None and not current:
                 st["allocation"] = allocation
             if not already:
                 st["reservedFor"] = [*reserved, reserved_for(pod)]
             self._check()
             try:
-                self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
+                answer = self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
             except ApiError as e:
                 if e.conflict:
                     raise
                 if e.not_found:
                     raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
                 raise BindError(f"update claim {ns}/{cname} status: {e.message}") from e
+            return str(meta(answer).get("resourceVersion") or "")
 
-        self._on_conflict(
+        return self._on_conflict(
             reserve, claim, lambda: self._get_claim(ns, cname), f"update claim {ns}/{cname} status"
         )
 

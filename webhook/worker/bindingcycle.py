@@ -86,7 +86,7 @@ class BindingCycle:
         self.assumed_pods.assume(uid(pod), decision.node)
         claim = written.special_claim or written.reused_claim
         # The reservation stays until the cache shows every claim this cycle wrote.
-        self.assumed_claims.hold(token, written.claim_keys)
+        self.assumed_claims.hold(token, written.claim_versions)
         self.queue.done(uid(pod))
         self.bound += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
