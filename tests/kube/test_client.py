@@ -473,3 +473,12 @@ def test_a_fenced_client_shares_the_rate_limit_and_the_hook(em: Emulator) -> Non
     fenced.create(NODES, {"metadata": {"name": "a"}})
     assert seen == ["create"]
     assert c.fence is None  # the original stays unfenced (the elector's)
+
+
+def test_a_client_with_its_own_rate_limit_shares_the_rest(em: Emulator) -> None:
+    c = KubeClient(em.api_client(), qps=7, burst=3).fenced(lambda: True)
+    own = c.with_own_rate_limit()
+    assert own.writes is not c.writes
+    assert (own.writes.qps, own.writes.burst) == (7, 3)
+    assert own.fence is c.fence
+    assert own.api is c.api

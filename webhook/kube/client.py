@@ -176,6 +176,14 @@ class KubeClient:
         twin.fence = fence
         return twin
 
+    def with_own_rate_limit(self) -> KubeClient:
+        """This client (connections, fence and hook shared) with a write rate limit of its own, of
+        the same qps and burst: kube-scheduler's Events go through a client of their own, so that
+        they never hold a binding back."""
+        twin = copy.copy(self)
+        twin.writes = TokenBucket(self.writes.qps, self.writes.burst)
+        return twin
+
     def _check_fence(self, verb: str, path: str) -> None:
         if self.fence is not None and not self.fence():
             raise NotLeader(f"not the leader: {verb} {path} not sent")

@@ -17,7 +17,6 @@ from ..core.allocation.placement import describe, relaxed_message
 from ..core.api.objects import Obj, format_time, key, name, namespace, uid
 from ..core.scheduling.framework import Decision
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
-from ..kube.ratelimit import TokenBucket
 from ..kube.resources import EVENTS, PODS
 
 
@@ -54,8 +53,15 @@ def unschedulable_patch(reason: str, message: str, now: str, pod_uid: str | None
     return patch
 
 
+#: client-go's ``EventSourceObjectSpamFilter``: each object a burst of 25 Events, then one every
+#: 5 minutes (one bucket for all, 5/s, left 27 ``Scheduled`` Events for 1,000 binds).
+SPAM_BURST = 25
+SPAM_QPS = 1.0 / 300.0
+
+
 class EventRecorder:
-    """Creates core/v1 Events; the same (object, reason, message) at most once per ``interval``."""
+    """Creates core/v1 Events; the same (object, reason, message) at most once per ``interval``, and
+    per object at most ``burst`` at once then ``qps`` (client-go's spam filter)."""
 
     def __init__(
         self,
@@ -64,17 +70,20 @@ class EventRecorder:
         instance: str,
         *,
         interval: float = 30.0,
-        qps: float = 5.0,
-        burst: int = 25,
+        qps: float = SPAM_QPS,
+        burst: int = SPAM_BURST,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.component = component
         self.instance = instance
         self.interval = interval
+        self.qps = qps
+        self.burst = burst
         self._clock = clock
-        self._bucket = TokenBucket(qps, burst, clock)
         self._last: dict[tuple[str, str, str], float] = {}
+        #: Each object's bucket: (tokens, when last counted).
+        self._spam: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
         self.dropped = 0
 
@@ -86,12 +95,20 @@ class EventRecorder:
             if last is not None and now - last < self.interval:
                 self.dropped += 1
                 return False
-            if self._bucket.reserve() > 0:
+            tokens, counted = self._spam.get(obj_uid, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - counted) * self.qps)
+            if tokens < 1:  # a dropped Event costs no token (TryAccept)
+                self._spam[obj_uid] = (tokens, now)
                 self.dropped += 1
                 return False
+            self._spam[obj_uid] = (tokens - 1, now)
             self._last[key] = now
             if len(self._last) > 10_000:
                 self._last = {k: t for k, t in self._last.items() if now - t < self.interval}
+            if len(self._spam) > 10_000:  # a full bucket is what a new object gets anyway
+                self._spam = {
+                    k: (t, c) for k, (t, c) in self._spam.items() if t + (now - c) * self.qps < self.burst
+                }
             return True
 
     def event(self, pod: Obj, event_type: str, reason: str, message: str) -> bool:

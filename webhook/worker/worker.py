@@ -63,7 +63,8 @@ class Worker:
         )
         self.binder = Binder(client, config.scheduler_name, fence, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
-        self.events = EventRecorder(client, config.scheduler_name, config.identity)
+        # Its own write rate limit: an Event for every pod bound must not slow the bindings.
+        self.events = EventRecorder(client.with_own_rate_limit(), config.scheduler_name, config.identity)
         self.templates = TemplateKeeper(client, cache, fence, grace=config.template_grace)
         self.unmapped = UnmappedPods(metrics.unmapped, self.events, fence)
         self.maintenance = Maintenance(
