@@ -222,7 +222,7 @@ def test_a_worker_whose_claim_lists_fail_does_not_schedule_until_they_succeed(ku
     first.kill()
     failing = kube.em.inject(verbs="list", resource="resourceclaims", error=503, message="etcd is slow")
     kube.pod("waiter")
-    kube.worker("second")
+    kube.worker("second", wait_started=False)
     poll(lambda: failing.hits >= 3, 90, "the claim list failed a few times")
     kube.em.faults.remove(failing)
     kube.em.wait_for(lambda: kube.condition("waiter") is not None or "waiter" in kube.bound(), 30)
@@ -238,7 +238,7 @@ def test_readyz_names_the_cache_that_has_not_synced_and_why_and_nothing_is_writt
     kube.pod("waiter")
     failing = kube.em.inject(verbs="list", resource="resourceclaims", error=503, message="etcd is slow")
     kube.em.reset_requests()
-    proc = kube.worker("w", leader_elect=True, lease=(1.5, 1.0, 0.2))
+    proc = kube.worker("w", leader_elect=True, lease=(1.5, 1.0, 0.2), wait_started=False)
     with _serving(proc) as port:
         poll(lambda: failing.hits >= 6, 30, "the claim list failed a few times")
         ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)

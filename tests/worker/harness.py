@@ -145,6 +145,7 @@ class Cluster:
         backoff: float = FAST_BACKOFF,
         max_backoff: float = 60.0,
         qps: float = 1000.0,
+        wait_started: bool = True,
     ) -> Process:
         lease_duration, renew_deadline, retry_period = lease or (15.0, 10.0, 2.0)
         opts = ServeOptions(
@@ -165,6 +166,10 @@ class Cluster:
         proc = Process(opts)
         proc.start_background()
         self.processes.append(proc)
+        # The worker starts once its caches have synced: objects made after this return reach it
+        # as watch events, in the order they were made (not in a list's order, by name).
+        if wait_started and not proc.worker_started.wait(30):
+            raise AssertionError(f"worker {identity} did not start: {proc.worker_waits()}")
         return proc
 
     def check_consistent(self) -> None:
