@@ -183,3 +183,15 @@ def test_a_template_deleted_under_a_pod_that_needs_it_is_made_again(k: Keeper) -
     assert k.keeper.wanted() is True
     assert k.keeper.ensure() == 1
     assert k.names() == [needed]
+
+
+def test_a_fence_that_falls_during_a_write_leaves_the_template_wanted(k: Keeper) -> None:
+    """The worker's client is fenced: a write refused by it (NotLeader) must not end the
+    maintenance thread; the template stays wanted for when this worker leads again."""
+    fence = [True]
+    keeper = TemplateKeeper(k.client.fenced(lambda: fence[0]), k.cache, lambda: True, grace=60, clock=k.clock)
+    keeper.want(k.rewritten("a", 2))
+    fence[0] = False
+    assert keeper.ensure() == 0
+    assert keeper.wanted()
+    assert k.names() == []

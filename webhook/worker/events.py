@@ -16,7 +16,7 @@ from typing import Any
 from ..core.allocation.placement import describe, relaxed_message
 from ..core.api.objects import Obj, format_time, key, name, namespace, uid
 from ..core.scheduling.framework import Decision
-from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
+from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import EVENTS, PODS
 
 
@@ -132,8 +132,8 @@ class EventRecorder:
                 component=self.component,
                 instance=self.instance,
             )
-        except ApiError:
-            return False  # events are best effort, like client-go's broadcaster
+        except (ApiError, NotLeader):
+            return False  # events are best effort, like client-go's broadcaster (and fenced)
         return True
 
 

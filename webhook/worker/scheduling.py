@@ -132,6 +132,6 @@ class SchedulingLoop:
             return
         try:
             set_unschedulable(self.client, pod, reason, decision.message)
-        except ApiError as e:
+        except (ApiError, NotLeader) as e:
             log.warning("set PodScheduled=False: %s", e, extra={"pod": key(pod)})
         self.events.event(pod, "Warning", "FailedScheduling", decision.message)
