@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from e2e.emulator import Emulator
+from e2e.emulator.resources import BUILTIN
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
-from webhook.emulator.resources import BUILTIN
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer, changes
 from webhook.kube.pager import MAX_EXPIRED_PAGES

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.leader import LeaderElector
 

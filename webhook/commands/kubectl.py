@@ -35,7 +35,7 @@ from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.cluster.state import ClusterState
 from ..core.scheduling.framework import SCHEDULED
 from ..core.scheduling.scheduler import Scheduler
-from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
+from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (
