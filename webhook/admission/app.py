@@ -287,7 +287,7 @@ def create_app(
     ``apiserver_gate``: whether kube-apiserver keeps the KEP-5004 fields (default: it does)."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = metrics_for(registry)
-    ctx = Context.build(cache, config, metrics.class_read)
+    ctx = Context.build(cache, config, metrics.class_read, claim_reads=metrics.claim_read)
     if apiserver_gate is not None:
         ctx = replace(ctx, apiserver_gate=apiserver_gate)
     threads = ReviewThreads(config.review_threads, config.max_large_reviews)

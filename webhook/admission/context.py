@@ -13,6 +13,7 @@ from ..kube.client import ApiError
 from ..kube.resources import RESOURCE_CLAIMS
 from .advice import FitAdvisor
 from .blocking import MAY_BLOCK, WouldBlock
+from .claimreads import PodClaims
 from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
 
@@ -107,6 +108,8 @@ class Context:
     classes: ClassReader
     #: Whether kube-apiserver keeps the KEP-5004 fields now (kube/gates.py's detector).
     apiserver_gate: Callable[[], bool] = _always_on
+    #: The claims and templates new pods name (routing by their classes).
+    pod_claims: PodClaims | None = None
 
     @classmethod
     def build(
@@ -115,6 +118,8 @@ class Context:
         config: AdmissionConfig,
         class_reads: Observer | None = None,
         apiserver_gate: Callable[[], bool] = _always_on,
+        *,
+        claim_reads: Observer | None = None,
     ) -> Context:
         return cls(
             cache,
@@ -123,6 +128,7 @@ class Context:
             ClaimWaiter(cache, config.claim_wait_seconds),
             ClassReader(cache, config.class_read_seconds, class_reads),
             apiserver_gate,
+            PodClaims(cache, config.class_read_seconds, claim_reads),
         )
 
     def allowed_writer(self, username: str) -> bool:
