@@ -204,6 +204,10 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
                 }
             )
     pods = [o for o in objects if o.get("kind") == "Pod"]
+    doubles = [
+        {"device": "/".join(device), "claims": [f"{ns}/{n}" for ns, n in claims]}
+        for device, claims in state.allocated.holders.double_allocated().items()
+    ]
     return {
         "namespace": draxr_ns,
         "webhooks": {
@@ -218,6 +222,7 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
         ),
         "classes": classes,
         "devices": devices,
+        "doubleAllocated": doubles,
     }
 
 
@@ -242,8 +247,9 @@ def write_status(report: Obj, out: TextIO) -> None:
         out.write(f"mode: unknown (no Mode Event in {report['namespace']})\n")
     out.write(
         f"cluster: {plural(report['nodes'], 'node')}, "
-        f"{plural(report['pendingPods'], 'pending pod')} for draxr\n\n"
+        f"{plural(report['pendingPods'], 'pending pod')} for draxr\n"
     )
+    write_doubles(report["doubleAllocated"], out)
     if report["classes"]:
         rows = [["DEVICECLASS", "BACKS", "NOTE"]]
         for c in report["classes"]:
@@ -258,6 +264,18 @@ def write_status(report: Obj, out: TextIO) -> None:
         out.write(table(rows) + "\n")
     else:
         out.write("no devices: no ResourceSlice offers a device of any class\n")
+
+
+def write_doubles(doubles: list[Obj], out: TextIO) -> None:
+    """The double-allocation line (core/cluster/doubles.py): a device two claims hold."""
+    if not doubles:
+        out.write("double allocations: none (no device is in two claims)\n\n")
+        return
+    held = "; ".join(f"{d['device']} in {' and '.join(d['claims'])}" for d in doubles)
+    out.write(
+        f"double allocations: {plural(len(doubles), 'device')} in two claims at once (two schedulers "
+        f"allocated from one pool): {held}\n\n"
+    )
 
 
 # -- why --------------------------------------------------------------------------------------------

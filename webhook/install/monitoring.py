@@ -146,6 +146,16 @@ def rule_groups(timeout_seconds: float = WEBHOOK_TIMEOUT_SECONDS) -> list[Obj]:
                     "released by the worker's repair passes; their devices stay allocated.",
                 ),
                 _alert(
+                    "DraxrDoubleAllocatedDevices",
+                    "max(draxr_double_allocated_devices) > 0",
+                    "0m",
+                    "critical",
+                    "A device is allocated to two ResourceClaims",
+                    "{{ $value }} devices are held by two claims at once: two schedulers allocated from "
+                    "one pool. Each claim and pod has a DeviceAllocatedTwice Event; route every pod of "
+                    "the class to one scheduler (draxr serve --managed-classes) and delete one pod.",
+                ),
+                _alert(
                     "DraxrNoLeader",
                     "sum(draxr_leader) < 1",
                     "5m",

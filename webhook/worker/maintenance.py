@@ -4,7 +4,8 @@ controller, and a garbage collection of its own).
 Special claims the event handlers queue (a finished or deleted pod's, an orphan's) are freed one at
 a time, a failed one again after two seconds; the rewrite's ResourceClaimTemplates are made when
 wanted and collected every few seconds; orphans are repaired every ``orphan_interval`` seconds, and
-at once when this worker starts to lead. Only the leader writes.
+at once when this worker starts to lead; double allocations are looked for every second
+(``doubles.py``). Only the leader writes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from ..core.api.objects import Obj
 from ..kube.cache import ClusterCache
 from .cleanup import Cleaner
+from .doubles import DoubleAllocations
 from .metrics import WorkerMetrics
 from .templates import TemplateKeeper
 
@@ -26,6 +28,8 @@ log = logging.getLogger("draxr.worker")
 
 #: A special claim that could not be freed is tried again after this many seconds.
 RETRY_AFTER = 2.0
+#: Double allocations are looked for this often (seconds).
+DOUBLES_EVERY = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class Maintenance:
         *,
         orphan_interval: float,
         template_grace: float,
+        doubles: DoubleAllocations | None = None,
     ) -> None:
         self.cleaner = cleaner
         self.templates = templates
@@ -58,6 +63,7 @@ class Maintenance:
         self.is_leader = is_leader
         self.orphan_interval = orphan_interval
         self.template_grace = template_grace
+        self.doubles = doubles
         #: Special claims to free, in the order their events came.
         self.cleanups: stdqueue.Queue[Cleanup] = stdqueue.Queue()
         self._repair_now = threading.Event()
@@ -73,6 +79,7 @@ class Maintenance:
         next_repair = time.monotonic() + self.orphan_interval
         collect_every = min(max(self.template_grace / 2, 0.1), 5.0)
         next_collect = time.monotonic() + collect_every
+        next_doubles = time.monotonic()
         while not stop.is_set():
             try:
                 item = self.cleanups.get(timeout=0.1)
@@ -86,6 +93,9 @@ class Maintenance:
                 next_collect = time.monotonic() + collect_every
                 if self.is_leader():
                     self.templates.collect()
+            if self.doubles is not None and time.monotonic() >= next_doubles:
+                next_doubles = time.monotonic() + DOUBLES_EVERY
+                self.doubles.check()
             if self._repair_now.is_set() or time.monotonic() >= next_repair:
                 self._repair_now.clear()
                 next_repair = time.monotonic() + self.orphan_interval

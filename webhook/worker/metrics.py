@@ -9,6 +9,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 ORPHANED_CLAIMS = "draxr_orphaned_claims"
+DOUBLE_ALLOCATED_DEVICES = "draxr_double_allocated_devices"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -53,6 +54,12 @@ class WorkerMetrics:
             ORPHANED_CLAIMS,
             "Special claims whose pod is gone, finished or bound with another claim, that the last "
             "repair pass (every --orphan-interval, and on leadership) could not release",
+            registry=registry,
+        )
+        self.double_allocated = Gauge(
+            DOUBLE_ALLOCATED_DEVICES,
+            "Devices held by two or more ResourceClaims' allocations at once (not shares, not admin "
+            "access): two schedulers allocated from one pool",
             registry=registry,
         )
         self.orphans_repaired = Counter(

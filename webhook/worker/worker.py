@@ -28,6 +28,7 @@ from .binder import Binder
 from .bindingcycle import BindingCycle
 from .cleanup import Cleaner
 from .config import WorkerConfig
+from .doubles import DoubleAllocations
 from .eventhandlers import EventHandlers, is_ours
 from .events import EventRecorder
 from .leadership import Leadership
@@ -70,6 +71,7 @@ class Worker:
             fence,
             orphan_interval=config.orphan_interval,
             template_grace=config.template_grace,
+            doubles=DoubleAllocations(cache, self.events, metrics.double_allocated, fence),
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)
