@@ -141,8 +141,9 @@ def _allocated_claim(claim_name: str, device: str) -> Obj:
     }
 
 
-def test_status_names_a_device_in_two_claims() -> None:
-    # Issue 20: a device two schedulers allocated was counted once, and nobody was told.
+def test_status_names_a_device_in_two_claims_and_a_pod_without_devices() -> None:
+    # Issue 20: a device two schedulers allocated was counted once, and nobody was told; issue 23:
+    # a pod bound without its mapping ran without its GPU, silently.
     with Sandbox() as other:
         other.em.create("nodes", node("n1"))
         other.em.create("deviceclasses", device_class())
@@ -153,8 +154,17 @@ def test_status_names_a_device_in_two_claims() -> None:
             created = other.em.create("resourceclaims", body)
             other.em.update_status("resourceclaims", {**created, "status": allocated})
         code, out, _ = draxr(other, "status")
+        silent = _pod("silent", 1, nodeName="n1", schedulerName="default-scheduler")
+        created = other.em.create("pods", silent)
+        other.em.update_status("pods", {**created, "status": {"phase": "Running"}})
+        code, out, _ = draxr(other, "status")
         _, as_json, _ = draxr(other, "status", "-o", "json")
     assert code == 0
+    assert (
+        "pods without devices: 1 pod asked for a DRA-backed name and run without it: default/silent on n1: "
+        "its status has no extendedResourceClaimStatus (its scheduler did not allocate them)"
+    ) in out.splitlines()
+    assert [p["pod"] for p in json.loads(as_json)["podsWithoutDevices"]] == ["default/silent"]
     assert (
         "double allocations: 1 device in two claims at once (two schedulers allocated from one pool): "
         "gpu.example.com/n1-gpu/gpu-1 in default/c2 and default/x0-extended-resources-zxlw7"

@@ -156,6 +156,16 @@ def rule_groups(timeout_seconds: float = WEBHOOK_TIMEOUT_SECONDS) -> list[Obj]:
                     "the class to one scheduler (draxr serve --managed-classes) and delete one pod.",
                 ),
                 _alert(
+                    "DraxrPodsWithoutDevices",
+                    "max(draxr_pods_without_devices) > 0",
+                    "5m",
+                    "warning",
+                    "Pods run without the devices they asked for",
+                    "{{ $value }} bound pods ask for a DRA-backed name on a node that does not advertise it "
+                    "and have no valid mapping to an allocated claim: the kubelet gave them no device. Each "
+                    "has a NoDevicesAllocated Event; delete them so that a DRA-aware scheduler places them.",
+                ),
+                _alert(
                     "DraxrNoLeader",
                     "sum(draxr_leader) < 1",
                     "5m",

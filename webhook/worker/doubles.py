@@ -77,7 +77,10 @@ def find_doubles(cache: ClusterCache) -> list[Double]:
 
 
 class DoubleAllocations:
-    """Checks the cache (``check``, from the maintenance loop) and reports what is new."""
+    """Checks the cache (``check``, from the maintenance loop every ``every`` seconds) and reports
+    what is new."""
+
+    every = 1.0
 
     def __init__(
         self, cache: ClusterCache, events: EventRecorder, gauge: Gauge, is_leader: Callable[[], bool]

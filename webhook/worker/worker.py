@@ -34,6 +34,7 @@ from .events import EventRecorder
 from .leadership import Leadership
 from .maintenance import Maintenance
 from .metrics import WorkerMetrics
+from .nodevices import PodsWithoutDevices
 from .queue import SchedulingQueue
 from .scheduling import SchedulingLoop
 from .templates import TemplateKeeper
@@ -71,7 +72,10 @@ class Worker:
             fence,
             orphan_interval=config.orphan_interval,
             template_grace=config.template_grace,
-            doubles=DoubleAllocations(cache, self.events, metrics.double_allocated, fence),
+            reports=(
+                DoubleAllocations(cache, self.events, metrics.double_allocated, fence),
+                PodsWithoutDevices(cache, self.events, metrics.pods_without_devices, fence),
+            ),
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)
