@@ -607,12 +607,13 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     assert_path(target, after, native=not target.native)  # the new path
     assert after["spec"]["schedulerName"] == "draxr"
     if modes[1] == "rewrite":
-        # A pod of the default scheduler keeps it when rewritten, unless draxr routes every pod.
+        # A pod of the default scheduler is routed to draxr when rewritten, as every pod consuming
+        # a class draxr manages (one allocator per device pool, issue 20), unless --route=never.
         probe: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}}
         probe["spec"] = {"containers": [container("c", {target.ext: "1"})]}
         shown = target.user.create(PODS, probe, target.namespace, dry_run=True)
         assert shown["spec"]["resourceClaims"]
-        assert shown["spec"]["schedulerName"] == ("draxr" if box.route == "always" else "default-scheduler")
+        assert shown["spec"]["schedulerName"] == ("default-scheduler" if box.route == "never" else "draxr")
     assert target.admin.get(PODS, "before", target.namespace) == before
     kept = {c["metadata"]["name"]: c for c in target.objects("resourceclaims")}
     for c in claims_before:

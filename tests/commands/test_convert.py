@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.admission.builders import GPU, GPU_CLASS, decode_patch, gpu_cluster, review
 from tests.admission.conftest import Webhook
+from webhook.admission import AdmissionConfig
 from webhook.cli import main
 from webhook.commands.convert import run
 from webhook.core.api.objects import Obj
@@ -139,7 +140,9 @@ def test_a_converted_pod_is_what_the_webhook_makes_and_passes_it_unchanged(
     converted, tmpl = docs(out)
     assert tmpl["kind"] == "ResourceClaimTemplate"
 
-    webhook.install(gpu_cluster(), apiserver_gate=False)  # the gate off: the webhook rewrites
+    # The gate off: the webhook rewrites. Routing is the cluster's, not the manifest's: without it
+    # (--route=never) the webhook's pod is convert's.
+    webhook.install(gpu_cluster(), config=AdmissionConfig(route="never"), apiserver_gate=False)
     original = yaml.safe_load(_pod_yaml())
     response = webhook.respond("/mutate/pods", review(original))
     by_webhook = jsonpatch.apply_patch(copy.deepcopy(original), decode_patch(response))

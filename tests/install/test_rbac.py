@@ -34,7 +34,13 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         *(("", r, v, "*any*") for r in ("nodes", "resourcequotas") for v in read),
         *(
             ("resource.k8s.io", r, v, "*any*")
-            for r in ("deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices")
+            for r in (
+                "deviceclasses",
+                "devicetaintrules",
+                "resourceclaims",
+                "resourceclaimtemplates",  # routing by the classes of a pod's own claims
+                "resourceslices",
+            )
             for v in read
         ),
         ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the gate probe, a dry run

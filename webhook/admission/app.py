@@ -290,7 +290,7 @@ def create_app(
     the newest release's)."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = metrics_for(registry)
-    ctx = Context.build(cache, config, metrics.class_read)
+    ctx = Context.build(cache, config, metrics.class_read, claim_reads=metrics.claim_read)
     if apiserver_gate is not None:
         ctx = replace(ctx, apiserver_gate=apiserver_gate)
     if apiserver_version is not None:

@@ -15,6 +15,7 @@ from ..kube.client import ApiError
 from ..kube.resources import RESOURCE_CLAIMS
 from .advice import FitAdvisor
 from .blocking import MAY_BLOCK, WouldBlock
+from .claimreads import PodClaims
 from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
 
@@ -129,6 +130,8 @@ class Context:
     apiserver_gate: Callable[[], bool] = _always_on
     #: kube-apiserver's ``gitVersion`` ("" unknown): its release's quota rules apply.
     apiserver_version: Callable[[], str] = _unknown_version
+    #: The claims and templates new pods name (routing by their classes).
+    pod_claims: PodClaims | None = None
 
     @classmethod
     def build(
@@ -137,6 +140,8 @@ class Context:
         config: AdmissionConfig,
         class_reads: Observer | None = None,
         apiserver_gate: Callable[[], bool] = _always_on,
+        *,
+        claim_reads: Observer | None = None,
     ) -> Context:
         return cls(
             cache,
@@ -145,6 +150,7 @@ class Context:
             ClaimWaiter(cache, config.claim_wait_seconds),
             ClassReader(cache, config.class_read_seconds, class_reads),
             apiserver_gate,
+            pod_claims=PodClaims(cache, config.class_read_seconds, claim_reads),
         )
 
     def quota_rules(self) -> QuotaRules:

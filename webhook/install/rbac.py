@@ -27,7 +27,13 @@ def rbac(namespace: str) -> list[Obj]:
         {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
         {
             "apiGroups": ["resource.k8s.io"],
-            "resources": ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices"],
+            "resources": [
+                "deviceclasses",
+                "devicetaintrules",
+                "resourceclaims",
+                "resourceclaimtemplates",
+                "resourceslices",
+            ],
             "verbs": ["get", "list", "watch"],
         },
         # The gate probe: a dry-run create of a DeviceClass (nothing is ever stored).

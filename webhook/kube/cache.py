@@ -46,9 +46,18 @@ KIND_OF = {
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
-WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "ResourceQuota")
-#: The worker also keeps the ResourceClaimTemplates of the rewrite.
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod", "ResourceClaimTemplate")
+#: The webhook reads ResourceClaims and ResourceClaimTemplates to route pods by the classes their
+#: own claims use; the worker also keeps the rewrite's templates.
+WEBHOOK_KINDS = (
+    "DeviceClass",
+    "Node",
+    "ResourceSlice",
+    "ResourceClaim",
+    "DeviceTaintRule",
+    "ResourceQuota",
+    "ResourceClaimTemplate",
+)
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod")
 
 
 class ClusterCache:
@@ -183,6 +192,10 @@ class ClusterCache:
     def has_template(self, namespace: str, name: str) -> bool:
         with self.lock:
             return (namespace, name) in self._templates
+
+    def template(self, namespace: str, name: str) -> Obj | None:
+        with self.lock:
+            return self._templates.get((namespace, name))
 
     def templates(self) -> dict[tuple[str, str], Obj]:
         """ResourceClaimTemplates by (namespace, name)."""

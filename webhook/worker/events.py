@@ -111,12 +111,23 @@ class EventRecorder:
                 }
             return True
 
-    def event(self, pod: Obj, event_type: str, reason: str, message: str) -> bool:
+    def event(
+        self,
+        pod: Obj,
+        event_type: str,
+        reason: str,
+        message: str,
+        *,
+        kind: str = "Pod",
+        api_version: str = "v1",
+    ) -> bool:
+        """An Event about ``pod`` (or another namespaced object of ``kind``); False when filtered
+        or the create failed."""
         if not self.allow(uid(pod), reason, message):
             return False
         involved = {
-            "apiVersion": "v1",
-            "kind": "Pod",
+            "apiVersion": api_version,
+            "kind": kind,
             "name": name(pod),
             "namespace": namespace(pod),
             "uid": uid(pod),

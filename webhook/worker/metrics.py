@@ -10,6 +10,8 @@ from prometheus_client.registry import Collector
 
 ORPHANED_CLAIMS = "draxr_orphaned_claims"
 UNMAPPED_BOUND_PODS = "draxr_unmapped_bound_pods"
+DOUBLE_ALLOCATED_DEVICES = "draxr_double_allocated_devices"
+PODS_WITHOUT_DEVICES = "draxr_pods_without_devices"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -60,6 +62,18 @@ class WorkerMetrics:
             UNMAPPED_BOUND_PODS,
             "Bound pods that own special claims while their status.extendedResourceClaimStatus names "
             "none: their claims are never freed while they run (an anomaly: see the pods' Events)",
+            registry=registry,
+        )
+        self.double_allocated = Gauge(
+            DOUBLE_ALLOCATED_DEVICES,
+            "Devices held by two or more ResourceClaims' allocations at once (not shares, not admin "
+            "access): two schedulers allocated from one pool",
+            registry=registry,
+        )
+        self.pods_without_devices = Gauge(
+            PODS_WITHOUT_DEVICES,
+            "Bound pods asking for a DRA-backed name on a node without it in allocatable and without "
+            "a valid mapping to an allocated claim: they run without their devices",
             registry=registry,
         )
         self.orphans_repaired = Counter(

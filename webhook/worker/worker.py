@@ -29,11 +29,13 @@ from .binder import Binder
 from .bindingcycle import BindingCycle
 from .cleanup import Cleaner
 from .config import WorkerConfig
+from .doubles import DoubleAllocations
 from .eventhandlers import EventHandlers, is_ours
 from .events import EventRecorder
 from .leadership import Leadership
 from .maintenance import Maintenance
 from .metrics import WorkerMetrics
+from .nodevices import PodsWithoutDevices
 from .queue import SchedulingQueue
 from .scheduling import SchedulingLoop
 from .templates import TemplateKeeper
@@ -76,6 +78,10 @@ class Worker:
             orphan_interval=config.orphan_interval,
             template_grace=config.template_grace,
             report=self.unmapped.report,
+            reports=(
+                DoubleAllocations(cache, self.events, metrics.double_allocated, fence),
+                PodsWithoutDevices(cache, self.events, metrics.pods_without_devices, fence),
+            ),
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)

@@ -47,7 +47,8 @@ def test_with_the_apiservers_gate_off_the_kep_example_pod_is_rewritten(webhook: 
     assert out["spec"]["resourceClaims"] == [
         {"name": "draxr-container-0-request-1", "resourceClaimTemplateName": f"draxr-{GPU_CLASS}-1"}
     ]
-    assert "schedulerName" not in out["spec"]  # any DRA-aware scheduler places it
+    # Its claims are of a class draxr manages: draxr's worker places it, one allocator per pool.
+    assert out["spec"]["schedulerName"] == "draxr"
     assert [(t.device_class, t.count) for t in templates_of(out)] == [(GPU_CLASS, 1)]
     assert json.loads(out["metadata"]["annotations"][REWRITTEN_ANNOTATION]) == {
         f"draxr-{GPU_CLASS}-1": [GPU_CLASS, 1]
@@ -65,8 +66,15 @@ def test_the_rewrite_is_a_fixed_point(webhook: Webhook) -> None:
 
 def test_route_always_still_sends_rewritten_pods_to_draxrs_worker(webhook: Webhook) -> None:
     webhook.install(gpu_cluster(), config=AdmissionConfig(route="always"), apiserver_gate=False)
-    out, _ = mutated(webhook, gpu_pod())
+    out, _ = mutated(webhook, gpu_pod(schedulerName="volcano"))
     assert out["spec"]["schedulerName"] == "draxr"
+
+
+def test_route_never_leaves_rewritten_pods_to_any_dra_aware_scheduler(webhook: Webhook) -> None:
+    webhook.install(gpu_cluster(), config=AdmissionConfig(route="never"), apiserver_gate=False)
+    out, _ = mutated(webhook, gpu_pod())
+    assert "schedulerName" not in out["spec"]
+    assert out["spec"]["resourceClaims"]
 
 
 def test_with_both_gates_on_the_native_path_stays_unchanged(webhook: Webhook) -> None:

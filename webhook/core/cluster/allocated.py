@@ -8,6 +8,7 @@
   requests and host ports on their node's ``NodeInfo``; a pod bound to a node the cache has not
   seen yet counts as soon as the node appears.
 * Special claims by their owner pod's uid (``findExtendedResourceClaim``).
+* Devices two claims' allocations hold (``doubles.py``): reported, not counted as one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..api.orphans import TERMINAL_PHASES
 from ..api.podresources import pod_requests_nonzero
 from ..api.quantity import Quantity
 from ..api.specialclaims import is_special_claim, pod_owner
+from .doubles import DeviceHolders
 from .nodeinfo import NodeInfo, Nodes, host_ports
 from .slices import DeviceKey, Pool
 
@@ -81,6 +83,8 @@ class AllocatedState:
         self._refs: dict[DeviceKey, int] = {}
         self._special_by_owner: dict[str, set[ClaimKey]] = {}  # owner pod uid -> its special claims
         self.devices = TakenDevices(self._refs)
+        #: Which claims hold each device: two on one is a double allocation.
+        self.holders = DeviceHolders()
 
     # -- devices -----------------------------------------------------------------------------------
 
@@ -134,6 +138,7 @@ class AllocatedState:
         self._claim_devices[key] = devices
         for d in devices:
             self._ref(d, +1)
+        self.holders.set_claim(key, claim)
         if is_special_claim(claim):
             owner = controller_ref(claim)
             if owner is not None and isinstance(owner.get("uid"), str):
@@ -148,6 +153,7 @@ class AllocatedState:
             return
         for d in self._claim_devices.pop(key, []):
             self._ref(d, -1)
+        self.holders.drop_claim(key)
         owner_uid = str(as_dict(controller_ref(old)).get("uid"))
         owned = self._special_by_owner.get(owner_uid)
         if owned is not None:

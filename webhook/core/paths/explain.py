@@ -9,6 +9,8 @@ create time (and under ``--dry-run=server``); ``draxr convert`` and ``validate``
 * a ResourceQuota that limits a rewritten name but not its class's devices;
 * a pod created with ``spec.nodeName`` on a node that does not advertise its names (left alone: no
   scheduler would allocate its devices).
+* a feature draxr's worker does not implement, which keeps the pod with its scheduler, or the
+  reason it is refused (``--unsupported-pods``).
 
 The apiserver shows warnings verbatim; each is kept to ``MAX_WARNING_LENGTH`` characters (``clip``).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 from ..api.fielderrors import go_quote
 from ..api.messages import clip
 from ..api.objects import Obj, meta, name, parse_time
+from ..scheduling.unsupported import Unsupported
 from .choice import PathChoice
 from .quota import class_quota_key
 
@@ -63,3 +66,32 @@ def bound_node_warning(names: list[str], node: str) -> str:
 
 def quota_warning(resource: str, device_class: str) -> str:
     return clip(f"quota on {resource} does not limit rewritten pods; add {class_quota_key(device_class)}")
+
+
+def _features(features: list[Unsupported]) -> str:
+    return ", ".join(f.describe() for f in features)
+
+
+def unsupported_warning(features: list[Unsupported], scheduler: object) -> str:
+    """The pod stays with its scheduler (``--unsupported-pods=default-scheduler``)."""
+    who = scheduler if isinstance(scheduler, str) and scheduler else "default-scheduler"
+    return clip(f"left to {who}: draxr's worker lacks {_features(features)}")
+
+
+def unsupported_denial(
+    features: list[Unsupported], managed: list[str], scheduler_name: str, *, explicit: bool
+) -> str:
+    """Why a pod that uses ``features`` is refused: it names draxr's scheduler (``explicit``), or it
+    consumes devices of ``managed`` classes, which only draxr allocates."""
+    what = _features(features)
+    if explicit:
+        return (
+            f"spec.schedulerName is {go_quote(scheduler_name)}, and draxr's worker does not implement "
+            f"{what}: name a scheduler that does"
+        )
+    classes = ", ".join(go_quote(c) for c in managed) or "that its claims will name"
+    return (
+        f"draxr's worker does not implement {what}, and the pod consumes devices of DeviceClass "
+        f"{classes}, which draxr allocates: another scheduler would allocate them beside draxr, two "
+        "allocators sharing one pool (draxr serve --unsupported-pods=deny)"
+    )
