@@ -5,21 +5,17 @@ the volume and the pod waits in ContainerCreating forever."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from tests.core.volumefactory import WAIT, claim_volume, pvc, storage_class, with_volumes
 from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.plugins.volumebinding.prebind import api_writes
 from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21: the engine has no volume awareness yet")
 def test_a_gpu_pod_on_a_wait_for_first_consumer_claim_selects_its_node() -> None:
-    from webhook.core.scheduling.plugins.volumebinding.prebind import api_writes
-
     st = state_of(
         device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"']),
         node("n0", {GPU: 0}),
@@ -31,7 +27,7 @@ def test_a_gpu_pod_on_a_wait_for_first_consumer_claim_selects_its_node() -> None
     d = Scheduler(st).schedule(p)
     assert (d.status, d.node) == (SCHEDULED, "n0")
     assert d.volumes is not None
-    writes = api_writes(d.volumes, d.node)
+    writes = api_writes(d.volumes, "n0")
     assert [(w.resource, w.namespace, w.name, w.patch["metadata"]["annotations"]) for w in writes] == [
         (
             "persistentvolumeclaims",
