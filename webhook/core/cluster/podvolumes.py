@@ -12,8 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..api.csitranslation import COUNTED, TranslationError, csi_driver_of, in_tree_plugin, inline_handle
-from ..api.objects import Obj, as_dict, as_list, as_str, name, namespace, spec
+from ..api.csitranslation import (
+    COUNTED,
+    IN_TREE_PLUGINS,
+    TranslationError,
+    csi_driver_of,
+    in_tree_plugin,
+    inline_handle,
+)
+from ..api.objects import Obj, as_list, as_str, name, namespace
 from ..api.pvhelpers import ephemeral_claim_name
 
 #: An in-tree disk as VolumeRestrictions compares it: ("gce", pdName, readOnly), ("aws", volumeID),
@@ -24,6 +31,24 @@ GCE: Final = "gce"
 AWS: Final = "aws"
 ISCSI: Final = "iscsi"
 RBD: Final = "rbd"
+
+#: The volume sources each plugin reads: claims (persistentVolumeClaim, generic ephemeral), the
+#: in-tree disks VolumeRestrictions compares, the in-tree sources that migrated to CSI.
+CLAIM: Final = frozenset({"persistentVolumeClaim"})
+CLAIMS: Final = frozenset({"persistentVolumeClaim", "ephemeral"})
+DISKS: Final = frozenset({"gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd"})
+IN_TREE: Final = frozenset(source for source, _driver in IN_TREE_PLUGINS.values())
+ANY: Final = CLAIMS | DISKS | IN_TREE
+
+
+def volumes_with(pod: Obj, sources: frozenset[str]) -> list[Obj]:
+    """The pod's volumes with one of these sources, in order: most pods have none (a projected
+    token, config maps), found at the cost of one C-level check per volume."""
+    s = pod.get("spec")
+    vols = s.get("volumes") if isinstance(s, dict) else None
+    if not vols or not isinstance(vols, list):
+        return []
+    return [v for v in vols if isinstance(v, dict) and not sources.isdisjoint(v)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +76,14 @@ class MountedVolumes:
 
 def mounted_volumes(pod: Obj) -> MountedVolumes | None:
     """The pod's volumes as ``MountedVolumes``, or None when none of them matters to a plugin."""
+    vols = volumes_with(pod, ANY)
+    if not vols:
+        return None
     claims: list[str] = []
     ephemeral: list[str] = []
     disks: list[Disk] = []
     inline: list[InlineVolume] = []
-    for raw in as_list(spec(pod).get("volumes")):
-        vol = as_dict(raw)
+    for vol in vols:
         pvc = vol.get("persistentVolumeClaim")
         if isinstance(pvc, dict):
             claims.append(as_str(pvc.get("claimName")))

@@ -29,7 +29,7 @@ from ...api.csitranslation import (
 from ...api.objects import Obj, as_dict, as_list, as_str, name, namespace, spec, uid
 from ...api.pvhelpers import claim_class, ephemeral_owner_error, volume_name
 from ...cluster.nodeinfo import NodeInfo
-from ...cluster.podvolumes import MountedVolumes, mounted_volumes
+from ...cluster.podvolumes import CLAIMS, IN_TREE, MountedVolumes, mounted_volumes, volumes_with
 from ...cluster.state import ClusterState
 from ..framework import FilterPlugin, PluginError
 
@@ -39,6 +39,9 @@ MAX_VOLUME_COUNT_EXCEEDED: Final = "node(s) exceed max volume count"
 #: Upstream prefixes an unbound claim's stand-in handle with 32 random characters, so that it never
 #: equals a real one; draxr's decisions must not depend on chance, so the prefix is fixed.
 UNBOUND_PREFIX: Final = "draxr-unbound-claim"
+
+
+_SOURCES: Final = CLAIMS | IN_TREE
 
 
 def driver_not_installed(driver: str) -> str:
@@ -58,16 +61,13 @@ class LimitsState:
 
 def pre_filter(state: ClusterState, pod: Obj) -> LimitsState | None:
     """Skip unless the pod has a claim, a generic ephemeral volume or a migratable in-tree volume."""
-    needs = False
-    for raw in as_list(spec(pod).get("volumes")):
-        vol = as_dict(raw)
-        if isinstance(vol.get("persistentVolumeClaim"), dict) or isinstance(vol.get("ephemeral"), dict):
-            needs = True
-            break
-        if in_tree_plugin(vol) is not None:
-            needs = True
-            break
-    if not needs:
+    vols = volumes_with(pod, _SOURCES)
+    if not vols or not any(
+        isinstance(vol.get("persistentVolumeClaim"), dict)
+        or isinstance(vol.get("ephemeral"), dict)
+        or in_tree_plugin(vol) is not None
+        for vol in vols
+    ):
         return None
     volumes = mounted_volumes(pod)
     if volumes is None:  # migratable inline volumes of plugins that are never counted

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ...api.objects import Obj, as_dict, as_list, as_str, namespace, spec
+from ...api.objects import Obj, as_str, namespace
 from ...api.pvhelpers import READ_WRITE_ONCE_POD, access_modes
 from ...cluster.nodeinfo import NodeInfo
-from ...cluster.podvolumes import Disk, disk_of, disks_conflict
+from ...cluster.podvolumes import CLAIM, DISKS, Disk, disk_of, disks_conflict, volumes_with
 from ...cluster.state import ClusterState
 from ..framework import FilterPlugin, PreFilterFailed
 
@@ -44,12 +44,17 @@ class RestrictionsState:
     conflicting: int
 
 
+_SOURCES: Final = CLAIM | DISKS
+
+
 def pre_filter(state: ClusterState, pod: Obj) -> RestrictionsState | None:
+    vols = volumes_with(pod, _SOURCES)
+    if not vols:
+        return None
     disks: list[Disk] = []
     read_write_once_pod: set[str] = set()
     ns = namespace(pod)
-    for raw in as_list(spec(pod).get("volumes")):
-        vol = as_dict(raw)
+    for vol in vols:
         disk = disk_of(vol)
         if disk is not None:
             disks.append(disk)

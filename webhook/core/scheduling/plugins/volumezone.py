@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ...api.objects import Obj, as_dict, as_list, as_str, labels, namespace, spec
+from ...api.objects import Obj, as_dict, as_str, labels, namespace
 from ...api.pvhelpers import WAIT_FOR_FIRST_CONSUMER, claim_class, volume_name
 from ...cluster.nodeinfo import NodeInfo
+from ...cluster.podvolumes import CLAIM, volumes_with
 from ...cluster.state import ClusterState
 from ...cluster.storageobjects import storage_class_mode
 from ..framework import FilterPlugin, PreFilterFailed
@@ -67,10 +68,13 @@ def pv_topologies(pv: Obj) -> list[PVTopology]:
 
 def pre_filter(state: ClusterState, pod: Obj) -> list[PVTopology] | None:
     """``getPVbyPod``; None (Skip) when no bound volume of the pod has a topology label."""
+    vols = volumes_with(pod, CLAIM)
+    if not vols:
+        return None
     topologies: list[PVTopology] = []
     ns = namespace(pod)
-    for raw in as_list(spec(pod).get("volumes")):
-        source = as_dict(raw).get("persistentVolumeClaim")
+    for vol in vols:
+        source = vol.get("persistentVolumeClaim")
         if not isinstance(source, dict):
             continue
         claim_name = as_str(source.get("claimName"))

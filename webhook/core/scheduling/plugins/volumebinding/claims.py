@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from ....api.objects import Obj, as_dict, as_list, as_str, is_terminating, name, namespace, spec, status
+from ....api.objects import Obj, as_str, is_terminating, name, namespace, status
 from ....api.pvhelpers import (
     CLAIM_LOST,
     WAIT_FOR_FIRST_CONSUMER,
@@ -23,6 +23,7 @@ from ....api.pvhelpers import (
     is_fully_bound,
     volume_name,
 )
+from ....cluster.podvolumes import CLAIMS, volumes_with
 from ....cluster.state import ClusterState
 from ....cluster.storageobjects import storage_class_mode
 from ....cluster.volumes import PodVolumes
@@ -49,9 +50,11 @@ class BindingState:
 
 def pod_claims(pod: Obj) -> list[tuple[str, bool]]:
     """The claim names of the pod's volumes, in order, and whether each is an ephemeral one's."""
+    vols = volumes_with(pod, CLAIMS)
+    if not vols:
+        return []
     out: list[tuple[str, bool]] = []
-    for raw in as_list(spec(pod).get("volumes")):
-        vol = as_dict(raw)
+    for vol in vols:
         source = vol.get("persistentVolumeClaim")
         if isinstance(source, dict):
             out.append((as_str(source.get("claimName")), False))
