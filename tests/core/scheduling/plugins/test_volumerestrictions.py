@@ -91,7 +91,8 @@ def test_a_volume_without_restrictions_is_skipped() -> None:
 def test_read_only_mounts_share_a_disk(source: str, mine_ro: bool, theirs_ro: bool, conflict: bool) -> None:
     """``isVolumeConflict``: GCE PD, ISCSI and RBD allow many mounts when every one is read-only
     (AWS EBS never does)."""
-    base = {"gcePersistentDisk": GCE[0], "iscsi": ISCSI[0], "rbd": RBD[0]}[source][source]
+    first: dict[str, Obj] = {"gcePersistentDisk": GCE[0], "iscsi": ISCSI[0], "rbd": RBD[0]}
+    base = first[source][source]
     st = state_of(node("n"), on_node("existing", volume({source: {**base, "readOnly": theirs_ro}})))
     got = run(st, with_volumes(pod("p"), volume({source: {**base, "readOnly": mine_ro}})))
     assert got == (vr.DISK_CONFLICT if conflict else None)

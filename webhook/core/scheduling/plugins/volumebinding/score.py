@@ -20,11 +20,13 @@ from ....cluster.volumes import PodVolumes
 WEIGHT: Final = 1
 #: ``maxUtilization``.
 MAX_UTILIZATION: Final = 100
-#: The default ``VolumeBindingArgs.shape`` (utilization, score), scores scaled to 0..100.
-DEFAULT_SHAPE: Final = ((0, 100), (100, 0))
+#: A ``VolumeBindingArgs.shape``: (utilization, score) points, scores scaled to 0..100.
+Shape = tuple[tuple[int, int], ...]
+#: The default shape.
+DEFAULT_SHAPE: Final[Shape] = ((0, 100), (100, 0))
 
 
-def broken_linear(shape: tuple[tuple[int, int], ...], p: int) -> int:
+def broken_linear(shape: Shape, p: int) -> int:
     """``helper.BuildBrokenLinearFunction``: linear between the shape's points, flat outside them
     (Go's integer division, which truncates toward zero)."""
     for i, (utilization, score) in enumerate(shape):
@@ -41,30 +43,42 @@ def _go_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-def class_score(requested: int, capacity: int, shape: tuple[tuple[int, int], ...] = DEFAULT_SHAPE) -> int:
+def class_score(requested: int, capacity: int, shape: Shape = DEFAULT_SHAPE) -> int:
     if capacity == 0 or requested > capacity:
         return broken_linear(shape, MAX_UTILIZATION)
     return broken_linear(shape, requested * MAX_UTILIZATION // capacity)
 
 
-def score(volumes: PodVolumes | None, shape: tuple[tuple[int, int], ...] = DEFAULT_SHAPE) -> int:
+def score(volumes: PodVolumes | None, shape: Shape = DEFAULT_SHAPE) -> int:
     """The node's score from what Filter found there."""
+    return node_score(class_resources(volumes), shape)
+
+
+def class_resources(volumes: PodVolumes | None) -> dict[str, tuple[int, int]]:
+    """``classResourceMap``: per StorageClass, (requested, capacity) in bytes."""
+    classes: dict[str, tuple[int, int]] = {}
     if volumes is None:
-        return 0
-    classes: dict[str, list[int]] = {}  # class -> [requested, capacity]
+        return classes
     if volumes.static:
         for b in volumes.static:
-            r = classes.setdefault(as_str(spec(b.pv).get("storageClassName")), [0, 0])
-            r[0] += math.ceil(storage_request(b.pvc))
-            r[1] += math.ceil(volume_capacity(b.pv))
-    else:
-        for p in volumes.dynamic:
-            if p.capacity is None:
-                continue
-            r = classes.setdefault(as_str(spec(p.pvc).get("storageClassName")), [0, 0])
-            q = try_parse(p.capacity.get("capacity"))
-            r[1] = q.ceil() if q is not None else 0  # the node's capacity, not a sum
-            r[0] += math.ceil(storage_request(p.pvc))
+            cls = as_str(spec(b.pv).get("storageClassName"))
+            req, cap = classes.get(cls, (0, 0))
+            classes[cls] = (req + math.ceil(storage_request(b.pvc)), cap + math.ceil(volume_capacity(b.pv)))
+        return classes
+    for p in volumes.dynamic:
+        if p.capacity is None:
+            continue
+        cls = as_str(spec(p.pvc).get("storageClassName"))
+        q = try_parse(p.capacity.get("capacity"))
+        req, _ = classes.get(cls, (0, 0))
+        # The node's capacity for the class, not a sum over the claims.
+        classes[cls] = (req + math.ceil(storage_request(p.pvc)), q.ceil() if q is not None else 0)
+    return classes
+
+
+def node_score(classes: dict[str, tuple[int, int]], shape: Shape = DEFAULT_SHAPE) -> int:
+    """``buildScorerFunction``'s scorer: the classes' scores averaged (every class weighs the same),
+    rounded half away from zero; 0 without classes."""
     if not classes:
         return 0
     total = sum(class_score(req, cap, shape) for req, cap in classes.values())
