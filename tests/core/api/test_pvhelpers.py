@@ -16,10 +16,12 @@ from webhook.core.api.pvhelpers import (
     MatchError,
     bind_volume_to_claim,
     claim_class,
+    default_class_name,
     ephemeral_owner_error,
     find_matching_volume,
     match_topology_selector_terms,
     node_affinity_error,
+    with_default_class,
     with_selected_node,
 )
 
@@ -385,3 +387,19 @@ def test_selected_node_and_ephemeral_ownership() -> None:
     assert ephemeral_owner_error(pod, pvc) == "PVC ns/p-v was not created for pod ns/p (pod is not owner)"
     owned = {"metadata": {**pvc["metadata"], "ownerReferences": [{"uid": "u", "controller": True}]}}
     assert ephemeral_owner_error(pod, owned) is None
+
+
+def test_the_default_storage_class_and_claims_naming_none() -> None:
+    """``GetDefaultClass``: the newest default class, then by name; a claim naming no class gets it,
+    one naming ``""`` (no class, on purpose) or another class keeps its own."""
+
+    def sc(name: str, created: str, default: bool = True) -> Obj:
+        ann = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+        return {"metadata": {"name": name, "creationTimestamp": created, "annotations": ann}}
+
+    assert default_class_name([sc("a", "2024-01-01T00:00:00Z", default=False)]) is None
+    assert default_class_name([sc("b", "2024-01-01T00:00:00Z"), sc("a", "2024-01-01T00:00:00Z")]) == "a"
+    assert default_class_name([sc("a", "2024-01-01T00:00:00Z"), sc("z", "2025-01-01T00:00:00Z")]) == "z"
+    assert spec(with_default_class({"spec": {}}, "z")) == {"storageClassName": "z"}
+    assert spec(with_default_class({"spec": {"storageClassName": ""}}, "z")) == {"storageClassName": ""}
+    assert with_default_class({"spec": {}}, None) == {"spec": {}}

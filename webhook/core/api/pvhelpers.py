@@ -25,6 +25,7 @@ from .objects import (
     meta,
     name,
     namespace,
+    parse_time,
     spec,
     status,
     uid,
@@ -282,3 +283,23 @@ def is_default_class(storage_class: Any) -> bool:
     """``IsDefaultAnnotation``: the class is marked as the cluster's default."""
     ann = annotations_of(storage_class)
     return any(ann.get(k) == "true" for k in IS_DEFAULT_CLASS)
+
+
+def default_class_name(classes: Iterable[Obj]) -> str | None:
+    """``GetDefaultClass`` (the DefaultStorageClass admission plugin, and the PV controller's
+    retroactive assignment): of the classes marked default, the newest, then by name."""
+    defaults = [c for c in classes if is_default_class(c)]
+    if not defaults:
+        return None
+    newest = max(parse_time(meta(c).get("creationTimestamp")) for c in defaults)
+    return min(name(c) for c in defaults if parse_time(meta(c).get("creationTimestamp")) == newest)
+
+
+def with_default_class(pvc: Obj, default: str | None) -> Obj:
+    """The claim as the DefaultStorageClass admission plugin leaves it: a claim that names no class
+    at all (not even ``""``) gets the default one, when there is one."""
+    if default is None or "storageClassName" in spec(pvc) or BETA_STORAGE_CLASS in annotations_of(pvc):
+        return pvc
+    out = copy.deepcopy(pvc)
+    out.setdefault("spec", {})["storageClassName"] = default
+    return out

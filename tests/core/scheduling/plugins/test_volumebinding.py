@@ -1171,10 +1171,14 @@ def test_api_writes_bind_volumes_first_then_select_the_node() -> None:
     assert writes[1].patch == {
         "metadata": {"annotations": {ANN_SELECTED_NODE: "node1"}, "resourceVersion": "1"}
     }
-    assert prebind.selected_nodes(volumes, "node1") == {
-        "testns/unbound-pvc": "volume pv-node1a",
-        "testns/provisioned-pvc": "selected-node node1",
-    }
+    assert [(b.claim, b.text(), b.to_api()) for b in prebind.claim_bindings(volumes, "node1")] == [
+        ("testns/unbound-pvc", "volume pv-node1a", {"claim": "testns/unbound-pvc", "volume": "pv-node1a"}),
+        (
+            "testns/provisioned-pvc",
+            "selected-node node1",
+            {"claim": "testns/provisioned-pvc", "selectedNode": "node1"},
+        ),
+    ]
 
 
 def test_a_volume_the_user_pre_bound_keeps_its_annotations() -> None:
@@ -1204,7 +1208,7 @@ def test_pods_sharing_a_waiting_claim_go_where_the_first_was_placed() -> None:
     d = s.schedule(second)
     assert (d.status, d.node) == (SCHEDULED, "node1")
     assert d.volumes is not None
-    assert prebind.selected_nodes(d.volumes, "node1") == {"testns/provisioned-pvc": "selected-node node1"}
+    assert [b.text() for b in prebind.claim_bindings(d.volumes, "node1")] == ["selected-node node1"]
     s.unreserve(first, token)
     assert ANN_SELECTED_NODE not in annotations_of(st.volumes.claim("testns", "provisioned-pvc"))
 

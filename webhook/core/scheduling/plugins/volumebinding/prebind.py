@@ -77,16 +77,29 @@ def api_writes(volumes: PodVolumes, node: str) -> list[ApiWrite]:
     return writes
 
 
-def selected_nodes(volumes: PodVolumes | None, node: str) -> dict[str, str]:
-    """``namespace/name`` of each claim the decision binds -> how: ``selected-node <node>`` for a
-    claim to provision, ``volume <pv>`` for a claim bound to an available volume."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True, slots=True)
+class ClaimBinding:
+    """How the decision binds one claim (``namespace/name``): provisioned on ``node`` (its selected
+    node), or bound to the available ``volume``."""
+
+    claim: str
+    node: str
+    volume: str | None = None
+
+    def text(self) -> str:
+        return f"volume {self.volume}" if self.volume else f"selected-node {self.node}"
+
+    def to_api(self) -> dict[str, str]:
+        how = {"volume": self.volume} if self.volume else {"selectedNode": self.node}
+        return {"claim": self.claim, **how}
+
+
+def claim_bindings(volumes: PodVolumes | None, node: str) -> list[ClaimBinding]:
+    """The claims the decision binds on ``node``, in PreBind's order."""
     if volumes is None:
-        return out
-    for b in volumes.static:
-        out[f"{namespace(b.pvc)}/{name(b.pvc)}"] = f"volume {name(b.pv)}"
-    for p in volumes.dynamic:
-        out[f"{namespace(p.pvc)}/{name(p.pvc)}"] = f"selected-node {node}"
+        return []
+    out = [ClaimBinding(f"{namespace(b.pvc)}/{name(b.pvc)}", node, name(b.pv)) for b in volumes.static]
+    out += [ClaimBinding(f"{namespace(p.pvc)}/{name(p.pvc)}", node) for p in volumes.dynamic]
     return out
 
 
