@@ -154,6 +154,7 @@ def build_plan(
     ``mode``: ``native`` or ``rewrite`` (see the module's docstring).
     ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
     state = ClusterState(SelectorEngine(engine=cel_engine))
+    state.volumes.watched = True  # the input is the whole cluster: a claim it does not hold is missing
     scheduler = Scheduler(state, policy, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []

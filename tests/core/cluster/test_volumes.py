@@ -22,6 +22,8 @@ from webhook.core.api.objects import Obj, annotations_of, name, spec
 from webhook.core.cluster.state import STORAGE_KINDS, ClusterState
 from webhook.core.cluster.storageobjects import KEPT
 from webhook.core.cluster.volumes import DynamicProvision, PodVolumes, StaticBinding
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
+from webhook.core.scheduling.scheduler import Scheduler
 
 
 def noisy(obj: Obj) -> Obj:
@@ -179,3 +181,20 @@ def test_deleting_an_assumed_object_forgets_the_assumption() -> None:
     assert st.volumes.claim("default", "c") is None
     st.apply("PersistentVolumeClaim", pvc("c", "sc"))
     assert "volume.kubernetes.io/selected-node" not in annotations_of(st.volumes.claim("default", "c"))
+
+
+def test_a_state_never_fed_storage_leaves_volumes_to_others() -> None:
+    """An admission cache or a worker that does not watch claims places a pod with claims as before
+    volumes were known (``watched`` off); the first storage object turns the plugins on, and then a
+    claim the state does not hold is missing."""
+    st = ClusterState()
+    st.apply("Node", node("n1"))
+    p = with_volumes(pod("p"), claim_volume("data"))
+    assert not st.volumes.watched
+    assert Scheduler(st).schedule(p).status == SCHEDULED
+    st.apply("StorageClass", storage_class("standard", "WaitForFirstConsumer", "p"))
+    d = Scheduler(st).schedule(p)
+    assert (d.status, d.message) == (
+        UNSCHEDULABLE,
+        '0/1 nodes are available: persistentvolumeclaim "data" not found.',
+    )

@@ -10,6 +10,11 @@ before the API shows either; Unreserve restores them. An assumed object is seen 
 stored object has the resourceVersion it was assumed from: any newer version from the informer
 (the API's answer to PreBind, say) replaces it, as upstream's informer update does.
 
+``watched``: whether the state is fed the storage kinds at all (set by the first one applied, or by
+the caller that knows it watches them). Until it is, the volume plugins skip every pod, as the engine
+did before it knew volumes: a consumer that does not watch claims (an admission cache, a worker not
+wired yet) does not find every claim missing.
+
 The decision's volume data (``PodVolumes``: upstream's ``PodVolumes``, the static bindings and the
 dynamic provisions Filter found on the chosen node) is defined here, as Reserve assumes from it."""
 
@@ -79,6 +84,7 @@ def resource_version(obj: Obj) -> str:
 
 class VolumeState:
     def __init__(self) -> None:
+        self.watched = False
         self._claims: dict[ClaimKey, Obj] = {}
         self._volumes: dict[str, Obj] = {}
         self._volumes_by_class: dict[str, dict[str, None]] = {}
@@ -97,6 +103,7 @@ class VolumeState:
     # -- objects from the informers ------------------------------------------------------------------
 
     def upsert(self, kind: str, obj: Obj) -> None:
+        self.watched = True
         if kind == "PersistentVolumeClaim":
             k = (namespace(obj), name(obj))
             self._claims[k] = kept_pvc(obj)

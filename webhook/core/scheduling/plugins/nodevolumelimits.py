@@ -61,6 +61,8 @@ class LimitsState:
 
 def pre_filter(state: ClusterState, pod: Obj) -> LimitsState | None:
     """Skip unless the pod has a claim, a generic ephemeral volume or a migratable in-tree volume."""
+    if not state.volumes.watched:
+        return None
     vols = volumes_with(pod, _SOURCES)
     if not vols or not any(
         isinstance(vol.get("persistentVolumeClaim"), dict)

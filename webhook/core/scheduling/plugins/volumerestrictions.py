@@ -48,6 +48,8 @@ _SOURCES: Final = CLAIM | DISKS
 
 
 def pre_filter(state: ClusterState, pod: Obj) -> RestrictionsState | None:
+    if not state.volumes.watched:
+        return None
     vols = volumes_with(pod, _SOURCES)
     if not vols:
         return None

@@ -68,6 +68,8 @@ def pv_topologies(pv: Obj) -> list[PVTopology]:
 
 def pre_filter(state: ClusterState, pod: Obj) -> list[PVTopology] | None:
     """``getPVbyPod``; None (Skip) when no bound volume of the pod has a topology label."""
+    if not state.volumes.watched:
+        return None
     vols = volumes_with(pod, CLAIM)
     if not vols:
         return None

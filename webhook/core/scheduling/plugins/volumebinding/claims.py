@@ -65,6 +65,8 @@ def pod_claims(pod: Obj) -> list[tuple[str, bool]]:
 
 def pre_filter(state: ClusterState, pod: Obj) -> BindingState | None:
     """None (Skip) for a pod without claims; raises ``PreFilterFailed`` with upstream's reason."""
+    if not state.volumes.watched:
+        return None
     claims = pod_claims(pod)
     if not claims:
         return None
