@@ -3,12 +3,11 @@ PersistentVolumes (by class), StorageClasses, CSINodes, CSIDrivers, CSIStorageCa
 and VolumeAttachments (by node), each kept trimmed (``storageobjects``); and upstream's assume cache
 over the claims and volumes.
 
-The assume cache (``volumebinding``'s ``passiveAssumeCache``): Reserve assumes, in memory only, the
+The assume cache (``assumecache``, over claims and volumes): Reserve assumes, in memory only, the
 volumes a decision binds statically (with their ``claimRef``) and the claims it provisions (with
 ``volume.kubernetes.io/selected-node``), so that the next decision sees them taken (or selected)
-before the API shows either; Unreserve restores them. An assumed object is seen only while the
-stored object has the resourceVersion it was assumed from: any newer version from the informer
-(the API's answer to PreBind, say) replaces it, as upstream's informer update does.
+before the API shows either; Unreserve restores them; a newer version from the informer (the API's
+answer to PreBind, say) replaces them.
 
 ``watched``: whether the state is fed the storage kinds at all (set by the first one applied, or by
 the caller that knows it watches them). Until it is, the volume plugins skip every pod, as the engine
@@ -24,8 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..api.objects import Obj, as_str, meta, name, namespace, spec
+from ..api.objects import Obj, as_str, name, namespace, spec
 from ..api.pvhelpers import bind_volume_to_claim, volume_class, with_selected_node
+from .assumecache import AssumeCache
 from .storageobjects import (
     kept_attachment,
     kept_capacity,
@@ -78,15 +78,11 @@ class PodVolumes:
         return pvs, [with_selected_node(p.pvc, node) for p in self.dynamic]
 
 
-def resource_version(obj: Obj) -> str:
-    return as_str(meta(obj).get("resourceVersion"))
-
-
 class VolumeState:
     def __init__(self) -> None:
         self.watched = False
-        self._claims: dict[ClaimKey, Obj] = {}
-        self._volumes: dict[str, Obj] = {}
+        self._claims: AssumeCache[ClaimKey] = AssumeCache()
+        self._volumes: AssumeCache[str] = AssumeCache()
         self._volumes_by_class: dict[str, dict[str, None]] = {}
         self.storage_classes: dict[str, Obj] = {}
         self.csi_nodes: dict[str, Obj] = {}
@@ -95,9 +91,7 @@ class VolumeState:
         self._capacities_by_class: dict[str, dict[ClaimKey, None]] = {}
         self._attachments: dict[str, Obj] = {}
         self._attachments_by_node: dict[str, dict[str, None]] = {}
-        # The assume cache: key -> (assumed object, Reserve's token); token -> what it assumed.
-        self._assumed_claims: dict[ClaimKey, tuple[Obj, str]] = {}
-        self._assumed_volumes: dict[str, tuple[Obj, str]] = {}
+        #: Reserve's token -> the claims and volumes it assumed.
         self._by_token: dict[str, tuple[list[ClaimKey], list[str]]] = {}
 
     # -- objects from the informers ------------------------------------------------------------------
@@ -105,14 +99,13 @@ class VolumeState:
     def upsert(self, kind: str, obj: Obj) -> None:
         self.watched = True
         if kind == "PersistentVolumeClaim":
-            k = (namespace(obj), name(obj))
-            self._claims[k] = kept_pvc(obj)
-            self._expire_claim(k)
+            self._claims.put((namespace(obj), name(obj)), kept_pvc(obj))
         elif kind == "PersistentVolume":
-            self._drop_volume(name(obj))
-            kept = self._volumes[name(obj)] = kept_pv(obj)
+            kept = kept_pv(obj)
+            old = self._volumes.put(name(obj), kept)
+            if old is not None:
+                _discard(self._volumes_by_class, volume_class(old), name(obj))
             self._volumes_by_class.setdefault(volume_class(kept), {})[name(obj)] = None
-            self._expire_volume(name(obj))
         elif kind == "StorageClass":
             self.storage_classes[name(obj)] = kept_storage_class(obj)
         elif kind == "CSINode":
@@ -133,12 +126,11 @@ class VolumeState:
 
     def remove(self, kind: str, obj: Obj) -> None:
         if kind == "PersistentVolumeClaim":
-            k = (namespace(obj), name(obj))
-            self._claims.pop(k, None)
-            self._expire_claim(k)
+            self._claims.delete((namespace(obj), name(obj)))
         elif kind == "PersistentVolume":
-            self._drop_volume(name(obj))
-            self._expire_volume(name(obj))
+            old = self._volumes.delete(name(obj))
+            if old is not None:
+                _discard(self._volumes_by_class, volume_class(old), name(obj))
         elif kind == "StorageClass":
             self.storage_classes.pop(name(obj), None)
         elif kind == "CSINode":
@@ -151,11 +143,6 @@ class VolumeState:
             self._drop_attachment(name(obj))
         else:
             raise ValueError(kind)
-
-    def _drop_volume(self, pv_name: str) -> None:
-        old = self._volumes.pop(pv_name, None)
-        if old is not None:
-            _discard(self._volumes_by_class, volume_class(old), pv_name)
 
     def _drop_capacity(self, k: ClaimKey) -> None:
         old = self._capacities.pop(k, None)
@@ -170,29 +157,12 @@ class VolumeState:
     # -- reads (the assume cache's view) -------------------------------------------------------------
 
     def claim(self, claim_namespace: str, claim_name: str) -> Obj | None:
-        """The claim, or the one Reserve assumed while the stored version is the one it assumed from."""
-        k = (claim_namespace, claim_name)
-        stored = self._claims.get(k)
-        assumed = self._assumed_claims.get(k)
-        if (
-            stored is not None
-            and assumed is not None
-            and resource_version(assumed[0]) == resource_version(stored)
-        ):
-            return assumed[0]
-        return stored
+        """The claim, or the one Reserve assumed while it is current."""
+        return self._claims.get((claim_namespace, claim_name))
 
     def volume(self, pv_name: str) -> Obj | None:
-        """The volume, or the one Reserve assumed (as ``claim``)."""
-        stored = self._volumes.get(pv_name)
-        assumed = self._assumed_volumes.get(pv_name)
-        if (
-            stored is not None
-            and assumed is not None
-            and resource_version(assumed[0]) == resource_version(stored)
-        ):
-            return assumed[0]
-        return stored
+        """The volume, or the one Reserve assumed while it is current."""
+        return self._volumes.get(pv_name)
 
     def volumes_of_class(self, class_name: str) -> list[Obj]:
         """``ListPVs``: the volumes of a class, assumed ones as assumed, by name."""
@@ -216,50 +186,20 @@ class VolumeState:
     # -- the assume cache ----------------------------------------------------------------------------
 
     def assume(self, token: str, volumes: list[Obj], claims: list[Obj]) -> None:
-        """Reserve: the objects count as given until ``restore(token)`` or a newer version."""
+        """Reserve: the objects count as given until ``restore(token)`` or a newer version (an
+        object changed since the decision read it is not assumed: upstream's Assume refuses it)."""
         self.restore(token)
-        claim_keys: list[ClaimKey] = []
-        volume_names: list[str] = []
-        for pvc in claims:
-            k = (namespace(pvc), name(pvc))
-            stored = self._claims.get(k)
-            if stored is not None and resource_version(stored) == resource_version(pvc):
-                self._assumed_claims[k] = (pvc, token)
-                claim_keys.append(k)
-        for pv in volumes:
-            stored = self._volumes.get(name(pv))
-            if stored is not None and resource_version(stored) == resource_version(pv):
-                self._assumed_volumes[name(pv)] = (pv, token)
-                volume_names.append(name(pv))
-        self._by_token[token] = (claim_keys, volume_names)
+        kept_claims = [k for c in claims if self._claims.assume(k := (namespace(c), name(c)), c, token)]
+        kept_volumes = [name(v) for v in volumes if self._volumes.assume(name(v), v, token)]
+        self._by_token[token] = (kept_claims, kept_volumes)
 
     def restore(self, token: str) -> None:
         """Unreserve: what ``token`` assumed (and still holds) is forgotten."""
         claim_keys, volume_names = self._by_token.pop(token, ([], []))
         for k in claim_keys:
-            held = self._assumed_claims.get(k)
-            if held is not None and held[1] == token:
-                del self._assumed_claims[k]
+            self._claims.restore(k, token)
         for n in volume_names:
-            held_pv = self._assumed_volumes.get(n)
-            if held_pv is not None and held_pv[1] == token:
-                del self._assumed_volumes[n]
-
-    def _expire_claim(self, k: ClaimKey) -> None:
-        assumed = self._assumed_claims.get(k)
-        stored = self._claims.get(k)
-        if assumed is not None and (
-            stored is None or resource_version(stored) != resource_version(assumed[0])
-        ):
-            del self._assumed_claims[k]
-
-    def _expire_volume(self, pv_name: str) -> None:
-        assumed = self._assumed_volumes.get(pv_name)
-        stored = self._volumes.get(pv_name)
-        if assumed is not None and (
-            stored is None or resource_version(stored) != resource_version(assumed[0])
-        ):
-            del self._assumed_volumes[pv_name]
+            self._volumes.restore(n, token)
 
 
 def _discard(index: dict[str, dict[K, None]], k: str, member: K) -> None:

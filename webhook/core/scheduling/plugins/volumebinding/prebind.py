@@ -29,7 +29,8 @@ from ....api.pvhelpers import (
     node_affinity_error,
     volume_name,
 )
-from ....cluster.volumes import PodVolumes, resource_version
+from ....cluster.assumecache import resource_version
+from ....cluster.volumes import PodVolumes
 from .binder import NAME
 
 #: ``VolumeBindingArgs.bindTimeoutSeconds``' default.
