@@ -773,3 +773,15 @@ def test_plan_volumes_the_input_already_holds_and_static_binding(tmp_path: Path)
     data = json.loads(plan([write(tmp_path, "c.yaml", docs)], "json")[1])
     db1 = next(p for p in data["pods"] if p["name"] == "db-1")
     assert db1["message"] == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+
+
+def test_a_plan_of_objects_without_storage_is_volume_blind_unless_told_they_are_whole() -> None:
+    """``kubectl draxr plan`` reads the live cluster without its claims: a pending pod with a claim is
+    planned as before volumes were known. ``draxr plan`` says its input is the whole cluster: a claim
+    it does not hold is missing."""
+    p = pod("p", [container("c")])
+    p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    objects = expand_workloads([factory.node("n"), p])
+    assert build_plan(objects).results[0].decision.node == "n"
+    whole = build_plan(objects, whole_storage=True).results[0].decision
+    assert whole.message == '0/1 nodes are available: persistentvolumeclaim "data" not found.'

@@ -149,12 +149,17 @@ def build_plan(
     cel_engine: str | None = None,
     mode: str = "native",
     percentage_of_nodes_to_score: int = ADAPTIVE,
+    *,
+    whole_storage: bool = False,
 ) -> Plan:
     """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
     ``mode``: ``native`` or ``rewrite`` (see the module's docstring).
-    ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
+    ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``).
+    ``whole_storage``: the objects hold every storage object of the cluster, so a claim they do not
+    hold is missing (``draxr plan``); otherwise the volume plugins act only once a storage object
+    comes (``VolumeState.watched``): a live cluster read without its claims plans as before."""
     state = ClusterState(SelectorEngine(engine=cel_engine))
-    state.volumes.watched = True  # the input is the whole cluster: a claim it does not hold is missing
+    state.volumes.watched = whole_storage
     scheduler = Scheduler(state, policy, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
@@ -364,7 +369,7 @@ def run(
         err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
-    plan = build_plan(objects, policy, cel.engine, mode, percentage_of_nodes_to_score)
+    plan = build_plan(objects, policy, cel.engine, mode, percentage_of_nodes_to_score, whole_storage=True)
     if output in MACHINE_FORMATS:
         write_data(plan.to_json(), output, out)
     else:
