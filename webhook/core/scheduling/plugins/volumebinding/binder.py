@@ -14,7 +14,11 @@ or why the node cannot take them.
   reaches has room for it (else ``node(s) did not have enough free storage``).
 
 The node's reasons come in upstream's order; errors (a class missing under a waiting claim, a claim
-selector that cannot be read) raise ``PluginError``."""
+selector that cannot be read) raise ``PluginError``. Where upstream takes whichever comes first of
+equals (volumes of the same size, capacities that all have room), draxr takes the first by name, so
+a decision depends on the state alone. A bound in-tree volume's node affinity is checked as written:
+upstream first translates it to its CSI driver's topology keys when the node's CSINode lists the
+plugin as migrated, which only renames keys the node carries both of."""
 
 from __future__ import annotations
 
