@@ -98,6 +98,15 @@ def test_every_room_imports_only_the_rooms_below_it() -> None:
     assert wrong == []
 
 
+def test_convert_uses_the_core_not_the_webhook() -> None:
+    """``draxr convert`` applies the webhook's rewrite offline: from core (and the loader), never by
+    borrowing the admission webhook's modules, which speak AdmissionReview."""
+    path = PACKAGE / "commands" / "convert.py"
+    borrowed = [target for target, _ in imports(path) if room(target) == "admission"]
+    assert borrowed == []
+    assert any(target.startswith("webhook.core.paths.") for target, _ in imports(path))
+
+
 def core_layer(module: str) -> str | None:
     """``webhook.core.<layer>...`` -> layer; None for modules outside the core (or its face)."""
     parts = module.split(".")

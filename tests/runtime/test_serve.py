@@ -22,7 +22,8 @@ import pytest
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.commands.demo import examples_dir
 from webhook.emulator.sandbox import Sandbox
-from webhook.install.certs import ensure_certs, issue_ca, issue_serving, serving_names
+from webhook.install.certs import ensure_certs
+from webhook.install.pki import issue_ca, issue_serving, serving_names
 from webhook.runtime import logs
 from webhook.runtime.health import version
 from webhook.runtime.serve import Process, ServeOptions

@@ -234,8 +234,8 @@ def test_draxr_serve_closes_a_slow_connection(tmp_path: Path) -> None:
 def test_defaults_are_well_under_the_webhook_timeout() -> None:
     # draxr's webhook configurations give the apiserver 3 s (timeoutSeconds) for the whole call.
     assert DEFAULT_HEADER_TIMEOUT + DEFAULT_BODY_TIMEOUT <= 3.0
-    assert ServeOptions().read_header_timeout == DEFAULT_HEADER_TIMEOUT
-    assert ServeOptions().read_body_timeout == DEFAULT_BODY_TIMEOUT
+    assert ServeOptions().server.read_header_timeout == DEFAULT_HEADER_TIMEOUT
+    assert ServeOptions().server.read_body_timeout == DEFAULT_BODY_TIMEOUT
 
 
 @pytest.mark.parametrize(("header", "body"), [(0, 1), (1, -1), (float("nan"), 1)])

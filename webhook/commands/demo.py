@@ -21,7 +21,7 @@ from .. import __version__
 from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
 from ..core.api.objects import Obj, as_dict, name, namespace
 from ..core.paths.rewrite import REWRITTEN_ANNOTATION
-from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
+from ..install.names import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.client import KubeClient
 from ..kube.resources import BY_PLURAL
 from ..loader import expand_workloads, load_paths

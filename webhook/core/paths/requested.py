@@ -1,14 +1,22 @@
-"""Which DRA-candidate extended resources a pod asks for, and the DeviceClasses backing them."""
+"""Which DRA-candidate extended resources a pod asks for, the DeviceClasses backing them, and the
+quantities such names must have.
+
+The first step of every path: the webhook, ``draxr convert``, ``validate`` and ``plan`` all start
+from the names a pod asks for and the classes that serve them, resolved as kube-scheduler's
+``ExtendedResourceCache`` does (``ClassResolver``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core.api.names import is_dra_extended_resource_name
-from ..core.api.objects import Obj
-from ..core.api.podresources import iter_requests
-from ..core.api.quantity import try_parse
-from ..core.cluster.deviceclasses import ClassResolver
+from ..api.fielderrors import FieldError
+from ..api.names import is_dra_extended_resource_name
+from ..api.objects import Obj
+from ..api.podresources import iter_requests
+from ..api.quantity import try_parse
+from ..api.validation import validate_dra_quantities
+from ..cluster.deviceclasses import ClassResolver
 
 
 def requested_extended(pod: Obj) -> list[str]:
@@ -42,3 +50,8 @@ def dra_backed(classes: ClassResolver) -> Callable[[str], bool]:
         return is_dra_extended_resource_name(resource) and classes.class_name(resource) is not None
 
     return check
+
+
+def quantity_errors(pod: Obj, classes: ClassResolver) -> list[FieldError]:
+    """DRA-backed names (explicit or implicit) must have non-negative integer quantities."""
+    return validate_dra_quantities(pod, dra_backed(classes))

@@ -1,4 +1,4 @@
-"""Properties of the mutation's JSONPatch, on generated pods (no server needed)."""
+"""Properties of the native path's JSONPatch, on generated pods (no server needed)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.admission.config import AdmissionConfig
-from webhook.admission.mutate import annotation_value, mutation_patch, wants_route
 from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION
 from webhook.core.api.objects import Obj
+from webhook.core.paths.patch import annotation_value, native_patch
+from webhook.core.paths.routing import Routing, wants_route
 
 keys = st.text(st.sampled_from("ab/~0.-"), min_size=1, max_size=6)
 annotation_maps = st.dictionaries(
@@ -48,7 +48,7 @@ def pods(draw: st.DrawFn) -> Obj:
     return p
 
 
-def _full_mutation(p: Obj, res: dict[str, str], config: AdmissionConfig) -> Obj:
+def _full_mutation(p: Obj, res: dict[str, str], routing: Routing) -> Obj:
     """The mutated pod, built the straightforward way."""
     if not res:
         return p
@@ -57,19 +57,19 @@ def _full_mutation(p: Obj, res: dict[str, str], config: AdmissionConfig) -> Obj:
     if meta.get("annotations") is None:
         meta["annotations"] = {}
     meta["annotations"][DRAXR_RESOURCES_ANNOTATION] = annotation_value(res)
-    if wants_route(p, config):
-        out.setdefault("spec", {})["schedulerName"] = config.scheduler_name
+    if wants_route(p, routing):
+        out.setdefault("spec", {})["schedulerName"] = routing.scheduler_name
     return out
 
 
 @settings(max_examples=300, deadline=None)
 @given(p=pods(), res=resolved, route=routes)
 def test_the_patch_is_the_full_diff_and_a_fixed_point(p: Obj, res: dict[str, str], route: Any) -> None:
-    config = AdmissionConfig(route=route)
+    routing = Routing(route=route)
     before = copy.deepcopy(p)
-    patch = mutation_patch(p, res, config)
+    patch = native_patch(p, res, routing)
     assert p == before  # the input is never changed
-    expected = _full_mutation(p, res, config)
+    expected = _full_mutation(p, res, routing)
     # the very operations of the full diff, in any order (they touch different fields)
     canonical = sorted(json.dumps(op, sort_keys=True) for op in patch)
     assert canonical == sorted(
@@ -77,6 +77,6 @@ def test_the_patch_is_the_full_diff_and_a_fixed_point(p: Obj, res: dict[str, str
     )
     mutated = jsonpatch.apply_patch(p, patch)
     assert mutated == expected
-    assert mutation_patch(mutated, res, config) == []
+    assert native_patch(mutated, res, routing) == []
     # The patch survives the JSON round trip the response goes through.
     assert jsonpatch.apply_patch(p, json.loads(json.dumps(patch))) == expected
