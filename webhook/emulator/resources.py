@@ -81,6 +81,31 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), create_on_update=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, create_on_update=True),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        True,
+        short_names=("pvc",),
+        subresources=("status",),
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        False,
+        short_names=("pv",),
+        subresources=("status",),
+    ),
+    ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=("sc",)),
+    ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", False),
+    ResourceType("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False),
+    ResourceType("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True),
+    ResourceType(
+        "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, subresources=("status",)
+    ),
     ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     ResourceType(
