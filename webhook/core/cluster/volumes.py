@@ -164,6 +164,14 @@ class VolumeState:
         """The volume, or the one Reserve assumed while it is current."""
         return self._volumes.get(pv_name)
 
+    def api_claim(self, claim_namespace: str, claim_name: str) -> Obj | None:
+        """The claim as the informer has it (``GetAPIPVC``: never the assumed one)."""
+        return self._claims.stored.get((claim_namespace, claim_name))
+
+    def api_volume(self, pv_name: str) -> Obj | None:
+        """The volume as the informer has it (``GetAPIPV``)."""
+        return self._volumes.stored.get(pv_name)
+
     def volumes_of_class(self, class_name: str) -> list[Obj]:
         """``ListPVs``: the volumes of a class, assumed ones as assumed, by name."""
         out = []
