@@ -112,6 +112,12 @@ def selected_node(kube: Cluster, name: str) -> Any:
     return (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE)
 
 
+def unschedulable(kube: Cluster, pod_name: str) -> str:
+    """The pod's PodScheduled=False message ("" until there is one)."""
+    c = kube.condition(pod_name)
+    return str(c.get("message")) if c is not None and c.get("status") == "False" else ""
+
+
 def labelled_node(name: str) -> Obj:
     n = node(name)
     n["metadata"]["labels"] = {"kubernetes.io/hostname": name}
@@ -165,12 +171,7 @@ def test_an_unbound_immediate_claim_keeps_its_pod_pending_with_upstreams_reason(
     kube.em.create("persistentvolumeclaims", claim("data", "fast"))
     kube.worker()
     kube.pod("p", {GPU: 1}, volumes=claim_volume("data"))
-
-    def reason() -> str:
-        c = kube.condition("p")
-        return str(c.get("message")) if c is not None and c.get("status") == "False" else ""
-
-    message = kube.em.wait_for(reason, 30, "the unschedulable condition")
+    message = kube.em.wait_for(lambda: unschedulable(kube, "p"), 30, "the unschedulable condition")
     assert "pod has unbound immediate PersistentVolumeClaims" in message
     assert kube.bound() == {}
     assert selected_node(kube, "data") is None
@@ -180,10 +181,5 @@ def test_a_claim_not_there_keeps_its_pod_pending(kube: Cluster) -> None:
     kube.apply(labelled_node("n0"), device_class(), gpu_slice("n0", 1))
     kube.worker()
     kube.pod("p", {GPU: 1}, volumes=claim_volume("missing"))
-
-    def reason() -> str:
-        c = kube.condition("p")
-        return str(c.get("message")) if c is not None and c.get("status") == "False" else ""
-
-    message = kube.em.wait_for(reason, 30, "the unschedulable condition")
+    message = kube.em.wait_for(lambda: unschedulable(kube, "p"), 30, "the unschedulable condition")
     assert 'persistentvolumeclaim "missing" not found' in message
