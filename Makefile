@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 	@echo "draxr: $(VENV) ready."
 
+# The demo runs on the API emulator (e2e/emulator), which only a checkout has: not an installed command.
 demo: $(STAMP)
-	$(BIN)/draxr demo
+	$(BIN)/python -m e2e.demo
 
 test: lint typecheck unit
 
