@@ -18,8 +18,13 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
-from tests.worker.workers import log_lines
+from tests.worker.workers import a_pod, log_lines
 from webhook.core.api.objects import Obj
+from webhook.core.cluster.volumes import DynamicProvision, PodVolumes
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.kube.cache import ClusterCache
+from webhook.worker.binder import BindError
+from webhook.worker.volumebinding import VolumeBinder
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -183,3 +188,27 @@ def test_a_claim_not_there_keeps_its_pod_pending(kube: Cluster) -> None:
     kube.pod("p", {GPU: 1}, volumes=claim_volume("missing"))
     message = kube.em.wait_for(lambda: unschedulable(kube, "p"), 30, "the unschedulable condition")
     assert 'persistentvolumeclaim "missing" not found' in message
+
+
+def test_a_claim_changed_since_the_decision_fails_prebind_with_the_api_servers_conflict(
+    kube: Cluster,
+) -> None:
+    """``bindAPIUpdate``: the write carries the resourceVersion the decision read; a claim changed
+    since fails PreBind with the API server's error, nothing waited for."""
+    read = kube.em.create("persistentvolumeclaims", claim("data", "standard-rwo"))
+    changed = kube.em.get("persistentvolumeclaims", "data", "default")
+    changed["metadata"]["labels"] = {"changed": "yes"}
+    kube.em.update("persistentvolumeclaims", changed)
+    binder = VolumeBinder(kube.client(), ClusterCache.from_objects([]), timeout=600)
+    decision = Decision(
+        pod=a_pod("p"),
+        status=SCHEDULED,
+        node="n0",
+        volumes=PodVolumes(dynamic=[DynamicProvision(read)]),
+    )
+    with pytest.raises(BindError) as failed:
+        binder.pre_bind(decision.pod, decision)
+    assert str(failed.value).startswith(
+        'running PreBind plugin "VolumeBinding": Operation cannot be fulfilled on '
+    )
+    assert selected_node(kube, "data") is None

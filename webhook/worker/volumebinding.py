@@ -74,8 +74,8 @@ class VolumeBinder:
                 result = self.client.patch(
                     _RESOURCES[write.resource], write.name, write.patch, namespace=write.namespace or None
                 )
-            except ApiError as e:
-                raise BindError(prebind_error(f"binding volumes: {e.message}")) from e
+            except ApiError as e:  # ``bindAPIUpdate``'s error, as the API server gave it
+                raise BindError(prebind_error(e.message)) from e
             if write.resource == "persistentvolumes":
                 written_volumes.append((next(statics).pvc, result))
             else:
