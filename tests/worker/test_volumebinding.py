@@ -129,12 +129,18 @@ def labelled_node(name: str) -> Obj:
     return n
 
 
-def test_a_statefulset_on_wait_for_first_consumer_is_bound_after_its_claim(kube: Cluster) -> None:
+def statefulset_pod(kube: Cluster, volume_bind_timeout: float = 600.0) -> None:
+    """A GPU node, a WaitForFirstConsumer class, the claim ``data-web-0`` its volumeClaimTemplate
+    makes, a worker, and the pod ``web-0`` on the claim."""
     kube.apply(labelled_node("n0"), device_class(), gpu_slice("n0", 1))
     kube.em.create("storageclasses", storage_class("standard-rwo", "WaitForFirstConsumer"))
     kube.em.create("persistentvolumeclaims", claim("data-web-0", "standard-rwo"))
-    kube.worker()
+    kube.worker(volume_bind_timeout=volume_bind_timeout)
     kube.pod("web-0", {GPU: 1}, volumes=claim_volume("data-web-0"))
+
+
+def test_a_statefulset_on_wait_for_first_consumer_is_bound_after_its_claim(kube: Cluster) -> None:
+    statefulset_pod(kube)
 
     node_name = kube.em.wait_for(lambda: selected_node(kube, "data-web-0"), 30, "the selected node")
     assert node_name == "n0"
@@ -153,11 +159,7 @@ def test_prebind_gives_up_after_its_timeout_and_the_pod_is_retried(
     """No provisioner within ``bindTimeoutSeconds``: PreBind fails with upstream's error, the pod is
     unreserved and retried; once the provisioner has bound the claim, the pod binds."""
     caplog.set_level(logging.INFO, logger="draxr")
-    kube.apply(labelled_node("n0"), device_class(), gpu_slice("n0", 1))
-    kube.em.create("storageclasses", storage_class("standard-rwo", "WaitForFirstConsumer"))
-    kube.em.create("persistentvolumeclaims", claim("data-web-0", "standard-rwo"))
-    kube.worker(volume_bind_timeout=0.3)
-    kube.pod("web-0", {GPU: 1}, volumes=claim_volume("data-web-0"))
+    statefulset_pod(kube, volume_bind_timeout=0.3)
     [failed, *_] = poll(lambda: log_lines(caplog, "binding failed"), 30)
     assert (
         failed["reason"]

@@ -12,6 +12,7 @@ from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.objects import Obj, name, namespace, uid
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
+from ..core.cluster.state import STORAGE_KINDS as KEPT_STORAGE_KINDS
 from ..core.cluster.state import ClusterState
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.sampling import ADAPTIVE
@@ -62,15 +63,7 @@ KIND_OF = {
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
 WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "ResourceQuota")
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
-STORAGE_KINDS = (
-    "PersistentVolumeClaim",
-    "PersistentVolume",
-    "StorageClass",
-    "CSINode",
-    "CSIDriver",
-    "CSIStorageCapacity",
-    "VolumeAttachment",
-)
+STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
 #: The worker also keeps the ResourceClaimTemplates of the rewrite, and the storage kinds.
 ALL_KINDS = (*WEBHOOK_KINDS, "Pod", "ResourceClaimTemplate", *STORAGE_KINDS)
 
