@@ -28,9 +28,9 @@ from ..core.scheduling.plugins.volumebinding.prebind import (
     prebind_error,
 )
 from ..kube.cache import ClusterCache
-from ..kube.client import ApiError, KubeClient
+from ..kube.client import ApiError, KubeClient, NotLeader
 from ..kube.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
-from .binder import BindError, NotLeader
+from .binder import BindError
 
 _RESOURCES = {"persistentvolumes": PERSISTENT_VOLUMES, "persistentvolumeclaims": PERSISTENT_VOLUME_CLAIMS}
 
