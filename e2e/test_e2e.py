@@ -19,7 +19,7 @@ from webhook.kube.resources import PODS
 
 from .barrier import AdmissionBarrier
 from .controlplane.launcher import wait_until
-from .target import Target
+from .target import RESOURCES, Target
 
 
 def _bound(names: set[str]) -> Any:
@@ -370,3 +370,79 @@ def test_a_pod_deleted_mid_allocation_while_no_worker_runs_is_repaired(target: T
         target.wait("resourceclaims", lambda cs: not cs, timeout=60)
     target.pod("next", {target.ext: "1"})
     target.wait("pods", _bound({"next"}), timeout=60)
+
+
+def test_a_statefulset_on_wait_for_first_consumer_binds_after_its_claim(target: Target) -> None:
+    """Issue 21: a GPU StatefulSet's pod on a ``WaitForFirstConsumer`` claim. draxr sets the claim's
+    ``volume.kubernetes.io/selected-node`` and binds the pod only once the claim is bound; the test
+    plays the external provisioner and the PV controller (the rows run neither). The claim is the
+    one the StatefulSet's volumeClaimTemplate makes (``data-web-0``), created as its controller
+    would (the rows run no StatefulSet controller)."""
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    sc = target.create(
+        "storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": f"wait-{target.run_id}"},
+            "provisioner": "e2e.draxr.io",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    sc_name = sc["metadata"]["name"]
+    target.create(
+        "persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-web-0"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": sc_name,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    target.pod(
+        "web-0",
+        {target.ext: "1"},
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}}],
+    )
+
+    def selected(claims: list[Obj]) -> Obj | None:
+        for c in claims:
+            if (c["metadata"].get("annotations") or {}).get("volume.kubernetes.io/selected-node"):
+                return c
+        return None
+
+    pvc = target.wait("persistentvolumeclaims", selected, timeout=60)
+    assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == target.nodes[0]
+    assert not [p for p in target.objects("pods") if p["spec"].get("nodeName")]  # waits for the volume
+    # The provisioner: a volume for the claim; the PV controller: the claim bound to it.
+    pv_name = f"pvc-{pvc['metadata']['uid']}"
+    target.create(
+        "persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": sc_name,
+                "persistentVolumeReclaimPolicy": "Delete",
+                "csi": {"driver": "e2e.draxr.io", "volumeHandle": pv_name},
+                "claimRef": {
+                    "kind": "PersistentVolumeClaim",
+                    "namespace": target.namespace,
+                    "name": "data-web-0",
+                    "uid": pvc["metadata"]["uid"],
+                },
+            },
+        },
+    )
+    pvc["spec"]["volumeName"] = pv_name
+    pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+    target.admin.update(RESOURCES["persistentvolumeclaims"], pvc)
+    target.wait("pods", _bound({"web-0"}), timeout=60)

@@ -97,6 +97,31 @@ BUILTIN: tuple[ResourceType, ...] = (
         create_on_update=True,
         unconditional_update=False,
     ),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        True,
+        short_names=("pvc",),
+        subresources=("status",),
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        False,
+        short_names=("pv",),
+        subresources=("status",),
+    ),
+    ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=("sc",)),
+    ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", False),
+    ResourceType("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False),
+    ResourceType("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True),
+    ResourceType(
+        "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, subresources=("status",)
+    ),
     ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, generation=True),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, generation=True),
     ResourceType(

@@ -574,3 +574,214 @@ def test_the_summary_counts_one_error_in_the_singular(tmp_path: Path) -> None:
     code, out, _ = plan([tmp_path])
     assert code == 1
     assert out.splitlines()[-1] == "0 scheduled, 0 unschedulable, 1 error"
+
+
+# -- volumes (issue 21) ------------------------------------------------------------------------------
+
+
+def _gpu_statefulset_cluster(tmp: Path) -> Path:
+    """GPU nodes in zones a (one GPU), b and c (two each); the default StorageClass
+    (WaitForFirstConsumer, as on the big clouds) provisions in zones a and b only; the CSI driver
+    attaches one volume to the node in zone b. A GPU StatefulSet of three claims ``data`` from a
+    template naming no class, and a pod has a claim bound to a zone-c volume."""
+    zone = "topology.kubernetes.io/zone"
+    docs: list[Obj] = [factory.device_class("gpu.example.com", ext="example.com/gpu", selectors=["true"])]
+    for z, gpus in (("a", 1), ("b", 2), ("c", 2)):
+        docs += [
+            factory.node(f"n-{z}", {"example.com/gpu": 0}, {zone: z}),
+            factory.resource_slice(f"s-{z}", factory.gpus(gpus, prefix=f"n-{z}"), node_name=f"n-{z}"),
+        ]
+    docs += [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": "standard-rwo",
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": zone, "values": ["a", "b"]}]}],
+        },
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": "n-b"},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-b", "allocatable": {"count": 1}}]},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "train"}},
+                "template": {
+                    "metadata": {"labels": {"app": "train"}},
+                    "spec": {
+                        "containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}]
+                    },
+                },
+                "volumeClaimTemplates": [
+                    {
+                        "metadata": {"name": "data"},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "100Gi"}},
+                        },
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "zonal-c", "labels": {zone: "c"}},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-c"},
+            },
+            "status": {"phase": "Bound"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "old-data",
+                "namespace": "ml",
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+            },
+            "spec": {"volumeName": "zonal-c", "storageClassName": ""},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "reader", "namespace": "ml"},
+            "spec": {
+                "containers": [{"name": "c"}],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "old-data"}}],
+            },
+        },
+    ]
+    return write(tmp, "cluster.yaml", docs)
+
+
+def test_plan_places_a_gpu_statefulset_and_says_which_claims_get_which_node(tmp_path: Path) -> None:
+    code, out, _ = plan([_gpu_statefulset_cluster(tmp_path)], "json")
+    data = json.loads(out)
+    pods = {p["name"]: p for p in data["pods"]}
+    # n-c is outside the class's zones; n-b attaches one volume: the third replica has nowhere to go
+    assert {n: (p["status"], p["node"]) for n, p in pods.items()} == {
+        "train-0": ("Scheduled", pods["train-0"]["node"]),
+        "train-1": ("Scheduled", pods["train-1"]["node"]),
+        "train-2": ("Unschedulable", None),
+        "reader": ("Scheduled", "n-c"),
+    }
+    # binpack fills n-a's one GPU first; n-b takes one volume; zone c provisions nothing
+    assert (pods["train-0"]["node"], pods["train-1"]["node"]) == ("n-a", "n-b")
+    for replica in ("train-0", "train-1"):
+        assert pods[replica]["volumes"] == [
+            {"claim": f"ml/data-{replica}", "selectedNode": pods[replica]["node"]}
+        ]
+    assert "volumes" not in pods["reader"]  # a bound claim: nothing for PreBind to do
+    assert pods["train-2"]["message"] == (
+        "0/3 nodes are available: 1 cannot allocate all claims, "
+        "1 node(s) didn't find available persistent volumes to bind, 1 node(s) exceed max volume count."
+    )
+    assert code == 1
+    code, table_out, _ = plan([tmp_path / "cluster.yaml"])
+    rows = [line.split() for line in table_out.splitlines()]
+    assert ["CLAIM", "POD", "NODE", "BINDING"] in rows
+    for replica in ("train-0", "train-1"):
+        node = pods[replica]["node"]
+        assert [f"ml/data-{replica}", f"ml/{replica}", node, "selected-node", node] in rows
+
+
+def test_plan_volumes_the_input_already_holds_and_static_binding(tmp_path: Path) -> None:
+    """A claim the input gives stands for the StatefulSet's claim of that name; a claim of a class
+    without a provisioner binds an available local volume on its node, and the next claim finds
+    that volume taken."""
+    host = "kubernetes.io/hostname"
+    docs: list[Obj] = [
+        factory.node("n1"),
+        factory.node("n2"),
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "local-n2"},
+            "spec": {
+                "capacity": {"storage": "50Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local",
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": host, "operator": "In", "values": ["n2"]}]}
+                        ]
+                    }
+                },
+            },
+            "status": {"phase": "Available"},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {
+                "replicas": 2,
+                "template": {"spec": {"containers": [{"name": "c"}]}},
+                "volumeClaimTemplates": [
+                    {
+                        "metadata": {"name": "data"},
+                        "spec": {
+                            "storageClassName": "local",
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "10Gi"}},
+                        },
+                    }
+                ],
+            },
+        },
+    ]
+    data = json.loads(plan([write(tmp_path, "c.yaml", docs)], "json")[1])
+    pods = {p["name"]: p for p in data["pods"]}
+    assert (pods["db-0"]["node"], pods["db-0"]["volumes"]) == (
+        "n2",
+        [{"claim": "default/data-db-0", "volume": "local-n2"}],
+    )
+    assert pods["db-1"]["status"] == "Unschedulable"
+    assert (
+        pods["db-1"]["message"]
+        == "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
+    )
+    # the input's own claim, bound elsewhere, stands for db-1's claim
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-db-1", "namespace": "default"},
+            "spec": {"storageClassName": "", "volumeName": "gone"},
+        }
+    )
+    data = json.loads(plan([write(tmp_path, "c.yaml", docs)], "json")[1])
+    db1 = next(p for p in data["pods"] if p["name"] == "db-1")
+    assert db1["message"] == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+
+
+def test_a_plan_of_objects_without_storage_is_volume_blind_unless_told_they_are_whole() -> None:
+    """``kubectl draxr plan`` reads the live cluster without its claims: a pending pod with a claim is
+    planned as before volumes were known. ``draxr plan`` says its input is the whole cluster: a claim
+    it does not hold is missing."""
+    p = pod("p", [container("c")])
+    p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    objects = expand_workloads([factory.node("n"), p])
+    assert build_plan(objects).results[0].decision.node == "n"
+    whole = build_plan(objects, whole_storage=True).results[0].decision
+    assert whole.message == '0/1 nodes are available: persistentvolumeclaim "data" not found.'

@@ -11,7 +11,10 @@ from webhook.core.scheduling.scheduler import Scheduler
 
 
 def state_of(*objects: Obj) -> ClusterState:
+    """The cluster of these objects and no others (storage kinds included: a claim not given is
+    missing)."""
     st = ClusterState()
+    st.volumes.watched = True
     for o in objects:
         if not st.apply(o["kind"], o):
             raise ValueError(o["kind"])

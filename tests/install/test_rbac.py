@@ -61,6 +61,17 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the leader's gate probe, a dry run
         ("resource.k8s.io", "resourceclaims/binding", "update", "*any*"),
         *(("resource.k8s.io", "resourceclaimtemplates", v, "*any*") for v in (*read, "create", "delete")),
+        # The volume plugins read the storage kinds; VolumeBinding's PreBind patches claims and volumes.
+        *(
+            ("", r, v, "*any*")
+            for r in ("persistentvolumeclaims", "persistentvolumes")
+            for v in ("list", "watch", "patch")
+        ),
+        *(
+            ("storage.k8s.io", r, v, "*any*")
+            for r in ("csidrivers", "csinodes", "csistoragecapacities", "storageclasses", "volumeattachments")
+            for v in ("list", "watch")
+        ),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {
         ("coordination.k8s.io", "leases", "create", "*any*"),

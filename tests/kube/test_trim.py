@@ -137,7 +137,49 @@ def test_pod_annotations_outside_draxrs_domains_go() -> None:
     }
 
 
-@pytest.mark.parametrize("kind", ["Pod", "Node", "ResourceSlice", "DeviceClass"])
+def test_a_pod_keeps_only_the_volumes_the_volume_plugins_read() -> None:
+    vols = [
+        {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+        {"name": "disk", "gcePersistentDisk": {"pdName": "pd"}},
+        {"name": "cm", "configMap": {"name": "x"}},
+    ]
+    kept = trim.pod({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"volumes": vols}})
+    assert [v["name"] for v in kept["spec"]["volumes"]] == ["data", "scratch", "disk"]
+    assert "volumes" not in trim.pod(noisy({"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}))["spec"]
+
+
+def test_storage_objects_keep_what_the_engine_keeps_and_their_resource_version() -> None:
+    pvc = noisy(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+            "spec": {"storageClassName": "sc", "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending", "conditions": [{"type": "Resizing"}]},
+        }
+    )
+    kept = trim.for_kind("PersistentVolumeClaim")(pvc)
+    assert kept == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+        "spec": {"storageClassName": "sc", "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Pending"},
+    }
+    node = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": "n", "resourceVersion": "3"},
+    }
+    assert trim.for_kind("CSINode")(noisy(node))["metadata"] == {"name": "n", "resourceVersion": "3"}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["Pod", "Node", "ResourceSlice", "DeviceClass", "PersistentVolumeClaim", "PersistentVolume", "CSINode"],
+)
 def test_trimming_twice_changes_nothing(kind: str) -> None:
     obj = noisy({"kind": kind, "metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}})
     once = trim.for_kind(kind)(copy.deepcopy(obj))

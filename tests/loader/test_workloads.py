@@ -8,6 +8,7 @@ import pytest
 
 from webhook.core.api.objects import Obj
 from webhook.loader import (
+    FROM_CLAIM_TEMPLATE,
     POD_TEMPLATES,
     LoadError,
     expand_workloads,
@@ -162,3 +163,55 @@ def test_with_identity_is_what_expand_workloads_gives_an_object_that_is_no_workl
         assert made["metadata"]["uid"] == with_identity(obj)["metadata"]["uid"]
     assert with_identity(quota)["metadata"]["namespace"] == "default"
     assert "namespace" not in with_identity(dc)["metadata"]
+
+
+def test_a_statefulsets_pods_claim_their_volume_claim_templates() -> None:
+    """The StatefulSet controller's claims: ``<template>-<set>-<i>`` with the template's spec and
+    the set's selector labels, listed before the pods; each pod's volume of the template's name
+    names its claim, replacing the template's own volume of that name."""
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "web", "namespace": "ns"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "spec": {
+                    "containers": [{"name": "c"}],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {}},
+                        {"name": "cfg", "configMap": {"name": "c"}},
+                    ],
+                }
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data", "labels": {"tier": "db"}},
+                    "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ],
+        },
+    }
+    before = copy.deepcopy(sts)
+    out = expand_workloads([sts])
+    assert sts == before
+    assert [(o["kind"], o["metadata"]["name"]) for o in out] == [
+        ("PersistentVolumeClaim", "data-web-0"),
+        ("PersistentVolumeClaim", "data-web-1"),
+        ("Pod", "web-0"),
+        ("Pod", "web-1"),
+    ]
+    claim = out[0]
+    assert claim["metadata"] == {
+        "name": "data-web-0",
+        "namespace": "ns",
+        "labels": {"tier": "db", "app": "web"},
+        "annotations": {FROM_CLAIM_TEMPLATE: "true"},
+        "uid": uid_of("ns/data-web-0"),
+    }
+    assert claim["spec"] == {"resources": {"requests": {"storage": "1Gi"}}}
+    assert out[3]["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}},
+        {"name": "cfg", "configMap": {"name": "c"}},
+    ]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bench.allocate import pod as allocate_pod
-from bench.memory import Doc, engine_docs, engine_of, engine_pods, engine_units, kept, tracing
+from bench.memory import Doc, docs, engine_docs, engine_of, engine_pods, engine_units, kept, tracing
 from webhook.core.api.objects import Obj, name, namespace
 from webhook.core.cluster.state import ClusterState
 from webhook.core.scheduling.framework import SCHEDULED
@@ -136,3 +136,119 @@ def test_running_pods_keep_the_index_keys_and_the_objects_they_arrived_as() -> N
         assert pod is given["Pod", namespace(pod), name(pod)]
     for claim in st.allocated.claims.values():
         assert claim is given["ResourceClaim", namespace(claim), name(claim)]
+
+
+# -- storage objects (issue 21) ----------------------------------------------------------------------
+
+#: A bound claim and its volume as the engine keeps them (measured 6.3 KB: the trimmed copies).
+ENGINE_BYTES_PER_CLAIM_AND_VOLUME = 12 * KIB
+
+
+def claim_and_volume(i: int, fat: int = 0) -> list[Doc]:
+    """A bound gp3 claim and its EBS volume as the API serves them (managed fields, finalizers,
+    provisioner annotations), each ``fat`` times 200 more characters of what the engine never reads."""
+    uid = f"0000-{i:08d}-aaaa-bbbb-cccccccccccc"
+    extra = {f"example.com/note-{k}": "x" * 200 for k in range(fat)}
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": f"data-web-{i}",
+            "namespace": "default",
+            "uid": uid,
+            "resourceVersion": str(1000 + i),
+            "labels": {"app": "web"},
+            "finalizers": ["kubernetes.io/pvc-protection"],
+            "annotations": {
+                "pv.kubernetes.io/bind-completed": "yes",
+                "pv.kubernetes.io/bound-by-controller": "yes",
+                "volume.kubernetes.io/storage-provisioner": "ebs.csi.aws.com",
+                "volume.kubernetes.io/selected-node": f"ip-10-0-{i % 250}-{i % 200}.ec2.internal",
+                **extra,
+            },
+            "managedFields": [{"manager": "kube-controller-manager", "fieldsV1": {"f:metadata": {}}}],
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "100Gi"}},
+            "storageClassName": "gp3",
+            "volumeMode": "Filesystem",
+            "volumeName": f"pvc-{uid}",
+        },
+        "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "100Gi"}},
+    }
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"pvc-{uid}",
+            "resourceVersion": str(2000 + i),
+            "annotations": {"pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com", **extra},
+            "finalizers": ["kubernetes.io/pv-protection", "external-attacher/ebs-csi-aws-com"],
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": "100Gi"},
+            "claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "name": f"data-web-{i}",
+                "namespace": "default",
+                "uid": uid,
+            },
+            "csi": {
+                "driver": "ebs.csi.aws.com",
+                "fsType": "ext4",
+                "volumeAttributes": {
+                    "storage.kubernetes.io/csiProvisionerIdentity": "1700000000000-8081",
+                    **extra,
+                },
+                "volumeHandle": f"vol-0{i:016x}",
+            },
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": "gp3",
+            "volumeMode": "Filesystem",
+        },
+        "status": {"phase": "Bound"},
+    }
+    return docs("PersistentVolumeClaim", [claim]) + docs("PersistentVolume", [volume])
+
+
+def storage_growth(start: int, count: int, fat: int = 0) -> int:
+    """Bytes ``count`` more claims and volumes add to a state that holds ``start`` of each."""
+    st = ClusterState()
+
+    def feed(a: int, b: int) -> None:
+        for i in range(a, b):
+            for kind, text in claim_and_volume(i, fat):
+                st.apply(kind, json.loads(text))
+
+    feed(0, start)
+    return kept(lambda: feed(start, start + count))
+
+
+def test_a_claim_and_its_volume_cost_the_engine_less_than_their_bound() -> None:
+    with tracing():
+        per_pair = storage_growth(300, 300) / 300
+    assert 0 < per_pair < ENGINE_BYTES_PER_CLAIM_AND_VOLUME
+
+
+def test_what_a_claim_costs_does_not_grow_with_what_the_engine_never_reads() -> None:
+    """Claims and volumes with 20 more annotations (and volume attributes) of 200 characters each
+    (about 8 KB more a pair as served): the engine keeps the same trimmed copies (4 % allowed)."""
+    with tracing():
+        storage_growth(1, 1)  # one-time costs, unmeasured
+        lean = storage_growth(200, 200)
+        fat = storage_growth(200, 200, fat=20)
+    assert lean > 0
+    assert abs(fat - lean) <= lean // 25, (lean, fat)

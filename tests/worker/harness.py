@@ -145,6 +145,7 @@ class Cluster:
         backoff: float = FAST_BACKOFF,
         max_backoff: float = 60.0,
         qps: float = 1000.0,
+        volume_bind_timeout: float = 600.0,
         wait_started: bool = True,
     ) -> Process:
         lease_duration, renew_deadline, retry_period = lease or (15.0, 10.0, 2.0)
@@ -162,6 +163,7 @@ class Cluster:
             pod_max_backoff=max_backoff,
             qps=qps,
             burst=int(qps),
+            volume_bind_timeout=volume_bind_timeout,
         )
         proc = Process(opts)
         proc.start_background()

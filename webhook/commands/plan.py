@@ -3,6 +3,14 @@
 Running pods (with ``spec.nodeName``) consume resources and devices; the others are scheduled one
 by one (higher ``spec.priority`` first, then input order), each placement visible to the next.
 
+Storage objects (PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
+CSIStorageCapacities, VolumeAttachments) are read as the API server would hold them: a claim naming no
+class gets the default StorageClass, and a StatefulSet's pods claim their volume claim templates. The
+volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone) place the pods, and
+each placement's volume bindings are visible to the next: a claim to provision gets its
+``volume.kubernetes.io/selected-node``, a volume bound statically its ``claimRef`` (what PreBind
+writes), shown per claim after the pods.
+
 The table shows, per pod, what its devices share (``ALIGNMENT``: the attribute value per container,
 or the values a ``preferred`` pod's split set spans) and, per node and class that aligns by an
 attribute, its ``FRAGMENTATION``: how many topology groups are still whole and how many free devices
@@ -36,7 +44,8 @@ from ..core.allocation.placement import alignment_text
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.alignment import align_by
 from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
-from ..core.api.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.api.objects import Obj, annotations_of, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.api.pvhelpers import default_class_name, with_default_class
 from ..core.cel import SelectorEngine
 from ..core.cluster.slices import parse_slice
 from ..core.cluster.state import ClusterState
@@ -53,9 +62,10 @@ from ..core.paths.rewrite import (
     templates_of,
 )
 from ..core.scheduling.framework import ERROR, SCHEDULED, Decision
+from ..core.scheduling.plugins.volumebinding.prebind import claim_bindings
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
-from ..loader import Loaded, LoadError, expand_workloads, load_paths
+from ..loader import FROM_CLAIM_TEMPLATE, Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
 from .text import MACHINE_FORMATS, plural, table, write_data
@@ -74,7 +84,7 @@ class PodResult:
 
     def to_json(self) -> dict[str, Any]:
         d = self.decision
-        return {
+        out = {
             "namespace": namespace(self.pod),
             "name": name(self.pod),
             "node": d.node,
@@ -87,6 +97,9 @@ class PodResult:
             "path": self.path,
             "claims": [_claim_json(c, d) for c in self.claims],
         }
+        if d.node and d.volumes is not None:  # only for a pod whose claims this placement binds
+            out["volumes"] = [b.to_api() for b in claim_bindings(d.volumes, d.node)]
+        return out
 
 
 def _claim_json(claim: Obj, d: Decision) -> Obj:
@@ -136,17 +149,34 @@ def build_plan(
     cel_engine: str | None = None,
     mode: str = "native",
     percentage_of_nodes_to_score: int = ADAPTIVE,
+    *,
+    whole_storage: bool = False,
 ) -> Plan:
     """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
     ``mode``: ``native`` or ``rewrite`` (see the module's docstring).
-    ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
+    ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``).
+    ``whole_storage``: the objects hold every storage object of the cluster, so a claim they do not
+    hold is missing (``draxr plan``); otherwise the volume plugins act only once a storage object
+    comes (``VolumeState.watched``): a live cluster read without its claims plans as before."""
     state = ClusterState(SelectorEngine(engine=cel_engine))
+    state.volumes.watched = whole_storage
     scheduler = Scheduler(state, policy, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
+    default_class = default_class_name(o for o in objects if o.get("kind") == "StorageClass")
+    given = {
+        (namespace(o), name(o))
+        for o in objects
+        if o.get("kind") == "PersistentVolumeClaim" and FROM_CLAIM_TEMPLATE not in annotations_of(o)
+    }
     for o in objects:
-        if o.get("kind") != "Pod":
-            state.apply(str(o.get("kind")), o)
+        kind = o.get("kind")
+        if kind == "PersistentVolumeClaim":
+            if FROM_CLAIM_TEMPLATE in annotations_of(o) and (namespace(o), name(o)) in given:
+                continue  # the StatefulSet controller reuses a claim that exists
+            o = with_default_class(o, default_class)
+        if kind != "Pod":
+            state.apply(str(kind), o)
     if mode == "rewrite":  # the cluster without the gate: no kubelet serves DRA-backed names natively
         for info in state.nodes.values():
             info.kubelet_gate = False
@@ -226,6 +256,12 @@ def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
         return result
     bound = copy.deepcopy(pod)
     bound.setdefault("spec", {})["nodeName"] = decision.node
+    if decision.volumes is not None:  # what PreBind writes: volumes bound, claims' selected node
+        volumes, claims = decision.volumes.assumed(decision.node)
+        for v in volumes:
+            state.apply("PersistentVolume", v)
+        for c in claims:
+            state.apply("PersistentVolumeClaim", c)
     if decision.special is not None:
         claim_name = deterministic_name(generate_name(pod), uid(pod))
         result.claim = special_claim_after_prebind(
@@ -288,6 +324,13 @@ def write_table(plan: Plan, out: TextIO, where: str = "input") -> None:
             ]
         )
     out.write(table(rows) + "\n\n")
+    bindings = [["CLAIM", "POD", "NODE", "BINDING"]]
+    for r in plan.results:
+        if r.decision.node and r.decision.volumes is not None:
+            for b in claim_bindings(r.decision.volumes, r.decision.node):
+                bindings.append([b.claim, f"{namespace(r.pod)}/{name(r.pod)}", b.node, b.text()])
+    if len(bindings) > 1:
+        out.write(table(bindings) + "\n\n")
     state = plan.state
     summary = [["NODE", "RESOURCE", "VIA", "USED", "FREE", "FRAGMENTATION"]]
     for dc in state.classes.classes():
@@ -331,7 +374,7 @@ def run(
         err.write(f"draxr plan: error: {one_line(str(e))}\n")
         return 2
     objects = expand_workloads([item.obj for item in loaded])
-    plan = build_plan(objects, policy, cel.engine, mode, percentage_of_nodes_to_score)
+    plan = build_plan(objects, policy, cel.engine, mode, percentage_of_nodes_to_score, whole_storage=True)
     if output in MACHINE_FORMATS:
         write_data(plan.to_json(), output, out)
     else:

@@ -67,6 +67,24 @@ def rbac(namespace: str) -> list[Obj]:
             "resources": ["resourceclaimtemplates"],
             "verbs": ["get", "list", "watch", "create", "delete"],
         },
+        # The volume plugins' informers (list and watch only); VolumeBinding's PreBind patches a
+        # volume's claimRef and a claim's selected-node annotation.
+        {
+            "apiGroups": [""],
+            "resources": ["persistentvolumeclaims", "persistentvolumes"],
+            "verbs": ["list", "watch", "patch"],
+        },
+        {
+            "apiGroups": ["storage.k8s.io"],
+            "resources": [
+                "csidrivers",
+                "csinodes",
+                "csistoragecapacities",
+                "storageclasses",
+                "volumeattachments",
+            ],
+            "verbs": ["list", "watch"],
+        },
     ]
     lease_rules = [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

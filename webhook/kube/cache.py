@@ -12,6 +12,7 @@ from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.objects import Obj, name, namespace, not_older, uid
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
+from ..core.cluster.state import STORAGE_KINDS as KEPT_STORAGE_KINDS
 from ..core.cluster.state import ClusterState
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.sampling import ADAPTIVE
@@ -20,14 +21,21 @@ from . import trim
 from .client import KubeClient
 from .informer import Informer
 from .resources import (
+    CSI_DRIVERS,
+    CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
     DEVICE_CLASSES,
     DEVICE_TAINT_RULE_VERSIONS,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_QUOTAS,
     RESOURCE_SLICES,
+    STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
     Resource,
     device_taint_rules,
 )
@@ -43,6 +51,13 @@ KIND_OF = {
     "DeviceTaintRule": device_taint_rules(DEVICE_TAINT_RULE_VERSIONS[0]),  # version found at start
     "ResourceQuota": RESOURCE_QUOTAS,
     "ResourceClaimTemplate": RESOURCE_CLAIM_TEMPLATES,
+    "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
+    "PersistentVolume": PERSISTENT_VOLUMES,
+    "StorageClass": STORAGE_CLASSES,
+    "CSINode": CSI_NODES,
+    "CSIDriver": CSI_DRIVERS,
+    "CSIStorageCapacity": CSI_STORAGE_CAPACITIES,
+    "VolumeAttachment": VOLUME_ATTACHMENTS,
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
@@ -57,7 +72,10 @@ WEBHOOK_KINDS = (
     "ResourceQuota",
     "ResourceClaimTemplate",
 )
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod")
+#: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
+STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
+#: The worker also keeps the pods and the storage kinds.
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod", *STORAGE_KINDS)
 
 
 class ClusterCache:
@@ -93,7 +111,11 @@ class ClusterCache:
         **informer_args: Any,
     ) -> None:
         """One informer per kind. Each keeps only what draxr reads of its objects (``kube.trim``);
-        ``transforms`` replaces that per kind (None: keep whole objects, for comparisons)."""
+        ``transforms`` replaces that per kind (None: keep whole objects, for comparisons). Watching
+        the storage kinds tells the volume plugins so: a claim not there is then missing."""
+        if any(kind in STORAGE_KINDS for kind in kinds):
+            with self.lock:
+                self.state.volumes.watched = True
         for kind in kinds:
             res: Resource = KIND_OF[kind]
             chosen = transforms if transforms is not None else {}

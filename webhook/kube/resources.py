@@ -60,6 +60,15 @@ RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )
 
+#: The storage kinds the volume plugins read (VolumeBinding's PreBind patches claims and volumes).
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
+CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False)
+CSI_STORAGE_CAPACITIES = Resource("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True)
+VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False)
+
 #: DeviceTaintRule's versions, newest first: v1 (1.37), v1beta2 (1.36), v1alpha3 (1.33-1.35, only
 #: when enabled). A cluster may serve none; ``served`` finds out which.
 DEVICE_TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
@@ -82,5 +91,12 @@ BY_PLURAL = {
         LEASES,
         RESOURCE_QUOTAS,
         RESOURCE_CLAIM_TEMPLATES,
+        PERSISTENT_VOLUME_CLAIMS,
+        PERSISTENT_VOLUMES,
+        STORAGE_CLASSES,
+        CSI_NODES,
+        CSI_DRIVERS,
+        CSI_STORAGE_CAPACITIES,
+        VOLUME_ATTACHMENTS,
     )
 }

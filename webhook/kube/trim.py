@@ -15,6 +15,9 @@ Kept, by kind:
   resources, restart policy and host ports; ``status`` phase, the PodScheduled condition, the
   request mapping and the claim statuses;
 * Node: ``spec``; ``status`` allocatable, the conditions' type and status, the kubelet's version;
+* Pod ``spec.volumes``: only those the volume plugins read (claims, in-tree disks and migratable
+  sources: ``core.cluster.podvolumes.ANY``); storage kinds: what ``core.cluster.storageobjects``
+  keeps, with the resourceVersion;
 * everything else (DeviceClass, ResourceSlice, ResourceClaim, ...): the whole object less the
   metadata above. ResourceClaims are written back with PUT from the cache's copy, which must
   therefore keep every field (the API server keeps ``managedFields`` when an update omits them).
@@ -28,6 +31,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..core.api.objects import Obj
+from ..core.cluster import storageobjects
+from ..core.cluster.podvolumes import ANY, volumes_with
 
 Transform = Callable[[Obj], Obj]
 
@@ -116,6 +121,9 @@ def pod(obj: Obj) -> Obj:
         m["annotations"] = kept
     source_spec = obj.get("spec")
     s = _pick(source_spec, POD_SPEC)
+    volumes = volumes_with(obj, ANY)
+    if volumes:
+        s["volumes"] = volumes
     if isinstance(source_spec, dict):
         for section in ("initContainers", "containers"):
             items = source_spec.get(section)
@@ -159,8 +167,40 @@ def node(obj: Obj) -> Obj:
     return out
 
 
+_KEPT_STORAGE: Final[dict[str, Transform]] = {
+    "PersistentVolumeClaim": storageobjects.kept_pvc,
+    "PersistentVolume": storageobjects.kept_pv,
+    "StorageClass": storageobjects.kept_storage_class,
+    "CSINode": storageobjects.kept_csi_node,
+    "CSIDriver": storageobjects.kept_csi_driver,
+    "CSIStorageCapacity": storageobjects.kept_capacity,
+    "VolumeAttachment": storageobjects.kept_attachment,
+}
+
+
+def _storage(kind: str) -> Transform:
+    """What the engine keeps of a storage object (``storageobjects.KEPT``), with its kind and its
+    resourceVersion (a relist compares it)."""
+    keep = _KEPT_STORAGE[kind]
+
+    def transform(obj: Obj) -> Obj:
+        out = keep(obj)
+        out["apiVersion"] = obj.get("apiVersion")
+        out["kind"] = kind
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv is not None:
+            out.setdefault("metadata", {})["resourceVersion"] = rv
+        return out
+
+    return transform
+
+
 #: The transform of each kind the caches hold; kinds not named here keep everything but metadata noise.
-BY_KIND: Final[dict[str, Transform]] = {"Pod": pod, "Node": node}
+BY_KIND: Final[dict[str, Transform]] = {
+    "Pod": pod,
+    "Node": node,
+    **{kind: _storage(kind) for kind in _KEPT_STORAGE},
+}
 
 
 def for_kind(kind: str) -> Transform:

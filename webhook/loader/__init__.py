@@ -3,6 +3,7 @@
 
 from .documents import STDIN, STDIN_SOURCE, Loaded, LoadError, input_files, load_paths, load_text, read_input
 from .workloads import (
+    FROM_CLAIM_TEMPLATE,
     POD_TEMPLATES,
     WORKLOADS,
     expand_workloads,
@@ -14,6 +15,7 @@ from .workloads import (
 )
 
 __all__ = [
+    "FROM_CLAIM_TEMPLATE",
     "POD_TEMPLATES",
     "STDIN",
     "STDIN_SOURCE",

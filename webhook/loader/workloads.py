@@ -59,6 +59,9 @@ CLUSTER_SCOPED_KINDS: Final = frozenset(
     }
 )
 DEFAULT_NAMESPACE: Final = "default"
+#: Marks a claim ``expand_workloads`` made from a StatefulSet's ``volumeClaimTemplates``: a claim of
+#: the same namespace and name given as such stands instead (the controller reuses an existing one).
+FROM_CLAIM_TEMPLATE: Final = "draxr.io/from-volume-claim-template"
 
 
 def is_namespaced(kind: Any) -> bool:
@@ -134,6 +137,8 @@ def _mapping(value: Any) -> Obj:
 
 
 def _pods_of(obj: Obj, field: str, position: int) -> list[Obj]:
+    """The workload's pods, preceded, for a StatefulSet, by the claims of its pods' volume claim
+    templates."""
     meta = _mapping(obj.get("metadata"))
     name = meta.get("name")
     # ``generateName: train-`` makes ``train-0``, ``train-1``...
@@ -141,7 +146,9 @@ def _pods_of(obj: Obj, field: str, position: int) -> list[Obj]:
     namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
     template = _mapping(_mapping(obj.get("spec")).get("template"))
     tmeta = _mapping(template.get("metadata"))
+    claims: list[Obj] = []
     pods: list[Obj] = []
+    stateful = obj.get("kind") == "StatefulSet"
     for k in range(_pod_count(obj, field, position)):
         pod_meta: Obj = {"name": f"{base}{k}", "namespace": namespace}
         for key in ("labels", "annotations"):
@@ -149,17 +156,57 @@ def _pods_of(obj: Obj, field: str, position: int) -> list[Obj]:
                 pod_meta[key] = copy.deepcopy(tmeta[key])
         pod_meta["uid"] = object_uid("Pod", namespace, pod_meta["name"])
         pod_spec = copy.deepcopy(_mapping(template.get("spec")))
+        if stateful:
+            claims += _claims_from_templates(obj, namespace, k, pod_spec)
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec})
-    return pods
+    return claims + pods
+
+
+def _claims_from_templates(sts: Obj, namespace: str, ordinal: int, pod_spec: Obj) -> list[Obj]:
+    """The StatefulSet controller's ``getPersistentVolumeClaims`` and ``updateStorage``: a claim
+    ``<template>-<set>-<ordinal>`` per volume claim template (its labels with the set's selector's),
+    and in the pod a volume of the template's name for it, replacing a template volume of that name."""
+    spec = _mapping(sts.get("spec"))
+    selector = _mapping(_mapping(spec.get("selector")).get("matchLabels"))
+    claims: list[Obj] = []
+    volumes: list[Obj] = []
+    for raw in spec.get("volumeClaimTemplates") or []:
+        tpl = _mapping(raw)
+        tpl_meta = _mapping(tpl.get("metadata"))
+        tpl_name = str(tpl_meta.get("name") or "")
+        claim_name = f"{tpl_name}-{_mapping(sts.get('metadata')).get('name') or ''}-{ordinal}"
+        claim_meta: Obj = {
+            "name": claim_name,
+            "namespace": namespace,
+            "labels": {**_mapping(tpl_meta.get("labels")), **selector},
+            "annotations": {**_mapping(tpl_meta.get("annotations")), FROM_CLAIM_TEMPLATE: "true"},
+            "uid": object_uid("PersistentVolumeClaim", namespace, claim_name),
+        }
+        claims.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": claim_meta,
+                "spec": copy.deepcopy(_mapping(tpl.get("spec"))),
+            }
+        )
+        volumes.append({"name": tpl_name, "persistentVolumeClaim": {"claimName": claim_name}})
+    if volumes:
+        names = {v["name"] for v in volumes}
+        kept = [v for v in pod_spec.get("volumes") or [] if _mapping(v).get("name") not in names]
+        pod_spec["volumes"] = volumes + kept
+    return claims
 
 
 def expand_workloads(objects: Iterable[Obj]) -> list[Obj]:
     """Workloads become their pods (``<name>-<i>``); every object gets a namespace and a uid.
 
     Deployments, ReplicaSets and StatefulSets make ``spec.replicas`` pods, Jobs
-    ``spec.parallelism`` (both default 1). Other objects pass through in order, as copies: the
-    input is never mutated. A count that is not a non-negative integer raises ``LoadError``
-    (source ``<objects>``, index = position in ``objects``); ``load_paths`` already rejects those.
+    ``spec.parallelism`` (both default 1); a StatefulSet's pods claim their
+    ``volumeClaimTemplates`` (``<template>-<set>-<i>``), and the claims come before the pods.
+    Other objects pass through in order, as copies: the input is never mutated. A count that is
+    not a non-negative integer raises ``LoadError`` (source ``<objects>``, index = position in
+    ``objects``); ``load_paths`` already rejects those.
     """
     out: list[Obj] = []
     for position, obj in enumerate(objects):

@@ -86,6 +86,7 @@ FLAT: Final[Mapping[str, tuple[str, ...]]] = {
     "pod_initial_backoff": ("scheduling.initial_backoff",),
     "pod_max_backoff": ("scheduling.max_backoff",),
     "template_grace": ("scheduling.template_grace",),
+    "volume_bind_timeout": ("scheduling.bind_timeout",),
     "log_level": ("logs.level",),
     "log_format": ("logs.format",),
 }

@@ -1,11 +1,12 @@
 """The binding cycle of one scheduled pod, on the binding pool (kube-scheduler's ``bindingCycle``).
 
-PreBind and Bind are ``binder.py``'s API writes. Any failure runs Unreserve, both halves: the API
-writes undone (``Binder.roll_back``), then the decision's reservation (``SharedScheduler.unreserve``),
-and the pod goes back to the queue; a pod PreBind finds bound already (this worker's view lagged)
-only loses the reservation and leaves the queue. A bound pod is assumed until the cache shows its
-node, and its reservation is held until the cache shows the claims the cycle wrote (``assumed.py``);
-then one log line, the ``Scheduled`` Event and, for a relaxed alignment, ``AlignmentRelaxed``.
+PreBind and Bind are ``binder.py``'s API writes, after VolumeBinding's (``volumebinding.py``). Any
+failure runs Unreserve, both halves: the API writes undone (``Binder.roll_back``), then the
+decision's reservation (``SharedScheduler.unreserve``), and the pod goes back to the queue; a pod
+PreBind finds bound already (this worker's view lagged) only loses the reservation and leaves the
+queue. A bound pod is assumed until the cache shows its node, and its reservation is held until the
+cache shows the claims the cycle wrote (``assumed.py``); then one log line, the ``Scheduled`` Event
+and, for a relaxed alignment, ``AlignmentRelaxed``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .binder import AlreadyBound, Binder, BindError, Written
 from .events import ALIGNMENT_RELAXED, EventRecorder, relaxed_alignment_message, scheduled_message
 from .metrics import WorkerMetrics
 from .queue import SchedulingQueue
+from .volumebinding import VolumeBinder
 
 log = logging.getLogger("draxr.worker")
 
@@ -37,6 +39,7 @@ class BindingCycle:
         metrics: WorkerMetrics,
         assumed_pods: AssumedPods,
         assumed_claims: AssumedClaims,
+        volumes: VolumeBinder | None = None,
     ) -> None:
         self.binder = binder
         self.scheduler = scheduler
@@ -45,6 +48,7 @@ class BindingCycle:
         self.metrics = metrics
         self.assumed_pods = assumed_pods
         self.assumed_claims = assumed_claims
+        self.volumes = volumes
         #: Pods bound by this worker.
         self.bound = 0
 
@@ -54,6 +58,8 @@ class BindingCycle:
         written = Written()
         assert decision.node is not None
         try:
+            if self.volumes is not None:
+                self.volumes.pre_bind(pod, decision)  # VolumeBinding's PreBind comes first upstream
             self.binder.pre_bind(pod, decision, written)
             self.binder.bind(pod, decision.node)
         except AlreadyBound as e:

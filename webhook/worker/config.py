@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
+from ..core.scheduling.plugins.volumebinding.prebind import BIND_TIMEOUT_SECONDS
 from ..core.scheduling.sampling import ADAPTIVE
 from .queue import INITIAL_BACKOFF, MAX_BACKOFF
 
@@ -46,3 +47,6 @@ class WorkerConfig:
             "5%% and 100 nodes; 100: every node)"
         },
     )
+    #: VolumeBindingArgs.bindTimeoutSeconds: how long PreBind waits for the claims it selected a
+    #: node for (or bound to a volume) to be bound, before the pod is retried.
+    bind_timeout: float = BIND_TIMEOUT_SECONDS

@@ -6,6 +6,7 @@ It is made of one part per concern, each in its own module, wired here:
 - ``scheduling``: one thread makes decisions one at a time under the cache lock (Reserve included,
   so the next decision already sees the devices), PostFilter, and the unschedulable pod's answer;
 - ``bindingcycle``: a pool runs binding cycles (PreBind, Bind; Unreserve on failure) concurrently;
+  ``volumebinding``: VolumeBinding's PreBind (the claims' selected node, waiting for the provisioner);
 - ``maintenance``: a thread frees the claims of finished pods, keeps the rewrite's templates and
   repairs orphans;
 - ``leadership``: only the leader writes (its client is fenced: no write, no retry of one, leaves a
@@ -40,6 +41,7 @@ from .queue import SchedulingQueue
 from .scheduling import SchedulingLoop
 from .templates import TemplateKeeper
 from .unmapped import UnmappedPods
+from .volumebinding import VolumeBinder
 
 
 class Worker:
@@ -85,9 +87,18 @@ class Worker:
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)
+        self._stop = threading.Event()
+        self.volume_binder = VolumeBinder(client, cache, fence, config.bind_timeout, self._stop)
         self._pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
         self.binding = BindingCycle(
-            self.binder, self.scheduler, self.queue, self.events, metrics, self.assumed_pods, assumed_claims
+            self.binder,
+            self.scheduler,
+            self.queue,
+            self.events,
+            metrics,
+            self.assumed_pods,
+            assumed_claims,
+            self.volume_binder,
         )
         self.scheduling = SchedulingLoop(
             client,
@@ -113,7 +124,6 @@ class Worker:
             config.scheduler_name,
             self.unmapped,
         )
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         cache.subscribe(self.handlers.on_event)
 

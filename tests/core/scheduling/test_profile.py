@@ -76,7 +76,13 @@ def test_the_default_profile_is_upstream_order() -> None:
     ]
     names = [p.name for p in profile.FILTERS]
     assert names == [n for n in order if n in names]
-    weights = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2}
+    weights = {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
+        "VolumeBinding": 1,  # StorageCapacityScoring, beta and on since 1.37
+    }
     assert all(p.weight == weights[p.name] for p in profile.SCORES)
 
 

@@ -33,14 +33,6 @@ EXAMPLES: dict[tuple[str, str], Obj] = {
             {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
         ]
     },
-    ("VolumeBinding", "spec.volumes[].persistentVolumeClaim, .ephemeral"): {"volumes": [PVC]},
-    ("VolumeZone", "spec.volumes[].persistentVolumeClaim, .ephemeral"): {"volumes": [EPHEMERAL]},
-    ("NodeVolumeLimits", "spec.volumes[].persistentVolumeClaim, .ephemeral, .csi"): {
-        "volumes": [{"name": "v", "csi": {"driver": "csi.example.com"}}]
-    },
-    ("VolumeRestrictions", "spec.volumes[].persistentVolumeClaim, .ephemeral, inline disks"): {
-        "volumes": [{"name": "v", "gcePersistentDisk": {"pdName": "d"}}]
-    },
     ("workload-aware scheduling of a PodGroup", "spec.schedulingGroup"): {
         "schedulingGroup": {"podGroupName": "trainers"}
     },
@@ -64,6 +56,10 @@ SUPPORTED: list[Obj] = [
     },
     {"topologySpreadConstraints": []},
     {"volumes": [{"name": "c", "configMap": {"name": "x"}}, {"name": "e", "emptyDir": {}}]},
+    # The volume plugins (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
+    {"volumes": [PVC, EPHEMERAL]},
+    {"volumes": [{"name": "v", "csi": {"driver": "csi.example.com"}}]},
+    {"volumes": [{"name": "v", "gcePersistentDisk": {"pdName": "d"}}]},
     {"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}], "priorityClassName": "high"},
 ]
 
@@ -84,9 +80,14 @@ def test_what_the_worker_honours_is_not_unsupported() -> None:
         assert unsupported_features(gpu_pod(**spec)) == [], spec
 
 
-def test_a_pvc_names_every_volume_plugin_in_order() -> None:
-    names = [f.name for f in unsupported_features(gpu_pod(volumes=[PVC]))]
-    assert names == ["VolumeBinding", "VolumeZone", "NodeVolumeLimits", "VolumeRestrictions"]
+def test_pod_features_listed_are_inter_pod_affinity_spread_and_workloads() -> None:
+    names = sorted({f.name for f in UNSUPPORTED})
+    assert names == [
+        "InterPodAffinity",
+        "PodTopologySpread",
+        "workload-aware scheduling of a PodGroup",
+        "workload-aware scheduling of a Workload",
+    ]
 
 
 @settings(max_examples=50, deadline=None)

@@ -5,7 +5,7 @@
   counted by reference so a device held twice stays taken until both let go. A device that
   becomes taken or free is reported to ``on_flip``, so free-device counts follow without a scan.
 * Pods: bound, non-terminal pods and assumed pods (reserved, not yet seen bound) count their
-  requests and host ports on their node's ``NodeInfo``; a pod bound to a node the cache has not
+  requests, host ports and volumes on their node's ``NodeInfo``; a pod bound to a node the cache has not
   seen yet counts as soon as the node appears.
 * Special claims by their owner pod's uid (``findExtendedResourceClaim``).
 * Devices two claims' allocations hold (``doubles.py``): reported, not counted as one.
@@ -22,6 +22,7 @@ from ..api.quantity import Quantity
 from ..api.specialclaims import is_special_claim, pod_owner
 from .doubles import DeviceHolders
 from .nodeinfo import NodeInfo, Nodes, host_ports
+from .podvolumes import mounted_volumes
 from .slices import DeviceKey, Pool
 
 ClaimKey = tuple[str, str]  # (namespace, name)
@@ -44,7 +45,7 @@ def allocated_devices(claim: Obj) -> list[DeviceKey]:
 
 def _count_pod(info: NodeInfo, pod_uid: str, pod: Obj) -> None:
     reqs, nonzero = pod_requests_nonzero(pod)
-    info.add_pod(pod_uid, reqs, host_ports(pod), nonzero)
+    info.add_pod(pod_uid, reqs, host_ports(pod), nonzero, mounted_volumes(pod))
 
 
 def claim_key(claim: Obj) -> ClaimKey:

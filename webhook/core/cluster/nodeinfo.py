@@ -13,6 +13,7 @@ from ..api.objects import Obj, as_dict, as_list, labels, name, spec, status
 from ..api.podresources import Units
 from ..api.quantity import try_parse
 from .gates import kubelet_gate
+from .podvolumes import MountedVolumes
 
 HostPort = tuple[str, str, int]  # (protocol, host IP, port)
 
@@ -33,8 +34,12 @@ class NodeInfo:
     nonzero_requested: Units = field(default_factory=dict)
     nonzero_pods: dict[str, Units] = field(default_factory=dict)
     host_ports: dict[str, list[HostPort]] = field(default_factory=dict)
+    #: Pod uid -> its volumes, for the pods with any a volume plugin counts (``podvolumes``).
+    volumes: dict[str, MountedVolumes] = field(default_factory=dict)
     #: Told which requested resources changed (``Nodes`` keeps its index of room with it).
     watch: Callable[[str, Iterable[str]], None] | None = None
+    #: Told of a pod's volumes as it comes (+1) and goes (-1) (``Nodes`` counts the claims in use).
+    watch_volumes: Callable[[MountedVolumes, int], None] | None = None
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -50,12 +55,23 @@ class NodeInfo:
         self.hard_taints = hard_taints(node)
         self.kubelet_gate = kubelet_gate(node)
 
-    def add_pod(self, pod_uid: str, reqs: Units, ports: list[HostPort], nonzero: Units | None = None) -> None:
+    def add_pod(
+        self,
+        pod_uid: str,
+        reqs: Units,
+        ports: list[HostPort],
+        nonzero: Units | None = None,
+        volumes: MountedVolumes | None = None,
+    ) -> None:
         if pod_uid in self.pods:
             self.remove_pod(pod_uid)
         self.pods[pod_uid] = reqs
         if ports:
             self.host_ports[pod_uid] = ports
+        if volumes is not None:
+            self.volumes[pod_uid] = volumes
+            if self.watch_volumes is not None:
+                self.watch_volumes(volumes, 1)
         for k, v in reqs.items():
             self.requested[k] = self.requested.get(k, 0) + v
         if nonzero:
@@ -68,6 +84,9 @@ class NodeInfo:
     def remove_pod(self, pod_uid: str) -> None:
         reqs = self.pods.pop(pod_uid, None)
         self.host_ports.pop(pod_uid, None)
+        volumes = self.volumes.pop(pod_uid, None)
+        if volumes is not None and self.watch_volumes is not None:
+            self.watch_volumes(volumes, -1)
         for k, v in self.nonzero_pods.pop(pod_uid, {}).items():
             self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) - v
         if reqs is None:
@@ -132,7 +151,8 @@ class NodeChange:
 class Nodes(Mapping[str, NodeInfo]):
     """Every node's ``NodeInfo`` by name; the names in order; per extended resource the nodes whose
     allocatable has it above zero (``serving``) and, in name order, those where allocatable minus
-    what pods request is above zero (``with_room``), kept up as pods come and go."""
+    what pods request is above zero (``with_room``), kept up as pods come and go; and how many pods
+    on them use each PersistentVolumeClaim (``claim_in_use``: upstream's ``usedPVCRefCounts``)."""
 
     def __init__(self) -> None:
         #: Node name -> NodeInfo (read it, never change it: ``upsert``/``remove`` keep the indexes).
@@ -141,6 +161,7 @@ class Nodes(Mapping[str, NodeInfo]):
         self._serving: dict[str, set[str]] = {}
         self._room: dict[str, list[str]] = {}
         self._has_room: dict[str, set[str]] = {}
+        self._claim_refs: dict[tuple[str, str], int] = {}
         #: Nodes whose kubelet lacks ``DRAExtendedResource`` (a cluster mid-upgrade has a few, an
         #: old one all): what the native path must keep away from.
         self.ungated: set[str] = set()
@@ -170,6 +191,7 @@ class Nodes(Mapping[str, NodeInfo]):
         if info is None:
             info = self.by_name[n] = NodeInfo.of(node)
             info.watch = self._requested_changed
+            info.watch_volumes = self._volumes_changed
             insort(self._names, n)
             change = NodeChange(added=True, relabelled=False)
         else:
@@ -188,6 +210,9 @@ class Nodes(Mapping[str, NodeInfo]):
         info = self.by_name.pop(node_name, None)
         if info is not None:
             info.watch = None
+            for volumes in info.volumes.values():
+                self._volumes_changed(volumes, -1)
+            info.watch_volumes = None
             del self._names[bisect_left(self._names, node_name)]
             self._requested_changed(node_name, list(self._has_room))
         return info
@@ -200,6 +225,21 @@ class Nodes(Mapping[str, NodeInfo]):
         """Nodes, sorted, whose allocatable ``resource`` exceeds what their pods request (a shared
         list: do not change it)."""
         return self._room.get(resource, [])
+
+    def claim_in_use(self, claim_namespace: str, claim_name: str) -> bool:
+        """Whether a pod counted on some node has a ``persistentVolumeClaim`` volume of this claim
+        (``StorageInfos().IsPVCUsedByPods``)."""
+        return (claim_namespace, claim_name) in self._claim_refs
+
+    def _volumes_changed(self, volumes: MountedVolumes, delta: int) -> None:
+        refs = self._claim_refs
+        for claim in volumes.claims:
+            k = (volumes.namespace, claim)
+            n = refs.get(k, 0) + delta
+            if n > 0:
+                refs[k] = n
+            else:
+                refs.pop(k, None)
 
     def _index(self, node_name: str, names: Iterable[str], alloc: Units) -> None:
         was = [r for r, nodes in self._serving.items() if node_name in nodes]

@@ -7,7 +7,9 @@
 * ``devices``: slices, pools and per-node candidates (``devices``, the device index);
 * ``allocated``: taken devices, in-flight reservations and what pods take from nodes
   (``allocated``);
-* ``capacity``: free-device counts per (class, node), following the other parts (``capacity``).
+* ``capacity``: free-device counts per (class, node), following the other parts (``capacity``);
+* ``volumes``: claims, volumes, storage classes, CSI nodes, drivers, capacities and attachments,
+  with the assume cache of in-flight volume bindings (``volumes``).
 
 It performs no I/O and reads no clock; callers serialise access (one lock around it). ``version``
 bumps on every change so callers can cache derived answers.
@@ -24,6 +26,20 @@ from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
 from .nodeinfo import NodeInfo, Nodes
 from .slices import DeviceKey
+from .volumes import PodVolumes, VolumeState
+
+#: The storage kinds ``apply`` keeps in ``volumes``.
+STORAGE_KINDS = frozenset(
+    {
+        "PersistentVolumeClaim",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "CSIDriver",
+        "CSIStorageCapacity",
+        "VolumeAttachment",
+    }
+)
 
 
 class ClusterState:
@@ -33,6 +49,7 @@ class ClusterState:
         self.devices = DeviceIndex(self.classes, cel)
         self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip)
         self.capacity = FreeDevices(self.nodes, self.devices, self.allocated.is_allocated)
+        self.volumes = VolumeState()
         self.version = 0
 
     @property
@@ -66,6 +83,8 @@ class ClusterState:
                 self.allocated.remove_pod(uid(obj))
             else:
                 self.allocated.upsert_pod(obj)
+        elif kind in STORAGE_KINDS:
+            self.volumes.remove(kind, obj) if deleted else self.volumes.upsert(kind, obj)
         else:
             return False
         self.version += 1
@@ -114,16 +133,27 @@ class ClusterState:
 
     # -- Reserve and its undo ------------------------------------------------------------------------
 
-    def reserve(self, token: str, devices: list[DeviceKey], pod: Obj, node_name: str) -> None:
-        """The devices are taken and the pod counts on the node, before the API shows either."""
+    def reserve(
+        self,
+        token: str,
+        devices: list[DeviceKey],
+        pod: Obj,
+        node_name: str,
+        volumes: PodVolumes | None = None,
+    ) -> None:
+        """The devices are taken, the pod counts on the node and its volume bindings are assumed,
+        before the API shows any of them."""
         self.allocated.reserve_devices(token, devices)
         self.allocated.assume_pod(pod, node_name)
+        if volumes:
+            self.volumes.assume(token, *volumes.assumed(node_name))
         self.version += 1
 
     def unreserve(self, token: str, pod: Obj | None = None) -> None:
         """Undo a reservation; with ``pod``, the pod no longer counts on its node either (a pod
         already seen bound stays)."""
         self.allocated.unreserve_devices(token)
+        self.volumes.restore(token)
         if pod is not None:
             self.allocated.forget_pod(pod)
         self.version += 1

@@ -1,5 +1,6 @@
 """What every phase and plugin of a decision shares (upstream's ``framework`` package): the
-decision's outcome, how each extended resource is served on the chosen node, kube-scheduler's
+decision's outcome (with what PreBind writes for it: the special claim, the user claims, the pod's
+volume bindings), how each extended resource is served on the chosen node, kube-scheduler's
 ``FitError`` text, and the shape of the profile's Filter and Score plugins."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..api.objects import Obj, as_dict, status
 from ..cluster.nodeinfo import NodeInfo
 from ..cluster.slices import DeviceKey
 from ..cluster.state import ClusterState
+from ..cluster.volumes import PodVolumes
 
 SCHEDULED: Final = "Scheduled"
 UNSCHEDULABLE: Final = "Unschedulable"
@@ -27,6 +29,11 @@ Via = Literal["dra", "device-plugin"]
 
 class PreFilterFailed(Exception):
     """The pod cannot be scheduled anywhere for now (a claim missing or unusable)."""
+
+
+class PluginError(Exception):
+    """A plugin's PreFilter or Filter failed with an error, not a verdict: it aborts the attempt
+    (upstream's ``fwk.AsStatus(err)``); ``str()`` is upstream's message, the plugin named."""
 
 
 @dataclass(slots=True)
@@ -63,6 +70,9 @@ class Decision:
     resumed: Obj | None = None  # an existing, allocated special claim this decision continues
     reuse: Obj | None = None  # an existing, unallocated special claim PreBind may reuse
     placement: Placement | None = None  # how the special claim's devices were placed, and why
+    #: VolumeBinding's data for PreBind on the chosen node: the claims to bind to which volumes and
+    #: the claims to provision there (None: the pod has no unbound claim to act on).
+    volumes: PodVolumes | None = None
 
     @property
     def constraints(self) -> list[Obj]:
@@ -113,13 +123,17 @@ class FilterPlugin:
     ``pre_filter(state, pod)`` learns once per decision what the plugin needs (its PreFilter):
     None when it has nothing to check for this pod (upstream's Skip: the plugin then costs nothing
     per node), or raises ``PreFilterFailed`` (the pod fits nowhere for now, for the reason given).
-    ``filter(pre, node, info)`` gives the node's reason, upstream's text byte for byte, or None.
+    ``filter(pre, node, info)`` gives the node's reason (or reasons), upstream's text byte for
+    byte, or None. Either may raise ``PluginError`` (upstream's error status: the attempt aborts).
+    ``reserve(pre, node, decision)``, for a plugin whose PreBind acts later: records on the decision
+    what it found for the chosen node (upstream keeps it in the cycle state from Filter to PreBind).
     A pod any such plugin checks is never the usual pod (``usual``).
     """
 
     name: str
     pre_filter: Callable[[ClusterState, Obj], Any]
-    filter: Callable[[Any, str, NodeInfo], str | None]
+    filter: Callable[[Any, str, NodeInfo], str | list[str] | None]
+    reserve: Callable[[Any, str, Decision], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +144,9 @@ class ScorePlugin:
     ``score(pre, node, info)``: the node's raw score. ``normalize(scores)``: the raw scores of the
     feasible nodes to 0..``MAX_NODE_SCORE`` in place (upstream's NormalizeScore), or None when
     the raw scores are already in that range.
+    ``pre_score_from_filter(pre)``, for a plugin that is also a Filter plugin of the same name (one
+    plugin upstream, one cycle state): its PreScore from what its own PreFilter and Filter found,
+    in place of ``pre_score``; it skips when that Filter plugin skipped the pod.
     """
 
     name: str
@@ -137,6 +154,7 @@ class ScorePlugin:
     pre_score: Callable[[ClusterState, Obj], Any]
     score: Callable[[Any, str, NodeInfo], int]
     normalize: Callable[[dict[str, int]], None] | None = None
+    pre_score_from_filter: Callable[[Any], Any] | None = None
 
 
 def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:

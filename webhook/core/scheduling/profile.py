@@ -6,8 +6,9 @@ NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZon
 InterPodAffinity, DynamicResources. The scheduler runs the first six itself (``nodefilters``,
 ``plugins/noderesources``: the usual pod's fast path depends on them), then ``FILTERS`` in order, then
 DynamicResources (``plugins/dynamicresources``). Score weights are upstream's: TaintToleration 3,
-NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2 (NodeResourcesFit and BalancedAllocation, 1
-each, are ``scoring``'s ``upstream`` policy). A plugin is one module under ``plugins/`` exposing its
+NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2, VolumeBinding 1 (it scores by default since
+``StorageCapacityScoring`` went beta in 1.37; NodeResourcesFit and BalancedAllocation, 1 each, are
+``scoring``'s ``upstream`` policy). A plugin is one module under ``plugins/`` exposing its
 ``FilterPlugin`` and/or ``ScorePlugin``; adding it here is the whole of its wiring.
 """
 
@@ -16,6 +17,13 @@ from __future__ import annotations
 from typing import Final
 
 from .framework import FilterPlugin, ScorePlugin
+from .plugins import nodevolumelimits, volumerestrictions, volumezone
+from .plugins.volumebinding import plugin as volumebinding
 
-FILTERS: Final[tuple[FilterPlugin, ...]] = ()
-SCORES: Final[tuple[ScorePlugin, ...]] = ()
+FILTERS: Final[tuple[FilterPlugin, ...]] = (
+    volumerestrictions.FILTER,
+    nodevolumelimits.FILTER,
+    volumebinding.FILTER,
+    volumezone.FILTER,
+)
+SCORES: Final[tuple[ScorePlugin, ...]] = (volumebinding.SCORE,)

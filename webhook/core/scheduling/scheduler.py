@@ -9,7 +9,8 @@
                 a class go to DRA; the special claim's requests and the user claims allocated
                 together).
 ``score``       Score: ``binpack``, ``spread`` or ``upstream`` (``scoring``).
-``reserve``     Reserve: in-flight devices and the assumed pod, visible to the next decision.
+``reserve``     Reserve: in-flight devices, the assumed pod and its assumed volume bindings, visible
+                to the next decision.
 ``unreserve``   the in-memory half of Unreserve (the worker's own Unreserve also undoes the binding
                 cycle's API writes).
 
@@ -54,6 +55,7 @@ from .framework import (
     UNSCHEDULABLE,
     Decision,
     FilterPlugin,
+    PluginError,
     PreFilterFailed,
     ScorePlugin,
     UserClaim,
@@ -184,7 +186,7 @@ class Scheduler:
         for plugin, pre in cycle.plugins:
             why = plugin.filter(pre, node_name, info)
             if why is not None:
-                return None, [why]
+                return None, [why] if isinstance(why, str) else why
         why = dra_filter.filter_node(self.state, dra, cycle.views, node_name, info, delegated, count_devices)
         if why is not None:
             return None, [why]
@@ -279,6 +281,8 @@ class Scheduler:
             cycle = self.pre_filter(pod, ignore_claim=ignore_claim)
         except PreFilterFailed as e:
             return Decision(pod, UNSCHEDULABLE, message=fit_error(total, {}, str(e)))
+        except PluginError as e:
+            return Decision(pod, ERROR, message=str(e))
         reasons: dict[str, list[str]] = {}
         try:
             # A stale special claim fails Filter on every node before allocation: nothing to search.
@@ -287,13 +291,13 @@ class Scheduler:
                 found = self._search(pod, cycle, score, reasons)
                 if found is not None:
                     return found
-        except AllocationError as e:
+            # Nothing fits: explain every node, including those the search never visited.
+            for n in self.state.nodes.names():
+                if n not in reasons:
+                    _, why = self._node_plan(cycle, n)
+                    reasons[n] = why or [CANNOT_ALLOCATE]
+        except (AllocationError, PluginError) as e:
             return Decision(pod, ERROR, message=str(e))
-        # Nothing fits: explain every node, including those the search never visited.
-        for n in self.state.nodes.names():
-            if n not in reasons:
-                _, why = self._node_plan(cycle, n)
-                reasons[n] = why or [CANNOT_ALLOCATE]
         return Decision(
             pod,
             UNSCHEDULABLE,
@@ -351,25 +355,42 @@ class Scheduler:
             if fit.placement is not None and fit.special is not None:
                 devices = [r.device for r in fit.special.results if not r.admin_access]
                 count_groups(self.state, fit.placement, dra, n, fit.requests, devices)
-            return Decision(
-                pod,
-                SCHEDULED,
-                node=n,
-                served=dict(plan.served),
-                requests=fit.requests,
-                mappings=fit.mappings,
-                special=fit.special,
-                user_claims=fit.user_claims,
-                placement=fit.placement,
+            return self._reserved(
+                cycle,
+                Decision(
+                    pod,
+                    SCHEDULED,
+                    node=n,
+                    served=dict(plan.served),
+                    requests=fit.requests,
+                    mappings=fit.mappings,
+                    special=fit.special,
+                    user_claims=fit.user_claims,
+                    placement=fit.placement,
+                ),
             )
         return None
+
+    @staticmethod
+    def _reserved(cycle: Cycle, decision: Decision) -> Decision:
+        """The decision with what the profile's plugins record for PreBind on its node."""
+        assert decision.node is not None
+        for plugin, pre in cycle.plugins:
+            if plugin.reserve is not None:
+                plugin.reserve(pre, decision.node, decision)
+        return decision
 
     def _scorers(self, cycle: Cycle) -> list[tuple[ScorePlugin, Any]]:
         """The profile's Score plugins that do not skip the pod, with their PreScore state."""
         if cycle.scorers is None:
             cycle.scorers = []
+            filtered = {p.name: pre for p, pre in cycle.plugins}
             for plugin in self.scores:
-                pre = plugin.pre_score(self.state, cycle.pod)
+                if plugin.pre_score_from_filter is not None:
+                    own = filtered.get(plugin.name)
+                    pre = plugin.pre_score_from_filter(own) if own is not None else None
+                else:
+                    pre = plugin.pre_score(self.state, cycle.pod)
                 if pre is not None:
                     cycle.scorers.append((plugin, pre))
         return cycle.scorers
@@ -431,34 +452,38 @@ class Scheduler:
             return None
         try:
             cycle = self.pre_filter(pod, ignore_claim=True)
-        except PreFilterFailed:
+            if cycle.dra.to_allocate:
+                return None
+            plan, _ = self._node_plan(cycle, node, count_devices=False)
+        except (PreFilterFailed, PluginError):
             return None
-        if cycle.dra.to_allocate:
-            return None
-        plan, _ = self._node_plan(cycle, node, count_devices=False)
         if plan is None or not plan.dra:
             return None
         requests, mappings = create_requests_and_mappings(pod, plan.dra, self.state.classes.tolerations)
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
-        return Decision(
-            pod,
-            SCHEDULED,
-            node=node,
-            served=plan.served,
-            requests=requests,
-            mappings=mappings,
-            user_claims=[UserClaim(c) for c in cycle.dra.user_claims],
-            resumed=claim,
+        return self._reserved(
+            cycle,
+            Decision(
+                pod,
+                SCHEDULED,
+                node=node,
+                served=plan.served,
+                requests=requests,
+                mappings=mappings,
+                user_claims=[UserClaim(c) for c in cycle.dra.user_claims],
+                resumed=claim,
+            ),
         )
 
     # -- Reserve, and the in-memory half of Unreserve -------------------------------------------
 
     def reserve(self, decision: Decision, token: str | None = None) -> str:
-        """Make the decision's devices and pod resources visible to the next decision."""
+        """Make the decision's devices, pod resources and volume bindings visible to the next
+        decision."""
         assert decision.node is not None
         token = token or str(_uuid.uuid4())
-        self.state.reserve(token, decision.device_keys(), decision.pod, decision.node)
+        self.state.reserve(token, decision.device_keys(), decision.pod, decision.node, decision.volumes)
         return token
 
     def unreserve(self, decision: Decision, token: str) -> None:

@@ -8,12 +8,12 @@ Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework
 * honoured by the worker: PrioritySort, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
   NodePorts, NodeResourcesFit (pod-level resources and overhead included), SchedulingGates (a gated
   pod is not the worker's until its gates are gone), DynamicResources (``firstAvailable``,
-  ``adminAccess``, request tolerations, ``allocationMode: All``, partitionable devices);
+  ``adminAccess``, request tolerations, ``allocationMode: All``, partitionable devices), and the
+  volume plugins VolumeBinding, VolumeZone, NodeVolumeLimits and VolumeRestrictions (PVC and
+  generic ephemeral volumes, CSINode limits, inline disks; plugins/volume*.py);
 * listed until the worker implements them: InterPodAffinity (``podAffinity``,
   ``podAntiAffinity``), PodTopologySpread (the pod's own ``topologySpreadConstraints``; the
-  cluster's default constraints only score), and the volume plugins VolumeBinding, VolumeZone,
-  NodeVolumeLimits and VolumeRestrictions (PVC and generic ephemeral volumes; inline CSI volumes
-  count against CSINode limits; inline GCE PD, EBS, RBD and iSCSI volumes conflict per node);
+  cluster's default constraints only score);
 * listed: workload-aware scheduling, the GangScheduling, TopologyAware and PodGroupPodsCount plugins
   (KEP-4671, ``GenericWorkload``): a pod of a PodGroup is placed with its group, all or nothing;
   the worker would place it alone. ``spec.workloadRef`` is 1.35's field, ``spec.schedulingGroup``
@@ -66,17 +66,6 @@ def _affinity(kind: str) -> Callable[[Obj], bool]:
     return detect
 
 
-def _volumes(*kinds: str) -> Callable[[Obj], bool]:
-    def detect(pod: Obj) -> bool:
-        return any(as_dict(v).get(k) is not None for v in as_list(spec(pod).get("volumes")) for k in kinds)
-
-    return detect
-
-
-_CLAIMED = ("persistentVolumeClaim", "ephemeral")
-_INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
-_PVCS = "spec.volumes[].persistentVolumeClaim, .ephemeral"
-
 #: Every pod feature the worker does not implement, in the order a pod's author is told them.
 #: One line per upstream plugin (two for InterPodAffinity): when the worker implements one,
 #: delete its line.
@@ -84,10 +73,6 @@ UNSUPPORTED: Final[tuple[Unsupported, ...]] = (
     Unsupported("InterPodAffinity", "spec.affinity.podAffinity", _affinity("podAffinity")),
     Unsupported("InterPodAffinity", "spec.affinity.podAntiAffinity", _affinity("podAntiAffinity")),
     Unsupported("PodTopologySpread", "spec.topologySpreadConstraints", _set("topologySpreadConstraints")),
-    Unsupported("VolumeBinding", _PVCS, _volumes(*_CLAIMED)),
-    Unsupported("VolumeZone", _PVCS, _volumes(*_CLAIMED)),
-    Unsupported("NodeVolumeLimits", f"{_PVCS}, .csi", _volumes(*_CLAIMED, "csi")),
-    Unsupported("VolumeRestrictions", f"{_PVCS}, inline disks", _volumes(*_CLAIMED, *_INLINE_DISKS)),
     Unsupported("workload-aware scheduling of a PodGroup", "spec.schedulingGroup", _set("schedulingGroup")),
     Unsupported("workload-aware scheduling of a Workload", "spec.workloadRef", _set("workloadRef")),
 )
