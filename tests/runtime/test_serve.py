@@ -296,3 +296,14 @@ def test_beside_a_ready_webhook_readyz_says_what_the_worker_waits_for() -> None:
             sandbox.em.faults.remove(failing)
             assert sandbox.webhook.worker_started.wait(30)
             assert "worker not started" not in http.get("/readyz").text
+
+
+def test_the_lease_never_waits_behind_the_workers_writes(kube: Cluster) -> None:
+    """kube-scheduler gives leader election a client of its own (``makeLeaderElectionConfig``):
+    with the worker's write budget spent (a burst of bindings at a low --qps), a renewal must still
+    leave at once, or the lease lapses and every binding in flight fails NotLeader."""
+    process = Process(ServeOptions(webhook=False, kubeconfig=str(kube.kubeconfig), qps=1.0, burst=1))
+    assert process.leader is not None
+    process.client.writes.reserve()  # the worker spends its one token
+    assert process.client.writes.reserve() > 0  # and its next write would wait
+    assert process.leader.client.writes.reserve() == 0  # the renewal does not

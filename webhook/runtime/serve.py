@@ -104,8 +104,10 @@ class Process:
             self.on_leadership = self._waking_the_gate(self.on_leadership)
             election = opts.leader_election
             if election.leader_elect:
+                # A client of its own (kube-scheduler's makeLeaderElectionConfig): a renewal never
+                # waits behind the worker's writes.
                 self.leader = LeaderElector(
-                    self.client,
+                    self.client.with_own_rate_limit(),
                     opts.namespace,
                     opts.lease_name,
                     identity,
