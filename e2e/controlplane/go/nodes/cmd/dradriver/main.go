@@ -97,6 +97,15 @@ func run(o options) error {
 	if o.pluginDir != "" {
 		opts = append(opts, kubeletplugin.PluginDataDirectoryPath(o.pluginDir))
 	}
+	// A DaemonSet's hostPath volumes would make these; the driver may start before its kubelet.
+	for _, dir := range []string{o.registryDir, o.pluginDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+	}
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -84,7 +85,30 @@ func (r *runtime) CreateContainer(ctx context.Context, req *kubeapi.CreateContai
 		r.exits[resp.ContainerId] = code
 		r.mu.Unlock()
 	}
+	r.keepLogPath(resp.ContainerId, req)
 	return resp, nil
+}
+
+// keepLogPath gives the container the log file a real runtime writes (empty here) and reports its
+// path in the container's status, which the stock fake leaves empty. The kubelet removes a removed
+// container's logs by globbing "<status.logPath>*": with an empty path that is every file in its
+// working directory.
+func (r *runtime) keepLogPath(id string, req *kubeapi.CreateContainerRequest) {
+	logPath := "/nonexistent/fakecri-no-log-" + id
+	if dir, name := req.GetSandboxConfig().GetLogDirectory(), req.GetConfig().GetLogPath(); dir != "" && name != "" {
+		logPath = filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err == nil {
+			if f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY, 0o640); err == nil {
+				_ = f.Close()
+			}
+		}
+	}
+	svc := r.RuntimeService
+	svc.Lock()
+	defer svc.Unlock()
+	if c, ok := svc.Containers[id]; ok {
+		c.LogPath = logPath
+	}
 }
 
 // exitCode decides whether a container ends right after it starts, and with which code.
