@@ -6,8 +6,9 @@
 - ``emulator``, ``emulator-gate-off``: the API emulator sandbox with ``DRAExtendedResource`` on or
   off (both in ``make test``; ``emulator`` for both);
 - ``cluster``: the cluster named by DRAXR_E2E_KUBECONFIG, with draxr installed (skipped without it);
-- a row of the local control plane's matrix (``e2e/local.py``): ``1.35-gate-off``, ``1.35-gate-on``,
-  ``1.36-default``, or ``controlplane`` for all three (``make e2e-local``).
+- a row of the local cluster matrix (``e2e/local.py``: real control plane, real kubelets):
+  ``1.34-gate-off``, ``1.35-gate-off``, ``1.35-gate-on``, ``1.36-default``, ``1.37``, or
+  ``controlplane`` for all five (``make e2e-local``).
 
 Which scenarios run where: ``test_e2e.py`` (the native path) where the apiserver keeps the KEP-5004
 fields; ``test_gate_off.py`` (marker ``gate_off``) where it drops them; ``test_rewrite.py`` (marker
@@ -117,6 +118,11 @@ def backend(
         yield cluster
     finally:
         cluster.stop()
+    if cluster.host_repairs:
+        pytest.fail(
+            f"row {name}: the kubelets changed the host, the safety net put back: "
+            + "; ".join(cluster.host_repairs)
+        )
 
 
 @pytest.fixture
@@ -131,6 +137,9 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
         t.processes = backend.processes
         t.local = True
         t.native = backend.row.native
+        if backend.nodes is not None:
+            t.cdi_log = backend.nodes.cdi_log
+            t.prepare_log = backend.nodes.prepare_log
     else:
         got = cluster_target()
         if isinstance(got, str):

@@ -1,4 +1,5 @@
-"""The targets where DRAExtendedResource is off on kube-apiserver (``1.35-gate-off``, ``emulator-gate-off``).
+"""The targets where DRAExtendedResource is off on kube-apiserver (``1.34-gate-off``, ``1.35-gate-off``,
+``emulator-gate-off``).
 
 There the native path cannot work: the apiserver drops DeviceClass ``spec.extendedResourceName`` and
 pod ``status.extendedResourceClaimStatus`` (kep5004-semantics.md §1 and §2, drop-disabled-fields) with
@@ -117,8 +118,8 @@ def _bound(pods: list[Obj]) -> Any:
 def test_a_routed_pod_gets_its_devices(target: Target) -> None:
     """Rewrite mode (draxr's default ``--mode auto`` picks it here): the pod asks for its device
     through a claim of its own, made by the resourceclaim controller from draxr's template, so its
-    container gets the device without the mapping the apiserver would drop. (``--route=always`` on
-    these targets: no other scheduler runs.)"""
+    container gets the device without the mapping the apiserver would drop. (It is placed by
+    kube-scheduler on the local rows, by draxr's worker with ``--route=always`` on the emulator.)"""
     cls = target.device_class()["metadata"]["name"]
     target.slice(target.nodes[0], 1)
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"

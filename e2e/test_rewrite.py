@@ -2,18 +2,20 @@
 apiserver's ``DRAExtendedResource`` off and on.
 
 draxr runs with its defaults (``--mode auto``): where the apiserver drops the KEP-5004 fields
-(``emulator-gate-off``, ``1.35-gate-off``) its webhook rewrites each DRA-backed extended resource into
-a claim of the pod made from a shared ResourceClaimTemplate (KEP-5004's "Option 1"); where it keeps
-them (``emulator``, ``1.35-gate-on``, ``1.36-default``) it takes the native path and the rewrite does
-not happen. The scenarios are the same on both: what they check is what each container gets
+(``emulator-gate-off``, ``1.34-gate-off``, ``1.35-gate-off``) its webhook rewrites each DRA-backed
+extended resource into a claim of the pod made from a shared ResourceClaimTemplate (KEP-5004's
+"Option 1"); where it keeps them (``emulator``, ``1.35-gate-on``, ``1.36-default``, ``1.37``) it
+takes the native path and the rewrite does not happen. The scenarios are the same on both: what they
+check is what each container gets
 (``container_devices``: through the pod's claims, or through the special claim and the pod's request
 mapping), and which path the pod took (``assert_path``).
 
-Rewritten pods keep their ``schedulerName`` by default. The gate-off targets run no kube-scheduler
-(the emulator has none; none is built for 1.35), so draxr runs there with ``--route=always`` and its
-worker places the rewritten pods, allocating their claims as any user claim. The pods and
-Deployments set ``terminationGracePeriodSeconds: 0``: the local rows have no kubelet to end a grace
-period. Templates no pod uses go after ``--template-grace 1`` (set on every target of the suite).
+Rewritten pods keep their ``schedulerName`` by default. The emulator has no kube-scheduler, so
+draxr runs on ``emulator-gate-off`` with ``--route=always`` and its worker places the rewritten pods,
+allocating their claims as any user claim; on the local rows the release's kube-scheduler places
+them, and real kubelets run every pod. The pods and Deployments set
+``terminationGracePeriodSeconds: 0``, so a deleted pod goes at once. Templates no pod uses go after
+``--template-grace 1`` (set on every target of the suite).
 """
 
 from __future__ import annotations
