@@ -1,9 +1,11 @@
 """Real kubelets on the launcher's control plane (nodes.py), without draxr: Kubernetes 1.37.2 with
-kube-scheduler, two Nodes (``n1``: 2 GPUs; ``n2``: 2 GPUs and a device plugin with one
-``example.com/gpu``). What the fake runtime promises (README, "The fake container runtime"): pods run
-through their init containers, ``exit N`` commands end with N, every container's CDI devices are in
-the CDI log; what the DRA driver promises: CDI IDs naming the allocated devices, every prepare and
-unprepare in the prepare log; and that the host is as it was once the nodes stop.
+kube-scheduler, two Nodes (``n1``: 2 GPUs, a shared GPU and a tainted one, given to its driver as a
+JSON device list; ``n2``: 2 GPUs and a device plugin with one ``example.com/gpu``).
+
+What the fake runtime promises (README, "The fake container runtime"): pods run through their init
+containers, ``exit N`` commands end with N, every container's CDI devices are in the CDI log; what the
+DRA driver promises: CDI IDs naming the allocated devices (and shares), every prepare and unprepare in
+the prepare log; and that the host is as it was once the nodes stop.
 
 Tests run in file order on one module-scoped cluster; the last one stops the nodes.
 """
@@ -35,6 +37,40 @@ Obj = dict[str, Any]
 NS = "nodes-e2e"
 RESOURCE = "/apis/resource.k8s.io/v1"
 IMAGE = "registry.k8s.io/pause:3.10"
+GPU_MODEL = "LATEST-GPU-MODEL"
+
+
+def _gpu(i: int, model: str = GPU_MODEL) -> Obj:
+    return {
+        "name": f"gpu-{i}",
+        "attributes": {"model": {"string": model}, "index": {"int": i}, "numa": {"int": i}},
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+
+
+#: n1's devices (NodeSpec.devices): two GPUs; one shared in 10Gi steps of its memory (KEP-5075's
+#: consumable capacity, beta in 1.37); one with a NoSchedule taint (no claim without a toleration
+#: gets it).
+N1_DEVICES = [
+    _gpu(0),
+    _gpu(1),
+    {
+        "name": "shared-0",
+        "allowMultipleAllocations": True,
+        "attributes": {"model": {"string": "SHARED-GPU"}},
+        "capacity": {
+            "memory": {
+                "value": "80Gi",
+                "requestPolicy": {"default": "10Gi", "validRange": {"min": "10Gi", "step": "10Gi"}},
+            }
+        },
+    },
+    {
+        "name": "tainted-0",
+        "attributes": {"model": {"string": GPU_MODEL}},
+        "taints": [{"key": "draxr.e2e/broken", "value": "true", "effect": "NoSchedule"}],
+    },
+]
 
 
 @dataclass
@@ -74,7 +110,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with ControlPlane(
         "1.37", controllers=(*DEFAULT_CONTROLLERS, *NODE_CONTROLLERS), scheduler=True, workdir=work / "cp"
     ) as cp:
-        specs = [NodeSpec("n1", gpus=2), NodeSpec("n2", gpus=2, device_plugin=1)]
+        specs = [
+            NodeSpec("n1", devices=json.dumps(N1_DEVICES)),
+            NodeSpec("n2", gpus=2, device_plugin=1),
+        ]
         with Nodes(cp, specs, workdir=work / "nodes") as nodes:
             c = Cluster(cp, nodes, before)
             _setup(c)
@@ -89,19 +128,26 @@ def _setup(c: Cluster) -> None:
         "no default ServiceAccount",
         lambda: admin.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
     )
-    selector = {"cel": {"expression": f'device.driver == "{DRIVER}"'}}
-    status, body = admin.post(
-        f"{RESOURCE}/deviceclasses", {"metadata": {"name": DRIVER}, "spec": {"selectors": [selector]}}
-    )
-    assert status == 201, body
-    template = {
-        "metadata": {"name": "one-gpu"},
-        "spec": {
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}
-        },
-    }
-    status, body = admin.post(f"{RESOURCE}/namespaces/{NS}/resourceclaimtemplates", template)
-    assert status == 201, body
+    for cls, model in ((DRIVER, GPU_MODEL), ("shared.example.com", "SHARED-GPU")):
+        expression = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "{model}"'
+        status, body = admin.post(
+            f"{RESOURCE}/deviceclasses",
+            {"metadata": {"name": cls}, "spec": {"selectors": [{"cel": {"expression": expression}}]}},
+        )
+        assert status == 201, body
+    for name, exactly in (
+        ("one-gpu", {"deviceClassName": DRIVER}),
+        (
+            "shared-10g",
+            {"deviceClassName": "shared.example.com", "capacity": {"requests": {"memory": "10Gi"}}},
+        ),
+    ):
+        template = {
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+        }
+        status, body = admin.post(f"{RESOURCE}/namespaces/{NS}/resourceclaimtemplates", template)
+        assert status == 201, body
 
 
 def _create_pod(c: Cluster, name: str, spec: Obj) -> None:
@@ -131,9 +177,25 @@ def test_nodes_join_as_themselves(cluster: Cluster) -> None:
         if s["spec"]["driver"] == DRIVER
         for d in s["spec"]["devices"]
     }
-    assert sorted(devices) == [("n1", "gpu-0"), ("n1", "gpu-1"), ("n2", "gpu-0"), ("n2", "gpu-1")]
-    assert devices[("n1", "gpu-1")]["attributes"]["index"] == {"int": 1}
-    assert devices[("n1", "gpu-1")]["attributes"]["numa"] == {"int": 1}
+    assert sorted(devices) == [
+        ("n1", "gpu-0"),
+        ("n1", "gpu-1"),
+        ("n1", "shared-0"),
+        ("n1", "tainted-0"),
+        ("n2", "gpu-0"),
+        ("n2", "gpu-1"),
+    ]
+    assert devices[("n2", "gpu-1")]["attributes"] == {
+        "model": {"string": GPU_MODEL},
+        "index": {"int": 1},
+        "numa": {"int": 1},
+        "pcieRoot": {"string": "pci0000:00"},
+    }
+    # The JSON device list reaches the API as written (consumable capacity and taints are on in 1.37).
+    shared = devices[("n1", "shared-0")]
+    assert shared["allowMultipleAllocations"] is True
+    assert shared["capacity"]["memory"]["requestPolicy"]["validRange"] == {"min": "10Gi", "step": "10Gi"}
+    assert devices[("n1", "tainted-0")]["taints"][0]["key"] == "draxr.e2e/broken"
 
 
 def test_a_pod_runs_through_its_init_container_with_its_claim_devices(cluster: Cluster) -> None:
@@ -191,6 +253,30 @@ def test_a_pod_runs_through_its_init_container_with_its_claim_devices(cluster: C
             for p in cluster.prepare_lines()
         ),
     )
+
+
+def test_a_shared_device_gets_a_cdi_id_per_share(cluster: Cluster) -> None:
+    """Two pods each claim 10Gi of the shared GPU: both run on n1 with the same device, each with its
+    own share ID, in their CDI IDs too."""
+    spec = {
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "shared-10g"}],
+        "containers": [{"name": "app", "image": IMAGE, "resources": {"claims": [{"name": "gpu"}]}}],
+    }
+    for name in ("share-1", "share-2"):
+        _create_pod(cluster, name, spec)
+    ids = []
+    for name in ("share-1", "share-2"):
+        cluster.wait(f"pod {name} is not Running", _phase(cluster, name, "Running"))
+        pod = cluster.pod(name)
+        assert pod["spec"]["nodeName"] == "n1"
+        [ref] = pod["status"]["resourceClaimStatuses"]
+        _, claim = cluster.admin.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims/{ref['resourceClaimName']}")
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["device"], result["consumedCapacity"]) == ("shared-0", {"memory": "10Gi"})
+        [line] = [line for line in cluster.cdi_lines() if line["pod"] == name]
+        assert line["cdi_devices"] == [f"{CDI_KIND}=n1-shared-0-{result['shareID']}"]
+        ids.append(result["shareID"])
+    assert len(set(ids)) == 2
 
 
 def test_the_device_plugin_serves_its_node(cluster: Cluster) -> None:
