@@ -15,10 +15,11 @@ then installs draxr the way an operator would, except that draxr itself runs as 
 4. ``draxr manifests --webhook-url https://127.0.0.1:<port>`` renders the webhook configurations
    (no kube-proxy, so no Service IP could route), applied with ``kubectl``; a dry-run probe waits
    until the apiserver calls the hooks;
-5. two real kubelets of the row's release (``e2e/controlplane/nodes.py``), each with a fake container
-   runtime and the DRA driver ``gpu.example.com`` publishing 8 GPUs; ``e2e-node-b`` also runs a device
-   plugin for ``example.com/gpu`` (KEP-5004's mixed cluster). Pods really run: the runtime records
-   each container's CDI devices in the row's CDI log;
+5. two real kubelets of the row's release (``e2e/controlplane/nodes.py``; started right after the
+   control plane, waited for here), each with a fake container runtime and the DRA driver
+   ``gpu.example.com`` publishing 8 GPUs; ``e2e-node-b`` also runs a device plugin for
+   ``example.com/gpu`` (KEP-5004's mixed cluster). Pods really run: the runtime records each
+   container's CDI devices in the row's CDI log;
 6. the KEP example's DeviceClass (``examples/kep-5004/deviceclass.yaml``: ``gpu.example.com`` maps
    ``example.com/gpu``).
 
@@ -334,6 +335,9 @@ class LocalCluster:
             )
         self.progress(f"starting etcd and Kubernetes v{self.cp.version}'s control plane")
         self.cp.start()
+        self.progress(f"starting {len(NODES)} kubelets (fake runtimes, DRA drivers, a device plugin)")
+        self.nodes = Nodes(self.cp, NODES, workdir=self.workdir / "nodes", gates=self.row.gates)
+        self.nodes.launch()
         self.progress("installing draxr (RBAC, certificates, webhook, two workers)")
         self._apply(self._manifests("--cert-manager"), RBAC_KINDS)  # RBAC only: no certificates made here
         _run(draxr_argv("certs", "--out", str(self.certs), "--namespace", NAMESPACE, "--ip", "127.0.0.1"))
@@ -344,9 +348,8 @@ class LocalCluster:
             WEBHOOK_KINDS,
         )
         self._wait_for_hooks(webhook)
-        self.progress(f"starting {len(NODES)} kubelets (fake runtimes, DRA drivers, a device plugin)")
-        self.nodes = Nodes(self.cp, NODES, workdir=self.workdir / "nodes", gates=self.row.gates)
-        self.nodes.start()
+        self.progress("waiting for the nodes: Ready, drivers registered, devices published")
+        self.nodes.wait_ready()
         self._kep_device_class()
         self.progress("ready")
 
@@ -513,7 +516,8 @@ def _main(argv: Sequence[str]) -> int:
         print(f"[e2e.local {row.name}] {message}", file=sys.stderr, flush=True)
 
     workdir = Path(tempfile.mkdtemp(prefix=f"draxr-local-{row.name}-"))
-    signal.signal(signal.SIGTERM, _interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
+        signal.signal(sig, _interrupt)
     cluster = LocalCluster(row, workdir, progress=progress)
     try:
         with cluster:
@@ -533,12 +537,13 @@ def _main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         progress("stopping")
     except (LocalError, ControlPlaneError) as e:
-        print(f"e2e.local: {row.name} did not start: {e}", file=sys.stderr)
+        print(f"e2e.local: {row.name} did not start (logs in {workdir}): {e}", file=sys.stderr)
         return 1
     if cluster.host_repairs:
-        progress(f"the host safety net had to repair: {'; '.join(cluster.host_repairs)}")
+        progress(f"the host safety net had to repair: {'; '.join(cluster.host_repairs)}; logs in {workdir}")
         return 1
-    progress(f"stopped; logs in {workdir}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    progress("stopped")
     return 0
 
 

@@ -140,6 +140,12 @@ class Nodes:
         self.stop()
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Starts every node's processes without waiting for them (wait_ready does), so a caller can
+        do other work while the kubelets register."""
         self._host = HostState.now()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cdi_log.touch()
@@ -149,6 +155,8 @@ class Nodes:
         driver_kubeconfig = self.cp.add_user("dra-driver", DRIVER_USER)
         for spec in self.specs:
             self._start_node(spec, driver_kubeconfig)
+
+    def wait_ready(self) -> None:
         for spec in self.specs:
             self._wait_node(spec)
 
