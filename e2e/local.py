@@ -31,6 +31,7 @@ containment held).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -44,6 +45,8 @@ from types import TracebackType
 from typing import Any
 
 import yaml
+
+from webhook.core.gates import GATE_LABEL
 
 from .controlplane.launcher import (
     DEFAULT_CONTROLLERS,
@@ -65,6 +68,21 @@ LEASE_TIMINGS = (1.5, 1.0, 0.2)
 #: The row's Nodes: real kubelets with 8 GPUs each; the second also has a device plugin advertising
 #: two example.com/gpu (a name with allocatable there is the device plugin's on that node).
 NODES = (NodeSpec("e2e-node-a"), NodeSpec("e2e-node-b", device_plugin=2))
+#: GATE_LABEL says whether a Node's kubelet has DRAExtendedResource on; without it draxr infers that
+#: from the kubelet's version (on from 1.36).
+GATE = "DRAExtendedResource"
+
+
+def row_nodes(row: Row) -> list[NodeSpec]:
+    """NODES for a row; where the row sets the gate by hand, labelled as an admin who did so labels
+    them (GATE_LABEL), so draxr knows the kubelets' gate (1.35-gate-on: on, though 1.35's default is
+    off)."""
+    if GATE not in row.gates:
+        return list(NODES)
+    label = ((GATE_LABEL, "on" if row.gates[GATE] else "off"),)
+    return [dataclasses.replace(spec, labels=spec.labels + label) for spec in NODES]
+
+
 #: The KEP example's DeviceClass (gpu.example.com maps example.com/gpu), installed on every row.
 KEP_DEVICE_CLASS = Path(__file__).resolve().parents[1] / "examples" / "kep-5004" / "deviceclass.yaml"
 KEP_DEVICE_CLASS_NAME = "gpu.example.com"
@@ -336,7 +354,7 @@ class LocalCluster:
         self.progress(f"starting etcd and Kubernetes v{self.cp.version}'s control plane")
         self.cp.start()
         self.progress(f"starting {len(NODES)} kubelets (fake runtimes, DRA drivers, a device plugin)")
-        self.nodes = Nodes(self.cp, NODES, workdir=self.workdir / "nodes", gates=self.row.gates)
+        self.nodes = Nodes(self.cp, row_nodes(self.row), workdir=self.workdir / "nodes", gates=self.row.gates)
         self.nodes.launch()
         self.progress("installing draxr (RBAC, certificates, webhook, two workers)")
         self._apply(self._manifests("--cert-manager"), RBAC_KINDS)  # RBAC only: no certificates made here

@@ -15,11 +15,13 @@ need no gate (``test_a_routed_pod_gets_its_devices``; test_rewrite.py has the re
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import yaml
 
+from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION
 from webhook.core.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
@@ -65,7 +67,11 @@ def test_the_apiserver_drops_a_pods_claim_mapping(target: Target) -> None:
     cls = target.device_class()["metadata"]["name"]
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"
     pod = target.pod("p", {implicit: "1"})
-    assert pod["spec"]["schedulerName"] == "draxr"  # implicit names resolve without the gate
+    # Implicit names resolve without the gate: the webhook took the pod (and routed it to draxr's
+    # worker where draxr routes every pod; elsewhere the rewritten pod keeps its scheduler).
+    assert json.loads(pod["metadata"]["annotations"][DRAXR_RESOURCES_ANNOTATION]) == {implicit: cls}
+    routes_always = target.sandbox is not None and target.sandbox.route == "always"
+    assert pod["spec"]["schedulerName"] == ("draxr" if routes_always else "default-scheduler")
     mapping = {
         "resourceClaimName": "p-extended-resources-forged",
         "requestMappings": [{"containerName": "c", "resourceName": implicit, "requestName": "r"}],

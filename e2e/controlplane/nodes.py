@@ -76,6 +76,8 @@ class NodeSpec:
     #: The DRA driver's devices as a JSON list of resource.k8s.io/v1 Devices (default: ``gpus`` GPUs
     #: gpu-0.. with attributes model, index, numa, pcieRoot and capacity memory).
     devices: str | None = None
+    #: Labels the kubelet registers its Node with (``--node-labels``).
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -313,6 +315,8 @@ class Nodes:
         ]
         if self.gates:
             argv.append("--feature-gates=" + _gates_flag(self.gates))
+        if spec.labels:
+            argv.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in spec.labels))
         self._spawn(f"{spec.name}-kubelet", containment.namespaced(argv), node)
         drivers = [(DRIVER, CDI_KIND, True)] + [(d, TEST_CDI_KIND, False) for d in self.test_drivers]
         for driver, kind, publish in drivers:
