@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -83,7 +83,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend", params, indirect=True, scope="session")
 
 
-def _unusable(reason: str) -> None:
+def _unusable(reason: str) -> NoReturn:
     """Skip, or fail when CI=true: CI must not pass by running nothing."""
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
@@ -163,7 +163,7 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
 def kubectl() -> str:
     exe = shutil.which("kubectl")
     if exe is None:
-        pytest.skip("no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin")
+        _unusable("no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin")
     return exe
 
 
