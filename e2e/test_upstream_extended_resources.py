@@ -21,7 +21,7 @@ from webhook.core.objects import Obj
 
 from .controlplane.nodes import TEST_CDI_KIND
 from .kubelet_logs import cdi_records
-from .target import DRIVER, Target
+from .target import DRIVER, RESOURCES, Target
 from .test_rewrite import (
     all_bound,
     assert_kubelets_gave_the_devices,
@@ -133,3 +133,66 @@ def test_claims_are_cleaned_up(target: Target, script: str, phase: str) -> None:
         lambda claims: all(c["metadata"]["name"] != name for c in claims) or None,
         timeout=60,
     )
+
+
+def _unschedulable(name: str) -> Callable[[list[Obj]], str | None]:
+    def check(pods: list[Obj]) -> str | None:
+        for p in pods:
+            if p["metadata"]["name"] != name or p["spec"].get("nodeName"):
+                continue
+            for c in (p.get("status") or {}).get("conditions") or []:
+                if (c["type"], c["status"], c.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+                    return str(c.get("message") or "")
+        return None
+
+    return check
+
+
+def test_overcommitment_is_prevented(target: Target) -> None:
+    """upstream: "must prevent overcommitment of extended resources": a first pod takes every device
+    of the class (two here) and runs with them; a second asking as much stays Unschedulable; once the
+    first is deleted the second is placed and runs with the devices."""
+    ext = f"e2e-{target.run_id}.draxr.io/overcommit"
+    mapped_class(target, "overcommit", ext)
+    target.slice(target.nodes[0], 2)
+    create_pod(target, "first", [container("c", {ext: "2"})])
+    [first] = target.wait("pods", all_bound(1, {"first"}), timeout=60)
+    assert len(container_devices(target, first)["c"]) == 2
+    assert_kubelets_gave_the_devices(target, [first])
+    create_pod(target, "second", [container("c", {ext: "2"})])
+    target.wait("pods", _unschedulable("second"), timeout=60)
+    target.admin.delete(RESOURCES["pods"], "first", target.namespace)
+    [second] = target.wait("pods", all_bound(1, {"second"}), timeout=120)
+    assert len(container_devices(target, second)["c"]) == 2
+    assert_kubelets_gave_the_devices(target, [second])
+
+
+def test_a_zero_request_gets_no_device(target: Target) -> None:
+    """upstream: "must run a pod with extended resource requesting zero": the pod runs, with no claim
+    made for it and no device handed to its container."""
+    if target.cdi_log is None:
+        pytest.skip("the emulator runs no kube-scheduler to place a pod needing no device (make e2e-local)")
+    ext = f"e2e-{target.run_id}.draxr.io/zero"
+    mapped_class(target, "zero", ext)
+    target.slice(target.nodes[0], 1)
+    create_pod(target, "zero", [container("c", {ext: "0"})])
+    [pod] = target.wait("pods", all_bound(1), timeout=60)
+    assert pod["status"].get("extendedResourceClaimStatus") is None
+    assert container_devices(target, pod) == {"c": set()}
+    assert target.objects("resourceclaims") == []
+    assert_kubelets_gave_the_devices(target, [pod])  # cdi_devices: []
+
+
+def test_implicit_and_explicit_names_in_one_container(target: Target) -> None:
+    """upstream: "must run a pod with both implicit and explicit extended resource with one container
+    two resources": one container asks for the class's implicit name and for the explicit name of
+    another class; it gets one device of each, two distinct devices."""
+    ext = f"e2e-{target.run_id}.draxr.io/explicit"
+    implicit_class = mapped_class(target, "implicit", f"e2e-{target.run_id}.draxr.io/other")
+    mapped_class(target, "explicit", ext)
+    target.slice(target.nodes[0], 2)
+    implicit = f"deviceclass.resource.kubernetes.io/{implicit_class}"
+    create_pod(target, "both", [container("c", {implicit: "1", ext: "1"})])
+    [pod] = target.wait("pods", all_bound(1), timeout=60)
+    assert len(container_devices(target, pod)["c"]) == 2
+    assert_kubelets_gave_the_devices(target, [pod])
