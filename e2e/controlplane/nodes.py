@@ -98,6 +98,7 @@ class Nodes:
         workdir: Path,
         gates: Mapping[str, bool] | None = None,
         test_drivers: Sequence[str] = TEST_DRIVERS,
+        kubelet: Path | None = None,
         start_timeout: float = 120.0,
         stop_timeout: float = 15.0,
     ) -> None:
@@ -112,6 +113,9 @@ class Nodes:
         self.workdir = Path(workdir)
         self.gates = dict(gates if gates is not None else cp.gates)
         self.test_drivers = tuple(test_drivers)
+        #: The kubelet binary (default: the control plane's release); upgrade_kubelet changes a node's.
+        self.kubelet = kubelet if kubelet is not None else cp.binaries.kubelet
+        self._kubelet_argv: dict[str, list[str]] = {}
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.cdi_log = self.workdir / "cdi.jsonl"
@@ -161,6 +165,38 @@ class Nodes:
     def wait_ready(self) -> None:
         for spec in self.specs:
             self._wait_node(spec)
+
+    def stop_kubelet(self, name: str) -> None:
+        """Stops one node's kubelet (its runtime, drivers and device plugin keep running, as on a
+        node whose kubelet is being upgraded): SIGTERM, SIGKILL after ``stop_timeout``."""
+        [proc] = [p for p in self._procs if p.name == f"{name}-kubelet"]
+        self._signal(proc, signal.SIGTERM)
+        try:
+            proc.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self._signal(proc, signal.SIGKILL)
+            proc.popen.wait(self.stop_timeout)
+        self._procs.remove(proc)
+
+    def start_kubelet(self, name: str, kubelet: Path, version: str) -> None:
+        """Starts a stopped node's kubelet again from ``kubelet`` (another release: an upgrade), with the
+        same root directory, config and identity, and waits until the Node reports ``version`` and is
+        ready with its devices (the drivers register again with the new kubelet)."""
+        [spec] = [s for s in self.specs if s.name == name]
+        argv = [str(kubelet), *self._kubelet_argv[name][1:]]
+        self._kubelet_argv[name] = argv
+        node = self._node_dir(spec)
+        self._spawn(f"{name}-kubelet", Containment(node).namespaced(argv), node)
+        admin = self.cp.client()
+
+        def reports() -> bool:
+            status, body = admin.get(f"/api/v1/nodes/{name}")
+            return status == 200 and body["status"]["nodeInfo"]["kubeletVersion"] == version
+
+        wait_until(
+            f"node {name} does not report kubelet {version}", reports, self.start_timeout, alive=self.dead
+        )
+        self._wait_node(spec)
 
     def stop(self) -> None:
         """SIGTERM to each process group (device plugins and drivers, then kubelets, then runtimes),
@@ -305,7 +341,7 @@ class Nodes:
         config = node / "kubelet.json"
         config.write_text(json.dumps(self._kubelet_config(spec, socket), indent=2) + "\n")
         argv = [
-            str(self.cp.binaries.kubelet),
+            str(self.kubelet),
             f"--config={config}",
             f"--root-dir={root}",
             f"--cert-dir={node / 'kubelet-pki'}",
@@ -317,6 +353,7 @@ class Nodes:
             argv.append("--feature-gates=" + _gates_flag(self.gates))
         if spec.labels:
             argv.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in spec.labels))
+        self._kubelet_argv[spec.name] = argv
         self._spawn(f"{spec.name}-kubelet", containment.namespaced(argv), node)
         drivers = [(DRIVER, CDI_KIND, True)] + [(d, TEST_CDI_KIND, False) for d in self.test_drivers]
         for driver, kind, publish in drivers:
