@@ -593,6 +593,26 @@ class ControlPlane:
         if remove_workdir and self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def restart(self, gates: Mapping[str, bool]) -> None:
+        """Restarts kube-apiserver, kube-controller-manager and kube-scheduler with ``gates`` (the
+        feature gates an admin flips): etcd and its data stay, the apiserver keeps its port, so every
+        kubeconfig and client keeps working once it is ready again."""
+        for proc in reversed(self._procs):
+            if proc.name != "etcd" and proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGTERM)
+                try:
+                    proc.popen.wait(self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    proc.popen.kill()
+                    proc.popen.wait(self.stop_timeout)
+        self._procs = [p for p in self._procs if p.name == "etcd"]
+        self.gates = dict(gates)
+        self._start_apiserver()
+        if self.controllers:
+            self._start_controller_manager()
+        if self.scheduler:
+            self._start_scheduler()
+
     # -- pieces ------------------------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str]) -> _Proc:
@@ -719,7 +739,7 @@ class ControlPlane:
         return argv
 
     def _start_apiserver(self) -> None:
-        self.port = free_port()
+        self.port = self.port or free_port()  # a restart keeps the port the kubeconfigs name
         self._spawn("kube-apiserver", self._apiserver_argv())
         ctx = self.ssl_context("admin")
         last: list[str] = [""]

@@ -178,6 +178,15 @@ class Nodes:
             proc.popen.wait(self.stop_timeout)
         self._procs.remove(proc)
 
+    def set_gates(self, gates: Mapping[str, bool]) -> None:
+        """The feature gates each kubelet starts with from now on (start_kubelet)."""
+        self.gates = dict(gates)
+        for name, argv in self._kubelet_argv.items():
+            kept = [a for a in argv if not a.startswith("--feature-gates=")]
+            self._kubelet_argv[name] = kept + (
+                ["--feature-gates=" + _gates_flag(self.gates)] if self.gates else []
+            )
+
     def start_kubelet(self, name: str, kubelet: Path, version: str) -> None:
         """Starts a stopped node's kubelet again from ``kubelet`` (another release: an upgrade), with the
         same root directory, config and identity, and waits until the Node reports ``version`` and is
