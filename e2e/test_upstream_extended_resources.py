@@ -162,7 +162,9 @@ def test_overcommitment_is_prevented(target: Target) -> None:
     create_pod(target, "second", [container("c", {ext: "2"})])
     target.wait("pods", _unschedulable("second"), timeout=60)
     target.admin.delete(RESOURCES["pods"], "first", target.namespace)
-    [second] = target.wait("pods", all_bound(1, {"second"}), timeout=120)
+    # On the 1.34 and 1.35 rows the second pod is placed 60-90 s after the delete (measured under
+    # load), on 1.36 and 1.37 within seconds.
+    [second] = target.wait("pods", all_bound(1, {"second"}), timeout=180)
     assert len(container_devices(target, second)["c"]) == 2
     assert_kubelets_gave_the_devices(target, [second])
 

@@ -580,13 +580,7 @@ class ControlPlane:
     def stop(self, *, remove_workdir: bool = True) -> None:
         """SIGTERM every process (newest first), SIGKILL what is left after ``stop_timeout``."""
         for proc in reversed(self._procs):
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-                try:
-                    proc.popen.wait(self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.popen.kill()
-                    proc.popen.wait(self.stop_timeout)
+            self._terminate(proc)
         if self._etcd_data is not None:
             shutil.rmtree(self._etcd_data, ignore_errors=True)
             self._etcd_data = None
@@ -598,13 +592,8 @@ class ControlPlane:
         feature gates an admin flips): etcd and its data stay, the apiserver keeps its port, so every
         kubeconfig and client keeps working once it is ready again."""
         for proc in reversed(self._procs):
-            if proc.name != "etcd" and proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-                try:
-                    proc.popen.wait(self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.popen.kill()
-                    proc.popen.wait(self.stop_timeout)
+            if proc.name != "etcd":
+                self._terminate(proc)
         self._procs = [p for p in self._procs if p.name == "etcd"]
         self.gates = dict(gates)
         self._start_apiserver()
@@ -614,6 +603,16 @@ class ControlPlane:
             self._start_scheduler()
 
     # -- pieces ------------------------------------------------------------------------------------------
+
+    def _terminate(self, proc: _Proc) -> None:
+        """SIGTERM, SIGKILL after ``stop_timeout`` (nothing for a process that has exited)."""
+        if proc.popen.poll() is None:
+            proc.popen.send_signal(signal.SIGTERM)
+            try:
+                proc.popen.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait(self.stop_timeout)
 
     def _spawn(self, name: str, argv: list[str]) -> _Proc:
         log = self.workdir / f"{name}.log"

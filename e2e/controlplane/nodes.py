@@ -170,12 +170,7 @@ class Nodes:
         """Stops one node's kubelet (its runtime, drivers and device plugin keep running, as on a
         node whose kubelet is being upgraded): SIGTERM, SIGKILL after ``stop_timeout``."""
         [proc] = [p for p in self._procs if p.name == f"{name}-kubelet"]
-        self._signal(proc, signal.SIGTERM)
-        try:
-            proc.popen.wait(self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            self._signal(proc, signal.SIGKILL)
-            proc.popen.wait(self.stop_timeout)
+        self._terminate(proc)
         self._procs.remove(proc)
 
     def set_gates(self, gates: Mapping[str, bool]) -> None:
@@ -212,12 +207,7 @@ class Nodes:
         SIGKILL after ``stop_timeout``; then the host is compared with its state before start() and
         repaired (``host_repairs``), and the run directory removed."""
         for proc in reversed(self._procs):
-            self._signal(proc, signal.SIGTERM)
-            try:
-                proc.popen.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self._signal(proc, signal.SIGKILL)
-                proc.popen.wait(self.stop_timeout)
+            self._terminate(proc)
         self._procs = []
         if self._host is not None:
             self.host_repairs = self._host.restore()
@@ -225,6 +215,15 @@ class Nodes:
         if self._run is not None:
             shutil.rmtree(self._run, ignore_errors=True)
             self._run = None
+
+    def _terminate(self, proc: _Proc) -> None:
+        """SIGTERM to the process group, SIGKILL after ``stop_timeout``."""
+        self._signal(proc, signal.SIGTERM)
+        try:
+            proc.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self._signal(proc, signal.SIGKILL)
+            proc.popen.wait(self.stop_timeout)
 
     @staticmethod
     def _signal(proc: _Proc, sig: int) -> None:

@@ -16,7 +16,6 @@ cluster itself does, which draxr's modes follow (``e2e/test_rewrite.py``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -25,18 +24,24 @@ from ..kubelet_logs import cdi_records, prepared_twice
 from .host import HostState
 from .launcher import DEFAULT_CONTROLLERS, ControlPlane, find_binaries, find_node_tools
 from .nodes import CDI_KIND, DRIVER, EXTENDED_RESOURCE, NODE_CONTROLLERS, Nodes, NodeSpec
-from .test_nodes import IMAGE, NS, RESOURCE, Cluster, Obj, _create_pod, _phase
+from .test_nodes import (
+    IMAGE,
+    NS,
+    RESOURCE,
+    Cluster,
+    Obj,
+    _create_pod,
+    _phase,
+    create_namespace,
+    require_built,
+)
 
 GATE = "DRAExtendedResource"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    for found in (find_binaries("1.36"), find_node_tools()):
-        if isinstance(found, str):
-            if os.environ.get("CI") == "true":
-                pytest.fail(found)
-            pytest.skip(found)
+    require_built(find_binaries("1.36"), find_node_tools())
     work = tmp_path_factory.mktemp("gate-cycle")
     before = HostState.now()
     with (
@@ -50,13 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         Nodes(cp, [NodeSpec("n1", gpus=4)], workdir=work / "nodes") as nodes,
     ):
         c = Cluster(cp, nodes, before)
-        admin = c.admin
-        status, body = admin.post("/api/v1/namespaces", {"metadata": {"name": NS}})
-        assert status == 201, body
-        c.wait(
-            "no default ServiceAccount",
-            lambda: admin.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
-        )
+        create_namespace(c)
         _device_class(c, DRIVER)
         yield c
 

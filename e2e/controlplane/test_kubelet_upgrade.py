@@ -7,7 +7,6 @@ created while a kubelet is down are still placed and run, and no claim is prepar
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -16,16 +15,12 @@ from ..kubelet_logs import cdi_records, prepared_twice
 from .host import HostState
 from .launcher import DEFAULT_CONTROLLERS, ControlPlane, find_binaries, find_node_tools
 from .nodes import CDI_KIND, DRIVER, NODE_CONTROLLERS, Nodes, NodeSpec
-from .test_nodes import IMAGE, NS, RESOURCE, Cluster, Obj, _create_pod, _phase, _setup
+from .test_nodes import IMAGE, NS, RESOURCE, Cluster, Obj, _create_pod, _phase, _setup, require_built
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    for found in (find_binaries("1.35"), find_binaries("1.36"), find_node_tools()):
-        if isinstance(found, str):
-            if os.environ.get("CI") == "true":
-                pytest.fail(found)
-            pytest.skip(found)
+    require_built(find_binaries("1.35"), find_binaries("1.36"), find_node_tools())
     old = find_binaries("1.35")
     assert not isinstance(old, str)
     work = tmp_path_factory.mktemp("upgrade")

@@ -98,13 +98,29 @@ class Cluster:
         return [json.loads(line) for line in self.nodes.prepare_log.read_text().splitlines()]
 
 
+def require_built(*found: object) -> None:
+    """Skips, or fails under CI=true, with the reason a lookup (find_binaries, find_node_tools) gave."""
+    for reason in found:
+        if isinstance(reason, str):
+            if os.environ.get("CI") == "true":
+                pytest.fail(reason)
+            pytest.skip(reason)
+
+
+def create_namespace(c: Cluster) -> None:
+    """The tests' namespace, once its default ServiceAccount exists (pods need it)."""
+    admin = c.admin
+    status, body = admin.post("/api/v1/namespaces", {"metadata": {"name": NS}})
+    assert status == 201, body
+    c.wait(
+        "no default ServiceAccount",
+        lambda: admin.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
+    )
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    for found in (find_binaries("1.37"), find_node_tools()):
-        if isinstance(found, str):
-            if os.environ.get("CI") == "true":
-                pytest.fail(found)
-            pytest.skip(found)
+    require_built(find_binaries("1.37"), find_node_tools())
     work = tmp_path_factory.mktemp("nodes")
     before = HostState.now()
     with ControlPlane(
@@ -122,12 +138,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def _setup(c: Cluster) -> None:
     admin = c.admin
-    status, body = admin.post("/api/v1/namespaces", {"metadata": {"name": NS}})
-    assert status == 201, body
-    c.wait(
-        "no default ServiceAccount",
-        lambda: admin.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
-    )
+    create_namespace(c)
     for cls, model in ((DRIVER, GPU_MODEL), ("shared.example.com", "SHARED-GPU")):
         expression = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "{model}"'
         status, body = admin.post(
