@@ -29,11 +29,12 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import percentile
+from webhook.core.api.objects import Obj
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, Scheduler
-from webhook.core.state import ClusterState
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
 
 DRIVER = "gpu.example.com"
 

@@ -52,10 +52,10 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import memory_kib
+from webhook.core.api.quantity import Quantity
+from webhook.core.api.semver import Semver
 from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
 from webhook.core.cel.backend import make_backend
-from webhook.core.quantity import Quantity
-from webhook.core.semver import Semver
 
 GPU = "gpu.example.com"
 E1 = "device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].type == 'gpu'"
@@ -170,8 +170,8 @@ def cold_start(name: str, devices: list[SimpleDevice], selectors: list[str]) -> 
 def product_cold_start(name: str, nodes: int, per_node: int, selectors: list[str]) -> dict[str, Any]:
     """A class's first count over a cluster as the allocator makes it: ``DeviceIndex.prime`` over
     ``nodes`` node-local ResourceSlices (parsed from JSON) of ``per_node`` distinct devices."""
-    from webhook.core.deviceclasses import ClassResolver
-    from webhook.core.devices import DeviceIndex
+    from webhook.core.cluster.deviceclasses import ClassResolver
+    from webhook.core.cluster.devices import DeviceIndex
 
     dc = {
         "apiVersion": "resource.k8s.io/v1",

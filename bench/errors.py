@@ -32,7 +32,7 @@ if __name__ == "__main__":
 from webhook.admission import AdmissionConfig
 from webhook.admission.app import ENDPOINTS, Endpoint, answer
 from webhook.admission.context import Context
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 GPU = "example.com/gpu"

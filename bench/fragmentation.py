@@ -47,17 +47,18 @@ if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
-from webhook.core.claims import (
+from webhook.core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     special_claim_after_prebind,
 )
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, Scheduler
-from webhook.core.scoring import POLICIES
-from webhook.core.state import ClusterState
-from webhook.core.topology import ALIGN_BY_ANNOTATION
+from webhook.core.allocation.policy import POLICIES
+from webhook.core.api.alignment import ALIGN_BY_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
 
 NODES = 64
 GPUS = 8
@@ -260,7 +261,7 @@ def run(policy: str, arrivals: list[Arrival], ticks: int, patience: int) -> Resu
                 erc = extended_resource_claim_status(name, d.mappings)
                 bound["status"] = {"extendedResourceClaimStatus": erc}
             st.apply("Pod", bound)
-            st.release(token)
+            st.unreserve(token)
             heapq.heappush(running, (tick + a.duration, a.seq, bound, claim))
             busy += a.gpus
             res.placed_by_size[a.gpus] += 1

@@ -19,7 +19,7 @@ and one with 2N, so that fixed costs cancel): per node without devices, per devi
 its devices and per running pod (placed by the scheduler, its special claim allocated, the pod
 bound), for the engine (``ClusterState`` fed with ``bench/allocate.py``'s shapes: ``engine_bytes_*``)
 and for the worker's cache (``ClusterCache`` fed with the realistic objects below, trimmed:
-``worker_cache_bytes_*``). tests/core/test_memory_bounds.py and tests/kube/test_cache.py hold them
+``worker_cache_bytes_*``). tests/scenarios/test_memory_bounds.py and tests/kube/test_cache.py hold them
 under stated bounds. ``--units-only`` stops there. Prints JSON.
 
     python bench/memory.py [--pods 1000,10000] [--nodes 100] [--devices-per-node 8] [--devices 10000]
@@ -55,18 +55,19 @@ import httpx
 from bench.allocate import build
 from bench.allocate import pod as allocate_pod
 from bench.common import free_port, memory_mib, serve_argv
-from webhook.core.claims import (
+from e2e.emulator import Emulator
+from webhook.core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     special_claim_after_prebind,
 )
-from webhook.core.constants import WRITER_ANNOTATION
-from webhook.core.objects import Obj, uid
-from webhook.core.objects import name as name_of
-from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
-from webhook.core.state import ClusterState
-from webhook.emulator import Emulator
+from webhook.core.api.constants import WRITER_ANNOTATION
+from webhook.core.api.objects import Obj, uid
+from webhook.core.api.objects import name as name_of
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube import trim
 from webhook.kube.cache import ALL_KINDS, ClusterCache
 from webhook.kube.client import KubeClient
@@ -663,7 +664,7 @@ def engine_pods(
     run_pods(
         handle,
         schedule,
-        lambda token: st.release(token),
+        lambda token: st.unreserve(token),
         lambda i: allocate_pod(i, classes),
         running,
         start,
@@ -756,7 +757,7 @@ def cache_pods(cache: ClusterCache, start: int, count: int) -> None:
     run_pods(
         handle,
         sched.schedule_and_reserve,
-        cache.release,
+        cache.forget_reservation,
         gpu_pod,
         running_gpu_pod,
         start,

@@ -53,11 +53,12 @@ from bench.common import (
     serve_argv,
     worker_namespace,
 )
+from e2e.emulator import Emulator
+from webhook.core.api.objects import Obj
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, Decision, Scheduler
-from webhook.emulator import Emulator
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.scheduler import Scheduler
 
 # --- the engine ----------------------------------------------------------------------------------
 
@@ -68,14 +69,13 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     before = memory_mib()
     t0 = time.perf_counter()
     st = build(args.nodes, args.devices, args.classes, unique=False)
-    st.percentage_of_nodes_to_score = args.percentage_of_nodes_to_score
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for k in range(args.classes):
         st.capacity.free(f"gpu-{k}")  # every class selector on every device once (the CEL cache)
     cold_s = time.perf_counter() - t0
     built = memory_mib()
-    sched = Scheduler(st, "binpack")
+    sched = Scheduler(st, "binpack", percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
     live_limit = args.live if args.live is not None else max(1, min(args.pods, capacity) // 2)
     live: deque[tuple[Decision, str]] = deque()
     latencies: list[float] = []
@@ -84,7 +84,7 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(args.pods):
         if len(live) >= live_limit:
             d, token = live.popleft()
-            sched.release(d, token)
+            sched.unreserve(d, token)
         p = pod(i, args.classes)
         t = time.perf_counter()
         d = sched.schedule(p)

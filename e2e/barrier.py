@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.install.certs import ensure_certs, load_ca_bundle
 from webhook.kube.client import ApiError
 from webhook.kube.resources import RESOURCE_CLAIMS, Resource

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 
 
 def _lines(path: Path) -> list[Obj]:

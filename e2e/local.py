@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from webhook.core.gates import GATE_LABEL
+from webhook.core.cluster.gates import GATE_LABEL
 
 from .controlplane.launcher import (
     DEFAULT_CONTROLLERS,

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.core.constants import DRAXR_RESOURCES_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION
+from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 
@@ -126,6 +126,7 @@ def test_a_routed_pod_gets_its_devices(target: Target) -> None:
     through a claim of its own, made by the resourceclaim controller from draxr's template, so its
     container gets the device without the mapping the apiserver would drop. (It is placed by
     kube-scheduler on the local rows, by draxr's worker with ``--route=always`` on the emulator.)"""
+    target.require_controllers("claims from draxr's templates")
     cls = target.device_class()["metadata"]["name"]
     target.slice(target.nodes[0], 1)
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"

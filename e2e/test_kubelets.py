@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 
 from .controlplane.nodes import CDI_KIND, DEVICE_PLUGIN_CDI_KIND, DRIVER, EXTENDED_RESOURCE
 from .kubelet_logs import cdi_records, prepared_twice

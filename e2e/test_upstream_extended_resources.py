@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from webhook.core.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import EXTENDED_RESOURCE_NAME_ANNOTATION
+from webhook.core.api.objects import Obj
 
 from .controlplane.nodes import TEST_CDI_KIND
 from .kubelet_logs import cdi_records
@@ -63,6 +63,8 @@ def test_three_containers_multiple_resources_each(target: Target) -> None:
     resources each": six explicit names, one class each; container0 asks for the first, container1 for
     the next two, container2 for the last three. Each container gets exactly the devices of its own
     names, six distinct devices in all."""
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
     prefix = f"e2e-{target.run_id}.draxr.io/multi"
     for i in range(6):
         mapped_class(target, f"multi{i}", f"{prefix}{i}")
@@ -152,6 +154,8 @@ def test_overcommitment_is_prevented(target: Target) -> None:
     """upstream: "must prevent overcommitment of extended resources": a first pod takes every device
     of the class (two here) and runs with them; a second asking as much stays Unschedulable; once the
     first is deleted the second is placed and runs with the devices."""
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
     ext = f"e2e-{target.run_id}.draxr.io/overcommit"
     mapped_class(target, "overcommit", ext)
     target.slice(target.nodes[0], 2)
@@ -189,6 +193,8 @@ def test_implicit_and_explicit_names_in_one_container(target: Target) -> None:
     """upstream: "must run a pod with both implicit and explicit extended resource with one container
     two resources": one container asks for the class's implicit name and for the explicit name of
     another class; it gets one device of each, two distinct devices."""
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
     ext = f"e2e-{target.run_id}.draxr.io/explicit"
     implicit_class = mapped_class(target, "implicit", f"e2e-{target.run_id}.draxr.io/other")
     mapped_class(target, "explicit", ext)

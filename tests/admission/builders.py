@@ -7,8 +7,8 @@ import copy
 import json
 from typing import Any
 
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.api.objects import Obj
 
 from ..core.podfactory import container, device_class, gpus, node, pod, resource_slice
 

@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from webhook.admission import AdmissionConfig
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.install.certs import CA_CERT, ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.runtime.apps import webhook_app

@@ -14,8 +14,8 @@ from webhook.admission.classreads import ClassReader
 from webhook.admission.config import AdmissionConfig
 from webhook.admission.context import ClaimWaiter, Context
 from webhook.admission.review import parse_request
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION as ANNOTATION
-from webhook.core.objects import Obj, name
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION as ANNOTATION
+from webhook.core.api.objects import Obj, name
 from webhook.kube.cache import ClusterCache
 
 from .builders import GPU_CLASS, RESOURCE_CLAIM, USER, WORKER, causes, gpu_pod, review, special_claim

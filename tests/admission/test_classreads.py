@@ -10,7 +10,7 @@ import pytest
 from tests.core.podfactory import device_class
 from webhook.admission.blocking import MAY_BLOCK, WouldBlock
 from webhook.admission.classreads import ClassReader, FreshClasses
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import ApiError
 

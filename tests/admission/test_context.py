@@ -9,7 +9,7 @@ import pytest
 from webhook.admission.advice import FitAdvisor
 from webhook.admission.blocking import MAY_BLOCK, WouldBlock
 from webhook.admission.context import ClaimWaiter
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 from .builders import gpu_cluster, gpu_pod, special_claim

@@ -11,8 +11,8 @@ import pytest
 
 from webhook.admission import AdmissionConfig
 from webhook.admission.context import Context
-from webhook.core.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
-from webhook.core.objects import Obj
+from webhook.core.api.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
+from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 from .builders import (

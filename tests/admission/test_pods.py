@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from webhook.admission import AdmissionConfig
-from webhook.core.constants import DEVICE_CLASS_PREFIX
-from webhook.core.objects import Obj
+from webhook.core.api.constants import DEVICE_CLASS_PREFIX
+from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 
 from .builders import (

@@ -15,7 +15,7 @@ from webhook.admission.review import (
     parse_request,
     truncate_warnings,
 )
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 
 from .builders import (
     GPU_CLASS,

@@ -21,9 +21,9 @@ from tests.admission.builders import GPU, GPU_CLASS, decode_patch, gpu_cluster, 
 from tests.admission.conftest import Webhook
 from webhook.cli import main
 from webhook.commands.convert import run
-from webhook.core.mappings import create_requests_and_mappings
-from webhook.core.objects import Obj
-from webhook.core.rewrite import REWRITTEN_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION
+from webhook.core.scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "kep-5004"

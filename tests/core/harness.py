@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.core.allocator import Allocator, ClaimAllocation
-from webhook.core.objects import Obj
-from webhook.core.scheduler import Scheduler
-from webhook.core.state import ClusterState
+from webhook.core.allocation.allocator import Allocator, ClaimAllocation
+from webhook.core.api.objects import Obj
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.scheduler import Scheduler
 
 
 def state_of(*objects: Obj) -> ClusterState:

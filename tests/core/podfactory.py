@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 
 
 def container(name: str, requests: dict[str, Any] | None = None, *, sidecar: bool = False) -> Obj:

@@ -11,9 +11,9 @@ import pytest
 
 from bench.memory import cache_docs, cache_of, cache_pods, cache_units, tracing
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
-from webhook.core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.core.objects import Obj
-from webhook.core.scheduler import SCHEDULED, UNSCHEDULABLE
+from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from webhook.core.api.objects import Obj
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
 from webhook.kube.cache import ALL_KINDS, ClusterCache
 
 GPU = "example.com/gpu"
@@ -198,7 +198,7 @@ def test_release_undoes_the_reservation() -> None:
     assert token is not None
     assert cache.state.nodes["n"].requested["cpu"] == 1000
     assert sched.schedule_and_reserve(gpu_pod("b"))[0].status == UNSCHEDULABLE
-    sched.release(first, token)
+    sched.unreserve(first, token)
     assert cache.state.nodes["n"].requested["cpu"] == 0
     again, _ = sched.schedule_and_reserve(gpu_pod("b"))
     assert again.status == SCHEDULED
@@ -209,7 +209,7 @@ def test_cache_release_drops_only_the_devices() -> None:
     cache = gpu_cache(1)
     decision, token = cache.scheduler().schedule_and_reserve(gpu_pod("a", cpu="1"))
     assert token is not None
-    cache.release(token)  # what the worker does once the cache shows the written claim
+    cache.forget_reservation(token)  # what the worker does once the cache shows the written claim
     (key,) = decision.device_keys()
     assert not cache.state.allocated.is_allocated(key)
     assert cache.state.nodes["n"].requested["cpu"] == 1000  # the pod stays assumed until seen bound
@@ -219,6 +219,8 @@ def test_the_scheduler_carries_policy_and_writer() -> None:
     sched = gpu_cache(1).scheduler("spread", writer="draxr")
     assert sched.engine.policy == "spread"
     assert sched.engine.writer == "draxr"
+    assert sched.engine.percentage_of_nodes_to_score == 0  # adaptive, as kube-scheduler's default
+    assert gpu_cache(1).scheduler(percentage_of_nodes_to_score=30).engine.percentage_of_nodes_to_score == 30
 
 
 def test_a_status_update_of_a_reserved_pod_does_not_free_its_cpu() -> None:
@@ -237,7 +239,7 @@ def test_a_status_update_of_a_reserved_pod_does_not_free_its_cpu() -> None:
 
 def test_wait_synced_gives_up_when_the_informers_cannot_sync() -> None:
     """Informers that cannot reach their apiserver never sync: the wait ends, saying so."""
-    from webhook.emulator import Emulator
+    from e2e.emulator import Emulator
     from webhook.kube.client import KubeClient
 
     with Emulator(tokens={"admin": ("admin", ["system:masters"])}) as em:

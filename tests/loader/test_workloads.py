@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.loader import (
     POD_TEMPLATES,
     LoadError,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import urllib3
 
-from webhook.core.objects import Obj
+from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import Resource
 

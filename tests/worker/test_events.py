@@ -53,8 +53,8 @@ def test_unschedulable_condition_patch() -> None:
 
 
 def test_scheduled_message_keeps_kube_schedulers_words_and_adds_the_devices() -> None:
-    from tests.core.test_placement import HALF_USED, gpu_pod, gpu_state
-    from webhook.core.scheduler import Scheduler
+    from tests.core.allocation.test_placement import HALF_USED, gpu_pod, gpu_state
+    from webhook.core.scheduling.scheduler import Scheduler
     from webhook.worker.events import relaxed_alignment_message, scheduled_message
 
     d = Scheduler(gpu_state(HALF_USED, [4]), "binpack").schedule(gpu_pod([2]))

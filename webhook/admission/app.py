@@ -34,9 +34,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..core.fielderrors import invalid_status
-from ..core.messages import clip
-from ..core.objects import name
+from ..core.api.fielderrors import invalid_status
+from ..core.api.messages import clip
+from ..core.api.objects import name
 from ..kube.cache import ClusterCache
 from .blocking import MAY_BLOCK, WouldBlock
 from .claims import review_claim
@@ -202,7 +202,8 @@ class _Body:
                 raise _TooMany
             self.large = True
 
-    def release(self) -> None:
+    def give_back_slot(self) -> None:
+        """Give back the large-review slot the body holds, if any (after its answer)."""
         if self.large:
             self._threads.leave()
             self.large = False
@@ -268,7 +269,7 @@ def _hook_route(endpoint: Endpoint, ctx: Context, metrics: AdmissionMetrics, thr
             log.exception("admission %s: internal error", endpoint.path)
             result = Answer(400, _internal_error(e), "unknown", "error")
         finally:
-            body.release()
+            body.give_back_slot()
         metrics.observe(endpoint.path, result.operation, result.result, time.perf_counter() - started)
         return Response(result.body, status_code=result.code, media_type=JSON)
 

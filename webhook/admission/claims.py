@@ -15,11 +15,11 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from ..core.fielderrors import FieldError, Path, duplicate, forbidden_status, go_quote, invalid_status
-from ..core.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec, uid
-from ..core.state import ClusterState
-from ..core.validation import carries_special_annotation, validate_special_claim
+from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.api.fielderrors import FieldError, Path, duplicate, forbidden_status, go_quote, invalid_status
+from ..core.api.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec, uid
+from ..core.api.validation import carries_special_annotation, validate_special_claim
+from ..core.cluster.state import ClusterState
 from ..kube.client import ApiError
 from .context import Context
 from .review import AdmissionRequest, Verdict

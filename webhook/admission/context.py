@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import RESOURCE_CLAIMS

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..core.deviceclasses import explicit_name
-from ..core.fielderrors import FieldError, invalid_status
-from ..core.objects import Obj, name
-from ..core.validation import validate_device_class
+from ..core.api.fielderrors import FieldError, invalid_status
+from ..core.api.objects import Obj, name
+from ..core.api.validation import validate_device_class
+from ..core.cluster.deviceclasses import explicit_name
 from .advice import stale_classes_warning
 from .context import Context
 from .review import AdmissionRequest, Verdict

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..core.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from ..core.deviceclasses import ClassResolver
-from ..core.fielderrors import FieldError, Path, forbidden_status, go_quote, invalid, invalid_status
-from ..core.objects import (
+from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from ..core.api.fielderrors import FieldError, Path, forbidden_status, go_quote, invalid, invalid_status
+from ..core.api.objects import (
     Obj,
     annotations_of,
     as_dict,
@@ -25,13 +24,12 @@ from ..core.objects import (
     status,
     uid,
 )
-from ..core.validation import (
-    validate_dra_quantities,
+from ..core.api.validation import (
     validate_extended_resource_claim_status,
     validate_mapped_requests,
 )
+from ..core.paths.requested import quantity_errors
 from .context import Context
-from .extended import dra_backed
 from .review import AdmissionRequest, Verdict
 
 KIND: Final = "Pod"
@@ -43,11 +41,6 @@ CLAIM_NAME_PATH: Final = ERCS_PATH.child("resourceClaimName")
 def mapping_status(pod: Obj | None) -> Any:
     """The pod's ``status.extendedResourceClaimStatus`` (None when unset)."""
     return status(pod).get("extendedResourceClaimStatus") if pod is not None else None
-
-
-def quantity_errors(pod: Obj, classes: ClassResolver) -> list[FieldError]:
-    """DRA-backed names (explicit or implicit) must have non-negative integer quantities."""
-    return validate_dra_quantities(pod, dra_backed(classes))
 
 
 def mapping_errors(pod: Obj) -> list[FieldError]:

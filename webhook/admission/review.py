@@ -13,12 +13,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..core.fielderrors import FieldError
-from ..core.messages import clip
-from ..core.objectcheck import check_object
-from ..core.objects import Obj
-from ..core.versions import GROUP as RESOURCE_GROUP
-from ..core.versions import to_v1
+from ..core.api.fielderrors import FieldError
+from ..core.api.messages import clip
+from ..core.api.objectcheck import check_object
+from ..core.api.objects import Obj
+from ..core.api.versions import GROUP as RESOURCE_GROUP
+from ..core.api.versions import to_v1
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"

@@ -24,17 +24,18 @@ from typing import TextIO
 import kubernetes
 import yaml
 
-from ..core.constants import (
+from ..core.allocation.policy import DEFAULT_POLICY, POLICIES
+from ..core.api.constants import (
     DEFAULT_SCHEDULER_NAME,
     DEVICE_CLASS_PREFIX,
     DRAXR_RESOURCES_ANNOTATION,
 )
-from ..core.deviceclasses import ClassResolver, explicit_name
-from ..core.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
-from ..core.scheduler import SCHEDULED, Scheduler
-from ..core.scoring import BINPACK, POLICIES
-from ..core.state import ClusterState
-from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
+from ..core.api.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
+from ..core.cluster.deviceclasses import ClassResolver, explicit_name
+from ..core.cluster.state import ClusterState
+from ..core.scheduling.framework import SCHEDULED
+from ..core.scheduling.scheduler import Scheduler
+from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (
@@ -400,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=False,
         help="also place the pods of these files (a workload to try before applying it; repeatable)",
     )
-    p.add_argument("--policy", choices=POLICIES, default=BINPACK)
+    p.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY)
     p.add_argument(
         "--scheduler-name", type=non_empty, default=DEFAULT_SCHEDULER_NAME, help="the worker's scheduler name"
     )

@@ -25,20 +25,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..admission.extended import backing_classes, requested_extended
-from ..core.cel import SelectorEngine
-from ..core.claims import (
+from ..core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
     reserved_for,
     special_claim_after_prebind,
 )
-from ..core.constants import POD_CLAIM_NAME_ANNOTATION
-from ..core.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
-from ..core.paths import path_for
-from ..core.placement import alignment_text
-from ..core.rewrite import (
+from ..core.allocation.placement import alignment_text
+from ..core.allocation.policy import DEFAULT_POLICY
+from ..core.api.alignment import align_by
+from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
+from ..core.api.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.cel import SelectorEngine
+from ..core.cluster.slices import parse_slice
+from ..core.cluster.state import ClusterState
+from ..core.cluster.topology import Groups, whole_groups
+from ..core.paths.choice import path_for
+from ..core.paths.requested import backing_classes, requested_extended
+from ..core.paths.rewrite import (
     REWRITTEN_ANNOTATION,
     alignment,
     plan_rewrite,
@@ -47,12 +52,9 @@ from ..core.rewrite import (
     template,
     templates_of,
 )
-from ..core.sampling import ADAPTIVE
-from ..core.scheduler import ERROR, SCHEDULED, Decision, Scheduler
-from ..core.scoring import BINPACK
-from ..core.slices import parse_slice
-from ..core.state import ClusterState
-from ..core.topology import Groups, align_by, whole_groups
+from ..core.scheduling.framework import ERROR, SCHEDULED, Decision
+from ..core.scheduling.sampling import ADAPTIVE
+from ..core.scheduling.scheduler import Scheduler
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
@@ -78,7 +80,7 @@ class PodResult:
             "node": d.node,
             "status": d.status,
             "message": d.message,
-            "resources": {r: route.to_api() for r, route in sorted(d.routes.items())} if d.node else {},
+            "resources": {r: how.to_api() for r, how in sorted(d.served.items())} if d.node else {},
             "claim": self.claim,
             "extendedResourceClaimStatus": self.claim_status,
             "alignment": d.placement.to_api() if d.node and d.placement is not None else None,
@@ -130,7 +132,7 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
 
 def build_plan(
     objects: Sequence[Obj],
-    policy: str = BINPACK,
+    policy: str = DEFAULT_POLICY,
     cel_engine: str | None = None,
     mode: str = "native",
     percentage_of_nodes_to_score: int = ADAPTIVE,
@@ -138,8 +140,8 @@ def build_plan(
     """``cel_engine``: the selectors' CEL engine (None: the default); ValueError if not installed.
     ``mode``: ``native`` or ``rewrite`` (see the module's docstring).
     ``percentage_of_nodes_to_score``: as ``draxr serve``'s (``core.sampling``)."""
-    state = ClusterState(SelectorEngine(engine=cel_engine), percentage_of_nodes_to_score)
-    scheduler = Scheduler(state, policy)
+    state = ClusterState(SelectorEngine(engine=cel_engine))
+    scheduler = Scheduler(state, policy, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     plan = Plan(state=state)
     pending: list[tuple[int, int, Obj]] = []
     for o in objects:
@@ -157,11 +159,11 @@ def build_plan(
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
-        plan.results.append(_route(scheduler, pod, mode))
+        plan.results.append(_take_path(scheduler, pod, mode))
     return plan
 
 
-def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
+def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     """The path the webhook would give ``pod`` in ``mode``, then its placement."""
     state = scheduler.state
     resolved = backing_classes(requested_extended(pod), state.classes)
@@ -170,8 +172,8 @@ def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     if mode == "native":
         return _place(scheduler, pod, "native")
     choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
-    if choice.path != "rewrite":
-        return _place(scheduler, pod, choice.path)
+    if choice.kind != "rewrite":
+        return _place(scheduler, pod, choice.kind)
     rewrite = plan_rewrite(pod, resolved, alignment(pod, state.classes.get, state.capacity.largest_group))
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (
@@ -249,8 +251,8 @@ def _devices_text(r: PodResult) -> str:
     for uc in d.user_claims:
         if uc.allocation is not None:
             parts.extend(f"{x.device.pool}/{x.device.name}" for x in uc.allocation.results)
-    for res, route in sorted(d.routes.items()):
-        if route.via == "device-plugin":
+    for res, how in sorted(d.served.items()):
+        if how.via == "device-plugin":
             parts.append(f"{res} (device plugin)")
     return ", ".join(parts) or "-"
 

@@ -8,11 +8,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..core.allocated import allocated_devices
-from ..core.claims import is_special_claim
-from ..core.objects import Obj, name, namespace, uid
-from ..core.scheduler import SCHEDULED, Decision, Scheduler
-from ..core.state import ClusterState
+from ..core.allocation.policy import DEFAULT_POLICY
+from ..core.api.objects import Obj, name, namespace, uid
+from ..core.api.specialclaims import is_special_claim
+from ..core.cluster.allocated import allocated_devices
+from ..core.cluster.state import ClusterState
+from ..core.scheduling.framework import SCHEDULED, Decision
+from ..core.scheduling.sampling import ADAPTIVE
+from ..core.scheduling.scheduler import Scheduler
 from . import trim
 from .client import KubeClient
 from .informer import Informer
@@ -201,13 +204,21 @@ class ClusterCache:
         """A claim this process deleted: gone from the engine's view before the watch says so."""
         self.handle("ResourceClaim", "DELETED", claim, notify=False)
 
-    def scheduler(self, policy: str = "binpack", writer: str | None = None) -> SharedScheduler:
-        return SharedScheduler(self, Scheduler(self.state, policy, writer=writer))
+    def scheduler(
+        self,
+        policy: str = DEFAULT_POLICY,
+        writer: str | None = None,
+        percentage_of_nodes_to_score: int = ADAPTIVE,
+    ) -> SharedScheduler:
+        engine = Scheduler(
+            self.state, policy, writer=writer, percentage_of_nodes_to_score=percentage_of_nodes_to_score
+        )
+        return SharedScheduler(self, engine)
 
-    def release(self, token: str) -> None:
+    def forget_reservation(self, token: str) -> None:
         """Drop an in-flight reservation whose claims the cache now shows as written."""
         with self.lock:
-            self.state.release(token)
+            self.state.unreserve(token)
 
 
 class SharedScheduler:
@@ -226,7 +237,7 @@ class SharedScheduler:
             token = self.engine.reserve(decision) if decision.status == SCHEDULED else None
         return decision, token
 
-    def release(self, decision: Decision, token: str) -> None:
+    def unreserve(self, decision: Decision, token: str) -> None:
         """The in-memory half of Unreserve."""
         with self._cache.lock:
-            self.engine.release(decision, token)
+            self.engine.unreserve(decision, token)

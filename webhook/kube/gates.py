@@ -15,10 +15,11 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from ..core.constants import GATE_PROBE_PREFIX
-from ..core.gates import version_gate
+from ..core.api.constants import GATE_PROBE_PREFIX
+from ..core.cluster.gates import version_gate
 from .client import ApiError, KubeClient
 from .resources import DEVICE_CLASSES
 
@@ -32,13 +33,26 @@ RETRY_INTERVAL: Final = 5.0
 LAST_PROBE: Final = "last probe"
 
 
+@dataclass(frozen=True)
+class GateSettings:
+    """How the webhook learns whether kube-apiserver keeps the KEP-5004 fields."""
+
+    setting: Setting = field(
+        default="auto",
+        metadata={
+            "help": "whether kube-apiserver keeps the KEP-5004 fields; auto probes with a dry-run create"
+        },
+    )
+    interval: float = field(default=DEFAULT_INTERVAL, metadata={"help": "how often auto re-probes"})
+
+
 class ApiserverGate:
     def __init__(
         self,
         client: KubeClient | None,
-        setting: Setting = "auto",
+        setting: Setting = GateSettings.setting,
         *,
-        interval: float = DEFAULT_INTERVAL,
+        interval: float = GateSettings.interval,
         on_change: Callable[[bool, str], None] | None = None,
     ) -> None:
         """``client`` None (a snapshot, offline): "auto" counts as on."""

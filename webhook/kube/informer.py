@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..core.objects import Obj
-from ..core.objects import key as object_key
-from ..core.versions import to_v1
+from ..core.api.objects import Obj
+from ..core.api.objects import key as object_key
+from ..core.api.versions import to_v1
 from . import pager
 from .client import ApiError, KubeClient, WatchStream
 from .resources import Resource

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .client import ApiError, KubeClient
 from .resources import Resource
 from .trim import Transform

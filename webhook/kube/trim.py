@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 
 Transform = Callable[[Obj], Obj]
 

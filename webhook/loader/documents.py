@@ -23,11 +23,11 @@ from typing import Any, Final
 
 import yaml
 
-from ..core.fielderrors import FieldError
-from ..core.fielderrors import Path as FieldPath
-from ..core.objectcheck import check_object, check_top, type_error
-from ..core.objects import Obj
-from ..core.versions import to_v1
+from ..core.api.fielderrors import FieldError
+from ..core.api.fielderrors import Path as FieldPath
+from ..core.api.objectcheck import check_object, check_top, type_error
+from ..core.api.objects import Obj
+from ..core.api.versions import to_v1
 
 SUFFIXES: Final = (".yaml", ".yml", ".json")
 MAX_DEPTH: Final = 200

@@ -25,7 +25,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark, MarkedYAMLError, YAMLError
 from ruamel.yaml.tokens import CommentToken
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 
 #: Indentation for documents without a nested block to learn it from: ``kubectl get -o yaml``'s.
 DEFAULT_INDENT: Final = (2, 2, 0)

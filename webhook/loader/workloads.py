@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Final
 
-from ..core.objects import Obj
+from ..core.api.objects import Obj
 from .documents import LoadError
 
 #: Workloads ``expand_workloads`` turns into pods, by (apiVersion, kind), with their count field.

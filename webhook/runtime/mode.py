@@ -1,7 +1,7 @@
 """The path draxr takes on this cluster, told to operators: ``/readyz`` details, the gauge
 ``draxr_mode{mode}``, a log line at start and on every change, and an Event on draxr's Deployment.
 
-The path is decided per pod (core/paths.py); the cluster's mode summarises it: ``native`` when
+The path is decided per pod (core/paths/choice.py); the cluster's mode summarises it: ``native`` when
 kube-apiserver keeps the KEP-5004 fields and some kubelet has the gate on, ``rewrite`` otherwise
 (``--mode`` other than ``auto`` fixes it). It follows the apiserver gate detector
 (kube/gates.py), which re-probes under a running webhook.
@@ -15,8 +15,8 @@ import threading
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from ..core.paths import MODES, Mode
-from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
+from ..core.paths.choice import MODES, Mode
+from ..install.names import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.gates import ApiserverGate

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.objects import Obj, format_time, key, name, namespace, uid
-from ..core.placement import describe, relaxed_message
-from ..core.scheduler import Decision
+from ..core.allocation.placement import describe, relaxed_message
+from ..core.api.objects import Obj, format_time, key, name, namespace, uid
+from ..core.scheduling.framework import Decision
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
 from ..kube.ratelimit import TokenBucket
 from ..kube.resources import EVENTS, PODS

@@ -1,4 +1,4 @@
-"""The ResourceClaimTemplates rewritten pods' claims come from (core/rewrite.py).
+"""The ResourceClaimTemplates rewritten pods' claims come from (core/paths/rewrite.py).
 
 The webhook names the templates without writing anything (dry runs stay exact), so they are made
 here, on first sight of a rewritten pod: one per (namespace, class, count), with a deterministic
@@ -22,11 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..core.objects import Obj, meta, name, namespace
-from ..core.rewrite import TemplateRef, template, template_ref, templates_of, templates_used
+from ..core.api.objects import Obj, meta, name, namespace
+from ..core.paths.rewrite import TemplateRef, template, template_ref, templates_of, templates_used
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import RESOURCE_CLAIM_TEMPLATES
+from .config import WorkerConfig
 
 log = logging.getLogger("draxr.templates")
 
@@ -40,7 +41,7 @@ class TemplateKeeper:
         cache: ClusterCache,
         fence: Callable[[], bool],
         *,
-        grace: float = 60.0,
+        grace: float = WorkerConfig.template_grace,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from webhook.core.api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
+from webhook.core.api.quantity import Quantity
+from webhook.core.api.semver import Semver
 from webhook.core.cel import CelRuntimeError, SimpleDevice, parse_attribute
 from webhook.core.cel.values import device_value, unusable_value
-from webhook.core.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
-from webhook.core.quantity import Quantity
-from webhook.core.semver import Semver
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webhook.core.api.quantity import Quantity
 from webhook.core.cel import CelCompileError, CelError, CelRuntimeError, SelectorEngine, SimpleDevice
 from webhook.core.cel.engine import _MISSING, LRU
-from webhook.core.quantity import Quantity
 
 GPU = "gpu.example.com"
 

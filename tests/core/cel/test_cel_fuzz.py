@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from webhook.core.api.quantity import Quantity
+from webhook.core.api.semver import Semver
 from webhook.core.cel import CelError, SelectorEngine, SimpleDevice
-from webhook.core.quantity import Quantity
-from webhook.core.semver import Semver
 
 DOMAINS = ["gpu.example.com", "numa.example.org", "x.com"]
 IDS = ["model", "index", "memory", "healthy", "tags", "ver", "missing"]

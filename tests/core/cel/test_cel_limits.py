@@ -9,9 +9,9 @@ from types import FrameType
 
 import pytest
 
+from webhook.core.api.constants import CEL_SELECTOR_MAX_LENGTH
 from webhook.core.cel import CelCompileError, CelRuntimeError, SelectorEngine, SimpleDevice
 from webhook.core.cel.environment import MAX_NESTING, MAX_TREE_DEPTH, bracket_nesting
-from webhook.core.constants import CEL_SELECTOR_MAX_LENGTH
 
 DEVICE = SimpleDevice("gpu.example.com", {"gpu.example.com/model": ("string", "A100")})
 

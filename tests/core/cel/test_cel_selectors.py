@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from webhook.core.api.quantity import Quantity
+from webhook.core.api.semver import Semver
 from webhook.core.cel import CelCompileError, CelRuntimeError, SelectorEngine, SimpleDevice
-from webhook.core.quantity import Quantity
-from webhook.core.semver import Semver
 
 GPU = "gpu.example.com"
 

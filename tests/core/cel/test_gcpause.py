@@ -9,9 +9,9 @@ from collections.abc import Hashable, Iterator
 
 import pytest
 
+from webhook.core.api.quantity import Quantity
 from webhook.core.cel import SelectorEngine
 from webhook.core.cel.gcpause import collector_paused
-from webhook.core.quantity import Quantity
 
 
 @pytest.fixture(autouse=True)

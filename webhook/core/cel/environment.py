@@ -32,7 +32,7 @@ import lark
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
-from ..constants import CEL_SELECTOR_MAX_LENGTH
+from ..api.constants import CEL_SELECTOR_MAX_LENGTH
 from .errors import CelCompileError
 from .library import KNOWN_FUNCTIONS
 

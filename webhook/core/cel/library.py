@@ -24,9 +24,9 @@ from typing import Any
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from ..constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
-from ..quantity import Quantity, QuantityError
-from ..semver import Semver, SemverError
+from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
+from ..api.quantity import Quantity, QuantityError
+from ..api.semver import Semver, SemverError
 from .values import INT64_MAX, INT64_MIN
 
 #: Longest string/bytes/list a single operation may build; a crude stand-in for upstream's

@@ -7,8 +7,8 @@ map a domain to a map from ID to value. Looking up an unknown *domain* yields an
 a missing ID inside a domain is a "no such key" runtime error.
 
 Values are converted once per device (the engine caches the result by fingerprint): ints, bools
-and strings become ``celpy.celtypes`` values, versions stay :class:`~webhook.core.semver.Semver`
-objects and capacities stay :class:`~webhook.core.quantity.Quantity` objects (celpy passes opaque
+and strings become ``celpy.celtypes`` values, versions stay :class:`~webhook.core.api.semver.Semver`
+objects and capacities stay :class:`~webhook.core.api.quantity.Quantity` objects (celpy passes opaque
 objects through, and the library functions know them).
 """
 
@@ -20,9 +20,9 @@ from typing import Any, Final, Protocol
 
 from celpy import celtypes
 
-from ..constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
-from ..quantity import Quantity
-from ..semver import Semver, SemverError
+from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
+from ..api.quantity import Quantity
+from ..api.semver import Semver, SemverError
 from .errors import CelRuntimeError
 
 INT64_MIN = -(2**63)

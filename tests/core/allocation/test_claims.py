@@ -1,0 +1,81 @@
+"""Every object the builders produce validates against the Kubernetes 1.37 OpenAPI schema."""
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from tests.core.harness import scheduler
+from tests.core.podfactory import container, device, device_class, gpus, node, pod, resource_slice
+from webhook.core.allocation.claims import (
+    deterministic_name,
+    extended_resource_claim_status,
+    generate_name,
+    special_claim,
+    special_claim_after_prebind,
+    truncated_base,
+)
+from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
+
+GPU = "example.com/gpu"
+VERSIONS = ("1.34", "1.35", "1.36", "1.37")
+
+
+def _decision(**objs: Any) -> Any:
+    cls = device_class(
+        "gpu.example.com",
+        ext=GPU,
+        selectors=["true"],
+        config=[{"opaque": {"driver": "gpu.example.com", "parameters": {"a": 1}}}],
+    )
+    zonal = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+    }
+    s = scheduler(
+        node("n", labels={"zone": "a"}),
+        cls,
+        resource_slice("local", gpus(1), node_name="n", pool="local"),
+        resource_slice("zonal", [device("z")], pool="zonal", nodeSelector=zonal),
+        resource_slice("every", [device("e")], pool="every", allNodes=True),
+    )
+    p = pod(
+        "my-pod", [container("c", {GPU: objs.get("count", 1)})], uid="3f1b2a44-0c1e-4c55-9d5b-5f8e2a1c9d70"
+    )
+    return p, s.schedule(p)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_special_claim_after_prebind_is_schema_valid(count: int) -> None:
+    p, d = _decision(count=count)
+    claim = special_claim_after_prebind(
+        p, d.requests, d.special, deterministic_name(generate_name(p), "seed")
+    )
+    kubernetes_validate.validate(claim, "1.37", strict=True)
+    assert claim["metadata"]["annotations"] == {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"}
+    assert claim["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert claim["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "my-pod", "uid": p["metadata"]["uid"], "controller": True}
+    ]
+    assert claim["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "my-pod", "uid": p["metadata"]["uid"]}
+    ]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_create_body_and_pod_status_are_schema_valid(version: str) -> None:
+    p, d = _decision()
+    kubernetes_validate.validate(special_claim(p, d.requests), version, strict=True)
+    status = extended_resource_claim_status("my-pod-extended-resources-abcde", d.mappings)
+    with_status = {**p, "status": {"extendedResourceClaimStatus": status}}
+    kubernetes_validate.validate(with_status, version, strict=True)
+
+
+def test_generated_names_are_truncated_like_the_apiserver() -> None:
+    long_pod = pod("p" * 60)
+    base = generate_name(long_pod)
+    assert truncated_base(base) == base[:58]
+    name = deterministic_name(base, "seed")
+    assert len(name) == 63
+    assert name == deterministic_name(base, "seed")
+    assert name != deterministic_name(base, "other")
+    assert all(c in "bcdfghjklmnpqrstvwxz2456789" for c in name[-5:])

@@ -1,0 +1,311 @@
+"""The rewrite of extended resources into DRA claims (KEP-5004 "Option 1")."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.core.podfactory import container, pod
+from webhook.core.api.objects import Obj
+from webhook.core.paths.rewrite import (
+    REWRITTEN_ANNOTATION,
+    TEMPLATE_REQUEST,
+    TemplateRef,
+    alignment,
+    no_alignment,
+    plan_rewrite,
+    rewrite_ops,
+    rewritten_annotation,
+    rewritten_pod,
+    template,
+    template_name,
+    template_ref,
+    templates_of,
+    templates_used,
+)
+from webhook.core.scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
+
+ER, ERI = "example.com/gpu", "example.com/init-gpu"
+IMPLICIT = "deviceclass.resource.kubernetes.io/gpu.example.com"
+
+
+def devices_per_container(p: Obj, counts: dict[str, int]) -> dict[str, int]:
+    """What each container of a rewritten pod gets: the counts of the pod claims it names."""
+    by_claim = {
+        pc["name"]: counts[pc["resourceClaimTemplateName"]] for pc in p["spec"].get("resourceClaims", [])
+    }
+    out: dict[str, int] = {}
+    for section in ("initContainers", "containers"):
+        for c in p["spec"].get(section, []):
+            claims = (c.get("resources") or {}).get("claims") or []
+            out[c["name"]] = sum(by_claim.get(e["name"], 0) for e in claims)
+    return out
+
+
+def upstream_devices_per_container(p: Obj, dra: dict[str, str]) -> dict[str, int]:
+    """What upstream's request mapping gives each container of the original pod."""
+    requests, mappings = create_requests_and_mappings(p, dra)
+    counts = {r["name"]: r["exactly"]["count"] for r in requests}
+    out: dict[str, int] = {}
+    for section in ("initContainers", "containers"):
+        for c in p["spec"].get(section, []):
+            names = {m["requestName"] for m in mappings if m["containerName"] == c["name"]}
+            out[c["name"]] = sum(counts[n] for n in names)
+    return out
+
+
+def test_the_kep_example_pod_asks_for_one_device_through_a_shared_template() -> None:
+    """The KEP-5004 example: a container asking ``example.com/gpu: 1`` (plus cpu and memory)."""
+    p = pod("demo-0", [container("app", {"cpu": "100m", ER: 1, "memory": "64Mi"})])
+    rw = plan_rewrite(p, {ER: "gpu.example.com"})
+    assert rw.templates == [TemplateRef("gpu.example.com", 1)]
+    assert rw.pod_claims == [
+        {"name": "draxr-container-0-request-1", "resourceClaimTemplateName": "draxr-gpu.example.com-1"}
+    ]
+    out = rewritten_pod(p, rw)
+    c = out["spec"]["containers"][0]
+    assert c["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
+    assert c["resources"]["claims"] == [{"name": "draxr-container-0-request-1", "request": TEMPLATE_REQUEST}]
+    assert ER not in c["resources"].get("limits", {})
+    assert p["spec"]["containers"][0]["resources"]["requests"][ER] == 1  # the input is untouched
+
+
+def test_limits_lose_the_name_too_and_other_resources_stay() -> None:
+    c = {"name": "c", "resources": {"limits": {ER: "2", "cpu": "1"}, "requests": {"cpu": "1"}}}
+    out = rewritten_pod(p := pod(containers=[c]), plan_rewrite(p, {ER: "gpu"}))
+    assert out["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1"}
+    # Limits default requests (API defaulting): cpu and the gpu are both request keys, index 1.
+    assert out["spec"]["containers"][0]["resources"]["claims"] == [
+        {"name": "draxr-container-0-request-1", "request": TEMPLATE_REQUEST}
+    ]
+    assert plan_rewrite(p, {ER: "gpu"}).templates == [TemplateRef("gpu", 2)]
+
+
+def test_init_containers_reuse_long_lived_requests_as_upstream_maps_them() -> None:
+    """spec §3.4: init [ERinit:1], sidecar [ERinit:1], init [ERinit:2], regular [ER:1]."""
+    p = pod(
+        init=[
+            container("init0", {ERI: 1}),
+            container("side", {ERI: 1}, sidecar=True),
+            container("init2", {ERI: 2}),
+        ],
+        containers=[container("con0", {ER: 1})],
+    )
+    dra = {ERI: "classInit", ER: "class"}
+    rw = plan_rewrite(p, dra)
+    out = rewritten_pod(p, rw)
+    claims = {
+        c["name"]: c["resources"]["claims"]
+        for c in [*out["spec"]["initContainers"], *out["spec"]["containers"]]
+    }
+    assert claims["init0"] == [{"name": "draxr-container-1-request-0", "request": TEMPLATE_REQUEST}]
+    assert claims["side"] == [{"name": "draxr-container-1-request-0", "request": TEMPLATE_REQUEST}]
+    assert claims["init2"] == [{"name": "draxr-container-2-request-0", "request": TEMPLATE_REQUEST}]
+    assert claims["con0"] == [{"name": "draxr-container-3-request-0", "request": TEMPLATE_REQUEST}]
+    assert rw.templates == [TemplateRef("class", 1), TemplateRef("classInit", 1), TemplateRef("classInit", 2)]
+    counts = {t.name: t.count for t in rw.templates}
+    assert devices_per_container(out, counts) == upstream_devices_per_container(p, dra)
+
+
+def test_a_pod_keeps_its_own_claims() -> None:
+    p = pod(containers=[container("c", {ER: 1})])
+    p["spec"]["resourceClaims"] = [{"name": "mine", "resourceClaimName": "my-claim"}]
+    p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "mine"}]
+    out = rewritten_pod(p, plan_rewrite(p, {ER: "gpu"}))
+    assert [pc["name"] for pc in out["spec"]["resourceClaims"]] == ["mine", "draxr-container-0-request-0"]
+    assert out["spec"]["containers"][0]["resources"]["claims"][0] == {"name": "mine"}
+
+
+def test_nothing_to_rewrite() -> None:
+    p = pod(containers=[container("c", {"cpu": "1"})])
+    assert plan_rewrite(p, {}).empty
+    assert plan_rewrite(p, {ER: "gpu"}).empty  # the name is not requested
+    assert rewritten_pod(p, plan_rewrite(p, {})) == p
+
+
+def test_template_names_are_deterministic_and_always_valid_object_names() -> None:
+    assert template_name("gpu.example.com", 2) == "draxr-gpu.example.com-2"
+    long = "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 60
+    name = template_name(long, 1)
+    assert len(name) <= 253
+    assert name.startswith("draxr-")
+    assert name == template_name(long, 1)
+    assert name != template_name(long + "e", 1)
+
+
+def test_template_round_trip_and_foreign_templates() -> None:
+    ref = TemplateRef("gpu.example.com", 4)
+    t = template(ref, "ns")
+    assert t["metadata"]["name"] == ref.name
+    assert t["metadata"]["namespace"] == "ns"
+    assert template_ref(t) == ref
+    t["metadata"]["labels"] = {}
+    assert template_ref(t) is None  # not draxr's
+    renamed = template(ref, "ns")
+    renamed["metadata"]["name"] = "other"
+    assert template_ref(renamed) is None
+
+
+def test_templates_used_names_only_draxrs() -> None:
+    p = pod(containers=[container("c", {ER: 1})])
+    p["spec"]["resourceClaims"] = [{"name": "x", "resourceClaimTemplateName": "users-own"}]
+    out = rewritten_pod(p, plan_rewrite(p, {ER: "gpu"}))
+    assert templates_used(out) == ["draxr-gpu-1"]
+
+
+names = st.sampled_from([ER, ERI, IMPLICIT, "cpu"])
+amounts = st.integers(0, 4)
+
+
+@st.composite
+def pods(draw: Any) -> Obj:
+    def one(name: str, sidecar: bool = False) -> Obj:
+        reqs = draw(st.dictionaries(names, amounts, max_size=3))
+        return container(name, reqs, sidecar=sidecar)
+
+    init = [one(f"i{i}", sidecar=draw(st.booleans())) for i in range(draw(st.integers(0, 3)))]
+    regular = [one(f"c{i}") for i in range(draw(st.integers(1, 3)))]
+    return pod("p", regular, init=init or None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=pods())
+def test_every_container_gets_the_devices_upstreams_mapping_gives_it(p: Obj) -> None:
+    dra = {ER: "gpu.example.com", ERI: "init.example.com", IMPLICIT: "gpu.example.com"}
+    rw = plan_rewrite(p, dra)
+    out = rewritten_pod(p, rw)
+    counts = {t.name: t.count for t in rw.templates}
+    assert devices_per_container(out, counts) == upstream_devices_per_container(p, dra)
+    for section in ("initContainers", "containers"):
+        for c in out["spec"].get(section, []):
+            for values in (
+                (c.get("resources") or {}).get("requests", {}),
+                (c.get("resources") or {}).get("limits", {}),
+            ):
+                assert not set(values) & set(dra)
+
+
+@st.composite
+def shaped_pods(draw: Any) -> Obj:
+    """``pods()`` in every shape the operations must handle: limits beside requests, containers
+    without resources or with claims of their own, names needing JSON Pointer escapes, a pod with
+    claims of its own."""
+    p: Obj = draw(pods())
+    for c in [*p["spec"].get("initContainers", []), *p["spec"]["containers"]]:
+        res = c.get("resources")
+        if res is None:
+            continue
+        shape = draw(st.sampled_from(["requests", "limits", "both", "none", "own-claims", "tilde"]))
+        if shape in ("limits", "both"):
+            res["limits"] = dict(res["requests"])
+        if shape == "limits":
+            del res["requests"]
+        if shape == "none":
+            del c["resources"]
+        if shape == "own-claims":
+            res["claims"] = [{"name": "mine"}]
+        if shape == "tilde":
+            res["requests"]["example.com/odd~name"] = 1
+    if draw(st.booleans()):
+        p["spec"]["resourceClaims"] = [{"name": "mine", "resourceClaimName": "my-claim"}]
+    return p
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=shaped_pods())
+def test_the_operations_make_exactly_the_rewritten_pod(p: Obj) -> None:
+    dra = {
+        ER: "gpu.example.com",
+        ERI: "init.example.com",
+        IMPLICIT: "gpu.example.com",
+        "example.com/odd~name": "x",
+    }
+    rw = plan_rewrite(p, dra)
+    before = copy.deepcopy(p)
+    patched = jsonpatch.apply_patch(p, rewrite_ops(p, rw))
+    assert p == before  # the pod itself is not touched
+    assert patched == rewritten_pod(p, rw)
+
+
+# --- alignment (draxr.io/align-by on the class) ----------------------------------------------------
+
+ROOT = "resource.kubernetes.io/pcieRoot"
+NUMA = "gpu.example.com/numaNode"
+
+
+def aligned_class(name: str = "gpu.example.com", by: str = ROOT) -> Obj:
+    return {"metadata": {"name": name, "annotations": {"draxr.io/align-by": by}}, "spec": {}}
+
+
+def test_a_multi_device_request_of_an_aligning_class_gets_an_aligned_template() -> None:
+    classes = {"gpu.example.com": aligned_class(by=f"{ROOT},{NUMA}")}
+    align = alignment(pod("p", [container("c", {ER: "4"})]), classes.get, lambda _c, _a: 4)
+    rw = plan_rewrite(
+        pod("p", [container("c", {ER: "4"}), container("d", {ER: "1"})]), {ER: "gpu.example.com"}, align
+    )
+    aligned, single = sorted(rw.templates, key=lambda r: r.count, reverse=True)
+    assert aligned == TemplateRef("gpu.example.com", 4, (ROOT, NUMA))
+    assert single == TemplateRef("gpu.example.com", 1)  # one device: nothing to align
+    assert aligned.name.startswith("draxr-gpu.example.com-4-aligned-")
+    assert (
+        aligned.name
+        != TemplateRef("gpu.example.com", 4, (ROOT,)).name
+        != TemplateRef("gpu.example.com", 4).name
+    )
+    body = template(aligned, "ns")
+    assert body["spec"]["spec"]["devices"]["constraints"] == [
+        {"requests": [TEMPLATE_REQUEST], "matchAttribute": ROOT},
+        {"requests": [TEMPLATE_REQUEST], "matchAttribute": NUMA},
+    ]
+    assert "constraints" not in template(single, "ns")["spec"]["spec"]["devices"]
+    assert template_ref(body) == aligned  # the worker reads back what it wrote
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(rw)}
+    assert templates_of(annotated) == sorted(rw.templates)
+
+
+def test_alignment_follows_the_pod_and_the_largest_group() -> None:
+    classes = {"gpu.example.com": aligned_class()}
+    p = pod("p", [container("c", {ER: "4"})])
+    assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == (ROOT,)
+    # no root anywhere holds 8: requiring it would make the pod wait forever
+    assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 8) == ()
+    assert alignment(p, classes.get, lambda _c, _a: 4)("other.example.com", 4) == ()  # class does not align
+    for opt_out in ("none", "preferred"):  # a template claim cannot fall back to a split set
+        p["metadata"]["annotations"] = {"draxr.io/align": opt_out}
+        assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == ()
+    p["metadata"]["annotations"] = {"draxr.io/align": "requird"}  # a typo never loosens it
+    assert alignment(p, classes.get, lambda _c, _a: 4)("gpu.example.com", 4) == (ROOT,)
+
+
+def test_an_alignment_settled_for_its_classes_reads_nothing_later() -> None:
+    classes = {"gpu.example.com": aligned_class(), "nic.example.com": aligned_class("nic.example.com", NUMA)}
+    sizes = {("gpu.example.com", ROOT): 4, ("nic.example.com", NUMA): 2}
+    p = pod("p", [container("c", {ER: "4"})])
+    settled = alignment(p, classes.get, lambda c, a: sizes[(c, a)], ["gpu.example.com", "nic.example.com"])
+    classes.clear()  # what was read under a lock stays the answer after the lock is released
+    sizes.clear()
+    assert settled("gpu.example.com", 4) == (ROOT,)
+    assert settled("gpu.example.com", 8) == ()
+    assert settled("nic.example.com", 2) == (NUMA,)
+    assert settled("nic.example.com", 3) == ()
+    assert settled("other.example.com", 2) == ()  # a class not named: nothing to align
+    p["metadata"]["annotations"] = {"draxr.io/align": "none"}
+    assert alignment(p, classes.get, lambda c, a: sizes[(c, a)], ["gpu.example.com"]) is no_alignment
+
+
+def test_a_tampered_rewritten_annotation_names_no_template() -> None:
+    ref = TemplateRef("gpu.example.com", 4, (ROOT,))
+    for body in (
+        {ref.name: ["gpu.example.com", 4, [NUMA]]},  # attributes that do not give the name
+        {ref.name: ["gpu.example.com", 4, ROOT]},  # not a list
+        {ref.name: ["gpu.example.com", True, [ROOT]]},
+    ):
+        p = pod("p")
+        p["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: json.dumps(body)}
+        assert templates_of(p) == []

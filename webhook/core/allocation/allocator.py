@@ -1,0 +1,658 @@
+"""The structured allocator: exhaustive backtracking, first complete solution wins.
+
+Mirrors upstream's ``Allocate(node, claims)``: claims in the given order (user claims, then the
+special claim), requests in spec order, subrequests (``firstAvailable``) in order, then the n-th
+device of a request. Candidates are tried pools -> slices -> devices. Per candidate, checks run in
+upstream order: in use, class selectors, request selectors, per-device node selection, binding
+conditions, counters, taints, constraints. A CEL error is an allocation error, never a silent
+non-match; an unsatisfiable node is ``None``.
+
+draxr's placement policies (``policy``) change only the order in which each request tries its
+candidates (``topology.order_candidates``): the first complete solution is then the policy's
+preferred one. Why that is correct and bounded: the search tries the same candidates against the
+same checks, only in another order, so every answer still passes every check (constraints
+included), a node is unsatisfiable under a policy exactly when it is under upstream's order, and
+the step budget bounds the search as before. The order costs one pass over a request's candidates
+(grouped once per class and attribute per call) and a sort, before the search. Without ``policy``
+(``--policy upstream``) candidates keep upstream's order: first fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
+from ..api.nodematch import untolerated
+from ..api.objects import Obj, as_dict, as_list, meta, spec
+from ..api.quantity import Quantity
+from ..cel import CelCompileError, CelError, SelectorEngine
+from ..cluster.slices import Device, DeviceKey, Pool, device_id, device_selects_node
+from ..cluster.topology import Groups, Values, group_devices, order_candidates, values_of
+
+_ZERO = Quantity.parse(0)
+_Taken = tuple[tuple[str, str], str, str, Quantity]  # (pool, counter set, counter, amount)
+
+#: Upper bound on search steps for one Allocate call (upstream bounds the time instead).
+DEFAULT_STEP_BUDGET = 200_000
+
+
+#: Upstream's Filter reason when allocation failed and some pool was invalid.
+INVALID_POOLS = "invalid resource pools were encountered"
+
+
+class AllocationError(Exception):
+    """Aborts the scheduling attempt (upstream returns these from ``Allocate`` as errors)."""
+
+
+class Unsatisfiable(Exception):
+    """The claims cannot be allocated on this node; ``str()`` is the Filter reason."""
+
+
+class NodeCandidates(Protocol):
+    """What the allocator needs to know about one node."""
+
+    node: Obj
+    pools: list[Pool]
+
+    def class_candidates(self, class_name: str) -> list[tuple[Device, CelError | None]]:
+        """Devices of usable pools passing the class selectors (or failing with a CEL error)."""
+        ...
+
+
+@dataclass(slots=True)
+class DeviceResult:
+    request: str
+    device: Device
+    admin_access: bool = False
+    tolerations: list[Obj] = field(default_factory=list)
+
+    def to_api(self) -> Obj:
+        out: Obj = {
+            "request": self.request,
+            "driver": self.device.driver,
+            "pool": self.device.pool,
+            "device": self.device.name,
+        }
+        if self.admin_access:
+            out["adminAccess"] = True
+        if self.tolerations:
+            out["tolerations"] = self.tolerations
+        return out
+
+
+@dataclass(slots=True)
+class ClaimAllocation:
+    results: list[DeviceResult]
+    config: list[Obj]
+    node_selector: Obj | None
+
+    def to_api(self) -> Obj:
+        """``status.allocation`` of a ResourceClaim."""
+        devices: Obj = {"results": [r.to_api() for r in self.results]}
+        if self.config:
+            devices["config"] = self.config
+        out: Obj = {"devices": devices}
+        if self.node_selector is not None:
+            out["nodeSelector"] = self.node_selector
+        return out
+
+    @property
+    def device_keys(self) -> list[DeviceKey]:
+        return [r.device.key for r in self.results if not r.admin_access]
+
+
+@dataclass(slots=True)
+class _Req:
+    claim_index: int
+    name: str  # result name: "req" or "req/sub"
+    base: str
+    sub: str
+    class_name: str
+    device_class: Obj
+    selectors: list[str]
+    all_mode: bool
+    count: int
+    admin: bool
+    tolerations: list[Obj]
+    all_devices: list[Device] = field(default_factory=list)
+    # Placement: the attribute whose groups order the candidates (None: upstream's order), and, under
+    # a matchAttribute constraint, how many devices per class the constraint asks for.
+    order_attr: str | None = None
+    order_demand: dict[str, int] | None = None
+    ordered: list[tuple[Device, CelError | None]] | None = None
+
+
+class _Constraint:
+    """``matchAttribute`` (non-empty intersection) or ``distinctAttribute`` (pairwise disjoint).
+
+    Scalars are one-element sets, so both rules also cover KEP-5491 list attributes.
+    """
+
+    def __init__(self, attribute: str, requests: Collection[str], distinct: bool) -> None:
+        self.attribute = attribute
+        self.requests = set(requests)
+        self.distinct = distinct
+        self.stack: list[Values] = []  # intersection (match) or union (distinct)
+
+    def applies(self, base: str, sub: str) -> bool:
+        if not self.requests:
+            return True
+        return base in self.requests or (bool(sub) and f"{base}/{sub}" in self.requests)
+
+    def add(self, device: Device) -> bool:
+        values = values_of(device, self.attribute)
+        if values is None:
+            return False
+        if not self.stack:
+            self.stack.append(values)
+            return True
+        top = self.stack[-1]
+        if self.distinct:
+            if top & values:
+                return False
+            self.stack.append(top | values)
+        else:
+            both = top & values
+            if not both:
+                return False
+            self.stack.append(both)
+        return True
+
+    def remove(self) -> None:
+        self.stack.pop()
+
+
+@dataclass(slots=True)
+class _Choice:
+    req: _Req
+    device: Device
+    constraints: list[_Constraint]
+    counters: list[_Taken]
+
+
+class Allocator:
+    """One allocation attempt for one node over several claims (built per Filter call)."""
+
+    def __init__(
+        self,
+        node: NodeCandidates,
+        classes: Callable[[str], Obj | None],
+        cel: SelectorEngine,
+        allocated: Collection[DeviceKey],
+        allocated_counters: Callable[[Pool], dict[str, dict[str, Quantity]]] | None = None,
+        step_budget: int = DEFAULT_STEP_BUDGET,
+        policy: str | None = None,
+        group_attributes: Callable[[str], tuple[str, ...]] | None = None,
+    ) -> None:
+        """``policy``: ``binpack`` or ``spread`` orders candidates by topology group (the attribute of
+        a request's ``matchAttribute`` constraint, else the first of ``group_attributes(class)``);
+        None keeps upstream's order."""
+        self.node = node
+        self.classes = classes
+        self.cel = cel
+        self.allocated = allocated
+        self.allocated_counters = allocated_counters or (lambda pool: {})
+        self._already: dict[tuple[str, str], dict[str, dict[str, Quantity]]] = {}
+        self.budget = step_budget
+        self.policy = policy
+        self.group_attributes = group_attributes
+
+    # -- public ------------------------------------------------------------------------------
+
+    def allocate(self, claims: list[Obj]) -> list[ClaimAllocation]:
+        """Allocate all claims together; raises Unsatisfiable or AllocationError."""
+        self._claims = claims
+        self._slots: list[list[list[_Req]]] = []
+        self._constraints: list[list[_Constraint]] = []
+        self._results: list[list[DeviceResult]] = [[] for _ in claims]
+        self._picked: dict[DeviceKey, set[int]] = {}
+        self._consumed: dict[tuple[str, str], dict[str, dict[str, Quantity]]] = {}
+        self._selected_sub: dict[tuple[int, int], _Req] = {}
+        self._steps = 0
+        self._match_cache: dict[tuple[int, str, DeviceKey], bool] = {}
+        self._groupings: dict[tuple[str, str], tuple[Groups, dict[DeviceKey, Values]]] = {}
+        for ci, claim in enumerate(claims):
+            self._prepare_claim(ci, claim)
+        if self.policy is not None:
+            for ci in range(len(claims)):
+                self._plan_order(ci)
+        if not self._claim(0):
+            if any(p.invalid for p in self.node.pools):
+                raise Unsatisfiable(INVALID_POOLS)
+            raise Unsatisfiable("cannot allocate all claims")
+        return [self._finish(ci, claim) for ci, claim in enumerate(claims)]
+
+    # -- preparation ---------------------------------------------------------------------------
+
+    def _claim_ref(self, ci: int) -> str:
+        m = meta(self._claims[ci])
+        return f"{m.get('namespace', '')}/{m.get('name', '')}"
+
+    def _prepare_claim(self, ci: int, claim: Obj) -> None:
+        devices = as_dict(spec(claim).get("devices"))
+        slots: list[list[_Req]] = []
+        min_total = 0
+        for raw in as_list(devices.get("requests")):
+            r = as_dict(raw)
+            rname = str(r.get("name", ""))
+            if r.get("firstAvailable"):
+                alts = [
+                    self._make_req(
+                        ci, as_dict(sub), rname, str(as_dict(sub).get("name", "")), admin_allowed=False
+                    )
+                    for sub in as_list(r.get("firstAvailable"))
+                ]
+                min_total += min(a.count for a in alts)
+                slots.append(alts)
+            elif isinstance(r.get("exactly"), dict):
+                req = self._make_req(ci, r["exactly"], rname, "", admin_allowed=True)
+                min_total += req.count
+                slots.append([req])
+            else:
+                raise AllocationError(
+                    f"claim {self._claim_ref(ci)}, request {rname}: missing device class name "
+                    "(unsupported request type?)"
+                )
+        if min_total > ALLOCATION_RESULTS_MAX_SIZE:
+            raise AllocationError(
+                f"claim {self._claim_ref(ci)}: number of requested devices {min_total} exceeds the claim "
+                f"limit of {ALLOCATION_RESULTS_MAX_SIZE}"
+            )
+        constraints: list[_Constraint] = []
+        for i, raw in enumerate(as_list(devices.get("constraints"))):
+            c = as_dict(raw)
+            reqs = [str(x) for x in as_list(c.get("requests"))]
+            if isinstance(c.get("matchAttribute"), str):
+                constraints.append(_Constraint(c["matchAttribute"], reqs, distinct=False))
+            elif isinstance(c.get("distinctAttribute"), str):
+                constraints.append(_Constraint(c["distinctAttribute"], reqs, distinct=True))
+            else:
+                raise AllocationError(
+                    f"claim {self._claim_ref(ci)}, constraint #{i}: "
+                    "empty constraint (unsupported constraint type?)"
+                )
+        self._slots.append(slots)
+        self._constraints.append(constraints)
+
+    def _make_req(self, ci: int, r: Obj, base: str, sub: str, *, admin_allowed: bool) -> _Req:
+        full = f"{base}/{sub}" if sub else base
+        class_name = r.get("deviceClassName")
+        if not isinstance(class_name, str) or not class_name:
+            raise AllocationError(
+                f"claim {self._claim_ref(ci)}, request {full}: missing device class name "
+                "(unsupported request type?)"
+            )
+        dc = self.classes(class_name)
+        if dc is None:
+            raise AllocationError(
+                f"claim {self._claim_ref(ci)}, request {full}: could not retrieve device class "
+                f'{class_name}: deviceclass.resource.k8s.io "{class_name}" not found'
+            )
+        selectors: list[str] = []
+        for i, sel in enumerate(as_list(r.get("selectors"))):
+            expr = as_dict(as_dict(sel).get("cel")).get("expression")
+            if not isinstance(expr, str):
+                raise AllocationError(
+                    f"claim {self._claim_ref(ci)}, request {full}, selector #{i}: CEL expression "
+                    "empty (unsupported selector type?)"
+                )
+            selectors.append(expr)
+        mode = r.get("allocationMode") or "ExactCount"
+        count = r.get("count", 1)
+        if mode not in ("ExactCount", "All"):
+            raise AllocationError(
+                f"claim {self._claim_ref(ci)}, request {full}: unsupported count mode {mode}"
+            )
+        if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+            raise AllocationError(f"claim {self._claim_ref(ci)}, request {full}: invalid count {count!r}")
+        req = _Req(
+            claim_index=ci,
+            name=full,
+            base=base,
+            sub=sub,
+            class_name=class_name,
+            device_class=dc,
+            selectors=selectors,
+            all_mode=mode == "All",
+            count=count if mode == "ExactCount" else 0,
+            admin=admin_allowed and r.get("adminAccess") is True,
+            tolerations=[t for t in as_list(r.get("tolerations")) if isinstance(t, dict)],
+        )
+        if req.all_mode:
+            for pool in self.node.pools:
+                if pool.incomplete:
+                    raise AllocationError(
+                        f"claim {self._claim_ref(ci)}, request {full}: asks for all devices, but "
+                        f"resource pool {pool.id} is currently being updated"
+                    )
+                if pool.invalid:
+                    raise AllocationError(
+                        f"claim {self._claim_ref(ci)}, request {full}: asks for all devices, but "
+                        f"resource pool {pool.id} is currently invalid"
+                    )
+            req.all_devices = [d for d, err in self._candidates(req) if self._selectable(req, d, err)]
+            req.count = len(req.all_devices)
+        return req
+
+    # -- placement order -----------------------------------------------------------------------
+
+    def _plan_order(self, ci: int) -> None:
+        """Which attribute orders each request's candidates, and what its constraint asks for."""
+        for alts in self._slots[ci]:
+            for req in alts:
+                if req.all_mode:
+                    continue
+                for c in self._constraints[ci]:
+                    if not c.distinct and c.applies(req.base, req.sub):
+                        req.order_attr = c.attribute
+                        req.order_demand = self._constraint_demand(ci, c)
+                        break
+                else:
+                    attrs = self.group_attributes(req.class_name) if self.group_attributes else ()
+                    if attrs:
+                        req.order_attr = attrs[0]
+
+    def _constraint_demand(self, ci: int, constraint: _Constraint) -> dict[str, int]:
+        demand: dict[str, int] = {}
+        for alts in self._slots[ci]:
+            first = alts[0]  # of subrequests, the preferred one
+            if constraint.applies(first.base, first.sub) and not first.all_mode:
+                demand[first.class_name] = demand.get(first.class_name, 0) + first.count
+        return demand
+
+    def _grouping(self, class_name: str, attribute: str) -> tuple[Groups, dict[DeviceKey, Values]]:
+        key = (class_name, attribute)
+        found = self._groupings.get(key)
+        if found is None:
+            devices = [d for d, _ in self.node.class_candidates(class_name)]
+            found = self._groupings[key] = group_devices(devices, attribute, self.allocated.__contains__)
+        return found
+
+    def _ordered(self, req: _Req) -> list[tuple[Device, CelError | None]]:
+        assert req.order_attr is not None
+        assert self.policy is not None
+        attr = req.order_attr
+        groups, values = self._grouping(req.class_name, attr)
+        fits = None
+        demand = req.order_demand
+        if demand is not None:
+            others = {c: self._grouping(c, attr)[0] for c in demand}
+
+            def fits(v: tuple[str, Any]) -> bool:
+                for c, n in demand.items():
+                    g = others[c].get(v)
+                    if g is None or g.free < n:
+                        return False
+                return True
+
+        return order_candidates(
+            self.node.class_candidates(req.class_name),
+            values,
+            groups,
+            self.policy,
+            fits,
+            self.allocated.__contains__,
+        )
+
+    # -- search --------------------------------------------------------------------------------
+
+    def _claim(self, ci: int) -> bool:
+        if ci >= len(self._claims):
+            return True
+        return self._request(ci, 0)
+
+    def _request(self, ci: int, ri: int) -> bool:
+        if ri >= len(self._slots[ci]):
+            return self._claim(ci + 1)
+        for alt in self._slots[ci][ri]:
+            if alt.all_mode and not alt.all_devices:
+                continue
+            if self._device(alt, ri, 0):
+                self._selected_sub[(ci, ri)] = alt
+                return True
+        return False
+
+    def _device(self, req: _Req, ri: int, di: int) -> bool:
+        ci = req.claim_index
+        if di >= req.count:
+            return self._request(ci, ri + 1)
+        if len(self._results[ci]) + req.count - di > ALLOCATION_RESULTS_MAX_SIZE:
+            return False
+        self._steps += 1
+        if self._steps > self.budget:
+            raise Unsatisfiable("timed out trying to allocate devices")
+        if req.all_mode:
+            device = req.all_devices[di]
+            choice = self._try(req, device, must=True)
+            if choice is None:
+                return False
+            if self._device(req, ri, di + 1):
+                return True
+            self._undo(choice)
+            return False
+        for device, err in self._candidates(req):
+            if self._in_use(req, device):
+                continue
+            if not self._selectable(req, device, err):
+                continue
+            choice = self._try(req, device, must=False)
+            if choice is None:
+                continue
+            if self._device(req, ri, di + 1):
+                return True
+            self._undo(choice)
+        return False
+
+    def _candidates(self, req: _Req) -> list[tuple[Device, CelError | None]]:
+        if req.order_attr is None:
+            return self.node.class_candidates(req.class_name)
+        if req.ordered is None:
+            req.ordered = self._ordered(req)
+        return req.ordered
+
+    def _in_use(self, req: _Req, device: Device) -> bool:
+        claims = self._picked.get(device.key) or ()
+        if req.admin:
+            return req.claim_index in claims
+        return device.key in self.allocated or bool(claims)
+
+    def _selectable(self, req: _Req, device: Device, class_error: CelError | None) -> bool:
+        if device.binding_conditions:
+            return False  # DRADeviceBindingConditions is not supported: such devices are never picked
+        if class_error is not None:
+            kind = "compile" if isinstance(class_error, CelCompileError) else "runtime"
+            index = getattr(class_error, "selector_index", 0)
+            raise AllocationError(
+                f"class {req.class_name}: selector #{index} on device {device_id(device.key)}: "
+                f"CEL {kind} error: {class_error.message}"
+            )
+        ck = (req.claim_index, req.name, device.key)
+        cached = self._match_cache.get(ck)
+        if cached is not None:
+            return cached
+        ok = True
+        for i, expr in enumerate(req.selectors):
+            try:
+                if not self.cel.matches(expr, device):
+                    ok = False
+                    break
+            except CelError as e:
+                kind = "compile" if isinstance(e, CelCompileError) else "runtime"
+                raise AllocationError(
+                    f"claim {self._claim_ref(req.claim_index)}: selector #{i} on device "
+                    f"{device_id(device.key)}: CEL {kind} error: {e.message}"
+                ) from None
+        if ok and (device.node_name or device.all_nodes or device.node_selector is not None):
+            ok = device_selects_node(device, self.node.node)
+        self._match_cache[ck] = ok
+        return ok
+
+    def _try(self, req: _Req, device: Device, *, must: bool) -> _Choice | None:
+        ci = req.claim_index
+        if self._in_use(req, device):
+            return None
+        counters = self._take_counters(device)
+        if counters is None:
+            return None
+        if untolerated(device.taints, req.tolerations) is not None:
+            self._return_counters(counters)
+            return None
+        added: list[_Constraint] = []
+        for c in self._constraints[ci]:
+            if not c.applies(req.base, req.sub):
+                continue
+            if not c.add(device):
+                for a in added:
+                    a.remove()
+                self._return_counters(counters)
+                if must:
+                    raise AllocationError(
+                        f"claim {self._claim_ref(ci)}, request {req.name}: cannot add device "
+                        f"{device_id(device.key)} because a claim constraint would not be satisfied"
+                    )
+                return None
+            added.append(c)
+        self._picked.setdefault(device.key, set()).add(ci)
+        self._results[ci].append(
+            DeviceResult(req.name, device, admin_access=req.admin, tolerations=list(req.tolerations))
+        )
+        return _Choice(req, device, added, counters)
+
+    def _undo(self, choice: _Choice) -> None:
+        ci = choice.req.claim_index
+        for c in choice.constraints:
+            c.remove()
+        self._picked[choice.device.key].discard(ci)
+        self._return_counters(choice.counters)
+        self._results[ci].pop()
+
+    # -- counters (partitionable devices) ------------------------------------------------------
+
+    def _pool_of(self, device: Device) -> Pool | None:
+        for p in self.node.pools:
+            if p.driver == device.driver and p.name == device.pool:
+                return p
+        return None
+
+    def _take_counters(self, device: Device) -> list[_Taken] | None:
+        if not device.consumes_counters:
+            return []
+        pool = self._pool_of(device)
+        if pool is None:
+            return None
+        already = self._already.get(pool.key)
+        if already is None:
+            already = self._already[pool.key] = self.allocated_counters(pool)
+        consumed = self._consumed.setdefault(pool.key, {})
+        taken: list[_Taken] = []
+        for set_name, counters in device.consumes_counters:
+            available = pool.counter_sets.get(set_name)
+            if available is None:
+                self._return_counters(taken)
+                return None
+            bucket = consumed.setdefault(set_name, {})
+            for cname, q in counters.items():
+                total = available.get(cname)
+                if total is None:
+                    continue
+                used = bucket.get(cname, _ZERO).value
+                pre = already.get(set_name, {}).get(cname, _ZERO).value
+                if total.value < pre + used + q.value:
+                    self._return_counters(taken)
+                    return None
+                bucket[cname] = Quantity(used + q.value)
+                taken.append((pool.key, set_name, cname, q))
+        return taken
+
+    def _return_counters(self, taken: list[_Taken]) -> None:
+        for pool_key, set_name, cname, q in taken:
+            bucket = self._consumed[pool_key][set_name]
+            bucket[cname] = Quantity(bucket[cname].value - q.value)
+
+    # -- result --------------------------------------------------------------------------------
+
+    def _finish(self, ci: int, claim: Obj) -> ClaimAllocation:
+        results = self._results[ci]
+        devices = as_dict(spec(claim).get("devices"))
+        requests = [as_dict(r) for r in as_list(devices.get("requests"))]
+        config: list[Obj] = []
+        class_ranges: dict[str, tuple[int, int]] = {}
+        for ri in range(len(requests)):
+            chosen = self._selected_sub.get((ci, ri))
+            if chosen is None:
+                continue
+            rng = class_ranges.get(chosen.class_name)
+            if rng is not None:
+                for i in range(*rng):
+                    config[i]["requests"].append(chosen.name)
+                continue
+            start = len(config)
+            for cfg in as_list(spec(chosen.device_class).get("config")):
+                entry = {k: v for k, v in as_dict(cfg).items() if k != "requests"}
+                config.append({"source": "FromClass", "requests": [chosen.name], **entry})
+            class_ranges[chosen.class_name] = (start, len(config))
+        for cfg in as_list(devices.get("config")):
+            c = as_dict(cfg)
+            wanted = [str(x) for x in as_list(c.get("requests"))]
+            body = {k: v for k, v in c.items() if k != "requests"}
+            if not wanted:
+                config.append({"source": "FromClaim", **body})
+                continue
+            for ri, r in enumerate(requests):
+                chosen = self._selected_sub.get((ci, ri))
+                if r.get("name") in wanted or (chosen is not None and chosen.sub and chosen.name in wanted):
+                    config.append({"source": "FromClaim", "requests": wanted, **body})
+                    break
+        for entry in config:
+            if len(entry.get("requests", [])) == len(requests):
+                entry.pop("requests")
+        return ClaimAllocation(list(results), config, self._node_selector(results))
+
+    def _node_selector(self, results: list[DeviceResult]) -> Obj | None:
+        fields: list[Obj] = []
+        exprs: list[Obj] = []
+        slices = {s.name: s for p in self.node.pools for s in p.slices}
+        for r in results:
+            sl = slices.get(r.device.slice_name)
+            if sl is None:
+                continue
+            if sl.per_device:
+                node_name, selector = r.device.node_name, r.device.node_selector
+            else:
+                node_name, selector = sl.node_name, sl.node_selector
+            if node_name:
+                return {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                    ]
+                }
+            if selector is not None:
+                terms = as_list(selector.get("nodeSelectorTerms"))
+                if len(terms) > 1:
+                    raise AllocationError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
+                if terms:
+                    _merge_requirements(as_list(as_dict(terms[0]).get("matchFields")), fields)
+                    _merge_requirements(as_list(as_dict(terms[0]).get("matchExpressions")), exprs)
+        if not fields and not exprs:
+            return None
+        term: Obj = {}
+        if exprs:
+            term["matchExpressions"] = exprs
+        if fields:
+            term["matchFields"] = fields
+        return {"nodeSelectorTerms": [term]}
+
+
+def _merge_requirements(source: list[Any], into: list[Obj]) -> None:
+    for raw in source:
+        req = as_dict(raw)
+        values = set(as_list(req.get("values")))
+        if not any(
+            e.get("key") == req.get("key")
+            and e.get("operator") == req.get("operator")
+            and set(as_list(e.get("values"))) == values
+            for e in into
+        ):
+            into.append(req)

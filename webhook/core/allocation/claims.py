@@ -1,0 +1,102 @@
+"""Builders for the objects KEP-5004 writes: the special ResourceClaim and the pod's
+``status.extendedResourceClaimStatus``."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ..api.constants import (
+    DELETE_PROTECTION_FINALIZER,
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    RESOURCE_API_VERSION,
+    SPECIAL_CLAIM_GENERATE_SUFFIX,
+)
+from ..api.objects import Obj, name, namespace, uid
+from .allocator import ClaimAllocation
+
+#: The API server's generateName alphabet (no vowels, no digits that read like letters).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+MAX_NAME_LENGTH = 63
+SUFFIX_LENGTH = 5
+
+
+def generate_name(pod: Obj) -> str:
+    return name(pod) + SPECIAL_CLAIM_GENERATE_SUFFIX
+
+
+def truncated_base(generate: str) -> str:
+    """``SimpleNameGenerator``: the base is cut so that base + suffix fits 63 characters."""
+    return generate[: MAX_NAME_LENGTH - SUFFIX_LENGTH]
+
+
+def deterministic_name(generate: str, seed: str) -> str:
+    """generateName plus a 5-character suffix derived from ``seed`` (offline planning)."""
+    digest = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:16], "big")
+    suffix = ""
+    for _ in range(SUFFIX_LENGTH):
+        digest, i = divmod(digest, len(NAME_ALPHABET))
+        suffix += NAME_ALPHABET[i]
+    return truncated_base(generate) + suffix
+
+
+def owner_reference(pod: Obj) -> Obj:
+    """Controller reference to the pod; upstream does not set blockOwnerDeletion."""
+    return {"apiVersion": "v1", "kind": "Pod", "name": name(pod), "uid": uid(pod), "controller": True}
+
+
+def reserved_for(pod: Obj) -> Obj:
+    return {"resource": "pods", "name": name(pod), "uid": uid(pod)}
+
+
+def special_claim(
+    pod: Obj,
+    requests: list[Obj],
+    *,
+    claim_name: str | None = None,
+    finalizer: bool = True,
+    constraints: list[Obj] | None = None,
+) -> Obj:
+    """The special claim as POSTed in PreBind (no name: the server generates it). ``constraints``:
+    draxr's alignment (``topology.alignment_constraints``); upstream's special claim has none."""
+    metadata: dict[str, Any] = {"name": claim_name} if claim_name else {}
+    metadata.update(
+        {
+            "generateName": generate_name(pod),
+            "namespace": namespace(pod),
+            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [owner_reference(pod)],
+        }
+    )
+    if finalizer:
+        metadata["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": {"devices": devices},
+    }
+
+
+def claim_status(pod: Obj, allocation: ClaimAllocation) -> Obj:
+    """``status`` written in PreBind: the allocation and the pod in ``reservedFor``."""
+    return {"allocation": allocation.to_api(), "reservedFor": [reserved_for(pod)]}
+
+
+def special_claim_after_prebind(
+    pod: Obj,
+    requests: list[Obj],
+    allocation: ClaimAllocation,
+    claim_name: str,
+    constraints: list[Obj] | None = None,
+) -> Obj:
+    claim = special_claim(pod, requests, claim_name=claim_name, constraints=constraints)
+    claim["status"] = claim_status(pod, allocation)
+    return claim
+
+
+def extended_resource_claim_status(claim_name: str, mappings: list[Obj]) -> Obj:
+    return {"requestMappings": [dict(m) for m in mappings], "resourceClaimName": claim_name}

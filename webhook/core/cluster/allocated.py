@@ -1,0 +1,237 @@
+"""The allocated state: which devices are taken, and what pods take from their nodes.
+
+* Devices: every non-admin result in any claim's ``status.allocation``, plus in-flight
+  reservations (Reserve makes a decision's devices taken at once, before the API shows the claim),
+  counted by reference so a device held twice stays taken until both let go. A device that
+  becomes taken or free is reported to ``on_flip``, so free-device counts follow without a scan.
+* Pods: bound, non-terminal pods and assumed pods (reserved, not yet seen bound) count their
+  requests and host ports on their node's ``NodeInfo``; a pod bound to a node the cache has not
+  seen yet counts as soon as the node appears.
+* Special claims by their owner pod's uid (``findExtendedResourceClaim``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator
+
+from ..api.objects import Obj, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
+from ..api.orphans import TERMINAL_PHASES
+from ..api.podresources import pod_requests_nonzero
+from ..api.quantity import Quantity
+from ..api.specialclaims import is_special_claim
+from .nodeinfo import NodeInfo, Nodes, host_ports
+from .slices import DeviceKey, Pool
+
+ClaimKey = tuple[str, str]  # (namespace, name)
+FlipListener = Callable[[DeviceKey, bool], None]  # (device, now taken)
+
+
+def allocated_devices(claim: Obj) -> list[DeviceKey]:
+    """Devices a claim holds; admin-access results do not make a device unavailable."""
+    alloc = as_dict(status(claim).get("allocation"))
+    out: list[DeviceKey] = []
+    for r in as_list(as_dict(alloc.get("devices")).get("results")):
+        rd = as_dict(r)
+        if rd.get("adminAccess") is True:
+            continue
+        d, p, n = rd.get("driver"), rd.get("pool"), rd.get("device")
+        if isinstance(d, str) and isinstance(p, str) and isinstance(n, str):
+            out.append((d, p, n))
+    return out
+
+
+def _count_pod(info: NodeInfo, pod_uid: str, pod: Obj) -> None:
+    reqs, nonzero = pod_requests_nonzero(pod)
+    info.add_pod(pod_uid, reqs, host_ports(pod), nonzero)
+
+
+def claim_key(claim: Obj) -> ClaimKey:
+    return (namespace(claim), name(claim))
+
+
+class TakenDevices(Collection[DeviceKey]):
+    """``in`` on the reference counts of taken devices, without copying them (the allocator's
+    ``allocated``)."""
+
+    __slots__ = ("_refs",)
+
+    def __init__(self, refs: dict[DeviceKey, int]) -> None:
+        self._refs = refs
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._refs
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __iter__(self) -> Iterator[DeviceKey]:
+        return iter(self._refs)
+
+
+class AllocatedState:
+    def __init__(self, nodes: Nodes, on_flip: FlipListener | None = None) -> None:
+        self._nodes = nodes
+        self._on_flip = on_flip
+        self.claims: dict[ClaimKey, Obj] = {}
+        self.pods: dict[str, Obj] = {}  # bound, non-terminal pods by uid
+        self._assumed: dict[str, str] = {}  # pod uid -> node, reserved but not yet seen bound
+        self._by_node: dict[str, set[str]] = {}  # node -> uids of bound pods on it
+        self._claim_devices: dict[ClaimKey, list[DeviceKey]] = {}
+        self._inflight: dict[str, list[DeviceKey]] = {}
+        self._refs: dict[DeviceKey, int] = {}
+        self._special_by_owner: dict[str, set[ClaimKey]] = {}  # owner pod uid -> its special claims
+        self.devices = TakenDevices(self._refs)
+
+    # -- devices -----------------------------------------------------------------------------------
+
+    def is_allocated(self, key: DeviceKey) -> bool:
+        return self._refs.get(key, 0) > 0
+
+    def reserve_devices(self, token: str, devices: Iterable[DeviceKey]) -> None:
+        """Reserve: the devices are taken under ``token`` until ``unreserve_devices``."""
+        self.unreserve_devices(token)
+        keys = list(devices)
+        self._inflight[token] = keys
+        for d in keys:
+            self._ref(d, +1)
+
+    def unreserve_devices(self, token: str) -> None:
+        for d in self._inflight.pop(token, []):
+            self._ref(d, -1)
+
+    def _ref(self, key: DeviceKey, delta: int) -> None:
+        before = self._refs.get(key, 0)
+        after = before + delta
+        if after <= 0:
+            self._refs.pop(key, None)
+            after = 0
+        else:
+            self._refs[key] = after
+        if (before > 0) != (after > 0) and self._on_flip is not None:
+            self._on_flip(key, after > 0)
+
+    def allocated_counters(self, pool: Pool) -> dict[str, dict[str, Quantity]]:
+        """Counters already consumed in a pool by taken devices (partitionable devices)."""
+        out: dict[str, dict[str, Quantity]] = {}
+        for sl in pool.all_slices:
+            for d in sl.devices:
+                if not d.consumes_counters or not self.is_allocated(d.key):
+                    continue
+                for set_name, counters in d.consumes_counters:
+                    bucket = out.setdefault(set_name, {})
+                    for cname, q in counters.items():
+                        prev = bucket.get(cname)
+                        bucket[cname] = Quantity(q.value + (prev.value if prev else 0))
+        return out
+
+    # -- claims ------------------------------------------------------------------------------------
+
+    def upsert_claim(self, claim: Obj) -> None:
+        key = claim_key(claim)
+        self._drop_claim(key)
+        self.claims[key] = claim
+        devices = allocated_devices(claim)
+        self._claim_devices[key] = devices
+        for d in devices:
+            self._ref(d, +1)
+        if is_special_claim(claim):
+            owner = controller_ref(claim)
+            if owner is not None and isinstance(owner.get("uid"), str):
+                self._special_by_owner.setdefault(owner["uid"], set()).add(key)
+
+    def remove_claim(self, ns: str, claim_name: str) -> None:
+        self._drop_claim((ns, claim_name))
+
+    def _drop_claim(self, key: ClaimKey) -> None:
+        old = self.claims.pop(key, None)
+        if old is None:
+            return
+        for d in self._claim_devices.pop(key, []):
+            self._ref(d, -1)
+        owner_uid = str(as_dict(controller_ref(old)).get("uid"))
+        owned = self._special_by_owner.get(owner_uid)
+        if owned is not None:
+            owned.discard(key)
+            if not owned:
+                del self._special_by_owner[owner_uid]
+
+    def special_claims_of(self, pod: Obj) -> list[Obj]:
+        """Every special claim this pod (name + uid) is the controller owner of, by name. Normally
+        one; a binding cycle that failed half-way can leave more."""
+        out: list[Obj] = []
+        for key in sorted(self._special_by_owner.get(uid(pod), ())):
+            claim = self.claims.get(key)
+            owner = controller_ref(claim) if claim is not None else None
+            if claim is not None and owner is not None and owner.get("name") == name(pod):
+                out.append(claim)
+        return out
+
+    def special_claim_for(self, pod: Obj) -> Obj | None:
+        """``findExtendedResourceClaim``: annotated "true", controller owner = this pod (name +
+        uid). Of several, the one the pod's status names, else an allocated one, else the first."""
+        claims = self.special_claims_of(pod)
+        if len(claims) <= 1:
+            return claims[0] if claims else None
+        named = as_dict(status(pod).get("extendedResourceClaimStatus")).get("resourceClaimName")
+        for claim in claims:
+            if name(claim) == named:
+                return claim
+        for claim in claims:
+            if as_dict(status(claim).get("allocation")):
+                return claim
+        return claims[0]
+
+    # -- pods --------------------------------------------------------------------------------------
+
+    def upsert_pod(self, pod: Obj) -> None:
+        """Bound, non-terminal pods consume node resources; others are forgotten here."""
+        pod_uid = uid(pod)
+        node_name = spec(pod).get("nodeName")
+        if not node_name and pod_uid in self._assumed and status(pod).get("phase") not in TERMINAL_PHASES:
+            return  # reserved, not yet seen bound (its PreBind status patch, say): the assumption stands
+        self._uncount_pod(pod_uid)
+        if node_name and status(pod).get("phase") not in TERMINAL_PHASES:
+            node_name = str(node_name)
+            self.pods[pod_uid] = pod
+            self._by_node.setdefault(node_name, set()).add(pod_uid)
+            info = self._nodes.get(node_name)
+            if info is not None:
+                _count_pod(info, pod_uid, pod)
+
+    def remove_pod(self, pod_uid: str) -> None:
+        self._uncount_pod(pod_uid)
+
+    def _uncount_pod(self, pod_uid: str) -> None:
+        old = self.pods.pop(pod_uid, None)
+        node_name = spec(old).get("nodeName") if old is not None else self._assumed.get(pod_uid)
+        self._assumed.pop(pod_uid, None)
+        if old is not None:
+            self._by_node.get(str(node_name), set()).discard(pod_uid)
+        info = self._nodes.get(str(node_name)) if node_name else None
+        if info is not None:
+            info.remove_pod(pod_uid)
+
+    def assume_pod(self, pod: Obj, node_name: str) -> None:
+        """Reserve: the pod's requests count on the node before the API shows it bound."""
+        pod_uid = uid(pod)
+        if pod_uid in self.pods:
+            return
+        info = self._nodes.get(node_name)
+        if info is not None:
+            _count_pod(info, pod_uid, pod)
+            self._assumed[pod_uid] = node_name
+
+    def forget_pod(self, pod: Obj) -> None:
+        """Unreserve: drop an assumed pod (a pod already seen bound stays)."""
+        pod_uid = uid(pod)
+        if pod_uid in self._assumed:
+            self._uncount_pod(pod_uid)
+
+    def node_added(self, node_name: str) -> None:
+        """A node appeared: the bound pods already on it count now."""
+        info = self._nodes.get(node_name)
+        if info is None:
+            return
+        for pod_uid in self._by_node.get(node_name, ()):
+            pod = self.pods[pod_uid]
+            _count_pod(info, pod_uid, pod)

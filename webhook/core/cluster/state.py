@@ -1,0 +1,136 @@
+"""The cluster as the scheduling engine sees it: objects in, consistent derived views out.
+
+``ClusterState`` composes four parts and keeps them consistent on every change:
+
+* ``nodes``: upstream's NodeInfo per node (``nodeinfo``);
+* ``classes``: DeviceClass resolution by extended resource name (``deviceclasses``);
+* ``devices``: slices, pools and per-node candidates (``devices``, the device index);
+* ``allocated``: taken devices, in-flight reservations and what pods take from nodes
+  (``allocated``);
+* ``capacity``: free-device counts per (class, node), following the other parts (``capacity``).
+
+It performs no I/O and reads no clock; callers serialise access (one lock around it). ``version``
+bumps on every change so callers can cache derived answers.
+"""
+
+from __future__ import annotations
+
+from ..api.alignment import align_by
+from ..api.objects import Obj, name, namespace, uid
+from ..cel import SelectorEngine
+from .allocated import AllocatedState, ClaimKey, allocated_devices, claim_key
+from .capacity import FreeDevices
+from .deviceclasses import ClassResolver
+from .devices import DeviceIndex, NodeDevices, class_selectors
+from .nodeinfo import NodeInfo, Nodes
+from .slices import DeviceKey
+
+
+class ClusterState:
+    def __init__(self, cel: SelectorEngine | None = None) -> None:
+        self.nodes = Nodes()
+        self.classes = ClassResolver()
+        self.devices = DeviceIndex(self.classes, cel)
+        self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip)
+        self.capacity = FreeDevices(self.nodes, self.devices, self.allocated.is_allocated)
+        self.version = 0
+
+    @property
+    def cel(self) -> SelectorEngine:
+        return self.devices.cel
+
+    def _on_flip(self, key: DeviceKey, taken: bool) -> None:
+        self.capacity.on_flip(key, taken)
+
+    def apply(self, kind: str, obj: Obj, deleted: bool = False) -> bool:
+        """Add, update or remove an object of a kind the engine reads; False for other kinds."""
+        if kind == "Node":
+            self.remove_node(name(obj)) if deleted else self.upsert_node(obj)
+        elif kind == "DeviceClass":
+            self.remove_class(name(obj)) if deleted else self.upsert_class(obj)
+        elif kind == "ResourceSlice":
+            self._devices_changed(
+                self.devices.remove_slice(name(obj)) if deleted else self.devices.upsert_slice(obj)
+            )
+        elif kind == "DeviceTaintRule":
+            self._devices_changed(
+                self.devices.remove_taint_rule(name(obj)) if deleted else self.devices.upsert_taint_rule(obj)
+            )
+        elif kind == "ResourceClaim":
+            if deleted:
+                self.allocated.remove_claim(namespace(obj), name(obj))
+            else:
+                self.allocated.upsert_claim(obj)
+        elif kind == "Pod":
+            if deleted:
+                self.allocated.remove_pod(uid(obj))
+            else:
+                self.allocated.upsert_pod(obj)
+        else:
+            return False
+        self.version += 1
+        return True
+
+    # -- changes that reach more than one part ----------------------------------------------------
+
+    def upsert_node(self, node: Obj) -> None:
+        change = self.nodes.upsert(node)
+        if change.added:
+            self.allocated.node_added(name(node))
+            self.capacity.node_added()
+        if change.relabelled or change.added:
+            self.devices.invalidate_node(name(node))
+            self.capacity.forget_nodes([name(node)])
+        else:
+            self.devices.refresh_node(node)
+
+    def remove_node(self, node_name: str) -> None:
+        self.nodes.remove(node_name)
+        self.devices.invalidate_node(node_name)
+        self.capacity.forget_nodes([node_name])
+
+    def upsert_class(self, device_class: Obj) -> None:
+        old = self.classes.get(name(device_class))
+        self.classes.upsert(device_class)
+        if (
+            old is None
+            or class_selectors(old) != class_selectors(device_class)
+            or align_by(old) != align_by(device_class)
+        ):
+            self._class_changed(name(device_class))
+
+    def remove_class(self, class_name: str) -> None:
+        self.classes.remove(class_name)
+        self._class_changed(class_name)
+
+    def _class_changed(self, class_name: str) -> None:
+        self.devices.invalidate_class(class_name)
+        self.capacity.forget_class(class_name)
+
+    def _devices_changed(self, dropped: list[str]) -> None:
+        self.capacity.forget_nodes(dropped)
+
+    # -- Reserve and its undo ------------------------------------------------------------------------
+
+    def reserve(self, token: str, devices: list[DeviceKey], pod: Obj, node_name: str) -> None:
+        """The devices are taken and the pod counts on the node, before the API shows either."""
+        self.allocated.reserve_devices(token, devices)
+        self.allocated.assume_pod(pod, node_name)
+        self.version += 1
+
+    def unreserve(self, token: str, pod: Obj | None = None) -> None:
+        """Undo a reservation; with ``pod``, the pod no longer counts on its node either (a pod
+        already seen bound stays)."""
+        self.allocated.unreserve_devices(token)
+        if pod is not None:
+            self.allocated.forget_pod(pod)
+        self.version += 1
+
+    # -- views -------------------------------------------------------------------------------------
+
+    def node_devices(self, node_name: str) -> NodeDevices | None:
+        info = self.nodes.get(node_name)
+        return self.devices.node_devices(info.node) if info is not None else None
+
+
+__all__ = ["ClaimKey", "ClusterState", "NodeDevices", "NodeInfo", "allocated_devices", "claim_key"]

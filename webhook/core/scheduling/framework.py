@@ -1,0 +1,153 @@
+"""What every phase and plugin of a decision shares (upstream's ``framework`` package): the
+decision's outcome, how each extended resource is served on the chosen node, kube-scheduler's
+``FitError`` text, and the shape of the profile's Filter and Score plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from ..allocation.allocator import ClaimAllocation
+from ..allocation.placement import Placement
+from ..api.objects import Obj, as_dict, status
+from ..cluster.nodeinfo import NodeInfo
+from ..cluster.slices import DeviceKey
+from ..cluster.state import ClusterState
+
+SCHEDULED: Final = "Scheduled"
+UNSCHEDULABLE: Final = "Unschedulable"
+ERROR: Final = "Error"
+
+#: kube-scheduler's ``ErrNoNodesAvailable`` (the cluster has no nodes at all).
+NO_NODES: Final = "no nodes available to schedule pods"
+
+Via = Literal["dra", "device-plugin"]
+
+
+class PreFilterFailed(Exception):
+    """The pod cannot be scheduled anywhere for now (a claim missing or unusable)."""
+
+
+@dataclass(slots=True)
+class ServedBy:
+    """How one extended resource is served on a node: by DRA devices of a DeviceClass, or by the
+    node's device plugin (allocatable > 0: upstream's ``ShouldDelegateResourceToDRA`` is false)."""
+
+    via: Via
+    device_class: str | None
+
+    def to_api(self) -> dict[str, str | None]:
+        return {"deviceClass": self.device_class, "via": self.via}
+
+
+@dataclass(slots=True)
+class UserClaim:
+    claim: Obj
+    allocation: ClaimAllocation | None = None  # set when this decision allocates it
+
+
+@dataclass(slots=True)
+class Decision:
+    pod: Obj
+    status: str
+    node: str | None = None
+    message: str = ""
+    served: dict[str, ServedBy] = field(default_factory=dict)
+    requests: list[Obj] = field(default_factory=list)  # the special claim's device requests
+    mappings: list[Obj] = field(default_factory=list)
+    special: ClaimAllocation | None = None
+    user_claims: list[UserClaim] = field(default_factory=list)
+    stale_claim: Obj | None = None  # PostFilter deletes it
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+    resumed: Obj | None = None  # an existing, allocated special claim this decision continues
+    reuse: Obj | None = None  # an existing, unallocated special claim PreBind may reuse
+    placement: Placement | None = None  # how the special claim's devices were placed, and why
+
+    @property
+    def constraints(self) -> list[Obj]:
+        """The special claim's ``spec.devices.constraints`` (draxr's alignment; none upstream)."""
+        return list(self.placement.constraints) if self.placement is not None else []
+
+    def special_allocation(self) -> Obj | None:
+        if self.special is not None:
+            return self.special.to_api()
+        if self.resumed is not None:
+            alloc = as_dict(status(self.resumed).get("allocation"))
+            return alloc or None
+        return None
+
+    def device_keys(self) -> list[DeviceKey]:
+        keys = list(self.special.device_keys) if self.special else []
+        for uc in self.user_claims:
+            if uc.allocation is not None:
+                keys.extend(uc.allocation.device_keys)
+        return keys
+
+
+def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:
+    """kube-scheduler's ``FitError`` message: a sorted histogram of node reasons; with no nodes at
+    all, its ``ErrNoNodesAvailable``."""
+    if total == 0:
+        return NO_NODES
+    msg = f"0/{total} nodes are available:"
+    if pre_message:
+        return f"{msg} {pre_message}."
+    counts: dict[str, int] = {}
+    for node_reasons in reasons.values():
+        for r in node_reasons:
+            counts[r] = counts.get(r, 0) + 1
+    parts = sorted(f"{v} {k}" for k, v in counts.items())
+    return f"{msg} {', '.join(parts)}." if parts else msg
+
+
+#: ``framework.MaxNodeScore``: a score plugin's normalized score is 0..100.
+MAX_NODE_SCORE: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FilterPlugin:
+    """A Filter plugin of the profile (``profile.FILTERS``), run after NodeResourcesFit and before
+    DynamicResources, in upstream's order.
+
+    ``pre_filter(state, pod)`` learns once per decision what the plugin needs (its PreFilter):
+    None when it has nothing to check for this pod (upstream's Skip: the plugin then costs nothing
+    per node), or raises ``PreFilterFailed`` (the pod fits nowhere for now, for the reason given).
+    ``filter(pre, node, info)`` gives the node's reason, upstream's text byte for byte, or None.
+    A pod any such plugin checks is never the usual pod (``usual``).
+    """
+
+    name: str
+    pre_filter: Callable[[ClusterState, Obj], Any]
+    filter: Callable[[Any, str, NodeInfo], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePlugin:
+    """A Score plugin of the profile (``profile.SCORES``), with upstream's weight.
+
+    ``pre_score(state, pod)``: what scoring needs, or None to skip (upstream's PreScore Skip).
+    ``score(pre, node, info)``: the node's raw score. ``normalize(scores)``: the raw scores of the
+    feasible nodes to 0..``MAX_NODE_SCORE`` in place (upstream's NormalizeScore), or None when
+    the raw scores are already in that range.
+    """
+
+    name: str
+    weight: int
+    pre_score: Callable[[ClusterState, Obj], Any]
+    score: Callable[[Any, str, NodeInfo], int]
+    normalize: Callable[[dict[str, int]], None] | None = None
+
+
+def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:
+    """Upstream's ``helper.DefaultNormalizeScore``: scale to 0..100 by the highest score, reversed
+    on request (integer arithmetic, as upstream's)."""
+    top = max(scores.values(), default=0)
+    if top == 0:
+        if reverse:
+            for n in scores:
+                scores[n] = MAX_NODE_SCORE
+        return
+    for n, s in scores.items():
+        scaled = MAX_NODE_SCORE * s // top
+        scores[n] = MAX_NODE_SCORE - scaled if reverse else scaled

@@ -1,0 +1,151 @@
+"""DynamicResources' Filter before allocation: which of the pod's names DRA serves on a node, and the
+checks that need no allocation (a stale special claim, the kubelet's gate, an allocated user claim's
+node selector, enough free devices of each class, draxr's alignment from the group counts).
+
+Free devices are counted per class (``DraViews.counts``), so a node short of devices is refused
+without a search; upstream learns the same only by failing to allocate, and its reason is the
+allocator's (``cannot allocate all claims``, or the invalid pools'). A node where a free candidate
+fails its selectors with a CEL error is never refused here: its allocation raises the error, which
+aborts the attempt as upstream's Filter does."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ....allocation.allocator import INVALID_POOLS
+from ....api.alignment import REQUIRED
+from ....api.nodematch import SelectorError, node_selector_matches
+from ....cluster.nodeinfo import NodeInfo
+from ....cluster.state import ClusterState
+from ...framework import ServedBy
+from .mappings import class_demand
+from .state import Counts, DraState, DraViews, Scope
+
+STALE_CLAIM: Final = "cannot schedule extended resource claim"
+CANNOT_ALLOCATE: Final = "cannot allocate all claims"
+NOT_AVAILABLE: Final = "resourceclaim not available on the node"
+#: draxr's Filter reason: the native path needs DRAExtendedResource in the node's kubelet.
+KUBELET_GATE_OFF: Final = "node(s) had a kubelet without DRAExtendedResource"
+
+
+def served_on(dra: DraState, info: NodeInfo) -> tuple[dict[str, str], dict[str, ServedBy]]:
+    """Per node: a name with allocatable > 0 is the device plugin's; allocatable 0 (or absent)
+    and a backing class means DRA; anything else is left to NodeResourcesFit to reject."""
+    if info.allocatable_names.isdisjoint(dra.extended):
+        return dra.delegated, dra.served  # shared by every such node: never changed
+    delegated: dict[str, str] = {}
+    served: dict[str, ServedBy] = {}
+    for r in dra.extended:
+        cls = dra.classes.get(r)
+        if cls is not None and info.allocatable.get(r, 0) == 0:
+            delegated[r] = cls
+            served[r] = ServedBy("dra", cls)
+        elif r in info.allocatable_names:
+            served[r] = ServedBy("device-plugin", None)
+    return delegated, served
+
+
+def filter_node(
+    state: ClusterState,
+    dra: DraState,
+    views: DraViews,
+    node: str,
+    info: NodeInfo,
+    delegated: dict[str, str],
+    count_devices: bool = True,
+) -> str | None:
+    """The reason the node fails before allocation, or None. ``delegated``: the names DRA serves
+    there (``served_on``); ``count_devices=False`` skips the device counts (a resumed claim
+    holds its devices already)."""
+    if dra.stale is not None:
+        return STALE_CLAIM
+    if delegated and not info.kubelet_gate:
+        return KUBELET_GATE_OFF
+    for selector in dra.claim_selectors:
+        try:
+            ok = node_selector_matches(info.node, selector)
+        except SelectorError:
+            ok = False
+        if not ok:
+            return NOT_AVAILABLE
+    if not delegated or not count_devices:
+        return None
+    needs = dra.needs if delegated is dra.delegated else class_demand(delegated, dra.demand)
+    for cls, need in needs.items():
+        if counts(state, views, cls)[0].get(node, 0) >= need or errors_on(state, node, cls):
+            continue
+        return INVALID_POOLS if has_invalid_pool(state, node) else CANNOT_ALLOCATE
+    if (
+        dra.scopes
+        and dra.align == REQUIRED
+        and delegated.keys() == dra.classes.keys()
+        and not any(errors_on(state, node, cls) for cls in needs)
+    ):
+        # From the group counts; a node with a CEL error is left to the allocator, whose error
+        # aborts the attempt.
+        unaligned = unalignable(state, views, node, dra.scopes)
+        if unaligned is not None:
+            return cannot_align(unaligned)
+    return None
+
+
+def cannot_align(attribute: str) -> str:
+    return f"cannot align devices by {attribute}"
+
+
+def counts(state: ClusterState, views: DraViews, cls: str) -> Counts:
+    """(free, total) candidate devices of the class by node: once per class and decision (the
+    same dicts, kept up in place)."""
+    found = views.counts.get(cls)
+    if found is None:
+        capacity = state.capacity
+        found = views.counts[cls] = (capacity.free(cls), capacity.total(cls))
+    return found
+
+
+def has_invalid_pool(state: ClusterState, node: str) -> bool:
+    nd = state.node_devices(node)
+    return nd is not None and any(p.invalid for p in nd.pools)
+
+
+def errors_on(state: ClusterState, node: str, cls: str) -> bool:
+    """A free candidate of the class on the node fails its selectors with a CEL error."""
+    if node not in state.capacity.error_nodes(cls):
+        return False
+    nd = state.node_devices(node)
+    if nd is None:
+        return False
+    taken = state.allocated
+    return any(err is not None and not taken.is_allocated(d.key) for d, err in nd.class_candidates(cls))
+
+
+def erroneous_nodes(state: ClusterState, dra: DraState) -> list[str]:
+    """The nodes, by name, where a free candidate of one of the pod's classes fails its selectors
+    with a CEL error. They hold no free device of the class, so the class's index of nodes leaves
+    them out: the scheduler allocates on them first, where the error aborts the attempt."""
+    classes = set(dra.classes.values())
+    erroneous: set[str] = set()
+    for cls in classes:
+        erroneous |= state.capacity.error_nodes(cls)
+    return [
+        n for n in sorted(erroneous) if n in state.nodes and any(errors_on(state, n, cls) for cls in classes)
+    ]
+
+
+def unalignable(state: ClusterState, views: DraViews, node: str, scopes: list[Scope]) -> str | None:
+    """The attribute of the first constraint no group of the node has enough free devices for,
+    per class, from the group counts (every search under it would fail, so none is started)."""
+    for attr, demand in scopes:
+        wanted = []
+        for cls, need in demand.items():
+            by_node = views.by_attr.get((cls, attr))
+            if by_node is None:
+                by_node = views.by_attr[(cls, attr)] = state.capacity.groups_by_node(cls, attr)
+            wanted.append((by_node.get(node, {}), need))
+        first, need = wanted[0]
+        if not any(
+            g.free >= need and all((h := m.get(v)) is not None and h.free >= n for m, n in wanted[1:])
+            for v, g in first.items()
+        ):
+            return attr
+    return None

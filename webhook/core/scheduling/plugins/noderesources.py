@@ -1,0 +1,111 @@
+"""NodeResourcesFit and NodeResourcesBalancedAllocation (upstream ``noderesources``).
+
+Filter: the pod's requests (``resourcehelper.PodRequests``, overhead included) against what the
+node has left, one reason per insufficient resource, and the node's pod count. An extended
+resource delegated to DRA on the node (``ShouldDelegateResourceToDRA``: allocatable 0 or absent
+and a class backs the name) is not counted here: DynamicResources allocates it.
+
+Score (``--policy upstream`` only): ``LeastAllocated`` over cpu and memory on the pod's
+``NonZeroRequested``, and ``BalancedAllocation`` over the same, 0-100 each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Final
+
+from ...api.podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units
+from ...cluster.nodeinfo import NodeInfo
+
+NAME: Final = "NodeResourcesFit"
+TOO_MANY_PODS: Final = "Too many pods"
+DEFAULT_MAX_PODS: Final = 110
+MAX_NODE_SCORE: Final = 100
+#: ``defaultResourceSpec`` of LeastAllocated and BalancedAllocation.
+SCORED: Final = (CPU, MEMORY)
+
+
+def insufficient(resource: str) -> str:
+    return f"Insufficient {resource}"
+
+
+def is_scalar(resource: str) -> bool:
+    return "/" in resource or resource.startswith("hugepages-")
+
+
+def max_pods(info: NodeInfo) -> int:
+    alloc = info.allocatable
+    return alloc.get(PODS, DEFAULT_MAX_PODS) if PODS in info.allocatable_names else DEFAULT_MAX_PODS
+
+
+def checks(reqs: Units, delegated: Collection[str]) -> list[tuple[str, int]]:
+    """What ``fits`` compares, once per decision: cpu, memory and ephemeral storage when asked
+    for, and every other scalar resource the pod asks for that DRA does not serve."""
+    out = [(r, reqs[r]) for r in (CPU, MEMORY, EPHEMERAL_STORAGE) if reqs.get(r, 0) > 0]
+    out += [(r, v) for r, v in reqs.items() if v != 0 and is_scalar(r) and r not in delegated]
+    return out
+
+
+def fits(wanted: list[tuple[str, int]], info: NodeInfo) -> bool:
+    """Filter's verdict without its reasons (``filter_node`` gives them): the pod count, then each
+    of ``checks``'s resources against what the node has left."""
+    if len(info.pods) >= max_pods(info):
+        return False
+    alloc = info.allocatable
+    used = info.requested
+    for r, want in wanted:  # noqa: SIM110 (a loop, not all(...): this runs for every node visited)
+        if want > alloc.get(r, 0) - used.get(r, 0):
+            return False
+    return True
+
+
+def filter_node(reqs: Units, info: NodeInfo, delegated: Collection[str]) -> list[str]:
+    """Every insufficient resource, skipping names delegated to DRA here."""
+    reasons: list[str] = []
+    alloc = info.allocatable
+    used = info.requested
+    if len(info.pods) + 1 > max_pods(info):
+        reasons.append(TOO_MANY_PODS)
+    for res in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        want = reqs.get(res, 0)
+        if want > 0 and want > alloc.get(res, 0) - used.get(res, 0):
+            reasons.append(insufficient(res))
+    for res, want in reqs.items():
+        if want == 0 or not is_scalar(res) or res in delegated:
+            continue
+        if want > alloc.get(res, 0) - used.get(res, 0):
+            reasons.append(insufficient(res))
+    return reasons
+
+
+def least_allocated(nonzero: Units, info: NodeInfo) -> int:
+    """NodeResourcesFit's ``LeastAllocated`` score over cpu and memory, weight 1 each."""
+    score = weights = 0
+    for res in SCORED:
+        capacity = info.allocatable.get(res, 0)
+        if capacity == 0:
+            continue
+        requested = info.nonzero_requested.get(res, 0) + nonzero.get(res, 0)
+        score += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+        weights += 1
+    return score // weights if weights else 0
+
+
+def balanced_allocation(reqs: Units, info: NodeInfo) -> int:
+    """NodeResourcesBalancedAllocation over cpu and memory: (1 - std of the usage fractions) x 100."""
+    if all(reqs.get(res, 0) == 0 for res in SCORED):
+        return 0  # best-effort pods are not scored (kubernetes/kubernetes#129138)
+    fractions: list[float] = []
+    for res in SCORED:
+        capacity = info.allocatable.get(res, 0)
+        if capacity == 0:
+            continue
+        fractions.append(min((info.requested.get(res, 0) + reqs.get(res, 0)) / capacity, 1.0))
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)

@@ -1,0 +1,21 @@
+"""The scheduling profile: which plugins a decision runs beyond the built-in ones, in kube-scheduler's
+default order (``pkg/scheduler/apis/config/v1/default_plugins.go``).
+
+Upstream's Filter order is NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
+InterPodAffinity, DynamicResources. The scheduler runs the first six itself (``nodefilters``,
+``plugins/noderesources``: the usual pod's fast path depends on them), then ``FILTERS`` in order, then
+DynamicResources (``plugins/dynamicresources``). Score weights are upstream's: TaintToleration 3,
+NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2 (NodeResourcesFit and BalancedAllocation, 1
+each, are ``scoring``'s ``upstream`` policy). A plugin is one module under ``plugins/`` exposing its
+``FilterPlugin`` and/or ``ScorePlugin``; adding it here is the whole of its wiring.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .framework import FilterPlugin, ScorePlugin
+
+FILTERS: Final[tuple[FilterPlugin, ...]] = ()
+SCORES: Final[tuple[ScorePlugin, ...]] = ()

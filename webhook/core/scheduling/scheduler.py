@@ -1,0 +1,466 @@
+"""One scheduling decision for one pod, in the phases of kube-scheduler's framework.
+
+``pre_filter``  PreFilter: every plugin's facts about the pod, once (``Cycle``): its requests
+                (NodeResourcesFit), what the node filters need, and DynamicResources' claims and
+                names (``plugins/dynamicresources/prefilter.py``).
+``filter``      Filter, per node, in upstream's order: NodeUnschedulable, TaintToleration,
+                NodeAffinity, NodePorts (``nodefilters``), NodeResourcesFit (device-plugin names
+                counted against allocatable), then DynamicResources (names with allocatable 0 and
+                a class go to DRA; the special claim's requests and the user claims allocated
+                together).
+``score``       Score: ``binpack``, ``spread`` or ``upstream`` (``scoring``).
+``reserve``     Reserve: in-flight devices and the assumed pod, visible to the next decision.
+``unreserve``   the in-memory half of Unreserve (the worker's own Unreserve also undoes the binding
+                cycle's API writes).
+
+PostFilter, PreBind and Bind write to the API and live in the worker.
+
+draxr's placement (``cluster/topology``, ``allocation/placement``): for classes with
+``draxr.io/align-by`` the special claim gets a ``matchAttribute`` constraint per container and
+attribute (unless the pod says ``draxr.io/align: none``; ``preferred`` retries without them), and the
+allocator tries each request's candidates in the policy's group order. ``--policy upstream`` does
+neither: first fit, no constraint.
+
+Scores depend only on counts (free devices, requested and allocatable resources), never on the
+outcome of Filter, so candidate nodes are scored first and then filtered and allocated lazily in
+score order: the winner is the best-scoring node that passes every filter and on which allocation
+succeeds, exactly as if every node had been filtered first. Nodes with a CEL error among their
+candidates are always allocated, so the error aborts the attempt as upstream's parallel Filter does.
+The usual pod on the usual node is checked in one call (``usual``), by the search and by Filter and
+Score alike.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid as _uuid
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import Any
+
+from ..allocation.allocator import AllocationError, Unsatisfiable
+from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
+from ..api.constants import WRITER_ANNOTATION
+from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
+from ..api.podresources import pod_requests, pod_requests_nonzero
+from ..cluster.nodeinfo import host_ports
+from ..cluster.state import ClusterState
+from . import profile
+from .cycle import Cycle
+from .framework import (
+    ERROR,
+    MAX_NODE_SCORE,
+    SCHEDULED,
+    UNSCHEDULABLE,
+    Decision,
+    FilterPlugin,
+    PreFilterFailed,
+    ScorePlugin,
+    UserClaim,
+    fit_error,
+)
+from .nodefilters import PodFilter, basic_filters
+from .plugins import noderesources
+from .plugins.dynamicresources import filter as dra_filter
+from .plugins.dynamicresources import score as dra_score
+from .plugins.dynamicresources.allocate import allocate, count_groups
+from .plugins.dynamicresources.filter import CANNOT_ALLOCATE
+from .plugins.dynamicresources.mappings import create_requests_and_mappings
+from .plugins.dynamicresources.prefilter import pre_filter as dra_pre_filter
+from .plugins.dynamicresources.resume import allocation_node, still_allocatable
+from .plugins.dynamicresources.state import NodeFit, NodePlan
+from .sampling import (
+    ADAPTIVE,
+    check_percentage,
+    merged_rotation,
+    num_feasible_nodes_to_find,
+    rotation,
+    start_of,
+)
+from .scoring import upstream_score, utilisation
+from .usual import Check, is_usual_pod, usual_check
+
+
+class Scheduler:
+    """The pure engine shared by ``draxr plan``, the webhook's fit warnings and the worker.
+
+    ``writer``: the scheduler name a worker marks its special claims with. A special claim the pod
+    already has and that this writer wrote is continued (allocated: ``resumed``) or reused
+    (unallocated: ``reuse``) instead of blocking the pod as stale.
+    ``percentage_of_nodes_to_score``: 0 adaptive, 100 every node (``sampling``).
+    ``filters``, ``scores``: the profile's plugins (``profile``; tests give others).
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: str = DEFAULT_POLICY,
+        step_budget: int = 200_000,
+        writer: str | None = None,
+        percentage_of_nodes_to_score: int = ADAPTIVE,
+        *,
+        filters: Sequence[FilterPlugin] = profile.FILTERS,
+        scores: Sequence[ScorePlugin] = profile.SCORES,
+    ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+        self.state = state
+        self.policy = policy
+        self.step_budget = step_budget
+        self.writer = writer
+        self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
+        self.filters = tuple(filters)
+        self.scores = tuple(scores)
+
+    # -- PreFilter -----------------------------------------------------------------------------
+
+    def pre_filter(self, pod: Obj, *, ignore_claim: bool = False) -> Cycle:
+        """Raises ``PreFilterFailed`` when a claim of the pod is missing or unusable.
+        ``ignore_claim``: the pod's special claim will be reused, so it is not stale."""
+        if self.policy == UPSTREAM:
+            reqs, nonzero = pod_requests_nonzero(pod)
+        else:
+            reqs, nonzero = pod_requests(pod), {}
+        plugins: list[tuple[FilterPlugin, Any]] = []
+        for plugin in self.filters:  # in upstream's order, DynamicResources last
+            pre = plugin.pre_filter(self.state, pod)
+            if pre is not None:
+                plugins.append((plugin, pre))
+        dra = dra_pre_filter(self.state, pod, reqs, self.policy, ignore_claim=ignore_claim)
+        return Cycle(
+            pod,
+            reqs,
+            nonzero,
+            PodFilter.of(pod, host_ports(pod)),
+            noderesources.checks(reqs, dra.delegated),
+            dra,
+            plugins,
+        )
+
+    # -- Filter --------------------------------------------------------------------------------
+
+    def filter(self, pod: Obj, cycle: Cycle, node_name: str) -> NodeFit:
+        """Every filter plugin on one node, allocation included. Raises ``AllocationError``, which
+        aborts the attempt (a CEL runtime error, say)."""
+        plan, reasons = self._node_plan(cycle, node_name)
+        if plan is None:
+            return NodeFit(reasons)
+        try:
+            return allocate(self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan)
+        except Unsatisfiable as e:
+            return NodeFit([str(e)])
+
+    def _usual(self, cycle: Cycle, score: bool) -> Check | None:
+        """The usual-node check of the decision (``usual``), or None for any other pod."""
+        if score not in cycle.checks:
+            pf = cycle.filters
+            cycle.checks[score] = (
+                usual_check(self.state, cycle.dra, cycle.views, cycle.fit_checks, self.policy, score)
+                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), bool(cycle.plugins))
+                else None
+            )
+        return cycle.checks[score]
+
+    def _node_plan(
+        self, cycle: Cycle, node_name: str, count_devices: bool = True
+    ) -> tuple[NodePlan | None, list[str]]:
+        """The filters before allocation: the node's reasons to refuse the pod, or its plan."""
+        info = self.state.nodes.by_name[node_name]
+        dra = cycle.dra
+        if count_devices:
+            check = self._usual(cycle, False)
+            if check is not None and isinstance(check(info, node_name), float):
+                return NodePlan(node_name, dra.delegated, dra.served), []
+        pf = cycle.filters
+        if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
+            reasons = basic_filters(pf, info)
+            if reasons:
+                return None, reasons
+        delegated, served = dra_filter.served_on(dra, info)
+        if delegated is not dra.delegated or not noderesources.fits(cycle.fit_checks, info):
+            reasons = noderesources.filter_node(cycle.reqs, info, delegated)
+            if reasons:
+                return None, reasons
+        for plugin, pre in cycle.plugins:
+            why = plugin.filter(pre, node_name, info)
+            if why is not None:
+                return None, [why]
+        why = dra_filter.filter_node(self.state, dra, cycle.views, node_name, info, delegated, count_devices)
+        if why is not None:
+            return None, [why]
+        return NodePlan(node_name, delegated, served), []
+
+    def erroneous_nodes(self, cycle: Cycle) -> list[str]:
+        """The nodes where a free candidate of one of the pod's classes fails its selectors with a
+        CEL error (``dynamicresources.filter.erroneous_nodes``): the walk leaves them out."""
+        return dra_filter.erroneous_nodes(self.state, cycle.dra)
+
+    def _walk(self, cycle: Cycle, start: str | None) -> Iterator[str]:
+        """The nodes that might fit the pod, once round the ring of names from ``start``.
+
+        With extended resources (and no user claim to allocate), only the nodes in one name's index
+        are visited: those with a free device of its class (``FreeDevices.available``) or, where a
+        device plugin serves it, with some of it left (``Nodes.with_room``), for the name with the
+        fewest such nodes. Any other node fails Filter for that name; Filter itself checks the
+        rest on the nodes visited."""
+        nodes = self.state.nodes
+        dra = cycle.dra
+        if not dra.extended or dra.to_allocate:
+            return rotation(nodes.names(), start)
+        best: list[list[str]] | None = None
+        size = 0
+        for r in dra.extended:
+            rings = [ring for ring in (nodes.with_room(r),) if ring]
+            cls = dra.classes.get(r)
+            if cls is not None:
+                ring = self.state.capacity.available(cls)
+                if ring:
+                    rings.append(ring)
+            n = sum(len(ring) for ring in rings)
+            if best is None or n < size:
+                best, size = rings, n
+        if not best:
+            return iter(())
+        return merged_rotation(best, start)
+
+    # -- Score ---------------------------------------------------------------------------------
+
+    def score(self, cycle: Cycle, node_name: str) -> float:
+        """The policy's score from counts alone, so nodes can be ordered before they are filtered
+        (the profile's Score plugins, normalized over the feasible nodes, come on top: ``_keyed``)."""
+        info = self.state.nodes.by_name[node_name]
+        if self.policy == UPSTREAM:
+            return float(upstream_score(cycle.reqs, cycle.nonzero, info))
+        check = self._usual(cycle, True)
+        if check is not None:
+            key = check(info, node_name)
+            if isinstance(key, float):
+                return key if self.policy == SPREAD else -key
+        dra = cycle.dra
+        delegated, served = dra_filter.served_on(dra, info)
+        usage = dra_score.usage_by_name(self.state, dra, cycle.views, node_name, info, delegated, served)
+        score = utilisation(cycle.reqs, info, usage)
+        if dra.groups and self.policy == BINPACK:
+            score -= dra_score.whole_groups_broken(self.state, dra, cycle.views, node_name, delegated)
+        return score
+
+    # -- the decision --------------------------------------------------------------------------
+
+    def schedule(self, pod: Obj, *, score: bool = True) -> Decision:
+        """Decide for one pod: PreFilter, then Score and Filter until a node fits.
+
+        A special claim the pod already has and ``writer`` wrote is resumed when allocated and
+        still consistent, or reused when unallocated. ``score=False`` answers "does any node
+        fit?" (admission warnings): the first feasible node by name wins.
+        """
+        reuse = None
+        existing = self.state.allocated.special_claim_for(pod)
+        if (
+            existing is not None
+            and self.writer is not None
+            and annotations_of(existing).get(WRITER_ANNOTATION) == self.writer
+        ):
+            if not as_dict(status(existing).get("allocation")):
+                reuse = existing
+            else:
+                resumed = self.resume(pod, existing)
+                if resumed is not None:
+                    return resumed
+        decision = self._decide(pod, ignore_claim=reuse is not None, score=score)
+        if decision.status == UNSCHEDULABLE and reuse is not None:
+            decision.stale_claim = reuse  # PostFilter: a pending pod keeps no leftover claim
+        else:
+            decision.reuse = reuse
+        return decision
+
+    def _decide(self, pod: Obj, *, ignore_claim: bool, score: bool) -> Decision:
+        total = len(self.state.nodes)
+        try:
+            cycle = self.pre_filter(pod, ignore_claim=ignore_claim)
+        except PreFilterFailed as e:
+            return Decision(pod, UNSCHEDULABLE, message=fit_error(total, {}, str(e)))
+        reasons: dict[str, list[str]] = {}
+        try:
+            # A stale special claim fails Filter on every node before allocation: nothing to search.
+            if cycle.dra.stale is None:
+                self._filter_erroneous(pod, cycle)
+                found = self._search(pod, cycle, score, reasons)
+                if found is not None:
+                    return found
+        except AllocationError as e:
+            return Decision(pod, ERROR, message=str(e))
+        # Nothing fits: explain every node, including those the search never visited.
+        for n in self.state.nodes.names():
+            if n not in reasons:
+                _, why = self._node_plan(cycle, n)
+                reasons[n] = why or [CANNOT_ALLOCATE]
+        return Decision(
+            pod,
+            UNSCHEDULABLE,
+            message=fit_error(total, reasons),
+            reasons=reasons,
+            stale_claim=cycle.dra.stale,
+        )
+
+    def _filter_erroneous(self, pod: Obj, cycle: Cycle) -> None:
+        """Nodes with a CEL error among the free candidates of the pod's classes are allocated
+        first, by name, so that the error aborts the attempt (``AllocationError``) whichever node
+        would have won and wherever the search would have stopped, as upstream's parallel Filter,
+        which meets them sooner or later, does."""
+        for n in self.erroneous_nodes(cycle):
+            self.filter(pod, cycle, n)
+
+    def _search(self, pod: Obj, cycle: Cycle, score: bool, reasons: dict[str, list[str]]) -> Decision | None:
+        """Filter until enough nodes pass, then Score them and allocate in score order.
+
+        The walk (``_walk``) visits the nodes that may fit, from the pod's own start
+        (``sampling.start_of``), and stops once ``num_feasible_nodes_to_find`` of them pass every
+        filter but the allocation itself (which costs the most, and which the device counts
+        checked already foresee); those are scored, and allocated best first: the first that
+        allocates wins. A node whose allocation fails is replaced by the next node of the walk
+        that passes, so the winner is the best of that many nodes on which nothing failed.
+        ``score=False`` (does any node fit?) walks by name and stops at the first that fits.
+        """
+        nodes = self.state.nodes
+        wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
+        start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
+        feasible = self._feasible(cycle, self._walk(cycle, start), score)
+        heap = list(islice(feasible, wanted))  # one C-level pull for all of them
+        scorers = self._scorers(cycle) if score and heap else []
+        untried = heap  # with the policy's keys, when the Score plugins come on top
+        if scorers:
+            heap = self._keyed(scorers, untried)
+        heapq.heapify(heap)
+        dra = cycle.dra
+        while heap:
+            _, n, maybe = heapq.heappop(heap)
+            plan = maybe if maybe is not None else NodePlan(n, dra.delegated, dra.served)
+            try:
+                fit = allocate(self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan)
+            except Unsatisfiable as e:
+                reasons[n] = [str(e)]
+                found = list(islice(feasible, 1))  # the next node that passes takes its place
+                if scorers:  # normalized over the feasible nodes not tried yet, which changed
+                    untried = [u for u in untried if u[1] != n] + found
+                    heap = self._keyed(scorers, untried)
+                    heapq.heapify(heap)
+                else:
+                    for entry in found:
+                        heapq.heappush(heap, entry)
+                continue
+            if fit.placement is not None and fit.special is not None:
+                devices = [r.device for r in fit.special.results if not r.admin_access]
+                count_groups(self.state, fit.placement, dra, n, fit.requests, devices)
+            return Decision(
+                pod,
+                SCHEDULED,
+                node=n,
+                served=dict(plan.served),
+                requests=fit.requests,
+                mappings=fit.mappings,
+                special=fit.special,
+                user_claims=fit.user_claims,
+                placement=fit.placement,
+            )
+        return None
+
+    def _scorers(self, cycle: Cycle) -> list[tuple[ScorePlugin, Any]]:
+        """The profile's Score plugins that do not skip the pod, with their PreScore state."""
+        if cycle.scorers is None:
+            cycle.scorers = []
+            for plugin in self.scores:
+                pre = plugin.pre_score(self.state, cycle.pod)
+                if pre is not None:
+                    cycle.scorers.append((plugin, pre))
+        return cycle.scorers
+
+    def _keyed(
+        self, scorers: list[tuple[ScorePlugin, Any]], entries: list[tuple[float, str, NodePlan | None]]
+    ) -> list[tuple[float, str, NodePlan | None]]:
+        """The feasible nodes' sort keys with the Score plugins on top: each plugin's scores
+        normalized over these nodes (upstream's NormalizeScore) and weighted. The policy's key is
+        on the same 0..100 scale: ``upstream``'s already is (NodeResourcesFit and BalancedAllocation,
+        weight 1 each); binpack's and spread's usage ratio counts as one weight-1 plugin."""
+        by_name = self.state.nodes.by_name
+        extra = dict.fromkeys((n for _, n, _ in entries), 0)
+        for plugin, pre in scorers:
+            raw = {n: plugin.score(pre, n, by_name[n]) for n in extra}
+            if plugin.normalize is not None:
+                plugin.normalize(raw)
+            for n, s in raw.items():
+                extra[n] += plugin.weight * s
+        scale = 1 if self.policy == UPSTREAM else MAX_NODE_SCORE
+        return [(scale * key - extra[n], n, plan) for key, n, plan in entries]
+
+    def _feasible(
+        self, cycle: Cycle, walk: Iterator[str], score: bool
+    ) -> Iterator[tuple[float, str, NodePlan | None]]:
+        """The nodes of the walk that pass every filter but the allocation, with their sort key
+        (the score, negated unless the policy spreads; 0 without ``score``) and plan (None for the
+        usual node: ``NodePlan(node, dra.delegated, dra.served)``, made when allocated on). The
+        usual node is checked in one call (``usual``); any other takes Filter and Score."""
+        spread = self.policy == SPREAD
+        by_name = self.state.nodes.by_name
+        check = self._usual(cycle, score)
+        for n in walk:
+            if check is not None:
+                key = check(by_name[n], n)
+                if key is False:
+                    continue
+                if key is not None:
+                    yield key, n, None
+                    continue
+            plan, _ = self._node_plan(cycle, n)
+            if plan is not None:
+                key = 0.0
+                if score:
+                    key = self.score(cycle, n)
+                    if not spread:
+                        key = -key
+                yield key, n, plan
+
+    def resume(self, pod: Obj, claim: Obj) -> Decision | None:
+        """Continue with an allocated special claim left by an interrupted binding cycle.
+
+        Only when it is consistent: allocated on one node that still fits the pod, with exactly
+        the requests this pod needs there, devices the allocator could still give it
+        (``resume.still_allocatable``), and every user claim already allocated.
+        """
+        node = allocation_node(claim)
+        if node is None or node not in self.state.nodes or not still_allocatable(self.state, claim, node):
+            return None
+        try:
+            cycle = self.pre_filter(pod, ignore_claim=True)
+        except PreFilterFailed:
+            return None
+        if cycle.dra.to_allocate:
+            return None
+        plan, _ = self._node_plan(cycle, node, count_devices=False)
+        if plan is None or not plan.dra:
+            return None
+        requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
+            return None
+        return Decision(
+            pod,
+            SCHEDULED,
+            node=node,
+            served=plan.served,
+            requests=requests,
+            mappings=mappings,
+            user_claims=[UserClaim(c) for c in cycle.dra.user_claims],
+            resumed=claim,
+        )
+
+    # -- Reserve, and the in-memory half of Unreserve -------------------------------------------
+
+    def reserve(self, decision: Decision, token: str | None = None) -> str:
+        """Make the decision's devices and pod resources visible to the next decision."""
+        assert decision.node is not None
+        token = token or str(_uuid.uuid4())
+        self.state.reserve(token, decision.device_keys(), decision.pod, decision.node)
+        return token
+
+    def unreserve(self, decision: Decision, token: str) -> None:
+        """Undo ``reserve`` (the worker's Unreserve calls it after undoing the API writes)."""
+        self.state.unreserve(token, decision.pod)
