@@ -52,18 +52,21 @@ manifests: $(STAMP)
 helm:
 	.ci/helm.sh
 
-# A real control plane for e2e tests (etcd, kube-apiserver 1.35/1.36, ...), built from Go modules at the
-# versions in e2e/controlplane/versions.env into e2e/controlplane/.cache/bin/ (a no-op once built).
+# The e2e cluster's binaries (etcd; kube-apiserver, kube-controller-manager, kube-scheduler and kubelet of
+# Kubernetes 1.34 to 1.37; draxr's fake runtime, DRA driver and device plugin), built from Go modules at
+# the versions in e2e/controlplane/versions.env into ~/.cache/draxr/controlplane/bin (XDG_CACHE_HOME;
+# shared by every clone: a no-op once built).
 controlplane:
 	e2e/controlplane/build.sh
 
-# The e2e suite on the real control plane: its smoke tests, then the e2e scenarios on each matrix row
-# (1.35 gate off, 1.35 gate on, 1.36 default) with draxr installed as subprocesses (e2e/local.py).
-# Builds the control plane first when needed. Without it (no Go, no module proxy) this skips with the
-# build's reason, except under CI=true, where that is a failure. Needs kubectl on PATH (.ci/kubectl.sh).
-# Built already: then no Go is needed (build.sh asks for it before it looks at the binaries).
-CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.controlplane.launcher import find_binaries as f; \
-	b = [f(v) for v in ('1.35', '1.36')]; sys.exit(any(isinstance(x, str) for x in b) or b[1].kube_scheduler is None)"
+# The e2e suite on real clusters: the launcher's smoke tests, then the e2e scenarios on each matrix row
+# (1.34 gate off, 1.35 gate off and on, 1.36 default, 1.37), each a control plane with two real kubelets
+# and draxr installed as subprocesses (e2e/local.py). Builds the binaries first when needed. Without them
+# (no Go, no module proxy) this skips with the build's reason, except under CI=true, where that is a
+# failure. Needs kubectl on PATH (.ci/kubectl.sh). Built already: then no Go is needed (build.sh asks for
+# it before it looks at the binaries).
+CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.local import ROWS, unavailable as u; \
+	sys.exit(any(u(r) for r in ROWS.values()))"
 
 e2e-local: $(STAMP)
 	@if $(CONTROLPLANE_BUILT) || e2e/controlplane/build.sh; then \

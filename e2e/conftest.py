@@ -6,8 +6,9 @@
 - ``emulator``, ``emulator-gate-off``: the API emulator sandbox with ``DRAExtendedResource`` on or
   off (both in ``make test``; ``emulator`` for both);
 - ``cluster``: the cluster named by DRAXR_E2E_KUBECONFIG, with draxr installed (skipped without it);
-- a row of the local control plane's matrix (``e2e/local.py``): ``1.35-gate-off``, ``1.35-gate-on``,
-  ``1.36-default``, or ``controlplane`` for all three (``make e2e-local``).
+- a row of the local cluster matrix (``e2e/local.py``: real control plane, real kubelets):
+  ``1.34-gate-off``, ``1.35-gate-off``, ``1.35-gate-on``, ``1.36-default``, ``1.37``, or
+  ``controlplane`` for all five (``make e2e-local``).
 
 Which scenarios run where: ``test_e2e.py`` (the native path) where the apiserver keeps the KEP-5004
 fields; ``test_gate_off.py`` (marker ``gate_off``) where it drops them; ``test_rewrite.py`` (marker
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -84,7 +85,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend", params, indirect=True, scope="session")
 
 
-def _unusable(reason: str) -> None:
+def _unusable(reason: str) -> NoReturn:
     """Skip, or fail when CI=true: CI must not pass by running nothing."""
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
@@ -119,6 +120,11 @@ def backend(
         yield cluster
     finally:
         cluster.stop()
+    if cluster.host_repairs:
+        pytest.fail(
+            f"row {name}: the kubelets changed the host, the safety net put back: "
+            + "; ".join(cluster.host_repairs)
+        )
 
 
 @pytest.fixture
@@ -134,6 +140,9 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
         t.writer = KubeClient.from_config(str(backend.cp.kubeconfig_path("worker")))
         t.local = True
         t.native = backend.row.native
+        if backend.nodes is not None:
+            t.cdi_log = backend.nodes.cdi_log
+            t.prepare_log = backend.nodes.prepare_log
     else:
         got = cluster_target()
         if isinstance(got, str):
@@ -157,7 +166,7 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
 def kubectl() -> str:
     exe = shutil.which("kubectl")
     if exe is None:
-        pytest.skip("no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin")
+        _unusable("no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin")
     return exe
 
 

@@ -1,10 +1,10 @@
-"""draxr installed on the local control plane (``e2e/controlplane``): the Kubernetes side of
-``make e2e-local``.
+"""draxr installed on a local cluster of real Kubernetes components (``e2e/controlplane``): the
+Kubernetes side of ``make e2e-local``.
 
-``LocalCluster(ROWS["1.36-default"])`` starts etcd + kube-apiserver + kube-controller-manager (the
-resourceclaim, garbage-collector, namespace, serviceaccount, deployment and replicaset controllers),
-then installs draxr the
-way an operator would, except that nothing runs in pods (there is no kubelet):
+``LocalCluster(ROWS["1.37"])`` starts etcd, kube-apiserver (node authorizer and NodeRestriction on),
+kube-controller-manager (claims from templates, garbage collection, namespaces, ServiceAccounts,
+Deployments, quota, node lifecycle, the root CA ConfigMap) and kube-scheduler of the row's release,
+then installs draxr the way an operator would, except that draxr itself runs as subprocesses:
 
 1. ``draxr manifests`` renders the Namespace and the RBAC; the real ``kubectl apply`` applies them;
 2. ``draxr certs --ip 127.0.0.1`` makes the webhook's CA and serving certificate;
@@ -15,23 +15,30 @@ way an operator would, except that nothing runs in pods (there is no kubelet):
 4. ``draxr manifests --webhook-url https://127.0.0.1:<port>`` renders the webhook configurations
    (no kube-proxy, so no Service IP could route), applied with ``kubectl``; a dry-run probe waits
    until the apiserver calls the hooks;
-5. plain Node objects with a Ready status and allocatable cpu/memory/pods stand in for kubelets (and
-   without the ``not-ready`` taint the apiserver puts on new Nodes, which no controller lifts here).
+5. two real kubelets of the row's release (``e2e/controlplane/nodes.py``; started right after the
+   control plane, waited for here), each with a fake container runtime and the DRA driver
+   ``gpu.example.com`` publishing 8 GPUs; ``e2e-node-b`` also runs a device plugin for
+   ``example.com/gpu`` (KEP-5004's mixed cluster). Pods really run: the runtime records each
+   container's CDI devices in the row's CDI log;
+6. the KEP example's DeviceClass (``examples/kep-5004/deviceclass.yaml``: ``gpu.example.com`` maps
+   ``example.com/gpu``).
 
 The e2e scenarios reach it through the admin kubeconfig like any real cluster (``cluster_target``),
-and kill or restart draxr's processes through ``LocalProcesses``. ``stop()`` tears everything down.
+and kill or restart draxr's processes through ``LocalProcesses``. ``stop()`` tears everything down and
+says what the host safety net had to put back (``host_repairs``: nothing, when the kubelets'
+containment held).
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -39,29 +46,59 @@ from typing import Any
 
 import yaml
 
+from webhook.core.cluster.gates import GATE_LABEL
+
 from .controlplane.launcher import (
     DEFAULT_CONTROLLERS,
     Client,
     ControlPlane,
+    ControlPlaneError,
     _die_with_parent,
     free_port,
     log_tail,
     wait_until,
 )
+from .controlplane.nodes import DRIVER, EXTENDED_RESOURCE, NODE_CONTROLLERS, Nodes, NodeSpec
 from .target import loopback_get
 
 NAMESPACE = "draxr-system"
 LEASE = "draxr-worker"
 #: Leader election for the local workers: lease duration, renew deadline, retry period (seconds).
 LEASE_TIMINGS = (1.5, 1.0, 0.2)
-NODES = ("e2e-node-a", "e2e-node-b")
-NODE_ALLOCATABLE = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+#: The row's Nodes: real kubelets with 8 GPUs each; the second also has a device plugin advertising
+#: two example.com/gpu (a name with allocatable there is the device plugin's on that node).
+NODES = (NodeSpec("e2e-node-a"), NodeSpec("e2e-node-b", device_plugin=2))
+#: GATE_LABEL says whether a Node's kubelet has DRAExtendedResource on; without it draxr infers that
+#: from the kubelet's version (on from 1.36).
+GATE = "DRAExtendedResource"
+
+
+def row_nodes(row: Row) -> list[NodeSpec]:
+    """NODES for a row; where the row sets the gate by hand, labelled as an admin who did so labels
+    them (GATE_LABEL), so draxr knows the kubelets' gate (1.35-gate-on: on, though 1.35's default is
+    off)."""
+    if GATE not in row.gates:
+        return list(NODES)
+    label = ((GATE_LABEL, "on" if row.gates[GATE] else "off"),)
+    return [dataclasses.replace(spec, labels=spec.labels + label) for spec in NODES]
+
+
+#: The KEP example's DeviceClass (gpu.example.com maps example.com/gpu), installed on every row.
+KEP_DEVICE_CLASS = Path(__file__).resolve().parents[1] / "examples" / "kep-5004" / "deviceclass.yaml"
+KEP_DEVICE_CLASS_NAME = "gpu.example.com"
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 START_TIMEOUT = 60.0
 #: kube-controller-manager's controllers on the rows: the launcher's (claims from templates, garbage
-#: collection, namespaces, ServiceAccounts) and the Deployment scenario's.
-CONTROLLERS = (*DEFAULT_CONTROLLERS, "deployment-controller", "replicaset-controller")
+#: collection, namespaces, ServiceAccounts), the Deployment scenario's, quota, and what kubelets need
+#: (the node lifecycle controller, the root CA ConfigMap).
+CONTROLLERS = (
+    *DEFAULT_CONTROLLERS,
+    "deployment-controller",
+    "replicaset-controller",
+    "resourcequota-controller",
+    *NODE_CONTROLLERS,
+)
 #: kube-controller-manager's client is limited to 20 requests/s by default: 200 pods in rewrite mode
 #: cost it ~1000 writes (claims from templates, then their release and deletion), 50 s of waiting.
 CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
@@ -88,24 +125,19 @@ class Row:
     native: bool = True
     #: More ``draxr serve`` flags for the row's processes.
     draxr_flags: tuple[str, ...] = ()
-    #: kube-scheduler runs beside draxr (built for 1.36 only; e2e/test_coexistence.py).
-    scheduler: bool = False
 
 
 ROWS: dict[str, Row] = {
     row.name: row
     for row in (
-        # No kube-scheduler runs (none is built for 1.35): rewritten pods, which keep their
-        # schedulerName by default, are sent to draxr's worker.
-        Row(
-            "1.35-gate-off",
-            "1.35",
-            {"DRAExtendedResource": False},
-            native=False,
-            draxr_flags=("--route=always",),
-        ),
+        # DRAExtendedResource is alpha and off in 1.34 and 1.35: draxr rewrites pods into claims,
+        # which the row's kube-scheduler places.
+        Row("1.34-gate-off", "1.34", {"DRAExtendedResource": False}, native=False),
+        Row("1.35-gate-off", "1.35", {"DRAExtendedResource": False}, native=False),
         Row("1.35-gate-on", "1.35", {"DRAExtendedResource": True}),
+        # Beta and on by default in 1.36; GA and locked on in 1.37 (not passed: it cannot be set).
         Row("1.36-default", "1.36"),
+        Row("1.37", "1.37"),
     )
 }
 
@@ -270,7 +302,14 @@ class LocalProcesses:
 class LocalCluster:
     """A control plane of one matrix row with draxr installed (see the module docstring)."""
 
-    def __init__(self, row: Row, workdir: Path, *, workers: int = 2) -> None:
+    def __init__(
+        self,
+        row: Row,
+        workdir: Path,
+        *,
+        workers: int = 2,
+        progress: Callable[[str], None] = lambda _: None,
+    ) -> None:
         self.row = row
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -282,14 +321,18 @@ class LocalCluster:
             gates=row.gates,
             controllers=CONTROLLERS,
             controller_manager_args=CONTROLLER_MANAGER_ARGS,
-            scheduler=row.scheduler,
+            scheduler=True,
             scheduler_args=SCHEDULER_ARGS,
             runtime_config={},
             workdir=self.workdir / "controlplane",
         )
         self.certs = self.workdir / "certs"
         self.processes: LocalProcesses | None = None
+        self.nodes: Nodes | None = None
         self.kubectl = shutil.which("kubectl") or ""
+        self.progress = progress
+        #: What the host safety net put back when the row stopped (empty: the containment held).
+        self.host_repairs: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -311,7 +354,12 @@ class LocalCluster:
             raise LocalError(
                 "no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin"
             )
+        self.progress(f"starting etcd and Kubernetes v{self.cp.version}'s control plane")
         self.cp.start()
+        self.progress(f"starting {len(NODES)} kubelets (fake runtimes, DRA drivers, a device plugin)")
+        self.nodes = Nodes(self.cp, row_nodes(self.row), workdir=self.workdir / "nodes", gates=self.row.gates)
+        self.nodes.launch()
+        self.progress("installing draxr (RBAC, certificates, webhook, two workers)")
         self._apply(self._manifests("--cert-manager"), RBAC_KINDS)  # RBAC only: no certificates made here
         _run(draxr_argv("certs", "--out", str(self.certs), "--namespace", NAMESPACE, "--ip", "127.0.0.1"))
         self.processes = LocalProcesses(self._start_draxr(), self.cp.client(), LEASE_TIMINGS)
@@ -321,11 +369,17 @@ class LocalCluster:
             WEBHOOK_KINDS,
         )
         self._wait_for_hooks(webhook)
-        self._nodes()
+        self.progress("waiting for the nodes: Ready, drivers registered, devices published")
+        self.nodes.wait_ready()
+        self._kep_device_class()
+        self.progress("ready")
 
     def stop(self) -> None:
         if self.processes is not None:
             self.processes.stop()
+        if self.nodes is not None:
+            self.nodes.stop()
+            self.host_repairs = self.nodes.host_repairs
         self.cp.stop(remove_workdir=False)
 
     # -- pieces ---------------------------------------------------------------------------------------
@@ -438,71 +492,81 @@ class LocalCluster:
             detail=lambda: f"last answer: {last[0]}",
         )
 
-    def _nodes(self) -> None:
-        """Nodes without kubelets: created, then their status patched (Ready, allocatable)."""
-        admin = self.cp.client()
-        for name in NODES:
-            status, body = admin.post(
-                "/api/v1/nodes",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-                },
-            )
-            if status != 201:
-                raise LocalError(f"cannot create Node {name}: {status} {body.get('message')}")
-            node_status = {
-                "capacity": NODE_ALLOCATABLE,
-                "allocatable": NODE_ALLOCATABLE,
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "KubeletReady",
-                        "message": "no kubelet: a Node object for draxr's e2e",
-                    }
-                ],
-            }
-            status, body = admin.merge_patch(f"/api/v1/nodes/{name}/status", {"status": node_status})
-            if status != 200:
-                raise LocalError(f"cannot set the status of Node {name}: {status} {body.get('message')}")
-            # The TaintNodesByCondition admission plugin taints every new Node
-            # node.kubernetes.io/not-ready:NoSchedule; the node lifecycle controller would lift it once
-            # the Ready condition holds. That controller watches kubelet heartbeats, so it does not run.
-            status, body = admin.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
-            if status != 200 or (body.get("spec") or {}).get("taints"):
-                raise LocalError(f"cannot lift the taints of Node {name}: {status} {body}")
+    def _kep_device_class(self) -> None:
+        """examples/kep-5004/deviceclass.yaml, as an admin applies it (the field and the annotation)."""
+        _run([self.kubectl, "--kubeconfig", str(self.kubeconfig), "apply", "-f", str(KEP_DEVICE_CLASS)])
 
     def logs(self, lines: int = 40) -> str:
-        """draxr's log tails, then the control plane's."""
+        """draxr's log tails, then the nodes', then the control plane's."""
         parts = [self.processes.logs(lines)] if self.processes is not None else []
+        if self.nodes is not None:
+            parts.append(self.nodes.logs(lines))
         parts.append(self.cp.logs(lines))
         return "\n".join(parts)
 
 
 def unavailable(row: Row) -> str | None:
     """Why ``row`` cannot run here (no binaries, no kubectl), or None."""
-    from .controlplane.launcher import find_binaries
+    from .controlplane.launcher import find_binaries, find_node_tools
 
-    found = find_binaries(row.version)
-    if isinstance(found, str):
-        return found
+    for found in (find_binaries(row.version), find_node_tools()):
+        if isinstance(found, str):
+            return found
     if shutil.which("kubectl") is None:
         return "no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin"
     return None
 
 
-def _main() -> int:
-    """``python -m e2e.local [row]``: start a row, print how to reach it, wait for Ctrl-C."""
-    row = ROWS[sys.argv[1] if len(sys.argv) > 1 else "1.36-default"]
-    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"draxr-local-{row.name}-{os.getpid()}"
-    with LocalCluster(row, workdir) as cluster:
-        print(json.dumps({"row": row.name, "kubeconfig": str(cluster.kubeconfig), "logs": str(workdir)}))
-        with contextlib.suppress(KeyboardInterrupt):
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _main(argv: Sequence[str]) -> int:
+    """``python -m e2e.local [ROW]``: start a row; once it is ready print one JSON line on stdout (how
+    to reach it); run until SIGINT or SIGTERM, then tear it down. Progress goes to stderr."""
+    name = argv[0] if argv else "1.37"
+    if name not in ROWS:
+        print(f"e2e.local: unknown row {name!r} (known: {', '.join(ROWS)})", file=sys.stderr)
+        return 2
+    row = ROWS[name]
+    if (reason := unavailable(row)) is not None:
+        print(f"e2e.local: {reason}", file=sys.stderr)
+        return 1
+
+    def progress(message: str) -> None:
+        print(f"[e2e.local {row.name}] {message}", file=sys.stderr, flush=True)
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"draxr-local-{row.name}-"))
+    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
+        signal.signal(sig, _interrupt)
+    cluster = LocalCluster(row, workdir, progress=progress)
+    try:
+        with cluster:
+            assert cluster.nodes is not None
+            ready = {
+                "kubeconfig": str(cluster.kubeconfig),
+                "cdi_log": str(cluster.nodes.cdi_log),
+                "nodes": cluster.nodes.names,
+                "driver": DRIVER,
+                "device_class": KEP_DEVICE_CLASS_NAME,
+                "extended_resource": EXTENDED_RESOURCE,
+                "prepare_log": str(cluster.nodes.prepare_log),
+                "logs": str(workdir),
+            }
+            print(json.dumps(ready), flush=True)
             signal.pause()
+    except KeyboardInterrupt:
+        progress("stopping")
+    except (LocalError, ControlPlaneError) as e:
+        print(f"e2e.local: {row.name} did not start (logs in {workdir}): {e}", file=sys.stderr)
+        return 1
+    if cluster.host_repairs:
+        progress(f"the host safety net had to repair: {'; '.join(cluster.host_repairs)}; logs in {workdir}")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    progress("stopped")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(_main(sys.argv[1:]))

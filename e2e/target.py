@@ -3,8 +3,9 @@ by DRAXR_E2E_KUBECONFIG, or the local control plane of ``e2e/local.py``).
 
 All are driven the same way, through the official client over HTTP and, for dry runs, kubectl.
 On a real cluster the suite creates its own namespace, DeviceClasses and ResourceSlices for a test
-driver (``e2e.draxr.io``, devices that no kubelet plugin will ever prepare: pods get bound, then
-deleted) and removes everything afterwards.
+driver (``e2e.draxr.io``) and removes everything afterwards. On a cluster of your own no kubelet
+plugin prepares those devices (pods get bound, then deleted); on the local rows every node runs a DRA
+driver of that name that prepares them, so the pods run.
 
 Where the suite runs draxr's processes itself (the emulator sandbox, the local control plane) the
 Target also has ``processes``: the scenarios that kill a worker, or read draxr's ``/readyz`` and
@@ -65,7 +66,7 @@ class EmulatorTarget:
 EMULATORS: dict[str, EmulatorTarget] = {
     "emulator": EmulatorTarget(gate=True),
     # No scheduler runs: rewritten pods, which keep their schedulerName by default, go to draxr's
-    # worker (--route=always), as on the 1.35-gate-off row.
+    # worker (--route=always). The local gate-off rows run kube-scheduler instead.
     "emulator-gate-off": EmulatorTarget(gate=False, options={"route": "always"}),
 }
 
@@ -203,6 +204,10 @@ class Target:
     #: As draxr's worker (an allowed writer of ``status.extendedResourceClaimStatus``), where the
     #: suite has its credentials (None on a cluster it only reaches).
     writer: KubeClient | None = None
+    #: Where the suite runs the kubelets (the local rows): the fake runtimes' CDI log (one JSON line
+    #: per container created: namespace, pod, container, cdi_devices) and the DRA drivers' prepare log.
+    cdi_log: Path | None = None
+    prepare_log: Path | None = None
 
     @property
     def ext(self) -> str:
@@ -268,22 +273,21 @@ class Target:
             },
         )
 
-    def pod(self, name: str, requests: Obj, **spec: Any) -> Obj:
+    def pod(self, name: str, requests: Obj, *, lifecycle: Obj | None = None, **spec: Any) -> Obj:
+        """A pod of one container ``c`` asking for ``requests`` (and limits), with more pod ``spec``
+        fields and the container's ``lifecycle`` hooks."""
+        container: Obj = {
+            "name": "c",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": requests, "limits": requests},
+        }
+        if lifecycle is not None:
+            container["lifecycle"] = lifecycle
         body: Obj = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": requests, "limits": requests},
-                    }
-                ],
-                "terminationGracePeriodSeconds": 0,
-                **spec,
-            },
+            "spec": {"containers": [container], "terminationGracePeriodSeconds": 0, **spec},
         }
         return self.create("pods", body, as_user=True)
 

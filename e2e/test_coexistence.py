@@ -1,6 +1,6 @@
 """draxr beside kube-scheduler on the real control plane (issue 20): one allocator per device pool.
 
-The 1.36 row with kube-scheduler 1.36 running (``Row(scheduler=True)``), one draxr worker at
+The 1.36 row with kube-scheduler 1.36 running (every row runs it), one draxr worker at
 ``--qps 5``, two nodes of 4 devices. Each round creates at once 4 pods with ordinary ResourceClaims
 (no schedulerName: kube-scheduler's, before draxr routed them) and 4 pods asking for the class's
 extended resource (draxr's). With routing, every claim pod goes to draxr: 0 devices in two claims
@@ -28,7 +28,7 @@ from .conftest import selected_targets
 from .local import DraxrProcess, LocalCluster, LocalError, Row, unavailable
 from .target import Target, cluster_target
 
-ROW = Row("1.36-kube-scheduler", "1.36", scheduler=True, draxr_flags=("--qps", "5", "--burst", "5"))
+ROW = Row("1.36-kube-scheduler", "1.36", draxr_flags=("--qps", "5", "--burst", "5"))
 ROUNDS = int(os.environ.get("DRAXR_COEXISTENCE_ROUNDS", "20"))
 DEVICES_PER_NODE = 4
 PER_SIDE = 4

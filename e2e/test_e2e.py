@@ -228,8 +228,9 @@ def test_dry_run_shows_the_webhook_warnings_and_denials(target: Target, kubectl:
 
 def test_a_terminating_pod_keeps_its_device_until_it_is_gone(target: Target) -> None:
     """A bound pod deleted with a grace period stays, terminating, until its kubelet confirms the
-    containers stopped (here nobody does: the scenario deletes it again with grace 0, as the kubelet
-    would). Until then its device stays taken: the next pod waits, then gets it."""
+    containers stopped (here the kubelet first runs the pod's preStop hook, a 30 s sleep; the scenario
+    then deletes the pod with grace 0). Until then its device stays taken: the next pod waits, then
+    gets it."""
     if target.sandbox is not None:
         pytest.skip(
             "the emulator deletes a bound pod at once, as if its kubelet had confirmed (e2e/README.md)"
@@ -238,7 +239,12 @@ def test_a_terminating_pod_keeps_its_device_until_it_is_gone(target: Target) -> 
         pytest.skip("a cluster's kubelets end the grace period themselves: the pod may be gone at once")
     target.device_class()
     target.slice(target.nodes[0], 1)
-    target.pod("leaving", {target.ext: "1"}, terminationGracePeriodSeconds=30)
+    target.pod(
+        "leaving",
+        {target.ext: "1"},
+        lifecycle={"preStop": {"sleep": {"seconds": 30}}},
+        terminationGracePeriodSeconds=30,
+    )
     target.wait("pods", _bound({"leaving"}), timeout=60)
     target.user.delete(PODS, "leaving", target.namespace)
     [pod] = [p for p in target.objects("pods") if p["metadata"]["name"] == "leaving"]

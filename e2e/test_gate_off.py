@@ -1,4 +1,5 @@
-"""The targets where DRAExtendedResource is off on kube-apiserver (``1.35-gate-off``, ``emulator-gate-off``).
+"""The targets where DRAExtendedResource is off on kube-apiserver (``1.34-gate-off``, ``1.35-gate-off``,
+``emulator-gate-off``).
 
 There the native path cannot work: the apiserver drops DeviceClass ``spec.extendedResourceName`` and
 pod ``status.extendedResourceClaimStatus`` (kep5004-semantics.md §1 and §2, drop-disabled-fields) with
@@ -14,11 +15,13 @@ need no gate (``test_a_routed_pod_gets_its_devices``; test_rewrite.py has the re
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import yaml
 
+from webhook.core.api.constants import DRAXR_RESOURCES_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
@@ -64,7 +67,11 @@ def test_the_apiserver_drops_a_pods_claim_mapping(target: Target) -> None:
     cls = target.device_class()["metadata"]["name"]
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"
     pod = target.pod("p", {implicit: "1"})
-    assert pod["spec"]["schedulerName"] == "draxr"  # implicit names resolve without the gate
+    # Implicit names resolve without the gate: the webhook took the pod (and routed it to draxr's
+    # worker where draxr routes every pod; elsewhere the rewritten pod keeps its scheduler).
+    assert json.loads(pod["metadata"]["annotations"][DRAXR_RESOURCES_ANNOTATION]) == {implicit: cls}
+    routes_always = target.sandbox is not None and target.sandbox.route == "always"
+    assert pod["spec"]["schedulerName"] == ("draxr" if routes_always else "default-scheduler")
     mapping = {
         "resourceClaimName": "p-extended-resources-forged",
         "requestMappings": [{"containerName": "c", "resourceName": implicit, "requestName": "r"}],
@@ -117,8 +124,8 @@ def _bound(pods: list[Obj]) -> Any:
 def test_a_routed_pod_gets_its_devices(target: Target) -> None:
     """Rewrite mode (draxr's default ``--mode auto`` picks it here): the pod asks for its device
     through a claim of its own, made by the resourceclaim controller from draxr's template, so its
-    container gets the device without the mapping the apiserver would drop. (``--route=always`` on
-    these targets: no other scheduler runs.)"""
+    container gets the device without the mapping the apiserver would drop. (It is placed by
+    kube-scheduler on the local rows, by draxr's worker with ``--route=always`` on the emulator.)"""
     target.require_controllers("claims from draxr's templates")
     cls = target.device_class()["metadata"]["name"]
     target.slice(target.nodes[0], 1)

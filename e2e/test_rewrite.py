@@ -2,18 +2,20 @@
 apiserver's ``DRAExtendedResource`` off and on.
 
 draxr runs with its defaults (``--mode auto``): where the apiserver drops the KEP-5004 fields
-(``emulator-gate-off``, ``1.35-gate-off``) its webhook rewrites each DRA-backed extended resource into
-a claim of the pod made from a shared ResourceClaimTemplate (KEP-5004's "Option 1"); where it keeps
-them (``emulator``, ``1.35-gate-on``, ``1.36-default``) it takes the native path and the rewrite does
-not happen. The scenarios are the same on both: what they check is what each container gets
+(``emulator-gate-off``, ``1.34-gate-off``, ``1.35-gate-off``) its webhook rewrites each DRA-backed
+extended resource into a claim of the pod made from a shared ResourceClaimTemplate (KEP-5004's
+"Option 1"); where it keeps them (``emulator``, ``1.35-gate-on``, ``1.36-default``, ``1.37``) it
+takes the native path and the rewrite does not happen. The scenarios are the same on both: what they
+check is what each container gets
 (``container_devices``: through the pod's claims, or through the special claim and the pod's request
 mapping), and which path the pod took (``assert_path``).
 
-Rewritten pods keep their ``schedulerName`` by default. The gate-off targets run no kube-scheduler
-(the emulator has none; none is built for 1.35), so draxr runs there with ``--route=always`` and its
-worker places the rewritten pods, allocating their claims as any user claim. The pods and
-Deployments set ``terminationGracePeriodSeconds: 0``: the local rows have no kubelet to end a grace
-period. Templates no pod uses go after ``--template-grace 1`` (set on every target of the suite).
+Rewritten pods keep their ``schedulerName`` by default. The emulator has no kube-scheduler, so
+draxr runs on ``emulator-gate-off`` with ``--route=always`` and its worker places the rewritten pods,
+allocating their claims as any user claim; on the local rows the release's kube-scheduler places
+them, and real kubelets run every pod. The pods and Deployments set
+``terminationGracePeriodSeconds: 0``, so a deleted pod goes at once. Templates no pod uses go after
+``--template-grace 1`` (set on every target of the suite).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from webhook.core.api.objects import Obj
 from webhook.core.paths.rewrite import MANAGED_BY, MANAGED_BY_LABEL, REWRITTEN_ANNOTATION, TEMPLATE_REQUEST
 from webhook.kube.resources import PODS
 
+from .controlplane.nodes import TEST_CDI_KIND
+from .kubelet_logs import cdi_records, prepared_twice
 from .podclaims import make_claims
 from .target import DEPLOYMENTS, DRIVER, GATE, RESOURCES, Target
 
@@ -172,6 +176,36 @@ def container_devices(target: Target, pod: Obj) -> dict[str, set[str]]:
     return out
 
 
+def _running(names: set[str]) -> Callable[[list[Obj]], list[Obj] | None]:
+    def check(pods: list[Obj]) -> list[Obj] | None:
+        mine = [p for p in live(pods) if p["metadata"]["name"] in names]
+        ok = len(mine) == len(names) and all((p.get("status") or {}).get("phase") == "Running" for p in mine)
+        return mine if ok else None
+
+    return check
+
+
+def assert_kubelets_gave_the_devices(target: Target, pods: list[Obj]) -> None:
+    """Where real kubelets run the pods (the local rows): each pod reaches Running, and each of its
+    containers was created (every time it was) with the CDI IDs of exactly the devices
+    ``container_devices`` says it gets, none twice, nothing for a container that gets none; no claim
+    was prepared twice. Proves the devices reach the container, rewritten or native."""
+    if target.cdi_log is None or target.prepare_log is None:
+        return
+    names = {str(p["metadata"]["name"]) for p in pods}
+    for pod in target.wait("pods", _running(names), timeout=120):
+        records = cdi_records(target.cdi_log, target.namespace, pod["metadata"]["name"])
+        containers = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
+        assert {r["container"] for r in records} == {c["name"] for c in containers}, records
+        for container_name, devices in container_devices(target, pod).items():
+            # The scenarios' driver names a device <pool>-<device> in the class TEST_CDI_KIND.
+            want = sorted(f"{TEST_CDI_KIND}={d.replace('/', '-', 1)}" for d in devices)
+            for r in records:
+                if r["container"] == container_name:
+                    assert sorted(r["cdi_devices"]) == want, (pod["metadata"]["name"], r)
+    assert prepared_twice(target.prepare_log) == []
+
+
 def assert_path(target: Target, pod: Obj, native: bool | None = None) -> None:
     """The path the pod took: rewritten where the apiserver drops the KEP-5004 fields, native where
     it keeps them (``native``: where it did when the pod was admitted); either way the extended
@@ -256,6 +290,7 @@ def test_the_kep_example_binds_and_each_container_gets_its_devices(target: Targe
             ]
     assert len(devices) == 4  # one GPU each, none shared
     assert {d.split("/")[0] for d in devices} == {f"{target.nodes[0]}-e2e-{target.run_id}"}
+    assert_kubelets_gave_the_devices(target, pods)
 
 
 def test_a_dry_run_shows_the_rewrite_and_creates_nothing(target: Target, kubectl: str) -> None:
@@ -467,6 +502,7 @@ def test_init_containers_and_sidecars_get_the_devices_the_spec_maps(target: Targ
     assert len(got["init-2"]) == 3
     assert not side & got["init-2"]
     assert len(set().union(*got.values())) == 4
+    assert_kubelets_gave_the_devices(target, [pod])
 
 
 def test_a_pod_with_its_own_resource_claims_keeps_them(target: Target) -> None:
@@ -509,6 +545,7 @@ def test_a_pod_with_its_own_resource_claims_keeps_them(target: Target) -> None:
     shared = target.admin.get(RESOURCES["resourceclaims"], "shared", target.namespace)
     assert [r["name"] for r in shared["status"]["reservedFor"]] == ["mixed"]
     assert len(container_devices(target, pod)["c"]) == 3
+    assert_kubelets_gave_the_devices(target, [pod])
 
 
 # -- the mode, and switching the gate under a running draxr ---------------------------------------

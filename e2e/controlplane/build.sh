@@ -1,31 +1,42 @@
 #!/usr/bin/env bash
-# Builds the e2e control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) from Go
-# modules, at the versions pinned in versions.env, into .cache/bin/<version>/.
+# Builds the e2e cluster's binaries from Go modules, at the versions pinned in versions.env: etcd; for
+# each Kubernetes release kube-apiserver, kube-controller-manager, kube-scheduler and kubelet; and
+# draxr's own node parts (go/nodes: fakecri, dradriver, deviceplugin).
 #
-#   e2e/controlplane/build.sh            build whatever is missing (a no-op when everything is built)
-#   e2e/controlplane/build.sh --regen    regenerate go/*/go.mod and go.sum from versions.env, then build
+#   e2e/controlplane/build.sh                 build whatever is missing (seconds when everything is cached)
+#   e2e/controlplane/build.sh 1.37 1.36       only these releases (etcd and the node parts always)
+#   e2e/controlplane/build.sh --regen         regenerate go/*/go.mod and go.sum from versions.env, then build
+#
+# Binaries are cached outside the clone, in ${DRAXR_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/draxr/controlplane}
+# /bin/<what>-<key>-<go version>/, where <key> hashes BUILD_RECIPE (versions.env) with the module's
+# go.mod and go.sum (and, for go/nodes, its Go sources): a new clone finds what an older one built, and
+# a changed pin, source or recipe builds anew. launcher.py computes the same key (source_key).
 #
 # Each Kubernetes release gets a tiny Go module (go/k8s-<minor>/) that requires k8s.io/kubernetes and
 # replaces every staging module k8s.io/<name> with its published v0.<minor>.<patch>: k8s.io/kubernetes's
 # own go.mod requires them as v0.0.0 with local replaces, which do not apply to a dependent module.
 # The go.mod files are generated from versions.env and committed with their go.sum (which pins the
-# build); a pin that no longer matches its go.mod regenerates it (that needs the module proxy).
+# build); a pin or tool list that no longer matches its go.mod regenerates it (that needs the module proxy).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-CACHE="${DRAXR_CONTROLPLANE_CACHE:-$HERE/.cache}"
+CACHE="${DRAXR_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draxr/controlplane}"
 START=$SECONDS
+KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+NODE_TOOLS=(fakecri dradriver deviceplugin)
 
 say() { printf '[controlplane] %s\n' "$*"; }
 die() { printf '[controlplane] error: %s\n' "$*" >&2; exit "${2:-1}"; }
 elapsed() { printf '%ss' "$((SECONDS - ${1:-$START}))"; }
 
 REGEN=0
+ONLY=()
 for arg in "$@"; do
     case "$arg" in
         --regen) REGEN=1 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-        *) die "unknown argument: $arg (usage: build.sh [--regen])" 2 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        1.[0-9]*) ONLY+=("$arg") ;;
+        *) die "unknown argument: $arg (usage: build.sh [--regen] [1.34 1.35 ...])" 2 ;;
     esac
 done
 
@@ -33,11 +44,20 @@ command -v go >/dev/null 2>&1 || die "go is not on PATH: install Go >= 1.26 (htt
 
 # shellcheck source=versions.env
 source "$HERE/versions.env"
-: "${KUBE_1_35:?versions.env sets no KUBE_1_35}" "${KUBE_1_36:?versions.env sets no KUBE_1_36}" "${ETCD:?versions.env sets no ETCD}"
+: "${ETCD:?versions.env sets no ETCD}" "${BUILD_RECIPE:?versions.env sets no BUILD_RECIPE}"
+RELEASES=()
+for key in $(compgen -v | grep -E '^KUBE_1_[0-9]+$' | sort -t_ -k3 -n); do
+    minor="1.${key#KUBE_1_}"
+    if [ "${#ONLY[@]}" = 0 ] || [[ " ${ONLY[*]} " == *" $minor "* ]]; then RELEASES+=("$minor"); fi
+done
+for want in "${ONLY[@]}"; do
+    [[ " ${RELEASES[*]} " == *" $want "* ]] || die "versions.env pins no Kubernetes $want (no KUBE_${want//./_})" 2
+done
 
 export CGO_ENABLED=0          # static binaries, as the Kubernetes release builds them; no C compiler needed
 export GOFLAGS="-mod=readonly"
 export GOWORK=off
+GOVERSION="$(go env GOVERSION)"
 LOG="$CACHE/logs"
 mkdir -p "$LOG"
 
@@ -61,6 +81,24 @@ run_logged() {
 # The version a generated go.mod requires of a module, or nothing.
 required_version() {  # <go.mod> <module path>
     [ -f "$1" ] && awk -v m="$2" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$1" || true
+}
+
+# Whether a generated go.mod names every tool.
+has_tools() {  # <go.mod> <tools...>
+    local mod="$1" t; shift
+    [ -f "$mod" ] || return 1
+    for t in "$@"; do grep -qE "^[[:space:]]*(tool )?k8s.io/kubernetes/cmd/$t\$" "$mod" || return 1; done
+}
+
+# The cache key of a module's build: BUILD_RECIPE, go.mod, go.sum and the module's own Go sources (not
+# its tests). launcher.py's source_key computes the same bytes.
+source_key() {  # <module dir>
+    local dir="$1" f
+    {
+        printf 'draxr-controlplane recipe=%s\n' "$BUILD_RECIPE"
+        (cd "$dir" && find . -type f \( -name go.mod -o -name go.sum -o \( -name '*.go' ! -name '*_test.go' \) \) | LC_ALL=C sort) |
+            while read -r f; do printf '== %s\n' "$f"; cat "$dir/$f"; done
+    } | sha256sum | cut -c1-16
 }
 
 # Writes go/k8s-<minor>/go.mod for k8s.io/kubernetes v<version> and tidies it (writes go.sum).
@@ -128,22 +166,30 @@ download() {  # <dir> <packages...>
     say "Go modules for $(basename "$dir") ready in $(elapsed "$t0")"
 }
 
-build_binary() {  # <module dir> <out dir> <name> <package> <version> <ldflags>
-    local dir="$1" out="$2" name="$3" pkg="$4" ver="$5" ldflags="$6" t0=$SECONDS
+build_binary() {  # <module dir> <out dir> <name> <package> <label> <ldflags>
+    local dir="$1" out="$2" name="$3" pkg="$4" label="$5" ldflags="$6" t0=$SECONDS
     if [ -x "$out/$name" ]; then
-        say "$name v$ver is built ($out/$name)"
+        say "$name $label is built ($out/$name)"
         return
     fi
-    say "building $name v$ver ..."
+    say "building $name $label ..."
     mkdir -p "$out"
     # Built beside its final name and moved into place, so a killed build never leaves a binary behind.
-    run_logged "build-$name-$ver" bash -c "cd '$dir' && go build -trimpath -ldflags '$ldflags' -o '$out/.$name.tmp' '$pkg'"
+    run_logged "build-$name-$label" bash -c "cd '$dir' && go build -trimpath -ldflags '$ldflags' -o '$out/.$name.tmp' '$pkg'"
     mv -f "$out/.$name.tmp" "$out/$name"
-    say "built $name v$ver in $(elapsed "$t0") ($(du -h "$out/$name" | cut -f1))"
+    say "built $name $label in $(elapsed "$t0") ($(du -h "$out/$name" | cut -f1))"
+}
+
+# Records how a cache directory's binaries were built (for a reader; the key is in its name).
+write_manifest() {  # <out dir> <module dir> <ldflags>
+    mkdir -p "$1"
+    printf '{"go": "%s", "recipe": "%s", "module": "%s", "ldflags": "%s"}\n' \
+        "$GOVERSION" "$BUILD_RECIPE" "${2#"$HERE"/}" "$3" >"$1/build.json"
 }
 
 # -X flags for k8s.io/component-base/version and k8s.io/client-go/pkg/version, as hack/lib/version.sh
-# sets them: the apiserver derives its binary version (and so feature-gate emulation) from gitVersion.
+# sets them: the apiserver derives its binary version (and so feature-gate emulation) from gitVersion,
+# and the kubelet reports it as the Node's kubeletVersion.
 kube_ldflags() {  # <version>
     local ver="$1" info commit date major minor
     info="$LOG/kubernetes-$ver.json"
@@ -162,40 +208,64 @@ kube_ldflags() {  # <version>
     echo "$flags"
 }
 
-build_kube() {  # <minor key, e.g. 1.35> <version> <binaries...>
-    local key="$1" ver="$2"; shift 2
-    local dir="$HERE/go/k8s-$key" out="$CACHE/bin/v$ver" missing=0 b
-    for b in "$@"; do [ -x "$out/$b" ] || missing=1; done
-    if [ "$REGEN" = 1 ] || [ "$(required_version "$dir/go.mod" k8s.io/kubernetes)" != "v$ver" ] || [ ! -f "$dir/go.sum" ]; then
-        regen_kube_module "$dir" "$ver" "$@"
-        missing=1
+build_kube() {  # <minor, e.g. 1.35> <version>
+    local minor="$1" ver="$2" dir="$HERE/go/k8s-$1" missing=0 b out
+    if [ "$REGEN" = 1 ] || [ "$(required_version "$dir/go.mod" k8s.io/kubernetes)" != "v$ver" ] ||
+        [ ! -f "$dir/go.sum" ] || ! has_tools "$dir/go.mod" "${KUBE_TOOLS[@]}"; then
+        regen_kube_module "$dir" "$ver" "${KUBE_TOOLS[@]}"
     fi
+    out="$CACHE/bin/k8s-v$ver-$(source_key "$dir")-$GOVERSION"
+    for b in "${KUBE_TOOLS[@]}"; do [ -x "$out/$b" ] || missing=1; done
     if [ "$missing" = 0 ]; then
-        say "Kubernetes v$ver: $* built ($out)"
+        say "Kubernetes v$ver: ${KUBE_TOOLS[*]} built ($out)"
         return
     fi
-    download "$dir" "${@/#/k8s.io/kubernetes/cmd/}"
+    download "$dir" "${KUBE_TOOLS[@]/#/k8s.io/kubernetes/cmd/}"
     local ldflags
     ldflags="$(kube_ldflags "$ver")"
-    for b in "$@"; do
-        build_binary "$dir" "$out" "$b" "k8s.io/kubernetes/cmd/$b" "$ver" "$ldflags"
+    write_manifest "$out" "$dir" "$ldflags"
+    for b in "${KUBE_TOOLS[@]}"; do
+        build_binary "$dir" "$out" "$b" "k8s.io/kubernetes/cmd/$b" "v$ver" "$ldflags"
     done
 }
 
 build_etcd() {  # <version>
-    local ver="$1" dir="$HERE/go/etcd" out="$CACHE/bin/etcd-v$1"
+    local ver="$1" dir="$HERE/go/etcd" out
     if [ "$REGEN" = 1 ] || [ "$(required_version "$dir/go.mod" go.etcd.io/etcd/server/v3)" != "v$ver" ] || [ ! -f "$dir/go.sum" ]; then
         regen_etcd_module "$dir" "$ver"
-    elif [ -x "$out/etcd" ]; then
+    fi
+    out="$CACHE/bin/etcd-v$ver-$(source_key "$dir")-$GOVERSION"
+    if [ -x "$out/etcd" ]; then
         say "etcd v$ver is built ($out/etcd)"
         return
     fi
     download "$dir" go.etcd.io/etcd/server/v3
-    build_binary "$dir" "$out" etcd go.etcd.io/etcd/server/v3 "$ver" "-s -w"
+    write_manifest "$out" "$dir" "-s -w"
+    build_binary "$dir" "$out" etcd go.etcd.io/etcd/server/v3 "v$ver" "-s -w"
 }
 
-say "Go $(go env GOVERSION), GOPROXY=$(go env GOPROXY), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
+# draxr's own node parts: hand-written, so never regenerated; the key covers their sources.
+build_nodes() {
+    local dir="$HERE/go/nodes" out t missing=0
+    out="$CACHE/bin/nodes-$(source_key "$dir")-$GOVERSION"
+    for t in "${NODE_TOOLS[@]}"; do [ -x "$out/$t" ] || missing=1; done
+    if [ "$missing" = 0 ]; then
+        say "node parts: ${NODE_TOOLS[*]} built ($out)"
+        return
+    fi
+    download "$dir" ./cmd/...
+    write_manifest "$out" "$dir" "-s -w"
+    for t in "${NODE_TOOLS[@]}"; do
+        build_binary "$dir" "$out" "$t" "./cmd/$t" "go-nodes" "-s -w"
+    done
+}
+
+say "Go $GOVERSION, GOPROXY=$(go env GOPROXY), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
+say "binaries: $CACHE/bin; Kubernetes ${RELEASES[*]}"
 build_etcd "$ETCD"
-build_kube 1.35 "$KUBE_1_35" kube-apiserver kube-controller-manager
-build_kube 1.36 "$KUBE_1_36" kube-apiserver kube-controller-manager kube-scheduler
+build_nodes
+for minor in "${RELEASES[@]}"; do
+    var="KUBE_${minor//./_}"
+    build_kube "$minor" "${!var}"
+done
 say "done in $(elapsed) ($(du -sh "$CACHE/bin" | cut -f1) in $CACHE/bin)"

@@ -1,4 +1,5 @@
-"""A failing test that used a control plane gets the tail of each of its process logs in its report."""
+"""A failing test that used a control plane or nodes (directly, or as a fixture's ``cp``/``nodes``) gets
+the tail of each of their process logs in its report."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Generator
 import pytest
 
 from .launcher import ControlPlane
+from .nodes import Nodes
 
 
 @pytest.hookimpl(wrapper=True)
@@ -16,8 +18,11 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed:
         for value in getattr(item, "funcargs", {}).values():
-            if isinstance(value, ControlPlane):
-                report.sections.append(
-                    (f"control plane v{value.version} logs ({value.workdir})", value.logs())
-                )
+            for part in (value, getattr(value, "cp", None), getattr(value, "nodes", None)):
+                if isinstance(part, ControlPlane):
+                    report.sections.append(
+                        (f"control plane v{part.version} logs ({part.workdir})", part.logs())
+                    )
+                elif isinstance(part, Nodes):
+                    report.sections.append((f"node logs ({part.workdir})", part.logs()))
     return report

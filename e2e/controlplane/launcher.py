@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime
+import hashlib
 import http.client
 import ipaddress
 import json
@@ -86,6 +87,9 @@ DEFAULT_RUNTIME_CONFIG: Mapping[str, str] = {
     "resource.k8s.io/v1beta2": "true",
 }
 
+#: What build.sh builds for every Kubernetes release.
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
+
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"  # allocated from only: nothing is ever sent there
 
 
@@ -119,7 +123,47 @@ def kube_version(version: str) -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or HERE / ".cache")
+    """Where build.sh caches binaries: outside the clone, shared by every clone on the machine."""
+    if env := os.environ.get(CACHE_ENV):
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "draxr" / "controlplane"
+
+
+def source_key(module_dir: Path, recipe: str) -> str:
+    """build.sh's cache key of a Go module's build (its ``source_key``, byte for byte): BUILD_RECIPE,
+    go.mod, go.sum and the module's own Go sources but its tests, in C-locale path order."""
+    files = []
+    for root, _, names in os.walk(module_dir):
+        for name in names:
+            if name in ("go.mod", "go.sum") or (name.endswith(".go") and not name.endswith("_test.go")):
+                files.append("./" + str((Path(root) / name).relative_to(module_dir)))
+    digest = hashlib.sha256(f"draxr-controlplane recipe={recipe}\n".encode())
+    for rel in sorted(files):
+        digest.update(f"== {rel}\n".encode())
+        digest.update((module_dir / rel).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _built(prefix: str, module: str, names: Sequence[str]) -> Path | str:
+    """The cache directory ``bin/<prefix>-<key>-go<version>`` holding every binary in ``names`` (the
+    newest, if several Go versions built it), or why there is none."""
+    try:
+        recipe = read_versions()["BUILD_RECIPE"]
+        key = source_key(HERE / "go" / module, recipe)
+    except (OSError, KeyError) as e:
+        return f"cannot compute the cache key of go/{module}: {e}"
+    found = [
+        d
+        for d in (cache_dir() / "bin").glob(f"{prefix}-{key}-go*")
+        if all(os.access(d / n, os.X_OK) for n in names)
+    ]
+    if not found:
+        return (
+            f"{', '.join(names)} of go/{module} (key {key}) not built in {cache_dir() / 'bin'}: "
+            "run `make controlplane`"
+        )
+    return max(found, key=lambda d: d.stat().st_mtime)
 
 
 @dataclass(frozen=True)
@@ -128,7 +172,8 @@ class Binaries:
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path
-    kube_scheduler: Path | None  # built for 1.36 only
+    kube_scheduler: Path
+    kubelet: Path
 
 
 def find_binaries(version: str) -> Binaries | str:
@@ -138,23 +183,38 @@ def find_binaries(version: str) -> Binaries | str:
         etcd_version = read_versions()["ETCD"]
     except (OSError, KeyError, ValueError) as e:
         return f"cannot read the pinned versions: {e}"
-    kube_dir = cache_dir() / "bin" / f"v{kube}"
-    etcd = cache_dir() / "bin" / f"etcd-v{etcd_version}" / "etcd"
-    required = [etcd, kube_dir / "kube-apiserver", kube_dir / "kube-controller-manager"]
-    missing = [str(p) for p in required if not os.access(p, os.X_OK)]
-    if missing:
-        return (
-            f"the control plane for Kubernetes v{kube} is not built (missing {', '.join(missing)}): "
-            "run `make controlplane`"
-        )
-    scheduler = kube_dir / "kube-scheduler"
+    etcd_dir = _built(f"etcd-v{etcd_version}", "etcd", ["etcd"])
+    minor = ".".join(kube.split(".")[:2])
+    kube_dir = _built(f"k8s-v{kube}", f"k8s-{minor}", KUBE_BINARIES)
+    if isinstance(etcd_dir, str):
+        return f"the control plane for Kubernetes v{kube} is not built: {etcd_dir}"
+    if isinstance(kube_dir, str):
+        return f"the control plane for Kubernetes v{kube} is not built: {kube_dir}"
     return Binaries(
         version=kube,
-        etcd=etcd,
+        etcd=etcd_dir / "etcd",
         kube_apiserver=kube_dir / "kube-apiserver",
         kube_controller_manager=kube_dir / "kube-controller-manager",
-        kube_scheduler=scheduler if os.access(scheduler, os.X_OK) else None,
+        kube_scheduler=kube_dir / "kube-scheduler",
+        kubelet=kube_dir / "kubelet",
     )
+
+
+@dataclass(frozen=True)
+class NodeTools:
+    """draxr's own node parts (go/nodes): the fake container runtime, the DRA driver, the device plugin."""
+
+    fakecri: Path
+    dradriver: Path
+    deviceplugin: Path
+
+
+def find_node_tools() -> NodeTools | str:
+    """The cached node parts, or why they are missing."""
+    found = _built("nodes", "nodes", ("fakecri", "dradriver", "deviceplugin"))
+    if isinstance(found, str):
+        return f"the node parts are not built: {found}"
+    return NodeTools(found / "fakecri", found / "dradriver", found / "deviceplugin")
 
 
 def free_port() -> int:
@@ -416,8 +476,6 @@ class ControlPlane:
         found = find_binaries(version)
         if isinstance(found, str):
             raise ControlPlaneError(found)
-        if scheduler and found.kube_scheduler is None:
-            raise ControlPlaneError(f"no kube-scheduler is built for Kubernetes v{found.version}")
         if "admin" not in users:
             raise ValueError("users must include 'admin' (the identity the control plane itself uses)")
         self.binaries = found
@@ -442,6 +500,7 @@ class ControlPlane:
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="draxr-cp-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._etcd_data: Path | None = None
+        self._ca: _CA | None = None
         self._procs: list[_Proc] = []
         self.port = 0
         self.etcd_url = ""
@@ -463,8 +522,8 @@ class ControlPlane:
 
     def token(self, user: str = "admin") -> str:
         """The user's bearer token (``--token-auth-file``), for clients that do not do client certs."""
-        if user not in self.users:
-            raise KeyError(f"no user {user!r} (known: {', '.join(self.users)})")
+        if user not in self._tokens:
+            raise KeyError(f"no user {user!r} with a token (known: {', '.join(self._tokens)})")
         return self._tokens[user]
 
     def cert_paths(self, user: str = "admin") -> tuple[Path, Path]:
@@ -521,20 +580,39 @@ class ControlPlane:
     def stop(self, *, remove_workdir: bool = True) -> None:
         """SIGTERM every process (newest first), SIGKILL what is left after ``stop_timeout``."""
         for proc in reversed(self._procs):
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-                try:
-                    proc.popen.wait(self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.popen.kill()
-                    proc.popen.wait(self.stop_timeout)
+            self._terminate(proc)
         if self._etcd_data is not None:
             shutil.rmtree(self._etcd_data, ignore_errors=True)
             self._etcd_data = None
         if remove_workdir and self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def restart(self, gates: Mapping[str, bool]) -> None:
+        """Restarts kube-apiserver, kube-controller-manager and kube-scheduler with ``gates`` (the
+        feature gates an admin flips): etcd and its data stay, the apiserver keeps its port, so every
+        kubeconfig and client keeps working once it is ready again."""
+        for proc in reversed(self._procs):
+            if proc.name != "etcd":
+                self._terminate(proc)
+        self._procs = [p for p in self._procs if p.name == "etcd"]
+        self.gates = dict(gates)
+        self._start_apiserver()
+        if self.controllers:
+            self._start_controller_manager()
+        if self.scheduler:
+            self._start_scheduler()
+
     # -- pieces ------------------------------------------------------------------------------------------
+
+    def _terminate(self, proc: _Proc) -> None:
+        """SIGTERM, SIGKILL after ``stop_timeout`` (nothing for a process that has exited)."""
+        if proc.popen.poll() is None:
+            proc.popen.send_signal(signal.SIGTERM)
+            try:
+                proc.popen.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait(self.stop_timeout)
 
     def _spawn(self, name: str, argv: list[str]) -> _Proc:
         log = self.workdir / f"{name}.log"
@@ -564,7 +642,7 @@ class ControlPlane:
     def _write_pki(self) -> None:
         pki = self.workdir / "pki"
         pki.mkdir(parents=True, exist_ok=True)
-        ca = _CA.new("draxr-e2e-ca")
+        ca = self._ca = _CA.new("draxr-e2e-ca")
         _write_cert(pki / "ca.crt", ca.cert)
         _write_key(pki / "ca.key", ca.key)
         key, cert = ca.issue(
@@ -645,7 +723,10 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             # The "kubernetes" Service's endpoints would be 127.0.0.1, which Endpoints validation rejects.
             "--endpoint-reconciler-type=none",
-            "--authorization-mode=RBAC",
+            # Kubelets join with node identities: the node authorizer (with its graph of pods, claims and
+            # the special claim a pod's status names) and the NodeRestriction admission plugin guard them.
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
             "--allow-privileged=true",
             "--v=1",
         ]
@@ -657,7 +738,7 @@ class ControlPlane:
         return argv
 
     def _start_apiserver(self) -> None:
-        self.port = free_port()
+        self.port = self.port or free_port()  # a restart keeps the port the kubeconfigs name
         self._spawn("kube-apiserver", self._apiserver_argv())
         ctx = self.ssl_context("admin")
         last: list[str] = [""]
@@ -687,21 +768,39 @@ class ControlPlane:
 
     def _write_kubeconfigs(self) -> None:
         for user in self.users:
-            cert, key = self.cert_paths(user)
-            config = {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "e2e",
-                        "cluster": {"server": self.url, "certificate-authority": str(self.ca_path)},
-                    }
-                ],
-                "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-                "contexts": [{"name": user, "context": {"cluster": "e2e", "user": user}}],
-                "current-context": user,
-            }
-            self.kubeconfig_path(user).write_text(json.dumps(config, indent=2) + "\n")
+            self._write_kubeconfig(user)
+
+    def _write_kubeconfig(self, user: str) -> None:
+        cert, key = self.cert_paths(user)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "e2e",
+                    "cluster": {"server": self.url, "certificate-authority": str(self.ca_path)},
+                }
+            ],
+            "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": user, "context": {"cluster": "e2e", "user": user}}],
+            "current-context": user,
+        }
+        self.kubeconfig_path(user).write_text(json.dumps(config, indent=2) + "\n")
+
+    def add_user(self, key: str, user: User) -> Path:
+        """Issues a client certificate for one more identity of a running control plane (a node's
+        ``system:node:<name>``, a driver's) and returns its kubeconfig."""
+        if self._ca is None or not self.port:
+            raise ControlPlaneError("add_user needs a started control plane")
+        if key in self.users:
+            raise ValueError(f"user {key!r} exists")
+        ukey, ucert = self._ca.issue(user.name, organizations=user.groups)
+        cert, kpath = self.cert_paths(key)
+        _write_cert(cert, ucert)
+        _write_key(kpath, ukey)
+        self.users[key] = user
+        self._write_kubeconfig(key)
+        return self.kubeconfig_path(key)
 
     def _start_controller_manager(self) -> None:
         pki = self.workdir / "pki"
@@ -719,7 +818,6 @@ class ControlPlane:
         self._start_component("kube-controller-manager", argv)
 
     def _start_scheduler(self) -> None:
-        assert self.binaries.kube_scheduler is not None
         argv = [
             str(self.binaries.kube_scheduler),
             f"--kubeconfig={self.kubeconfig_path('admin')}",
