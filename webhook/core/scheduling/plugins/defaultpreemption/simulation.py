@@ -1,0 +1,113 @@
+"""Victims taken out of the cluster state for a dry run, and put back (upstream's ``RemovePod`` and
+``AddPod`` on the candidate node's NodeInfo).
+
+Upstream mutates a clone of the node's NodeInfo; draxr's scheduler reads the ``ClusterState`` it
+was built on, so the dry run mutates that state and ``restore`` puts every victim back (always:
+``with Removal(state) as r``). What a removed victim frees, device-aware (issue 21):
+
+* its requests and host ports on the node (``AllocatedState.remove_pod``);
+* the devices of its special claims (KEP-5004's claim for its extended resources), and of its own
+  ResourceClaims, when nothing else holds them: every pod in a claim's ``reservedFor`` (and a
+  special claim's owner) is among the removed victims. The claim then leaves the state, so its
+  devices are free to the scheduler's own Filter and allocator.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from ....api.objects import Obj, as_dict, as_list, controller_ref, namespace, spec, status, uid
+from ....api.specialclaims import is_special_claim
+from ....cluster.state import ClaimKey, ClusterState, claim_key
+
+
+def own_claim_keys(state: ClusterState, pod: Obj) -> list[ClaimKey]:
+    """The claims a pod uses: its special claims, and the ResourceClaims of ``spec.resourceClaims``
+    (named directly, or generated from a template as ``status.resourceClaimStatuses`` names)."""
+    keys = [claim_key(c) for c in state.allocated.special_claims_of(pod)]
+    ns = namespace(pod)
+    generated = {
+        as_dict(s).get("name"): as_dict(s).get("resourceClaimName")
+        for s in as_list(status(pod).get("resourceClaimStatuses"))
+    }
+    for ref in as_list(spec(pod).get("resourceClaims")):
+        r = as_dict(ref)
+        claim_name = r.get("resourceClaimName") or generated.get(r.get("name"))
+        if isinstance(claim_name, str) and claim_name:
+            keys.append((ns, claim_name))
+    return keys
+
+
+def holders(claim: Obj) -> set[str]:
+    """The pods (by uid) that keep a claim's devices: its ``reservedFor`` pods, and for a special
+    claim its owner pod."""
+    out = {
+        str(as_dict(r).get("uid"))
+        for r in as_list(status(claim).get("reservedFor"))
+        if as_dict(r).get("resource", "pods") == "pods"
+    }
+    if is_special_claim(claim):
+        owner = controller_ref(claim)
+        if owner is not None:
+            out.add(str(owner.get("uid")))
+    return out
+
+
+class Removal:
+    """A set of victims removed from ``state``; ``remove`` and ``add`` move one at a time."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.removed: dict[str, Obj] = {}  # uid -> pod
+        self._freed: dict[ClaimKey, Obj] = {}  # claims taken out of the state, to put back
+
+    def __enter__(self) -> Removal:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.restore()
+
+    def remove(self, pod: Obj) -> None:
+        self.removed[uid(pod)] = pod
+        self.state.apply("Pod", pod, deleted=True)
+        self._settle(pod)
+
+    def add(self, pod: Obj) -> None:
+        self.removed.pop(uid(pod), None)
+        self.state.apply("Pod", pod)
+        self._settle(pod)
+
+    def restore(self) -> None:
+        for pod in list(self.removed.values()):
+            self.add(pod)
+
+    def freed_claims(self) -> list[Obj]:
+        """The claims whose devices the removed victims free, in the order freed."""
+        return list(self._freed.values())
+
+    def _settle(self, pod: Obj) -> None:
+        """Each claim of ``pod`` is out of the state exactly when all its holders are removed."""
+        allocated = self.state.allocated
+        for key in self._keys(pod):
+            claim = self._freed.get(key) or allocated.claims.get(key)
+            if claim is None or not as_dict(status(claim).get("allocation")):
+                continue
+            held = holders(claim)
+            free = bool(held) and held <= self.removed.keys()
+            if free and key not in self._freed:
+                self._freed[key] = claim
+                self.state.apply("ResourceClaim", claim, deleted=True)
+            elif not free and key in self._freed:
+                del self._freed[key]
+                self.state.apply("ResourceClaim", claim)
+
+    def _keys(self, pod: Obj) -> list[ClaimKey]:
+        """A pod's claims, those already freed included (no longer in the state)."""
+        keys = own_claim_keys(self.state, pod)
+        pod_uid = uid(pod)
+        for key, claim in self._freed.items():
+            if key not in keys and pod_uid in holders(claim):
+                keys.append(key)
+        return keys
