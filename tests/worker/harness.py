@@ -23,6 +23,7 @@ RESOURCE = {
     "ResourceClaim": "resourceclaims",
     "Pod": "pods",
     "DeviceTaintRule": "devicetaintrules",
+    "PodDisruptionBudget": "poddisruptionbudgets",
 }
 GPU = "example.com/gpu"
 #: The first retry of a failed pod comes this fast in tests (1 s in production; doubles per attempt).

@@ -81,6 +81,15 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), create_on_update=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, create_on_update=True),
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=("status",),
+    ),
     ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     ResourceType(

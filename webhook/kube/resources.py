@@ -40,6 +40,7 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceS
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io",
@@ -81,5 +82,6 @@ BY_PLURAL = {
         LEASES,
         RESOURCE_QUOTAS,
         RESOURCE_CLAIM_TEMPLATES,
+        POD_DISRUPTION_BUDGETS,
     )
 }

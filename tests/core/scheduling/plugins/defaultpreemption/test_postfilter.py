@@ -389,3 +389,32 @@ def test_preemptor_fits_after_eviction_per_the_scheduler() -> None:
     decision = Scheduler(st, "upstream").schedule(gpu_pod("p", 2, priority=HIGH))
     assert decision.status == SCHEDULED
     assert decision.node == "n1"
+
+
+def test_a_victims_devices_still_in_its_reservation_are_freed_too() -> None:
+    """Reproduced on the emulator: a victim whose binding cycle had just ended still held its
+    devices through its in-flight reservation, so the dry run saw them taken and chose others."""
+    pods = [bind(gpu_pod(f"low-{i}", 1, priority=LOW if i < 2 else MID), "n1") for i in range(4)]
+    st = state_of(*gpu_node("n1", 4), *pods, *(holding(p, [f"gpu-{i}"]) for i, p in enumerate(pods)))
+    st.reserve("token-low-0", [("gpu.example.com", "n1", "gpu-0")], pods[0], "n1")
+    result = preempt(st, gpu_pod("p", 2, priority=HIGH))
+    assert sorted(v["metadata"]["name"] for v in result.victims) == ["low-0", "low-1"]
+    assert st.allocated.reservations_holding([("gpu.example.com", "n1", "gpu-0")]) == {
+        "token-low-0": [("gpu.example.com", "n1", "gpu-0")]
+    }
+
+
+def test_a_nominated_pod_waits_while_a_deleted_victims_devices_are_released() -> None:
+    """Reproduced on the emulator: the victims were gone but their special claims not yet
+    deleted; the preemptor, still not fitting, preempted again and took a third victim."""
+    gone = bind(gpu_pod("gone", 1, priority=LOW), "n1")
+    stays = bind(gpu_pod("stays", 1, priority=LOW), "n1")
+    st = state_of(*gpu_node("n1", 2), stays, holding(gone, ["gpu-0"]), holding(stays, ["gpu-1"]))
+    p = gpu_pod("p", 1, priority=HIGH)
+    p["status"] = {"nominatedNodeName": "n1"}
+    result = preempt(st, p)
+    assert not result.success
+    assert result.nominated_node is None
+    assert result.message == "preemption: not eligible due to a terminating pod on the nominated node."
+    del p["status"]  # without a nomination, it is another pod's leftover: preempting is fine
+    assert preempt(st, p).success

@@ -7,7 +7,10 @@ of the dry run (for the message when nothing helps) and each candidate found.
 
 The steps, upstream's:
 1. ``PodEligibleToPreemptOthers``: not with ``preemptionPolicy: Never``; not while a lower-priority
-   pod preempted for it still terminates on its nominated node.
+   pod preempted for it still terminates on its nominated node, nor (device-aware) while devices
+   there are still held by claims no live pod holds (a deleted victim's, until draxr's cleanup
+   or the claim controller releases them: preempting again would take more victims for the same
+   devices).
 2. The nodes where preemption might help: those whose Filter reasons are resolvable by removing
    pods (``unresolvable``).
 3. On each, ``SelectVictimsOnNode``: remove every lower-priority pod (freeing its devices:
@@ -33,7 +36,7 @@ from ....api.objects import Obj, annotations_of, as_dict, spec, status
 from ...framework import Decision, PreFilterFailed, fit_error
 from ...scheduler import Scheduler
 from .pdb import split_by_pdb_violation
-from .simulation import Removal
+from .simulation import Removal, releasing_devices
 from .unresolvable import unresolvable
 from .victims import Victim, by_importance, pod_priority, terminating_by_preemption
 
@@ -148,6 +151,8 @@ class DefaultPreemption:
             if unresolvable(reasons.get(nominated, [])):
                 return None
             if any(terminating_by_preemption(v.pod) for v in cycle.lower.get(nominated, [])):
+                return NOT_ELIGIBLE_TERMINATING
+            if releasing_devices(self.state, nominated):
                 return NOT_ELIGIBLE_TERMINATING
         return None
 

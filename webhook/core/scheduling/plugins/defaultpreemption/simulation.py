@@ -9,7 +9,9 @@ was built on, so the dry run mutates that state and ``restore`` puts every victi
 * the devices of its special claims (KEP-5004's claim for its extended resources), and of its own
   ResourceClaims, when nothing else holds them: every pod in a claim's ``reservedFor`` (and a
   special claim's owner) is among the removed victims. The claim then leaves the state, so its
-  devices are free to the scheduler's own Filter and allocator.
+  devices are free to the scheduler's own Filter and allocator; so does an in-flight reservation
+  still holding them (the victim's own Reserve, its binding cycle just finished: the allocator
+  never gives one device to two pods).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from types import TracebackType
 
 from ....api.objects import Obj, as_dict, as_list, controller_ref, namespace, spec, status, uid
 from ....api.specialclaims import is_special_claim
+from ....cluster.allocated import allocated_devices
+from ....cluster.slices import DeviceKey
 from ....cluster.state import ClaimKey, ClusterState, claim_key
+from ..dynamicresources.resume import allocation_node
 
 
 def own_claim_keys(state: ClusterState, pod: Obj) -> list[ClaimKey]:
@@ -53,6 +58,19 @@ def holders(claim: Obj) -> set[str]:
     return out
 
 
+def releasing_devices(state: ClusterState, node: str) -> bool:
+    """Some claim allocated on ``node`` has holders, none of which counts on a node any more: a
+    deleted pod's devices not yet released."""
+    allocated = state.allocated
+    for claim in allocated.claims.values():
+        if allocation_node(claim) != node:
+            continue
+        held = holders(claim)
+        if held and not any(allocated.counts_pod(u) for u in held):
+            return True
+    return False
+
+
 class Removal:
     """A set of victims removed from ``state``; ``remove`` and ``add`` move one at a time."""
 
@@ -60,6 +78,7 @@ class Removal:
         self.state = state
         self.removed: dict[str, Obj] = {}  # uid -> pod
         self._freed: dict[ClaimKey, Obj] = {}  # claims taken out of the state, to put back
+        self._reservations: dict[ClaimKey, dict[str, list[DeviceKey]]] = {}  # released with them
 
     def __enter__(self) -> Removal:
         return self
@@ -99,9 +118,15 @@ class Removal:
             if free and key not in self._freed:
                 self._freed[key] = claim
                 self.state.apply("ResourceClaim", claim, deleted=True)
+                held_too = allocated.reservations_holding(allocated_devices(claim))
+                self._reservations[key] = held_too
+                for token in held_too:
+                    allocated.unreserve_devices(token)
             elif not free and key in self._freed:
                 del self._freed[key]
                 self.state.apply("ResourceClaim", claim)
+                for token, devices in self._reservations.pop(key, {}).items():
+                    allocated.reserve_devices(token, devices)
 
     def _keys(self, pod: Obj) -> list[ClaimKey]:
         """A pod's claims, those already freed included (no longer in the state)."""
