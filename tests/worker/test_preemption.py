@@ -114,3 +114,59 @@ def test_no_preemption_among_equals(kube: Cluster) -> None:
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     assert names(kube) == {"a", "same"}
+
+
+def test_victims_terminate_gracefully_and_the_preemptor_waits_for_them(kube: Cluster) -> None:
+    """A victim that takes its grace period (a finalizer stands in for the kubelet): it is marked
+    DisruptionTarget and deleted with its own terminationGracePeriodSeconds; meanwhile the
+    preemptor, nominated, preempts nobody else; once the victim is gone it binds."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    kube.worker()
+    for name in ("slow", "other"):
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "finalizers": ["example.com/kubelet"]},
+            "spec": {
+                "schedulerName": "draxr",
+                "priority": 0 if name == "slow" else 5,
+                "terminationGracePeriodSeconds": 7,
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {GPU: 1}}}],
+            },
+        }
+        kube.em.create("pods", body)
+    kube.wait_bound(2)
+    kube.pod("train", {GPU: 1}, priority=1000)
+
+    def terminating() -> Obj | None:
+        slow = kube.em.get("pods", "slow", "default")
+        return slow if slow["metadata"].get("deletionTimestamp") else None
+
+    slow = kube.em.wait_for(terminating, 30, "the victim terminating")
+    assert slow["metadata"]["deletionGracePeriodSeconds"] == 7
+    (cond,) = [c for c in slow["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
+    assert cond["message"] == "draxr: preempting to accommodate a higher priority pod"
+    kube.em.wait_for(
+        lambda: kube.em.get("pods", "train", "default")["status"].get("nominatedNodeName") == "n",
+        30,
+        "nominated",
+    )
+    # the next attempts wait for the victim instead of preempting "other" too
+    waiting = " preemption: not eligible due to a terminating pod on the nominated node."
+    kube.em.wait_for(
+        lambda: any(
+            e["message"].endswith(waiting)
+            for e in events(kube, "FailedScheduling")
+            if e["involvedObject"]["name"] == "train"
+        ),
+        30,
+        "the preemptor waiting for its victim",
+    )
+    assert [e["involvedObject"]["name"] for e in events(kube, "Preempted")] == ["slow"]
+    assert "train" not in kube.bound()
+    slow = kube.em.get("pods", "slow", "default")
+    slow["metadata"]["finalizers"] = []
+    kube.em.update("pods", slow)  # the kubelet is done: the pod goes
+    kube.em.wait_for(lambda: kube.bound().get("train") == "n", 30, "the preemptor bound")
+    assert names(kube) == {"other", "train"}
