@@ -418,3 +418,55 @@ def test_a_nominated_pod_waits_while_a_deleted_victims_devices_are_released() ->
     assert result.message == "preemption: not eligible due to a terminating pod on the nominated node."
     del p["status"]  # without a nomination, it is another pod's leftover: preempting is fine
     assert preempt(st, p).success
+
+
+def _labelled(p: Obj, **labels: str) -> Obj:
+    p["metadata"]["labels"] = dict(labels)
+    return p
+
+
+# TestSelectVictimsOnNode (default_preemption_test.go), its single-pod cases: node1 of
+# veryLargeRes, the preemptor high priority asking largeRes, a PDB {app: foo} allowing 0.
+SELECT_VICTIMS: list[tuple[str, list[Obj], set[str], int]] = [
+    ("Basic: Preempt single lower priority pod", [cpu_pod("victim", LARGE, LOW, "node1")], {"victim"}, 0),
+    (
+        "Priority: Prefer lower priority victim",
+        [
+            cpu_pod("high-prio", SMALL, HIGH, "node1"),
+            cpu_pod("mid-prio", SMALL, MID, "node1"),
+            cpu_pod("low-prio", SMALL, LOW, "node1"),
+        ],
+        {"low-prio"},
+        0,
+    ),
+    (
+        "PDB: Prefer non-violating victim with higher priority over violating victim with lower priority",
+        [
+            _labelled(cpu_pod("victim-pdb", MEDIUM, LOW, "node1"), app="foo"),
+            cpu_pod("victim-no-pdb", MEDIUM, MID, "node1"),
+        ],
+        {"victim-no-pdb"},
+        0,
+    ),
+    (
+        "PDB: Prefer lower prioirity pod for preemption, "  # upstream's spelling
+        "when preemption without pdb violation is not possible",
+        [
+            _labelled(cpu_pod("v1", MEDIUM, LOW, "node1"), app="foo"),
+            _labelled(cpu_pod("v2", MEDIUM, MID, "node1"), app="foo"),
+        ],
+        {"v1"},
+        1,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "pods", "victims", "violations"), SELECT_VICTIMS, ids=[c[0] for c in SELECT_VICTIMS]
+)
+def test_select_victims_on_node(name: str, pods: list[Obj], victims: set[str], violations: int) -> None:
+    st = state_of(*big_nodes("node1"), *pods)
+    result = preempt(st, cpu_pod("p", LARGE, HIGH), [pdb("foo", 0, app="foo")])
+    assert result.candidate is not None
+    assert {v["metadata"]["name"] for v in result.victims} == victims
+    assert result.candidate.pdb_violations == violations
