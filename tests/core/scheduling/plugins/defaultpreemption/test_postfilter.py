@@ -12,6 +12,7 @@ from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
 from webhook.core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
+from webhook.core.scheduling.plugins.defaultpreemption.postfilter import num_candidates
 from webhook.core.scheduling.scheduler import Scheduler
 
 from .fixtures import bind, gpu_node, gpu_pod, holding, pdb, state_of, user_claim
@@ -470,3 +471,15 @@ def test_select_victims_on_node(name: str, pods: list[Obj], victims: set[str], v
     assert result.candidate is not None
     assert {v["metadata"]["name"] for v in result.victims} == victims
     assert result.candidate.pdb_violations == violations
+
+
+def test_num_candidates_is_upstreams() -> None:
+    """TestGetOffsetAndNumCandidates' numCandidates: 10% of the nodes, at least 100, at most all."""
+    assert [num_candidates(n) for n in (0, 10, 100, 1000, 5000)] == [0, 10, 100, 100, 500]
+
+
+def test_the_dry_run_stops_after_enough_candidates() -> None:
+    nodes = [f"node{i:03d}" for i in range(150)]
+    st = state_of(*big_nodes(*nodes), *(cpu_pod(f"v{i}", LARGE, LOW, n) for i, n in enumerate(nodes)))
+    result = preempt(st, cpu_pod("p", LARGE, HIGH))
+    assert len(result.candidates) == 100

@@ -45,11 +45,18 @@ def taken(state: ClusterState) -> tuple[object, ...]:
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(NODE, min_size=1, max_size=3), st.integers(-1, 4), st.integers(1, 4))
-def test_preemption_invariants(nodes: list[tuple[int, list[tuple[int, int]]]], prio: int, want: int) -> None:
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(NODE, min_size=1, max_size=3),
+    st.integers(-1, 4),
+    st.integers(1, 4),
+    st.sampled_from(["binpack", "spread", "upstream"]),
+)
+def test_preemption_invariants(
+    nodes: list[tuple[int, list[tuple[int, int]]]], prio: int, want: int, policy: str
+) -> None:
     state = cluster(nodes)
-    sched = Scheduler(state, "upstream", percentage_of_nodes_to_score=100)
+    sched = Scheduler(state, policy, percentage_of_nodes_to_score=100)
     preemptor = gpu_pod("preemptor", want, priority=prio)
     decision = sched.schedule(preemptor)
     if decision.status != UNSCHEDULABLE:

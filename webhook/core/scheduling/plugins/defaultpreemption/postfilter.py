@@ -21,8 +21,10 @@ The steps, upstream's:
    priority sum, fewest victims, latest start of the highest-priority victims, then the first by
    name.
 
-Upstream dry-runs a sample of the candidate nodes (at least 10% or 100) from a random offset;
-draxr dry-runs every candidate node in name order, so the answer is deterministic.
+As upstream (``GetOffsetAndNumCandidates``), the dry run stops once it has found
+``max(10% of the potential nodes, 100)`` candidates, at least one of them without PDB violations;
+it starts at the pod's own place in the ring of names (``sampling.start_of``) where upstream
+starts at a random offset, so the answer is deterministic.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from typing import Final
 from ....allocation.allocator import AllocationError
 from ....api.constants import WRITER_ANNOTATION
 from ....api.objects import Obj, annotations_of, as_dict, spec, status
+from ...cycle import Cycle
 from ...framework import Decision, PreFilterFailed, fit_error
+from ...sampling import rotation, start_of
 from ...scheduler import Scheduler
 from .pdb import split_by_pdb_violation
 from .simulation import Removal, releasing_devices
@@ -48,6 +52,15 @@ NO_VICTIMS: Final = "No preemption victims found for incoming pod"
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 
 _INT32_OFFSET: Final = 2**31  # MaxInt32 + 1: every priority counts >= 0 in the sum
+#: Upstream's DefaultPreemptionArgs defaults.
+MIN_CANDIDATE_NODES_PERCENTAGE: Final = 10
+MIN_CANDIDATE_NODES_ABSOLUTE: Final = 100
+
+
+def num_candidates(potential: int) -> int:
+    """``calculateNumCandidates``: 10% of the potential nodes, at least 100, at most all."""
+    n = potential * MIN_CANDIDATE_NODES_PERCENTAGE // 100
+    return min(max(n, MIN_CANDIDATE_NODES_ABSOLUTE), potential)
 
 
 @dataclass(slots=True)
@@ -118,10 +131,16 @@ class DefaultPreemption:
             return PostFilterResult(False, why)
         total = len(self.state.nodes)
         potential = sorted(n for n, r in decision.reasons.items() if r and not unresolvable(r))
-        for node in potential:
+        wanted = num_candidates(len(potential))
+        non_violating = 0
+        for node in rotation(potential, start_of(pod, potential)):
             candidate = self.select_victims_on_node(cycle, node)
-            if candidate is not None:
-                cycle.candidates.append(candidate)
+            if candidate is None:
+                continue
+            cycle.candidates.append(candidate)
+            non_violating += candidate.pdb_violations == 0
+            if non_violating and len(cycle.candidates) >= wanted:
+                break
         if not cycle.candidates:
             statuses = {n: [NOT_HELPFUL] for n in self.state.nodes.names()}
             statuses.update(cycle.statuses)
@@ -166,7 +185,15 @@ class DefaultPreemption:
         with Removal(self.state) as removal:
             for v in possible:
                 removal.remove(v.pod)
-            why = self.fits(cycle.pod, node)
+            try:
+                # One PreFilter per node: its views follow the state as victims come and go.
+                sched_cycle: Cycle = self.scheduler.pre_filter(
+                    cycle.pod, ignore_claim=self._reuses_claim(cycle.pod)
+                )
+            except PreFilterFailed as e:
+                cycle.statuses[node] = [str(e)]
+                return None
+            why = self.fits(cycle.pod, node, sched_cycle)
             if why:
                 cycle.statuses[node] = why
                 return None
@@ -175,30 +202,31 @@ class DefaultPreemption:
             victims: list[Victim] = []
             violations = 0
             for v, count in violating:
-                if not self._reprieve(removal, cycle.pod, node, v):
+                if not self._reprieve(removal, cycle.pod, node, v, sched_cycle):
                     victims.append(v)
                     violations += count
             for v in non_violating:
-                if not self._reprieve(removal, cycle.pod, node, v):
+                if not self._reprieve(removal, cycle.pod, node, v, sched_cycle):
                     victims.append(v)
         if violating and non_violating:
             victims = by_importance(victims)
         return Candidate(node, victims, violations)
 
-    def _reprieve(self, removal: Removal, pod: Obj, node: str, victim: Victim) -> bool:
+    def _reprieve(self, removal: Removal, pod: Obj, node: str, victim: Victim, sched_cycle: Cycle) -> bool:
         """Put ``victim`` back; True if the pod still fits, else it is removed again."""
         removal.add(victim.pod)
-        if not self.fits(pod, node):
+        if not self.fits(pod, node, sched_cycle):
             return True
         removal.remove(victim.pod)
         return False
 
-    def fits(self, pod: Obj, node: str) -> list[str]:
+    def fits(self, pod: Obj, node: str, sched_cycle: Cycle | None = None) -> list[str]:
         """The scheduler's Filter for ``pod`` on ``node`` in the state as it is: [] when it fits,
-        else the node's reasons."""
+        else the node's reasons. ``sched_cycle``: a PreFilter already made for ``pod``."""
         try:
-            cycle = self.scheduler.pre_filter(pod, ignore_claim=self._reuses_claim(pod))
-            return self.scheduler.filter(pod, cycle, node).reasons
+            if sched_cycle is None:
+                sched_cycle = self.scheduler.pre_filter(pod, ignore_claim=self._reuses_claim(pod))
+            return self.scheduler.filter(pod, sched_cycle, node).reasons
         except (PreFilterFailed, AllocationError) as e:
             return [str(e)]
 

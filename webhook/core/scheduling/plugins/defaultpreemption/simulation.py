@@ -79,6 +79,8 @@ class Removal:
         self.removed: dict[str, Obj] = {}  # uid -> pod
         self._freed: dict[ClaimKey, Obj] = {}  # claims taken out of the state, to put back
         self._reservations: dict[ClaimKey, dict[str, list[DeviceKey]]] = {}  # released with them
+        self._claims_of: dict[str, list[ClaimKey]] = {}  # pod uid -> its claims, learnt on removal
+        self._holders: dict[ClaimKey, set[str]] = {}
 
     def __enter__(self) -> Removal:
         return self
@@ -113,7 +115,9 @@ class Removal:
             claim = self._freed.get(key) or allocated.claims.get(key)
             if claim is None or not as_dict(status(claim).get("allocation")):
                 continue
-            held = holders(claim)
+            held = self._holders.get(key)
+            if held is None:
+                held = self._holders[key] = holders(claim)
             free = bool(held) and held <= self.removed.keys()
             if free and key not in self._freed:
                 self._freed[key] = claim
@@ -129,10 +133,9 @@ class Removal:
                     allocated.reserve_devices(token, devices)
 
     def _keys(self, pod: Obj) -> list[ClaimKey]:
-        """A pod's claims, those already freed included (no longer in the state)."""
-        keys = own_claim_keys(self.state, pod)
+        """A pod's claims, learnt while they are all in the state (its first removal)."""
         pod_uid = uid(pod)
-        for key, claim in self._freed.items():
-            if key not in keys and pod_uid in holders(claim):
-                keys.append(key)
+        keys = self._claims_of.get(pod_uid)
+        if keys is None:
+            keys = self._claims_of[pod_uid] = own_claim_keys(self.state, pod)
         return keys
