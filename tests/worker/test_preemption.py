@@ -143,6 +143,7 @@ def test_victims_terminate_gracefully_and_the_preemptor_waits_for_them(kube: Clu
         return slow if slow["metadata"].get("deletionTimestamp") else None
 
     slow = kube.em.wait_for(terminating, 30, "the victim terminating")
+    assert slow is not None
     assert slow["metadata"]["deletionGracePeriodSeconds"] == 7
     (cond,) = [c for c in slow["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
