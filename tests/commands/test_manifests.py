@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e.emulator import Emulator
 from webhook.cli import main
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.install.files import defaults
 from webhook.install.names import CA_SECRET, TLS_SECRET
 from webhook.install.pki import (

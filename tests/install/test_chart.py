@@ -21,10 +21,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from e2e.emulator import Emulator
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.install import monitoring
 from webhook.install.manifests import render
 from webhook.install.names import DEFAULT_NAMESPACE, WEBHOOK

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from e2e.emulator.admission.conditions import ConditionEvaluator
 from webhook.core.api.objects import Obj
-from webhook.emulator.admission.conditions import ConditionEvaluator
 from webhook.install.matchconditions import (
     CLAIM_GUARDED_CHANGE,
     ERCS_CHANGED,

@@ -14,9 +14,9 @@ import kubernetes_validate
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from e2e.emulator.sandbox import Sandbox
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
-from webhook.emulator.sandbox import Sandbox
 from webhook.install import manifests, monitoring, names, webhooks
 from webhook.install.files import dump
 

@@ -18,8 +18,8 @@ import pytest
 from cryptography import x509
 from prometheus_client import generate_latest
 
-from webhook.emulator import Emulator
-from webhook.emulator.sandbox import Sandbox
+from e2e.emulator import Emulator
+from e2e.emulator.sandbox import Sandbox
 from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
 from webhook.install.pki import (
     Issued,

@@ -1,7 +1,7 @@
 """What every ``draxr`` command's flags share: a parser that fails in one line, and value types.
 
 A bad flag or value ends the command with exit status 2 and one line on standard error, in
-argparse's own form without its usage block: ``draxr demo: error: --timeout: must be a positive
+argparse's own form without its usage block: ``draxr serve: error: --qps: must be a positive
 number, not -1``. The type functions below raise ``argparse.ArgumentTypeError`` with the reason;
 argparse names the flag.
 """

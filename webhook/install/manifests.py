@@ -10,15 +10,12 @@ configurations (webhooks.py). ``manifests/`` holds the cert-manager rendering wi
 from __future__ import annotations
 
 from ..core.api.objects import Obj
-from .names import DEFAULT_NAMESPACE, LEASE, WEBHOOK, WORKER, metadata
+from .names import metadata
 from .options import InstallOptions, ManifestError
 from .rbac import certificate_rbac, rbac
 from .trust import Certificates, b64, cert_manager_objects, certificate_secrets
-from .webhooks import configurations, webhook_configurations
+from .webhooks import configurations
 from .workloads import network_policies, workloads
-
-# ``draxr serve`` (runtime/serve.py, commands/serve.py) and the emulator's sandbox read these here.
-__all__ = ["DEFAULT_NAMESPACE", "LEASE", "WEBHOOK", "WORKER", "render", "webhook_configurations"]
 
 
 def render(
