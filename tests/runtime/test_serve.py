@@ -195,3 +195,26 @@ def test_a_webhook_serving_an_expired_certificate_is_not_ready(tmp_path: Path) -
     assert ready.text.startswith(expired)
     assert answer.status_code == 503
     assert answer.json() == {"error": f"draxr webhook not ready: {ready.text.splitlines()[0]}"}
+
+
+def test_every_replica_reports_the_mode_of_the_workers_leaders_probe(kube: Cluster) -> None:
+    """Issue 23: the worker's leader probes the apiserver's gate and publishes it; a webhook replica
+    reads it, so both say the same (kube/sharedgate.py)."""
+    worker = kube.worker()  # the only worker: it leads
+
+    def published() -> list[str]:
+        return [c["metadata"]["name"] for c in kube.em.list("configmaps", "draxr-system")]
+
+    kube.em.wait_for(
+        lambda: "draxr-apiserver-gate" in published(),
+        10,
+        "the published answer",
+    )
+    webhook = Process(ServeOptions(worker=False, kubeconfig=str(kube.kubeconfig), identity="webhook-0"))
+    try:
+        webhook.start_background()
+        assert webhook.gate.source.startswith("shared by w1, probed ")
+        assert webhook.gate.enabled is worker.gate.enabled is True
+        assert webhook.mode.current() == "native"
+    finally:
+        webhook.stop()

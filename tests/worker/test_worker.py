@@ -3,6 +3,8 @@ real client (issue 4's scenarios)."""
 
 from __future__ import annotations
 
+import json
+
 from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
 
 
@@ -321,4 +323,24 @@ def test_a_device_taint_rule_keeps_pods_off_the_tainted_devices_until_it_goes(ku
     kube.em.wait_for(lambda: (kube.condition("second") or {}).get("message") == msg, 10)
     kube.em.delete("devicetaintrules", "gpu-0-broken")
     assert kube.wait_bound(2) == {"first": "n", "second": "n"}
+    kube.check_consistent()
+
+
+def test_a_class_that_tolerates_a_taint_lets_the_tainted_device_serve(kube: Cluster) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): the special claim's requests carry the
+    class's tolerations, as the claim the worker writes and its allocation show."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    tolerating = device_class()
+    tolerating["metadata"]["annotations"] = {
+        "draxr.io/extended-resource-tolerations": json.dumps([toleration])
+    }
+    tainted = gpu_slice("n", 1)
+    tainted["spec"]["devices"][0]["taints"] = [{"key": "example.com/maintenance", "effect": "NoSchedule"}]
+    kube.apply(node("n"), tolerating, tainted)
+    kube.worker()
+    kube.pod("p")
+    assert kube.wait_bound(1) == {"p": "n"}
+    (claim,) = kube.claims()
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [toleration]
+    assert claim["status"]["allocation"]["devices"]["results"][0]["tolerations"] == [toleration]
     kube.check_consistent()

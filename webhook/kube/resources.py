@@ -42,6 +42,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io",
     "v1",

@@ -79,18 +79,19 @@ class Process:
                 connection.kubeconfig, qps=connection.qps, burst=connection.burst, hook=hook
             )
             self.cache = ClusterCache(self._state())
+        identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
         if opts.worker:
             from ..kube.leader import LeaderElector
             from ..worker.worker import Worker
 
             assert self.metrics is not None
-            identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
             cfg = replace(opts.scheduling, identity=identity)
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
             #: What follows the Lease (or, without leader election, is told once it leads).
             self.on_leadership: Callable[[bool], None] = self.worker.on_leadership
             if opts.tls.rotate:
                 self.on_leadership = self._rotation(self.worker.on_leadership)
+            self.on_leadership = self._waking_the_gate(self.on_leadership)
             election = opts.leader_election
             if election.leader_elect:
                 self.leader = LeaderElector(
@@ -105,16 +106,27 @@ class Process:
                 )
                 self.worker.leader = self.leader
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
+        # The worker's leader probes the apiserver's gate and publishes the answer; every other
+        # replica reads it (kube/sharedgate.py), so all report the same mode.
+        from ..install.names import GATE_CONFIGMAP
+        from ..kube.gates import ApiserverGate
+        from ..kube.sharedgate import SharedGateRecord
+
+        self.gate = ApiserverGate(
+            self.client,
+            opts.gate.setting,
+            interval=opts.gate.interval,
+            on_change=lambda enabled, source: self.mode.refresh() if self.mode is not None else None,
+            shared=SharedGateRecord(self.client, opts.namespace, GATE_CONFIGMAP)
+            if self.client is not None
+            else None,
+            publishes=self._publishes_gate,
+            identity=identity,
+            reads=opts.webhook,
+        )
         if opts.webhook:
-            from ..kube.gates import ApiserverGate
             from .mode import ModeReporter
 
-            self.gate = ApiserverGate(
-                self.client,
-                opts.gate.setting,
-                interval=opts.gate.interval,
-                on_change=lambda enabled, source: self.mode.refresh(),
-            )
             self.mode = ModeReporter(
                 self.cache,
                 self.gate,
@@ -131,6 +143,20 @@ class Process:
             components=self.components(),
             cel_engine=self.cache.state.cel.engine,
         )
+
+    def _waking_the_gate(self, leadership: Callable[[bool], None]) -> Callable[[bool], None]:
+        """``leadership``, then, on leading, the gate refreshed at once: it publishes its answer."""
+
+        def leading(now: bool) -> None:
+            leadership(now)
+            if now and self.gate is not None:
+                self.gate.wake()
+
+        return leading
+
+    def _publishes_gate(self) -> bool:
+        """This replica writes the cluster's gate answer: the worker's leader (or its only worker)."""
+        return self.worker is not None and (self.leader is None or self.leader.is_leader())
 
     def components(self) -> str:
         """``webhook``, ``worker`` or ``webhook+worker``."""
@@ -240,7 +266,14 @@ class Process:
             if self.tls is not None:
                 readiness.certificate = self.tls.problem
                 readiness.details.append(lambda: [self.tls.describe()])
-            return webhook_app(self.cache, self.opts.admission, self.registry, self.gate, readiness=readiness)
+            return webhook_app(
+                self.cache,
+                self.opts.admission,
+                self.registry,
+                self.gate,
+                readiness=readiness,
+                apiserver_version=lambda: self.gate.version,
+            )
         from .apps import health_app
 
         return health_app(self.cache, self.registry, self.kinds())
@@ -251,6 +284,7 @@ class Process:
             self.cache.start(self.client, self.kinds())
         if self.gate is not None:
             self.gate.start()
+        if self.mode is not None:
             self.mode.refresh()
         if self.worker is not None:
             self.cache.wait_synced(self.kinds(), timeout=60)
