@@ -239,4 +239,15 @@ def test_a_template_whose_class_is_gone_is_never_wanted_again(k: Keeper) -> None
     assert not k.keeper.wanted()
     assert k.keeper.want(p) is False  # the pod's next event
     assert k.keeper.ensure() == 0
+
+
+def test_a_fence_that_falls_during_a_write_leaves_the_template_wanted(k: Keeper) -> None:
+    """The worker's client is fenced: a write refused by it (NotLeader) must not end the
+    maintenance thread; the template stays wanted for when this worker leads again."""
+    fence = [True]
+    keeper = TemplateKeeper(k.client.fenced(lambda: fence[0]), k.cache, lambda: True, grace=60, clock=k.clock)
+    keeper.want(k.rewritten("a", 2))
+    fence[0] = False
+    assert keeper.ensure() == 0
+    assert keeper.wanted()
     assert k.names() == []

@@ -20,7 +20,7 @@ from ..core.api.objects import Obj, key, name, namespace, status, uid
 from ..core.scheduling.framework import Decision
 from ..core.scheduling.plugins.defaultpreemption import PostFilterResult
 from ..kube.cache import ClusterCache, SharedScheduler
-from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
+from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import PODS
 from .events import EventRecorder, now_rfc3339
 
@@ -87,6 +87,9 @@ class PreemptionExecutor:
                 patch_type=STRATEGIC_PATCH,
             )
             self.client.delete(PODS, name(victim), namespace(victim), uid=uid(victim))
+        except NotLeader as e:  # the lease went meanwhile: the next leader decides again
+            log.warning("preemption of a victim failed", extra={"pod": key(victim), "reason": str(e)})
+            return
         except ApiError as e:
             if not e.not_found:
                 log.warning("preemption of a victim failed", extra={"pod": key(victim), "reason": str(e)})
@@ -104,5 +107,5 @@ class PreemptionExecutor:
                 subresource="status",
                 patch_type=STRATEGIC_PATCH,
             )
-        except ApiError as e:
+        except (ApiError, NotLeader) as e:
             log.warning("nominatedNodeName not written", extra={"pod": key(pod), "reason": str(e)})

@@ -34,7 +34,7 @@ from typing import Final
 from ..core.api.objects import Obj, is_terminating, name, namespace
 from ..core.paths.rewrite import TemplateRef, template, template_ref, templates_of, templates_used
 from ..kube.cache import ClusterCache
-from ..kube.client import ApiError, KubeClient
+from ..kube.client import ApiError, KubeClient, NotLeader
 from ..kube.resources import RESOURCE_CLAIM_TEMPLATES
 from .config import WorkerConfig
 
@@ -143,6 +143,10 @@ class TemplateKeeper:
                 self.client.create(RESOURCE_CLAIM_TEMPLATES, template(ref, ns), ns)
                 created += 1
                 log.info("created ResourceClaimTemplate", extra={"claim": f"{ns}/{tname}"})
+            except NotLeader:  # the fence fell meanwhile: the next leader makes it
+                with self._lock:
+                    self._wanted.setdefault((ns, tname), ref)
+                continue
             except ApiError as e:
                 if e.status != 409:  # 409: made meanwhile (by us, or a previous leader)
                     self._failed((ns, tname), ref, e, now)
@@ -192,6 +196,8 @@ class TemplateKeeper:
                 self.client.delete(RESOURCE_CLAIM_TEMPLATES, key[1], key[0])
                 deleted += 1
                 log.info("deleted unused ResourceClaimTemplate", extra={"claim": f"{key[0]}/{key[1]}"})
+            except NotLeader:
+                continue  # the fence fell meanwhile: the next leader collects it
             except ApiError as e:
                 if not e.not_found:
                     log.warning("delete ResourceClaimTemplate %s/%s: %s", key[0], key[1], e)
