@@ -153,7 +153,9 @@ def test_victims_terminate_gracefully_and_the_preemptor_waits_for_them(kube: Clu
         30,
         "nominated",
     )
-    # the next attempts wait for the victim instead of preempting "other" too
+    # the next attempt (a cluster change moves the pod: a node without GPUs joins) waits for the
+    # victim instead of preempting "other" too
+    kube.apply(node("m"))
     waiting = " preemption: not eligible due to a terminating pod on the nominated node."
     kube.em.wait_for(
         lambda: any(
