@@ -122,6 +122,17 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType(
         "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, subresources=("status",)
     ),
+    # policy/v1 PodDisruptionBudget (preemption reads them): its strategy keeps generation.
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=("status",),
+        generation=True,
+    ),
     ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, generation=True),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, generation=True),
     ResourceType(

@@ -197,8 +197,10 @@ def test_why_a_pending_pod_gives_the_workers_reasons_and_the_engines_now(sb: San
     code, out, _ = draxr(sb, "why", "big", "-n", "default")
     assert code == 0
     reason = "0/1 nodes are available: 1 cannot allocate all claims."
+    # the worker's condition carries DefaultPreemption's message after the fit error, as kube-scheduler's
+    preemption = " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     assert out.splitlines() == [
-        f"default/big is pending: Unschedulable: {reason}",
+        f"default/big is pending: Unschedulable: {reason}{preemption}",
         f"draxr's engine now: {reason}",
     ]
     code, out, _ = draxr(sb, "why", "big", "-o", "json")

@@ -57,6 +57,7 @@ def test_motivating_example_json_shape() -> None:
             "alignment",
             "path",
             "claims",
+            "preemption",
         }
         assert (p["path"], p["claims"]) == ("native", [])
         assert p["alignment"] is None  # no class of the example aligns by a topology attribute
@@ -785,3 +786,62 @@ def test_a_plan_of_objects_without_storage_is_volume_blind_unless_told_they_are_
     assert build_plan(objects).results[0].decision.node == "n"
     whole = build_plan(objects, whole_storage=True).results[0].decision
     assert whole.message == '0/1 nodes are available: persistentvolumeclaim "data" not found.'
+
+
+def test_plan_shows_whom_a_high_priority_pod_would_preempt_and_why(tmp_path: Path) -> None:
+    """Issue 21: a full node of low-priority GPU pods, a high-priority one pending: the plan names
+    the node it would be nominated to and the fewest, lowest victims (a PDB'd pod spared)."""
+    node = factory.node("n", {"example.com/gpu": 0})
+    cls = factory.device_class("gpu", ext="example.com/gpu", selectors=['device.driver == "d.example.com"'])
+    sl = factory.resource_slice("s", factory.gpus(3), driver="d.example.com", node_name="n")
+
+    def running(pod_name: str, prio: int, device: str, **labels: str) -> list[Obj]:
+        p = pod(pod_name, [container("c", {"example.com/gpu": "1"})], priority=prio, nodeName="n")
+        p["metadata"]["labels"] = dict(labels)
+        claim = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{pod_name}-gpu", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "r", "driver": "d.example.com", "pool": "n", "device": device}
+                        ]
+                    }
+                },
+                "reservedFor": [{"resource": "pods", "name": pod_name, "uid": f"uid-{pod_name}"}],
+            },
+        }
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{pod_name}-gpu"}]
+        return [p, claim]
+
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "keep"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    high = pod("train", [container("c", {"example.com/gpu": "2"})], priority=1000)
+    docs = [
+        node, cls, sl, budget,
+        *running("a", 0, "gpu-0", app="keep"), *running("b", 0, "gpu-1"), *running("c", 10, "gpu-2"),
+        high,
+    ]  # fmt: skip
+    write(tmp_path, "all.yaml", docs)
+    code, out, _ = plan([tmp_path], "json")
+    assert code == 1
+    (train,) = json.loads(out)["pods"]
+    assert train["preemption"] == {
+        "nominatedNodeName": "n",
+        "victims": [
+            {"namespace": "default", "name": "c", "priority": 10},
+            {"namespace": "default", "name": "b", "priority": 0},
+        ],
+        "pdbViolations": 0,
+        "message": "preemption: found a potential placement for pod on node n, preempting 2 victims",
+    }
+    _, table_out, _ = plan([tmp_path])
+    assert "preempting 2 victims: default/c, default/b" in table_out

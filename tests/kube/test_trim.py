@@ -72,7 +72,8 @@ def test_a_realistic_pod_keeps_a_fifth_of_its_json() -> None:
     kept = trim.pod(copy.deepcopy(raw))
     assert len(json.dumps(kept)) * 5 < len(json.dumps(raw))
     assert kept["metadata"] == {
-        k: raw["metadata"][k] for k in ("name", "namespace", "uid", "generateName", "creationTimestamp")
+        k: raw["metadata"][k]
+        for k in ("name", "namespace", "uid", "generateName", "creationTimestamp", "labels")
     }
     assert kept["spec"]["containers"] == [
         {"name": "main", "resources": raw["spec"]["containers"][0]["resources"]}
@@ -347,3 +348,25 @@ def test_the_workers_reads_of_a_cached_pod_are_the_same(pod: Obj, claim_name: st
             assert read(kept) == read(raw)
     finally:
         worker.stop()
+
+
+def test_a_pod_keeps_what_preemption_reads() -> None:
+    """Issue 21: labels (PDB selectors), preemptionPolicy, startTime, nominatedNodeName and the
+    DisruptionTarget condition reach the worker's cache."""
+    raw = realistic_pod(1, "node-1")
+    raw["spec"]["preemptionPolicy"] = "Never"
+    raw["status"].update({"startTime": "2026-01-01T00:00:00Z", "nominatedNodeName": "node-2"})
+    raw["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler", "message": "m"}
+    )
+    kept = trim.pod(copy.deepcopy(raw))
+    assert kept["metadata"]["labels"] == raw["metadata"]["labels"]
+    assert kept["spec"]["preemptionPolicy"] == "Never"
+    assert kept["status"]["startTime"] == "2026-01-01T00:00:00Z"
+    assert kept["status"]["nominatedNodeName"] == "node-2"
+    assert {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": "m",
+    } in (kept["status"]["conditions"])

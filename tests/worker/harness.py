@@ -24,6 +24,7 @@ RESOURCE = {
     "ResourceClaim": "resourceclaims",
     "Pod": "pods",
     "DeviceTaintRule": "devicetaintrules",
+    "PodDisruptionBudget": "poddisruptionbudgets",
 }
 GPU = "example.com/gpu"
 T = TypeVar("T")

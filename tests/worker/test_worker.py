@@ -121,7 +121,11 @@ def test_unschedulable_gets_condition_and_event_then_binds_when_a_slice_appears(
     kube.apply(node("n"), node("m"), device_class())
     kube.worker()
     kube.pod("waiting")
-    msg = "0/2 nodes are available: 2 cannot allocate all claims."
+    # kube-scheduler's message: the FitError, then DefaultPreemption's (nothing to preempt)
+    msg = (
+        "0/2 nodes are available: 2 cannot allocate all claims."
+        " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
     kube.em.wait_for(lambda: (kube.condition("waiting") or {}).get("message") == msg, 10)
     cond = kube.condition("waiting")
     assert cond is not None
@@ -143,7 +147,10 @@ def test_invalid_pools_are_named_in_the_condition_and_the_event(kube: Cluster) -
     kube.apply(node("n"), node("m"), device_class(), broken)
     kube.worker()
     kube.pod("waiting")
-    msg = "0/2 nodes are available: 1 cannot allocate all claims, 1 invalid resource pools were encountered."
+    msg = (
+        "0/2 nodes are available: 1 cannot allocate all claims, 1 invalid resource pools were encountered."
+        " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
     kube.em.wait_for(lambda: (kube.condition("waiting") or {}).get("message") == msg, 10)
     events = kube.em.wait_for(
         lambda: [e for e in kube.em.list("events", "default") if e["reason"] == "FailedScheduling"], 10
@@ -287,7 +294,10 @@ def test_concurrency_200_pods_for_64_devices(kube: Cluster) -> None:
     for n in pending[:5]:
         cond = kube.condition(n)
         assert cond is not None
-        assert cond["message"] == "0/8 nodes are available: 8 cannot allocate all claims."
+        assert cond["message"] == (
+            "0/8 nodes are available: 8 cannot allocate all claims."
+            " preemption: 0/8 nodes are available: 8 No preemption victims found for incoming pod."
+        )
     kube.check_consistent()
 
 
@@ -310,6 +320,7 @@ def test_a_device_taint_rule_keeps_pods_off_the_tainted_devices_until_it_goes(ku
     assert kube.allocated() == [("gpu.example.com", "n-gpu", "gpu-1")]  # never the tainted gpu-0
     kube.pod("second")
     msg = "0/1 nodes are available: 1 cannot allocate all claims."
+    msg += " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     kube.em.wait_for(lambda: (kube.condition("second") or {}).get("message") == msg, 10)
     kube.em.delete("devicetaintrules", "gpu-0-broken")
     assert kube.wait_bound(2) == {"first": "n", "second": "n"}

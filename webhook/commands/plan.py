@@ -21,6 +21,11 @@ sit in groups already broken.
 gate off: pods with DRA-backed names become ordinary claims made from draxr's templates, the
 kubelets without the gate serve no DRA-backed name natively, and in a mixed cluster a pod goes
 where it fits now, as ``core.paths`` decides at admission). The ``PATH`` column says which.
+
+A pod that fits nowhere gets kube-scheduler's DefaultPreemption (``PostFilter``, device-aware,
+with the input's PodDisruptionBudgets): the JSON's ``preemption`` and the table's reason say on
+which node it would be nominated, which running pods would be preempted, and why. The plan shows
+the preemption without doing it: the victims keep running and the pod stays unscheduled.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ from ..core.paths.rewrite import (
     template,
     templates_of,
 )
-from ..core.scheduling.framework import ERROR, SCHEDULED, Decision
+from ..core.scheduling.framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
+from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
 from ..core.scheduling.plugins.volumebinding.prebind import claim_bindings
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
@@ -81,6 +87,7 @@ class PodResult:
     claim_status: Obj | None = None
     path: str = "-"  # native, rewrite, device-plugin; "-" for a pod asking for no DRA-backed name
     claims: list[Obj] = field(default_factory=list)  # rewrite: the claims made from templates
+    preemption: PostFilterResult | None = None  # an unschedulable pod's PostFilter
 
     def to_json(self) -> dict[str, Any]:
         d = self.decision
@@ -96,10 +103,26 @@ class PodResult:
             "alignment": d.placement.to_api() if d.node and d.placement is not None else None,
             "path": self.path,
             "claims": [_claim_json(c, d) for c in self.claims],
+            "preemption": _preemption_json(self.preemption),
         }
         if d.node and d.volumes is not None:  # only for a pod whose claims this placement binds
             out["volumes"] = [b.to_api() for b in claim_bindings(d.volumes, d.node)]
         return out
+
+
+def _preemption_json(result: PostFilterResult | None) -> Obj | None:
+    """Where the pod would be nominated and whom it would preempt (None: not run)."""
+    if result is None:
+        return None
+    return {
+        "nominatedNodeName": result.nominated_node if result.success else None,
+        "victims": [
+            {"namespace": namespace(v.pod), "name": name(v.pod), "priority": v.priority}
+            for v in (result.candidate.victims if result.candidate is not None else [])
+        ],
+        "pdbViolations": result.candidate.pdb_violations if result.candidate is not None else 0,
+        "message": result.message,
+    }
 
 
 def _claim_json(claim: Obj, d: Decision) -> Obj:
@@ -169,6 +192,7 @@ def build_plan(
         for o in objects
         if o.get("kind") == "PersistentVolumeClaim" and FROM_CLAIM_TEMPLATE not in annotations_of(o)
     }
+    pdbs = [o for o in objects if o.get("kind") == "PodDisruptionBudget"]
     for o in objects:
         kind = o.get("kind")
         if kind == "PersistentVolumeClaim":
@@ -189,7 +213,12 @@ def build_plan(
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
-        plan.results.append(_take_path(scheduler, pod, mode))
+        result = _take_path(scheduler, pod, mode)
+        if result.decision.status == UNSCHEDULABLE:
+            result.preemption = DefaultPreemption(scheduler).post_filter(
+                result.decision.pod, result.decision, pdbs
+            )
+        plan.results.append(result)
     return plan
 
 
@@ -285,6 +314,10 @@ def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
 def _devices_text(r: PodResult) -> str:
     d = r.decision
     if d.status != SCHEDULED:
+        pre = r.preemption
+        if pre is not None and pre.success and pre.candidate is not None:
+            victims = ", ".join(f"{namespace(v.pod)}/{name(v.pod)}" for v in pre.candidate.victims)
+            return f"{d.message} {pre.message}: {victims}"
         return d.message
     parts: list[str] = []
     if d.special is not None:

@@ -42,9 +42,12 @@ def rbac(namespace: str) -> list[Obj]:
     ]
     worker_rules = [
         {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        # delete: preemption's victims (pods/status patch: their DisruptionTarget condition and the
+        # preemptor's nominatedNodeName, besides PodScheduled).
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {
             "apiGroups": ["resource.k8s.io"],

@@ -15,6 +15,7 @@ from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import STORAGE_KINDS as KEPT_STORAGE_KINDS
 from ..core.cluster.state import ClusterState
 from ..core.scheduling.framework import SCHEDULED, Decision
+from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
 from . import trim
@@ -29,6 +30,7 @@ from .resources import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
@@ -58,6 +60,7 @@ KIND_OF = {
     "CSIDriver": CSI_DRIVERS,
     "CSIStorageCapacity": CSI_STORAGE_CAPACITIES,
     "VolumeAttachment": VOLUME_ATTACHMENTS,
+    "PodDisruptionBudget": POD_DISRUPTION_BUDGETS,
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
@@ -74,8 +77,9 @@ WEBHOOK_KINDS = (
 )
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
 STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
-#: The worker also keeps the pods and the storage kinds.
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod", *STORAGE_KINDS)
+#: The worker also keeps the pods, the storage kinds and the PodDisruptionBudgets preemption
+#: respects.
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod", *STORAGE_KINDS, "PodDisruptionBudget")
 
 
 class ClusterCache:
@@ -86,6 +90,7 @@ class ClusterCache:
         self.pods: dict[str, Obj] = {}  # every pod by uid (the worker needs pending ones too)
         self._quotas: dict[tuple[str, str], Obj] = {}  # ResourceQuotas by (namespace, name)
         self._templates: dict[tuple[str, str], Obj] = {}  # ResourceClaimTemplates by (namespace, name)
+        self._pdbs: dict[tuple[str, str], Obj] = {}  # PodDisruptionBudgets by (namespace, name)
         self._listeners: list[Listener] = []
         self._static_synced: set[str] = set()
 
@@ -186,8 +191,10 @@ class ClusterCache:
                     self.pods.pop(uid(obj), None)
                 else:
                     self.pods[uid(obj)] = obj
-            elif kind in ("ResourceQuota", "ResourceClaimTemplate"):
-                index = self._quotas if kind == "ResourceQuota" else self._templates
+            elif kind in ("ResourceQuota", "ResourceClaimTemplate", "PodDisruptionBudget"):
+                index = {"ResourceQuota": self._quotas, "ResourceClaimTemplate": self._templates}.get(
+                    kind, self._pdbs
+                )
                 if deleted:
                     index.pop((namespace(obj), name(obj)), None)
                 else:
@@ -223,6 +230,10 @@ class ClusterCache:
         """ResourceClaimTemplates by (namespace, name)."""
         with self.lock:
             return dict(self._templates)
+
+    def pod_disruption_budgets(self) -> list[Obj]:
+        with self.lock:
+            return list(self._pdbs.values())
 
     def all_pods(self) -> dict[str, Obj]:
         """Every pod by uid (a copy of the index; the objects are shared, never mutate them)."""
@@ -295,6 +306,12 @@ class SharedScheduler:
             decision = self.engine.schedule(pod)
             token = self.engine.reserve(decision) if decision.status == SCHEDULED else None
         return decision, token
+
+    def preempt(self, pod: Obj, decision: Decision, pdbs: list[Obj]) -> PostFilterResult:
+        """DefaultPreemption's choice for an unschedulable decision, in one hold of the lock (its
+        dry run takes victims out of the state and puts them back)."""
+        with self._cache.lock:
+            return DefaultPreemption(self.engine).post_filter(pod, decision, pdbs)
 
     def unreserve(self, decision: Decision, token: str) -> None:
         """The in-memory half of Unreserve."""

@@ -40,6 +40,7 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceS
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 MUTATING_WEBHOOKS = Resource(
@@ -98,5 +99,6 @@ BY_PLURAL = {
         CSI_DRIVERS,
         CSI_STORAGE_CAPACITIES,
         VOLUME_ATTACHMENTS,
+        POD_DISRUPTION_BUDGETS,
     )
 }

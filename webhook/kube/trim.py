@@ -8,12 +8,13 @@ Kept, by kind:
 * every kind: ``metadata`` without ``managedFields`` and without the
   ``kubectl.kubernetes.io/last-applied-configuration`` annotation;
 * Pod: ``metadata`` name, namespace, uid, resourceVersion, generateName, creationTimestamp,
-  deletionTimestamp and the annotations of draxr's and the resource API's domains;
-  ``spec`` fields the scheduling filters and the accounting read (node name, scheduler name,
-  priority, node selector, affinity, tolerations, scheduling gates, resource claims, overhead,
-  pod-level resources) and, for every container and init container, in order, its name,
-  resources, restart policy and host ports; ``status`` phase, the PodScheduled condition, the
-  request mapping and the claim statuses;
+  deletionTimestamp, labels (PodDisruptionBudgets select by them) and the annotations of draxr's
+  and the resource API's domains; ``spec`` fields the scheduling filters and the accounting read
+  (node name, scheduler name, priority, preemption policy, node selector, affinity, tolerations,
+  scheduling gates, resource claims, overhead, pod-level resources) and, for every container and
+  init container, in order, its name, resources, restart policy and host ports; ``status`` phase,
+  start time and nominated node (preemption), the PodScheduled and DisruptionTarget conditions,
+  the request mapping and the claim statuses;
 * Node: ``spec``; ``status`` allocatable, the conditions' type and status, the kubelet's version;
 * Pod ``spec.volumes``: only those the volume plugins read (claims, in-tree disks and migratable
   sources: ``core.cluster.podvolumes.ANY``); storage kinds: what ``core.cluster.storageobjects``
@@ -48,11 +49,13 @@ POD_METADATA: Final = (
     "generateName",
     "creationTimestamp",
     "deletionTimestamp",
+    "labels",
 )
 POD_SPEC: Final = (
     "nodeName",
     "schedulerName",
     "priority",
+    "preemptionPolicy",
     "nodeSelector",
     "affinity",
     "tolerations",
@@ -63,7 +66,15 @@ POD_SPEC: Final = (
 )
 CONTAINER: Final = ("name", "resources", "restartPolicy")
 HOST_PORT: Final = ("hostPort", "hostIP", "protocol")
-POD_STATUS: Final = ("phase", "extendedResourceClaimStatus", "resourceClaimStatuses")
+POD_STATUS: Final = (
+    "phase",
+    "startTime",
+    "nominatedNodeName",
+    "extendedResourceClaimStatus",
+    "resourceClaimStatuses",
+)
+#: The conditions kept: PodScheduled (the worker's own), DisruptionTarget (a victim of preemption).
+POD_CONDITIONS: Final = ("PodScheduled", "DisruptionTarget")
 POD_CONDITION: Final = ("type", "status", "reason", "message")
 NODE_STATUS: Final = ("allocatable",)
 
@@ -136,7 +147,7 @@ def pod(obj: Obj) -> Obj:
         scheduled = [
             _pick(c, POD_CONDITION)
             for c in conditions
-            if isinstance(c, dict) and c.get("type") == "PodScheduled"
+            if isinstance(c, dict) and c.get("type") in POD_CONDITIONS
         ]
         if scheduled:
             st["conditions"] = scheduled

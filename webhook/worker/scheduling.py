@@ -3,8 +3,10 @@
 While this worker leads, it pops the next pod and decides under the cache lock (PreFilter, Filter,
 Score and Reserve in one hold: the next decision already sees the devices). A scheduled pod goes to
 its binding cycle on the pool; a pod that a stale special claim of an earlier cycle blocks gets
-PostFilter (the claim deleted, the pod retried at once); any other gets ``PodScheduled=False``, a
-``FailedScheduling`` Event, and waits in the queue for a change or its backoff.
+PostFilter (the claim deleted, the pod retried at once); any other unschedulable pod gets
+DefaultPreemption's PostFilter (``preemption``: victims evicted, the pod nominated), then
+``PodScheduled=False``, a ``FailedScheduling`` Event (upstream's message, the PostFilter's after the
+fit error), and waits in the queue for a change or its backoff.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .bindingcycle import BindingCycle
 from .eventhandlers import is_ours
 from .events import EventRecorder, set_unschedulable
 from .metrics import WorkerMetrics
+from .preemption import PreemptionExecutor
 from .queue import SchedulingQueue
 
 log = logging.getLogger("draxr.worker")
@@ -58,6 +61,7 @@ class SchedulingLoop:
         self.assumed_pods = assumed_pods
         self.is_leader = is_leader
         self.scheduler_name = scheduler_name
+        self.preemption = PreemptionExecutor(client, cache, scheduler, events, scheduler_name)
 
     def run(self, stop: threading.Event, leading: threading.Event) -> None:
         while not stop.is_set():
@@ -117,13 +121,17 @@ class SchedulingLoop:
 
     def _unschedulable(self, pod: Obj, decision: Decision, decided: float = 0.0) -> None:
         reason = "Unschedulable" if decision.status == UNSCHEDULABLE else "SchedulerError"
+        message = decision.message
+        if decision.status == UNSCHEDULABLE and self.is_leader():
+            post = self.preemption.post_filter(pod, decision).message
+            message = f"{message} {post}" if post else message
         # Errors (a CEL runtime error, say) go back after the backoff, as in kube-scheduler.
         delay = self.queue.failed(uid(pod), unschedulable=decision.status == UNSCHEDULABLE)
         log.info(
             "unschedulable" if decision.status == UNSCHEDULABLE else "scheduling error",
             extra={
                 "pod": key(pod),
-                "reason": decision.message,
+                "reason": message,
                 "latency_ms": round(decided * 1000, 3),
                 "retry_in_s": round(delay, 3),
             },
@@ -131,7 +139,7 @@ class SchedulingLoop:
         if not self.is_leader():
             return
         try:
-            set_unschedulable(self.client, pod, reason, decision.message)
+            set_unschedulable(self.client, pod, reason, message)
         except (ApiError, NotLeader) as e:
             log.warning("set PodScheduled=False: %s", e, extra={"pod": key(pod)})
-        self.events.event(pod, "Warning", "FailedScheduling", decision.message)
+        self.events.event(pod, "Warning", "FailedScheduling", message)

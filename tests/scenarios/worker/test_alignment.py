@@ -127,7 +127,10 @@ def test_required_alignment_waits_when_each_root_is_half_used(kube: Cluster) -> 
     cond = kube.condition("four")
     assert cond is not None
     assert cond["status"] == "False"
-    assert cond["message"] == f"0/1 nodes are available: 1 cannot align devices by {PCIE_ROOT}."
+    assert cond["message"] == (
+        f"0/1 nodes are available: 1 cannot align devices by {PCIE_ROOT}."
+        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
     assert "four" not in kube.bound()
     assert kube.claims() == []  # nothing was written for it
     kube.em.wait_for(

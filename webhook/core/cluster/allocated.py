@@ -104,6 +104,11 @@ class AllocatedState:
         for d in self._inflight.pop(token, []):
             self._ref(d, -1)
 
+    def reservations_holding(self, devices: Iterable[DeviceKey]) -> dict[str, list[DeviceKey]]:
+        """The in-flight reservations (token -> its devices) that hold any of ``devices``."""
+        wanted = set(devices)
+        return {t: list(keys) for t, keys in self._inflight.items() if wanted.intersection(keys)}
+
     def _ref(self, key: DeviceKey, delta: int) -> None:
         before = self._refs.get(key, 0)
         after = before + delta
@@ -238,6 +243,10 @@ class AllocatedState:
         if info is not None:
             _count_pod(info, pod_uid, pod)
             self._assumed[pod_uid] = node_name
+
+    def counts_pod(self, pod_uid: str) -> bool:
+        """The pod counts on a node: bound and not terminal, or assumed."""
+        return pod_uid in self.pods or pod_uid in self._assumed
 
     def forget_pod(self, pod: Obj) -> None:
         """Unreserve: drop an assumed pod (a pod already seen bound stays)."""
