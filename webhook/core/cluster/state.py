@@ -7,7 +7,8 @@
 * ``devices``: slices, pools and per-node candidates (``devices``, the device index);
 * ``allocated``: taken devices, in-flight reservations and what pods take from nodes
   (``allocated``);
-* ``capacity``: free-device counts per (class, node), following the other parts (``capacity``).
+* ``capacity``: free-device counts per (class, node), following the other parts (``capacity``);
+* ``namespaces``: Namespaces' labels, for pod affinity's ``namespaceSelector`` (``namespaces``).
 
 It performs no I/O and reads no clock; callers serialise access (one lock around it). ``version``
 bumps on every change so callers can cache derived answers.
@@ -22,6 +23,7 @@ from .allocated import AllocatedState, ClaimKey, allocated_devices, claim_key
 from .capacity import FreeDevices
 from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
+from .namespaces import Namespaces
 from .nodeinfo import NodeInfo, Nodes
 from .slices import DeviceKey
 
@@ -33,6 +35,7 @@ class ClusterState:
         self.devices = DeviceIndex(self.classes, cel)
         self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip)
         self.capacity = FreeDevices(self.nodes, self.devices, self.allocated.is_allocated)
+        self.namespaces = Namespaces()
         self.version = 0
 
     @property
@@ -66,6 +69,8 @@ class ClusterState:
                 self.allocated.remove_pod(uid(obj))
             else:
                 self.allocated.upsert_pod(obj)
+        elif kind == "Namespace":
+            self.namespaces.remove(name(obj)) if deleted else self.namespaces.upsert(obj)
         else:
             return False
         self.version += 1
