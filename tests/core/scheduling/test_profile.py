@@ -217,7 +217,6 @@ def anti_affine_pod(name: str) -> Obj:
     return p
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21: InterPodAffinity is not in the profile yet")
 def test_pods_with_mutual_required_anti_affinity_never_share_a_node() -> None:
     """Issue 21: two replicas with required anti-affinity to each other, scheduled one after the
     other (the first reserved), land on two nodes, and a third has nowhere to go."""

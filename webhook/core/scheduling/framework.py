@@ -12,6 +12,7 @@ from ..allocation.allocator import ClaimAllocation
 from ..allocation.placement import Placement
 from ..api.objects import Obj, as_dict, status
 from ..cluster.nodeinfo import NodeInfo
+from ..cluster.podinfo import PodInfo
 from ..cluster.slices import DeviceKey
 from ..cluster.state import ClusterState
 
@@ -115,11 +116,18 @@ class FilterPlugin:
     per node), or raises ``PreFilterFailed`` (the pod fits nowhere for now, for the reason given).
     ``filter(pre, node, info)`` gives the node's reason, upstream's text byte for byte, or None.
     A pod any such plugin checks is never the usual pod (``usual``).
+
+    ``add_pod(pre, pod, info)`` and ``remove_pod(pre, pod, info)`` (upstream's
+    ``PreFilterExtensions``, optional): the PreFilter state as if ``pod`` (its ``PodInfo``) also ran,
+    or no longer ran, on the node ``info``; a new state, ``pre`` unchanged. The scheduler adds the
+    nominated pods with them (``nominated``); preemption's what-if removes victims with them.
     """
 
     name: str
     pre_filter: Callable[[ClusterState, Obj], Any]
     filter: Callable[[Any, str, NodeInfo], str | None]
+    add_pod: Callable[[Any, PodInfo, NodeInfo], Any] | None = None
+    remove_pod: Callable[[Any, PodInfo, NodeInfo], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,9 @@ class ScorePlugin:
     ``score(pre, node, info)``: the node's raw score. ``normalize(scores)``: the raw scores of the
     feasible nodes to 0..``MAX_NODE_SCORE`` in place (upstream's NormalizeScore), or None when
     the raw scores are already in that range.
+    ``feasible(state, pre, nodes)`` (optional): the part of upstream's PreScore that reads the
+    nodes being scored (the feasible ones), called with their names before they are scored, and
+    again whenever they change; what it returns is what ``score`` then reads.
     """
 
     name: str
@@ -137,6 +148,7 @@ class ScorePlugin:
     pre_score: Callable[[ClusterState, Obj], Any]
     score: Callable[[Any, str, NodeInfo], int]
     normalize: Callable[[dict[str, int]], None] | None = None
+    feasible: Callable[[ClusterState, Any, list[str]], Any] | None = None
 
 
 def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from .framework import FilterPlugin, ScorePlugin
+from .plugins import interpodaffinity
 
-FILTERS: Final[tuple[FilterPlugin, ...]] = ()
-SCORES: Final[tuple[ScorePlugin, ...]] = ()
+FILTERS: Final[tuple[FilterPlugin, ...]] = (interpodaffinity.FILTER,)
+SCORES: Final[tuple[ScorePlugin, ...]] = (interpodaffinity.SCORE,)
