@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from .framework import FilterPlugin, ScorePlugin
-from .plugins import interpodaffinity
+from .plugins import interpodaffinity, podtopologyspread
 
-FILTERS: Final[tuple[FilterPlugin, ...]] = (interpodaffinity.FILTER,)
-SCORES: Final[tuple[ScorePlugin, ...]] = (interpodaffinity.SCORE,)
+FILTERS: Final[tuple[FilterPlugin, ...]] = (podtopologyspread.FILTER, interpodaffinity.FILTER)
+SCORES: Final[tuple[ScorePlugin, ...]] = (podtopologyspread.SCORE, interpodaffinity.SCORE)

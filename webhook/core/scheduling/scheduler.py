@@ -383,7 +383,8 @@ class Scheduler:
         by_name = self.state.nodes.by_name
         extra = dict.fromkeys((n for _, n, _ in entries), 0)
         for plugin, pre in scorers:
-            raw = {n: plugin.score(pre, n, by_name[n]) for n in extra}
+            state = pre if plugin.feasible is None else plugin.feasible(self.state, pre, list(extra))
+            raw = {n: plugin.score(state, n, by_name[n]) for n in extra}
             if plugin.normalize is not None:
                 plugin.normalize(raw)
             for n, s in raw.items():
