@@ -5,9 +5,10 @@
                 names (``plugins/dynamicresources/prefilter.py``).
 ``filter``      Filter, per node, in upstream's order: NodeUnschedulable, TaintToleration,
                 NodeAffinity, NodePorts (``nodefilters``), NodeResourcesFit (device-plugin names
-                counted against allocatable), then DynamicResources (names with allocatable 0 and
-                a class go to DRA; the special claim's requests and the user claims allocated
-                together).
+                counted against allocatable), the profile's plugins (``profile``: PodTopologySpread,
+                InterPodAffinity), then DynamicResources (names with allocatable 0 and a class go to
+                DRA; the special claim's requests and the user claims allocated together). On a
+                node with nominated pods, first with them added (``nominated``).
 ``score``       Score: ``binpack``, ``spread`` or ``upstream`` (``scoring``).
 ``reserve``     Reserve: in-flight devices and the assumed pod, visible to the next decision.
 ``unreserve``   the in-memory half of Unreserve (the worker's own Unreserve also undoes the binding
@@ -43,7 +44,7 @@ from ..allocation.policy import BINPACK, POLICIES, SPREAD, UPSTREAM
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
-from ..cluster.nodeinfo import host_ports
+from ..cluster.nodeinfo import NodeInfo, host_ports
 from ..cluster.state import ClusterState
 from . import profile
 from .cycle import Cycle
@@ -60,6 +61,7 @@ from .framework import (
     fit_error,
 )
 from .nodefilters import PodFilter, basic_filters
+from .nominated import WithNominated, with_nominated
 from .plugins import noderesources
 from .plugins.dynamicresources import filter as dra_filter
 from .plugins.dynamicresources import score as dra_score
@@ -134,6 +136,7 @@ class Scheduler:
             noderesources.checks(reqs, dra.delegated),
             dra,
             plugins,
+            nominated=self.state.allocated.nominated_for(pod),
         )
 
     # -- Filter --------------------------------------------------------------------------------
@@ -163,10 +166,39 @@ class Scheduler:
     def _node_plan(
         self, cycle: Cycle, node_name: str, count_devices: bool = True
     ) -> tuple[NodePlan | None, list[str]]:
-        """The filters before allocation: the node's reasons to refuse the pod, or its plan."""
-        info = self.state.nodes.by_name[node_name]
+        """The filters before allocation: the node's reasons to refuse the pod, or its plan. On a
+        node with nominated pods, every filter runs with them added, then without (``nominated``)."""
+        if cycle.nominated and node_name in cycle.nominated:
+            added = self._with_nominated(cycle, node_name)
+            plan, reasons = self._filters(
+                cycle, node_name, added.info, added.plugins, count_devices, added.devices
+            )
+            if plan is None:
+                return plan, reasons
+        return self._filters(
+            cycle, node_name, self.state.nodes.by_name[node_name], cycle.plugins, count_devices
+        )
+
+    def _with_nominated(self, cycle: Cycle, node_name: str) -> WithNominated:
+        found = cycle.with_nominated.get(node_name)
+        if found is None:
+            found = cycle.with_nominated[node_name] = with_nominated(
+                self.state, node_name, cycle.nominated[node_name], cycle.plugins
+            )
+        return found
+
+    def _filters(
+        self,
+        cycle: Cycle,
+        node_name: str,
+        info: NodeInfo,
+        plugins: list[tuple[FilterPlugin, Any]],
+        count_devices: bool,
+        nominated: dict[str, int] | None = None,
+    ) -> tuple[NodePlan | None, list[str]]:
+        """Every filter on one view of the node (the usual check only on the node as it is)."""
         dra = cycle.dra
-        if count_devices:
+        if count_devices and nominated is None:
             check = self._usual(cycle, False)
             if check is not None and isinstance(check(info, node_name), float):
                 return NodePlan(node_name, dra.delegated, dra.served), []
@@ -180,11 +212,13 @@ class Scheduler:
             reasons = noderesources.filter_node(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
-        for plugin, pre in cycle.plugins:
+        for plugin, pre in plugins:
             why = plugin.filter(pre, node_name, info)
             if why is not None:
                 return None, [why]
-        why = dra_filter.filter_node(self.state, dra, cycle.views, node_name, info, delegated, count_devices)
+        why = dra_filter.filter_node(
+            self.state, dra, cycle.views, node_name, info, delegated, count_devices, nominated
+        )
         if why is not None:
             return None, [why]
         return NodePlan(node_name, delegated, served), []
@@ -402,8 +436,9 @@ class Scheduler:
         spread = self.policy == SPREAD
         by_name = self.state.nodes.by_name
         check = self._usual(cycle, score)
+        nominated = cycle.nominated  # such nodes take the general filters, twice
         for n in walk:
-            if check is not None:
+            if check is not None and n not in nominated:
                 key = check(by_name[n], n)
                 if key is False:
                     continue
