@@ -109,6 +109,7 @@ def test_the_indexes_answer_what_a_scan_of_every_pod_answers(
         assert must <= candidates
         assert candidates <= {p.uid for p in live if terms_of(p)}
         assert placed.any_with(kind) == any(terms_of(p) for p in live)
+    assert placed.with_affinity == sum(1 for p in live if p.has_affinity)
 
 
 def test_a_pod_added_again_replaces_itself_and_removing_it_empties_every_index() -> None:

@@ -36,6 +36,8 @@ class NodeInfo:
     host_ports: dict[str, list[HostPort]] = field(default_factory=dict)
     #: Told which requested resources changed (``Nodes`` keeps its index of room with it).
     watch: Callable[[str, Iterable[str]], None] | None = None
+    #: The node's labels (the node object's own dict), read per node by pod placement's filters.
+    labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -46,6 +48,7 @@ class NodeInfo:
     def refresh(self, node: Obj) -> None:
         """A new version of the node object; what pods request stays."""
         self.node = node
+        self.labels = labels(node)
         self.allocatable, self.allocatable_names = node_allocatable(node)
         self.unschedulable = spec(node).get("unschedulable") is True
         self.hard_taints = hard_taints(node)
@@ -66,6 +69,7 @@ class NodeInfo:
             dict(self.nonzero_requested),
             dict(self.nonzero_pods),
             dict(self.host_ports),
+            labels=self.labels,
         )
 
     def add_pod(self, pod_uid: str, reqs: Units, ports: list[HostPort], nonzero: Units | None = None) -> None:

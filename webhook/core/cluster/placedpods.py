@@ -133,6 +133,8 @@ class PlacedPods:
         self._by_label: _Index = {}
         self._by_namespace: dict[str, set[str]] = {}
         self._terms: dict[str, TermIndex] = {kind: TermIndex() for kind in KINDS}
+        #: How many pods have any (anti-)affinity term (upstream's ``PodsWithAffinity``, summed).
+        self.with_affinity = 0
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -144,6 +146,7 @@ class PlacedPods:
         for k, v in info.labels.items():
             _put(self._by_label, k, v, info.uid)
         if info.has_affinity:
+            self.with_affinity += 1
             for kind, index in self._terms.items():
                 index.file(info, _terms(info, kind), add=True)
 
@@ -159,6 +162,7 @@ class PlacedPods:
         for k, v in info.labels.items():
             _drop(self._by_label, k, v, pod_uid)
         if info.has_affinity:
+            self.with_affinity -= 1
             for kind, index in self._terms.items():
                 index.file(info, _terms(info, kind), add=False)
         return info

@@ -115,7 +115,8 @@ class FilterPlugin:
     None when it has nothing to check for this pod (upstream's Skip: the plugin then costs nothing
     per node), or raises ``PreFilterFailed`` (the pod fits nowhere for now, for the reason given).
     ``filter(pre, node, info)`` gives the node's reason, upstream's text byte for byte, or None.
-    A pod any such plugin checks is never the usual pod (``usual``).
+    A pod any such plugin checks is never the usual pod (``usual``); on the usual node, though, the
+    one-call check of the built-in filters still runs, and the plugin's filter after it.
 
     ``add_pod(pre, pod, info)`` and ``remove_pod(pre, pod, info)`` (upstream's
     ``PreFilterExtensions``, optional): the PreFilter state as if ``pod`` (its ``PodInfo``) also ran,

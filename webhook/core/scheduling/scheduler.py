@@ -153,15 +153,51 @@ class Scheduler:
             return NodeFit([str(e)])
 
     def _usual(self, cycle: Cycle, score: bool) -> Check | None:
-        """The usual-node check of the decision (``usual``), or None for any other pod."""
+        """The usual-node check of the decision (``usual``), or None for any other pod (one the
+        profile's plugins check included)."""
+        return None if cycle.plugins else self._check(cycle, score)
+
+    def _check(self, cycle: Cycle, score: bool) -> Check | None:
+        """The usual-node check of every filter but the profile's plugins, whether they check the
+        pod or not: for a pod they check, a node the check passes takes their filters after it
+        (``_refused_by_plugins``), as upstream runs them after NodeResourcesFit and before
+        DynamicResources, which the check has passed too; None for a pod that is not usual."""
         if score not in cycle.checks:
             pf = cycle.filters
             cycle.checks[score] = (
                 usual_check(self.state, cycle.dra, cycle.views, cycle.fit_checks, self.policy, score)
-                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), bool(cycle.plugins))
+                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), False)
                 else None
             )
         return cycle.checks[score]
+
+    def _then_plugins(self, cycle: Cycle, check: Check) -> Check:
+        """``check``, then the profile's plugins that check the pod on a node it passes; a node with
+        nominated pods is left to the general filters (None), which run twice there."""
+        plugins = cycle.plugins
+        nominated = cycle.nominated
+        refused = self._refused_by_plugins
+
+        def then(info: NodeInfo, node: str) -> float | bool | None:
+            if node in nominated:
+                return None
+            key = check(info, node)
+            if key is None or key is False or not plugins:
+                return key
+            return key if refused(plugins, node, info) is None else False
+
+        return then
+
+    @staticmethod
+    def _refused_by_plugins(
+        plugins: list[tuple[FilterPlugin, Any]], node_name: str, info: NodeInfo
+    ) -> str | None:
+        """The first of the profile's plugins to refuse the node, its reason; None when all pass."""
+        for plugin, pre in plugins:
+            why = plugin.filter(pre, node_name, info)
+            if why is not None:
+                return why
+        return None
 
     def _node_plan(
         self, cycle: Cycle, node_name: str, count_devices: bool = True
@@ -199,9 +235,10 @@ class Scheduler:
         """Every filter on one view of the node (the usual check only on the node as it is)."""
         dra = cycle.dra
         if count_devices and nominated is None:
-            check = self._usual(cycle, False)
+            check = self._check(cycle, False)
             if check is not None and isinstance(check(info, node_name), float):
-                return NodePlan(node_name, dra.delegated, dra.served), []
+                why = self._refused_by_plugins(plugins, node_name, info)
+                return (None, [why]) if why else (NodePlan(node_name, dra.delegated, dra.served), [])
         pf = cycle.filters
         if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
             reasons = basic_filters(pf, info)
@@ -212,10 +249,9 @@ class Scheduler:
             reasons = noderesources.filter_node(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
-        for plugin, pre in plugins:
-            why = plugin.filter(pre, node_name, info)
-            if why is not None:
-                return None, [why]
+        why = self._refused_by_plugins(plugins, node_name, info)
+        if why is not None:
+            return None, [why]
         why = dra_filter.filter_node(
             self.state, dra, cycle.views, node_name, info, delegated, count_devices, nominated
         )
@@ -264,7 +300,7 @@ class Scheduler:
         info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(cycle.reqs, cycle.nonzero, info))
-        check = self._usual(cycle, True)
+        check = self._check(cycle, True)
         if check is not None:
             key = check(info, node_name)
             if isinstance(key, float):
@@ -432,13 +468,15 @@ class Scheduler:
         """The nodes of the walk that pass every filter but the allocation, with their sort key
         (the score, negated unless the policy spreads; 0 without ``score``) and plan (None for the
         usual node: ``NodePlan(node, dra.delegated, dra.served)``, made when allocated on). The
-        usual node is checked in one call (``usual``); any other takes Filter and Score."""
+        usual node is checked in one call (``usual``), then the profile's plugins that check the pod;
+        any other takes Filter and Score."""
         spread = self.policy == SPREAD
         by_name = self.state.nodes.by_name
-        check = self._usual(cycle, score)
-        nominated = cycle.nominated  # such nodes take the general filters, twice
+        check = self._check(cycle, score)
+        if check is not None and (cycle.plugins or cycle.nominated):
+            check = self._then_plugins(cycle, check)
         for n in walk:
-            if check is not None and n not in nominated:
+            if check is not None:
                 key = check(by_name[n], n)
                 if key is False:
                     continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from ....api.labelselector import LabelSelectorError
-from ....api.objects import Obj, labels
+from ....api.objects import Obj, as_dict, spec
 from ....cluster.nodeinfo import NodeInfo
 from ....cluster.placedpods import REQUIRED_ANTI_AFFINITY
 from ....cluster.podinfo import PodInfo, pod_info
@@ -31,6 +31,12 @@ ERR_REASON_AFFINITY_RULES_NOT_MATCH: Final = "node(s) didn't match pod affinity 
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH: Final = "node(s) didn't match pod anti-affinity rules"
 
 
+def has_pod_affinity(pod: Obj) -> bool:
+    """Whether the pod has pod affinity or anti-affinity at all (its terms unread)."""
+    affinity = as_dict(spec(pod).get("affinity"))
+    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+
+
 def incoming(pod: Obj) -> PodInfo:
     """The pod being scheduled, its terms read strictly (``NewPodInfo``'s error fails PreFilter)."""
     try:
@@ -40,19 +46,21 @@ def incoming(pod: Obj) -> PodInfo:
 
 
 def pre_filter(state: ClusterState, pod: Obj) -> PreFilterState | None:
+    placed = state.allocated.placed
+    if not has_pod_affinity(pod) and not placed.any_with(REQUIRED_ANTI_AFFINITY):
+        return None  # Skip: no term of its own, and no pod's anti-affinity to meet
     info = incoming(pod)
     affinity_terms = [merge_namespaces(t, state.namespaces) for t in info.required_affinity]
     anti_terms = [merge_namespaces(t, state.namespaces) for t in info.required_anti_affinity]
     ns_labels = state.namespaces.labels_of(info.namespace)
     nodes = state.nodes.by_name
-    placed = state.allocated.placed
 
     existing: Counts = {}
     for other in placed.with_terms(REQUIRED_ANTI_AFFINITY, info.labels):
         node = nodes.get(other.node)
         if node is None:
             continue
-        node_labels = labels(node.node)
+        node_labels = node.labels
         for t in other.required_anti_affinity:
             if t.matches(info.namespace, info.labels, ns_labels):
                 tv = node_labels.get(t.topology_key)
@@ -68,7 +76,7 @@ def pre_filter(state: ClusterState, pod: Obj) -> PreFilterState | None:
             node = nodes.get(other.node)
             if node is None or not matches_all(affinity_terms, other):
                 continue
-            node_labels = labels(node.node)
+            node_labels = node.labels
             for t in affinity_terms:
                 tv = node_labels.get(t.topology_key)
                 if tv is not None:
@@ -80,7 +88,7 @@ def pre_filter(state: ClusterState, pod: Obj) -> PreFilterState | None:
             node = nodes.get(other.node)
             if node is None:
                 continue
-            tv = labels(node.node).get(t.topology_key)
+            tv = node.labels.get(t.topology_key)
             if tv is not None:
                 pair = (t.topology_key, tv)
                 anti[pair] = anti.get(pair, 0) + 1
@@ -97,7 +105,7 @@ def pre_filter(state: ClusterState, pod: Obj) -> PreFilterState | None:
 
 
 def filter_node(s: PreFilterState, _node: str, info: NodeInfo) -> str | None:
-    node_labels = labels(info.node)
+    node_labels = info.labels
     if not node_topology_matches_affinity(s, node_labels):
         return ERR_REASON_AFFINITY_RULES_NOT_MATCH
     if not satisfy_pod_anti_affinity(s, node_labels):
@@ -145,8 +153,8 @@ def satisfy_existing_pods_anti_affinity(s: PreFilterState, node_labels: dict[str
 
 
 def add_pod(s: PreFilterState, pod: PodInfo, info: NodeInfo) -> PreFilterState:
-    return s.with_pod(pod, labels(info.node), 1)
+    return s.with_pod(pod, info.labels, 1)
 
 
 def remove_pod(s: PreFilterState, pod: PodInfo, info: NodeInfo) -> PreFilterState:
-    return s.with_pod(pod, labels(info.node), -1)
+    return s.with_pod(pod, info.labels, -1)

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from ....api.objects import Obj, labels
+from ....api.objects import Obj
 from ....cluster.nodeinfo import NodeInfo
 from ....cluster.placedpods import PREFERRED_AFFINITY, PREFERRED_ANTI_AFFINITY, REQUIRED_AFFINITY
 from ....cluster.podinfo import pod_info
 from ....cluster.state import ClusterState
 from ...framework import MAX_NODE_SCORE
+from .filtering import has_pod_affinity
 from .state import merge_weighted, pods_matching
 
 #: ``InterPodAffinityArgs.HardPodAffinityWeight``'s default.
@@ -38,9 +39,11 @@ def _add(scores: ScoreMap, node_labels: Mapping[str, str], topology_key: str, we
 
 
 def pre_score(state: ClusterState, pod: Obj) -> ScoreMap | None:
+    placed = state.allocated.placed
+    if not placed.with_affinity and not has_pod_affinity(pod):
+        return None  # Skip: no preference of its own, and no pod's terms to meet
     info = pod_info(pod)
     nodes = state.nodes.by_name
-    placed = state.allocated.placed
     ns_labels = state.namespaces.labels_of(info.namespace)
     scores: ScoreMap = {}
     for sign, weighted in (
@@ -51,14 +54,14 @@ def pre_score(state: ClusterState, pod: Obj) -> ScoreMap | None:
             for other in pods_matching(placed, w.term):
                 node = nodes.get(other.node)
                 if node is not None:
-                    _add(scores, labels(node.node), w.term.topology_key, sign * w.weight)
+                    _add(scores, node.labels, w.term.topology_key, sign * w.weight)
     for other in placed.with_terms(REQUIRED_AFFINITY, info.labels):
         node = nodes.get(other.node)
         if node is None:
             continue
         for t in other.required_affinity:
             if t.matches(info.namespace, info.labels, ns_labels):
-                _add(scores, labels(node.node), t.topology_key, HARD_POD_AFFINITY_WEIGHT)
+                _add(scores, node.labels, t.topology_key, HARD_POD_AFFINITY_WEIGHT)
     for kind, sign in ((PREFERRED_AFFINITY, 1), (PREFERRED_ANTI_AFFINITY, -1)):
         for other in placed.with_terms(kind, info.labels):
             node = nodes.get(other.node)
@@ -67,12 +70,12 @@ def pre_score(state: ClusterState, pod: Obj) -> ScoreMap | None:
             terms = other.preferred_affinity if sign > 0 else other.preferred_anti_affinity
             for w in terms:
                 if w.term.matches(info.namespace, info.labels, ns_labels):
-                    _add(scores, labels(node.node), w.term.topology_key, sign * w.weight)
+                    _add(scores, node.labels, w.term.topology_key, sign * w.weight)
     return scores or None  # nothing counted: Skip
 
 
 def score(scores: ScoreMap, _node: str, info: NodeInfo) -> int:
-    node_labels = labels(info.node)
+    node_labels = info.labels
     total = 0
     for topology_key, by_value in scores.items():
         tv = node_labels.get(topology_key)

@@ -166,4 +166,4 @@ def domains(state: ClusterState, c: Constraint, eligible: Collection[str]) -> in
     if len(eligible) == len(nodes.with_label(c.topology_key)):
         return len(nodes.topology(c.topology_key))
     by_name = nodes.by_name
-    return len({labels(by_name[n].node)[c.topology_key] for n in eligible})
+    return len({by_name[n].labels[c.topology_key] for n in eligible})

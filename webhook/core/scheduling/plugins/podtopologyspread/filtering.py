@@ -21,7 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from ....api.objects import Obj, labels, namespace
+from ....api.objects import Obj, labels, namespace, spec
 from ....cluster.nodeinfo import NodeInfo
 from ....cluster.podinfo import PodInfo
 from ....cluster.state import ClusterState
@@ -79,7 +79,7 @@ def count_matching(state: ClusterState, c: Constraint, ns: str, eligible: Collec
     for p in state.allocated.placed.matching(c.selector, (ns,)):
         if p.terminating or p.node not in eligible:
             continue
-        tv = labels(by_name[p.node].node)[key]
+        tv = by_name[p.node].labels[key]
         counts[tv] = counts.get(tv, 0) + 1
     return counts
 
@@ -87,6 +87,8 @@ def count_matching(state: ClusterState, c: Constraint, ns: str, eligible: Collec
 def pre_filter(
     state: ClusterState, pod: Obj, default_selector: DefaultSelector | None
 ) -> PreFilterState | None:
+    if default_selector is None and not spec(pod).get("topologySpreadConstraints"):
+        return None  # Skip: no constraint, and no system default without a selector
     constraints = constraints_of(pod, DO_NOT_SCHEDULE, default_selector)
     if not constraints:
         return None  # Skip
@@ -105,7 +107,7 @@ def pre_filter(
 
 
 def filter_node(s: PreFilterState, _node: str, info: NodeInfo) -> str | None:
-    node_labels = labels(info.node)
+    node_labels = info.labels
     for i, c in enumerate(s.constraints):
         tv = node_labels.get(c.topology_key)
         if tv is None:
@@ -118,7 +120,7 @@ def filter_node(s: PreFilterState, _node: str, info: NodeInfo) -> str | None:
 
 def with_pod(s: PreFilterState, pod: PodInfo, info: NodeInfo, delta: int) -> PreFilterState:
     """``updateWithPod`` on a copy (upstream's ``Clone`` then ``AddPod``/``RemovePod``)."""
-    node_labels = labels(info.node)
+    node_labels = info.labels
     if pod.namespace != s.namespace or not has_all_keys(node_labels, s.constraints):
         return s
     counts = [dict(c) for c in s.counts]

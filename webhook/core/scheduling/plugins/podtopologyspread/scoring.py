@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from ....api.objects import Obj, as_list, labels, namespace, spec
+from ....api.objects import Obj, as_list, namespace, spec
 from ....cluster.nodeinfo import NodeInfo
 from ....cluster.state import ClusterState
 from ...framework import MAX_NODE_SCORE, PreFilterFailed
@@ -59,13 +59,15 @@ class Scores:
 def pre_score(
     state: ClusterState, pod: Obj, default_selector: DefaultSelector | None
 ) -> PreScoreState | None:
+    own = bool(as_list(spec(pod).get("topologySpreadConstraints")))
+    if not own and default_selector is None:
+        return None  # Skip: no constraint, and no system default without a selector
     try:
         constraints = constraints_of(pod, SCHEDULE_ANYWAY, default_selector)
     except PreFilterFailed:
         return None  # a selector the apiserver would have refused: nothing to spread by
     if not constraints:
         return None  # Skip
-    own = bool(as_list(spec(pod).get("topologySpreadConstraints")))
     return PreScoreState(constraints, own, namespace(pod), Inclusion.of(pod))
 
 
@@ -81,7 +83,7 @@ def feasible(state: ClusterState, pre: PreScoreState, nodes: list[str]) -> Score
     ignored: set[str] = set()
     values: list[set[str]] = [set() for _ in constraints]
     for n in nodes:
-        node_labels = labels(by_name[n].node)
+        node_labels = by_name[n].labels
         if pre.require_all and not has_all_keys(node_labels, constraints):
             ignored.add(n)
             continue
@@ -105,7 +107,7 @@ def feasible(state: ClusterState, pre: PreScoreState, nodes: list[str]) -> Score
             if hostname:  # Score counts the node's own pods, whatever the policies
                 found[p.node] = found.get(p.node, 0) + 1
                 continue
-            node_labels = labels(info.node)
+            node_labels = info.labels
             if pre.require_all and not has_all_keys(node_labels, constraints):
                 continue
             if not pre.inclusion.admits(c, info.node):
@@ -119,7 +121,7 @@ def feasible(state: ClusterState, pre: PreScoreState, nodes: list[str]) -> Score
 def score(s: Scores, node: str, info: NodeInfo) -> int:
     if node in s.ignored:
         return INVALID_SCORE
-    node_labels = labels(info.node)
+    node_labels = info.labels
     total = 0.0
     for i, c in enumerate(s.pre.constraints):
         tv = node_labels.get(c.topology_key)
