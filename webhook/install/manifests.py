@@ -241,6 +241,8 @@ def rbac(namespace: str) -> list[Obj]:
     worker_rules = [
         {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        # Pod affinity's namespace selectors read the Namespaces' labels (an informer).
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},

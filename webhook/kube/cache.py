@@ -21,6 +21,7 @@ from .informer import Informer
 from .resources import (
     DEVICE_CLASSES,
     DEVICE_TAINT_RULE_VERSIONS,
+    NAMESPACES,
     NODES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -42,12 +43,14 @@ KIND_OF = {
     "DeviceTaintRule": device_taint_rules(DEVICE_TAINT_RULE_VERSIONS[0]),  # version found at start
     "ResourceQuota": RESOURCE_QUOTAS,
     "ResourceClaimTemplate": RESOURCE_CLAIM_TEMPLATES,
+    "Namespace": NAMESPACES,
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
 WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "ResourceQuota")
-#: The worker also keeps the ResourceClaimTemplates of the rewrite.
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod", "ResourceClaimTemplate")
+#: The worker also keeps the ResourceClaimTemplates of the rewrite, and the Namespaces (their labels:
+#: pod affinity's namespace selectors).
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod", "ResourceClaimTemplate", "Namespace")
 
 
 class ClusterCache:

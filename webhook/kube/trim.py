@@ -8,12 +8,13 @@ Kept, by kind:
 * every kind: ``metadata`` without ``managedFields`` and without the
   ``kubectl.kubernetes.io/last-applied-configuration`` annotation;
 * Pod: ``metadata`` name, namespace, uid, resourceVersion, generateName, creationTimestamp,
-  deletionTimestamp and the annotations of draxr's and the resource API's domains;
-  ``spec`` fields the scheduling filters and the accounting read (node name, scheduler name,
-  priority, node selector, affinity, tolerations, scheduling gates, resource claims, overhead,
-  pod-level resources) and, for every container and init container, in order, its name,
-  resources, restart policy and host ports; ``status`` phase, the PodScheduled condition, the
-  request mapping and the claim statuses;
+  deletionTimestamp, labels (pod affinity and topology spread select pods by them) and the
+  annotations of draxr's and the resource API's domains; ``spec`` fields the scheduling filters
+  and the accounting read (node name, scheduler name, priority, node selector, affinity,
+  tolerations, topology spread constraints, scheduling gates, resource claims, overhead, pod-level
+  resources) and, for every container and init container, in order, its name, resources, restart
+  policy and host ports; ``status`` phase, the PodScheduled condition, ``nominatedNodeName`` (the
+  room a nominated pod keeps), the request mapping and the claim statuses;
 * Node: ``spec``; ``status`` allocatable, the conditions' type and status, the kubelet's version;
 * everything else (DeviceClass, ResourceSlice, ResourceClaim, ...): the whole object less the
   metadata above. ResourceClaims are written back with PUT from the cache's copy, which must
@@ -43,6 +44,7 @@ POD_METADATA: Final = (
     "generateName",
     "creationTimestamp",
     "deletionTimestamp",
+    "labels",
 )
 POD_SPEC: Final = (
     "nodeName",
@@ -51,6 +53,7 @@ POD_SPEC: Final = (
     "nodeSelector",
     "affinity",
     "tolerations",
+    "topologySpreadConstraints",
     "schedulingGates",
     "resourceClaims",
     "overhead",
@@ -58,7 +61,7 @@ POD_SPEC: Final = (
 )
 CONTAINER: Final = ("name", "resources", "restartPolicy")
 HOST_PORT: Final = ("hostPort", "hostIP", "protocol")
-POD_STATUS: Final = ("phase", "extendedResourceClaimStatus", "resourceClaimStatuses")
+POD_STATUS: Final = ("phase", "nominatedNodeName", "extendedResourceClaimStatus", "resourceClaimStatuses")
 POD_CONDITION: Final = ("type", "status", "reason", "message")
 NODE_STATUS: Final = ("allocatable",)
 
