@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
+from webhook.core.cluster.nodeinfo import NodeInfo
+from webhook.core.cluster.podinfo import PodInfo
 from webhook.core.cluster.state import ClusterState
-from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, FilterPlugin
 from webhook.core.scheduling.plugins.dynamicresources.filter import CANNOT_ALLOCATE
 from webhook.core.scheduling.plugins.interpodaffinity.filtering import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
@@ -162,3 +166,55 @@ def test_no_nominated_pod_no_cost_and_the_usual_pod_stays_usual() -> None:
     cycle = s.pre_filter(pending("u", {GPU: 1}))
     assert cycle.nominated == {}
     assert s._usual(cycle, True) is not None
+
+
+# -- upstream's TestFilterPluginsWithNominatedPods (framework/runtime/framework_test.go) --------------
+# Its TestPlugin1 (a PreFilter whose AddPod returns an injected status) and TestPlugin2 (a Filter
+# returning one) as one profile plugin: its add_pod marks the state; its filter refuses a node when
+# told to, or when AddPod was told to fail and was called. Upstream's "pre filters fail" case (AddPod
+# returns an Error, the cycle errs) has no counterpart: draxr's add_pod returns a state, never a status.
+
+LOW, HIGH = 0, 1000  # upstream's lowPriority, highPriority
+INJECTED = "injected filter status"
+
+
+def _injected(add_pod_fails: bool, filter_fails: bool) -> FilterPlugin:
+    def add_pod(pre: dict[str, bool], _pod: PodInfo, _info: NodeInfo) -> dict[str, bool]:
+        return {**pre, "added": True}
+
+    def filter_node(pre: dict[str, bool], _node: str, _info: NodeInfo) -> str | None:
+        if filter_fails or (add_pod_fails and pre["added"]):
+            return INJECTED
+        return None
+
+    return FilterPlugin("TestPlugin", lambda _st, _p: {"added": False}, filter_node, add_pod)
+
+
+@pytest.mark.parametrize(
+    ("name", "plugin", "priority", "nominated", "fits"),
+    [
+        ("node has no nominated pod", None, LOW, None, True),
+        ("node has a high-priority nominated pod and all filters succeed", (False, False), LOW, HIGH, True),
+        ("node has a high-priority nominated pod and filters fail", (False, True), LOW, HIGH, False),
+        (
+            "node has a low-priority nominated pod and pre filters return unschedulable",
+            (True, False),
+            HIGH,
+            LOW,
+            True,
+        ),
+    ],
+)
+def test_filter_plugins_with_nominated_pods(
+    name: str, plugin: tuple[bool, bool] | None, priority: int, nominated: int | None, fits: bool
+) -> None:
+    st = cluster(nodes=1)
+    if nominated is not None:
+        st.apply("Pod", pending("nominated", {"cpu": "1"}, priority=nominated, nominated="n0"))
+    filters = [] if plugin is None else [_injected(*plugin)]
+    d = Scheduler(st, filters=filters).schedule(pending("p", {"cpu": "1", GPU: 1}, priority=priority))
+    if fits:
+        assert (d.status, d.node) == (SCHEDULED, "n0"), name
+    else:
+        assert d.status == UNSCHEDULABLE, name
+        assert d.reasons == {"n0": [INJECTED]}, name
