@@ -675,3 +675,24 @@ def test_a_nominated_pending_pod_keeps_its_room(tmp_path: Path) -> None:
     write(tmp_path, "all.yaml", [*gpu_cluster(2), *small, big])
     data = json.loads(plan([tmp_path], "json")[1])
     assert {p["name"]: p["node"] for p in data["pods"]} == {"small-0": "n0", "small-1": "n0", "big": "n1"}
+
+
+def test_a_zone_spread_puts_the_replicas_in_every_zone(tmp_path: Path) -> None:
+    """Three replicas with a DoNotSchedule zone spread (maxSkew 1) over three single-node zones: one
+    per zone; without the spread binpack fills n0 first."""
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "infer"}},
+    }
+    deployment = anti_affine(HOSTNAME_TERM)
+    template = deployment["spec"]["template"]["spec"]
+    del template["affinity"]
+    write(tmp_path, "all.yaml", [*gpu_cluster(3), deployment])
+    nodes = [p["node"] for p in json.loads(plan([tmp_path], "json")[1])["pods"]]
+    assert nodes.count("n0") == 2
+    template["topologySpreadConstraints"] = [spread]
+    write(tmp_path, "all.yaml", [*gpu_cluster(3), deployment])
+    nodes = [p["node"] for p in json.loads(plan([tmp_path], "json")[1])["pods"]]
+    assert sorted(nodes) == ["n0", "n1", "n2"]
