@@ -4,7 +4,8 @@
   clash silently at scheduling time);
 * a DRA-style extended resource that no class maps and no node advertises (a typo, or a driver
   that is not installed): the pod would stay Pending;
-* no node can run the pod right now: the scheduling engine's own explanation.
+* no node can run the pod right now: the scheduling engine's own explanation (without the plugins
+  that read the cluster's pods when the cache holds none: the webhook's own watches no pods).
 
 The apiserver shows warnings verbatim; each is kept to ``MAX_WARNING_LENGTH`` characters.
 """
@@ -22,7 +23,9 @@ from ..core.api.fielderrors import go_quote
 from ..core.api.messages import clip
 from ..core.api.objects import Obj, meta, name, parse_time, spec, uid
 from ..core.paths.quota import class_quota_key
+from ..core.scheduling import profile
 from ..core.scheduling.framework import ERROR, SCHEDULED
+from ..core.scheduling.plugins import interpodaffinity, podtopologyspread
 from ..core.scheduling.scheduler import Scheduler
 from ..kube.cache import ClusterCache
 
@@ -30,6 +33,8 @@ log = logging.getLogger("draxr.admission")
 
 PLACEHOLDER_NAME: Final = "<generated>"
 PLACEHOLDER_UID: Final = "00000000-0000-0000-0000-000000000000"
+#: The profile's plugins that read the cluster's pods: without them, they cannot answer.
+POD_PLUGINS: Final = frozenset({interpodaffinity.NAME, podtopologyspread.NAME})
 
 
 def contention_warning(resource: str, contenders: list[Obj]) -> str | None:
@@ -103,7 +108,7 @@ class FitAdvisor:
                     self.hits += 1
                     return self._answers[key]
             try:
-                decision = Scheduler(self._cache.state).schedule(candidate, score=False)
+                decision = self._scheduler().schedule(candidate, score=False)
             except Exception:  # advice only: a failure must not fail the admission of the pod
                 log.exception("fit check failed for a pod in namespace %s", namespace)
                 return None
@@ -115,3 +120,10 @@ class FitAdvisor:
                 while len(self._answers) > self._size:
                     self._answers.popitem(last=False)
         return answer
+
+    def _scheduler(self) -> Scheduler:
+        if self._cache.holds("Pod"):
+            return Scheduler(self._cache.state)
+        filters = [p for p in profile.FILTERS if p.name not in POD_PLUGINS]
+        scores = [p for p in profile.SCORES if p.name not in POD_PLUGINS]
+        return Scheduler(self._cache.state, filters=filters, scores=scores)

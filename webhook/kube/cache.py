@@ -115,6 +115,10 @@ class ClusterCache:
                 return False
         return True
 
+    def holds(self, kind: str) -> bool:
+        """Whether this cache keeps objects of ``kind`` at all (an informer, or a snapshot)."""
+        return kind in self.informers or kind in self._static_synced
+
     def wait_synced(self, kinds: Iterable[str], timeout: float) -> bool:
         """True once every kind has synced; False after ``timeout`` seconds in all."""
         deadline = time.monotonic() + timeout
