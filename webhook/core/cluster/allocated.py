@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator
 
 from ..api.objects import Obj, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
+from ..api.orphans import TERMINAL_PHASES
 from ..api.podresources import pod_requests_nonzero
 from ..api.quantity import Quantity
 from ..api.specialclaims import is_special_claim
@@ -28,8 +29,6 @@ from .slices import DeviceKey, Pool
 
 ClaimKey = tuple[str, str]  # (namespace, name)
 FlipListener = Callable[[DeviceKey, bool], None]  # (device, now taken)
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def allocated_devices(claim: Obj) -> list[DeviceKey]:
