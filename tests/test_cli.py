@@ -224,10 +224,6 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         ["validate", "-f", "x", "--strict", "--kubernetes-version", "1.33"],
         "draxr validate: error: --kubernetes-version: invalid choice: '1.33'",
     ),
-    (
-        ["validate", "-f", "x", "--kubernetes-version", "1.36"],
-        "draxr validate: error: --kubernetes-version applies only with --strict",
-    ),
     # convert
     (["convert"], "draxr convert: error: the following arguments are required: -f/--filename"),
     (["convert", "-f", " "], "draxr convert: error: -f/--filename: must not be empty"),

@@ -448,6 +448,27 @@ def test_a_class_that_asks_for_alignment_gets_aligned_templates_unless_the_pod_o
     assert "constraints" not in made[f"draxr-{GPU_CLASS}-4"]["spec"]["spec"]["devices"]
 
 
+def test_a_class_that_tolerates_taints_gets_tolerating_templates(tmp_path: Path) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): as the webhook's rewrite does; the
+    templates stay schema-valid on every release (tolerations are a v1 request field)."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    tolerating = CLASSES.replace(
+        f"  name: {GPU_CLASS}\n",
+        f"  name: {GPU_CLASS}\n  annotations:\n    draxr.io/extended-resource-tolerations: "
+        f"'{json.dumps([toleration])}'\n",
+        1,
+    )
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump_all([workload("Deployment", _pod_spec(GPU, 2), "a")]) + "---\n" + tolerating)
+    code, out, err = convert(f)
+    assert (code, err) == (0, "")
+    [made] = [o for o in docs(out) if o["kind"] == "ResourceClaimTemplate"]
+    assert made["metadata"]["name"].startswith(f"draxr-{GPU_CLASS}-2-tolerating-")
+    assert made["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [toleration]
+    for version in VERSIONS:
+        validate_all([made], version)
+
+
 # --- --classes, --in-place, standard input, -o json -------------------------------------------------
 
 

@@ -61,6 +61,7 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             force_rewrite=config.force_rewrite,
             quotas=cache.quotas,
             namespace=ns,
+            rules=ctx.quota_rules,
         )
     outcome = pod_outcome(pod, facts, config.routing)
     warnings += outcome.warnings

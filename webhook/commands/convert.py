@@ -227,7 +227,7 @@ def _convert_item(
     # say otherwise.
     align = alignment(pod, classes.get, _any_group)
     try:
-        plan = plan_rewrite(pod, dra, align)
+        plan = plan_rewrite(pod, dra, align, classes.tolerations)
     except ValueError:
         raise _claim_clash(pod, dra, where, prefix) from None
     ops = plan_patch(pod, plan, _ROUTING)

@@ -179,7 +179,12 @@ def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
     if choice.kind != "rewrite":
         return _place(scheduler, pod, choice.kind)
-    rewrite = plan_rewrite(pod, resolved, alignment(pod, state.classes.get, state.capacity.largest_group))
+    rewrite = plan_rewrite(
+        pod,
+        resolved,
+        alignment(pod, state.classes.get, state.capacity.largest_group),
+        state.classes.tolerations,
+    )
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (
         rewritten_annotation(rewrite)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.allocation.policy import DEFAULT_POLICY
-from ..core.api.objects import Obj, name, namespace, uid
+from ..core.api.objects import Obj, name, namespace, not_older, uid
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import ClusterState
@@ -120,6 +120,18 @@ class ClusterCache:
         """Whether this cache keeps objects of ``kind`` at all (an informer, or a snapshot)."""
         return kind in self.informers or kind in self._static_synced
 
+    def unsynced(self, kinds: Iterable[str]) -> list[tuple[str, str | None]]:
+        """The kinds that have not synced yet, each with why its last list failed (None: no
+        failure, the list is under way or its informer has not started)."""
+        out: list[tuple[str, str | None]] = []
+        for kind in kinds:
+            if kind in self._static_synced:
+                continue
+            inf = self.informers.get(kind)
+            if inf is None or not inf.synced.is_set():
+                out.append((kind, inf.list_error if inf is not None else None))
+        return out
+
     def wait_synced(self, kinds: Iterable[str], timeout: float) -> bool:
         """True once every kind has synced; False after ``timeout`` seconds in all."""
         deadline = time.monotonic() + timeout
@@ -206,6 +218,18 @@ class ClusterCache:
         with self.lock:
             claims = self.state.allocated.claims
             return {k for k in keys if k in claims and allocated_devices(claims[k])}
+
+    def caught_up(self, written: Mapping[tuple[str, str], str]) -> set[tuple[str, str]]:
+        """Which claims (key: the resourceVersion a write left it at, "" unknown) the cache shows
+        allocated, or at that resourceVersion or later: deallocated since, it holds nothing."""
+        with self.lock:
+            claims = self.state.allocated.claims
+            out = set()
+            for k, rv in written.items():
+                claim = claims.get(k)
+                if claim is not None and (allocated_devices(claim) or not_older(claim, rv)):
+                    out.add(k)
+            return out
 
     def forget_claim(self, claim: Obj) -> None:
         """A claim this process deleted: gone from the engine's view before the watch says so."""

@@ -50,7 +50,10 @@ class Maintenance:
         *,
         orphan_interval: float,
         template_grace: float,
+        report: Callable[[], None] = lambda: None,
     ) -> None:
+        """``report``: called every turn, writes the Events of anomalies the event handlers saw
+        (``UnmappedPods.report``)."""
         self.cleaner = cleaner
         self.templates = templates
         self.cache = cache
@@ -58,6 +61,7 @@ class Maintenance:
         self.is_leader = is_leader
         self.orphan_interval = orphan_interval
         self.template_grace = template_grace
+        self.report = report
         #: Special claims to free, in the order their events came.
         self.cleanups: stdqueue.Queue[Cleanup] = stdqueue.Queue()
         self._repair_now = threading.Event()
@@ -82,6 +86,7 @@ class Maintenance:
                 self._retry_later(item)
             if self.templates.wanted() and self.is_leader():
                 self.templates.ensure()
+            self.report()
             if time.monotonic() >= next_collect:
                 next_collect = time.monotonic() + collect_every
                 if self.is_leader():

@@ -9,6 +9,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 ORPHANED_CLAIMS = "draxr_orphaned_claims"
+UNMAPPED_BOUND_PODS = "draxr_unmapped_bound_pods"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -53,6 +54,12 @@ class WorkerMetrics:
             ORPHANED_CLAIMS,
             "Special claims whose pod is gone, finished or bound with another claim, that the last "
             "repair pass (every --orphan-interval, and on leadership) could not release",
+            registry=registry,
+        )
+        self.unmapped = Gauge(
+            UNMAPPED_BOUND_PODS,
+            "Bound pods that own special claims while their status.extendedResourceClaimStatus names "
+            "none: their claims are never freed while they run (an anomaly: see the pods' Events)",
             registry=registry,
         )
         self.orphans_repaired = Counter(

@@ -309,3 +309,37 @@ def test_a_tampered_rewritten_annotation_names_no_template() -> None:
         p = pod("p")
         p["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: json.dumps(body)}
         assert templates_of(p) == []
+
+
+TOLERATION = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_class_that_tolerates_taints_gets_tolerating_templates() -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): the templates' requests carry the
+    class's tolerations, as the special claim's do natively; other tolerations, another template."""
+    tolerations = {"gpu.example.com": [TOLERATION]}
+    p = pod("p", [container("c", {ER: "2"}), container("d", {"example.com/nic": "1"})])
+    rw = plan_rewrite(
+        p, {ER: "gpu.example.com", "example.com/nic": "nic"}, tolerations=lambda c: tolerations.get(c, [])
+    )
+    gpu, nic = sorted(rw.templates, key=lambda r: r.device_class)
+    assert gpu.name.startswith("draxr-gpu.example.com-2-tolerating-")
+    assert nic == TemplateRef("nic", 1)
+    body = template(gpu, "ns")
+    assert body["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [TOLERATION]
+    assert "tolerations" not in template(nic, "ns")["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert template_ref(body) == gpu  # the worker reads back what it wrote
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(rw)}
+    assert templates_of(annotated) == sorted(rw.templates)
+    other = TemplateRef("gpu.example.com", 2, (), json.dumps([{**TOLERATION, "effect": "NoExecute"}]))
+    assert len({gpu.name, other.name, TemplateRef("gpu.example.com", 2).name}) == 3
+    # aligned and tolerating: both in the name, both in the annotation, read back alike
+    both = TemplateRef("gpu.example.com", 4, (ROOT,), gpu.tolerations)
+    assert both.name.startswith("draxr-gpu.example.com-4-aligned-")
+    assert "-tolerating-" in both.name
+    assert template_ref(template(both, "ns")) == both
+    annotated["metadata"]["annotations"] = {
+        REWRITTEN_ANNOTATION: json.dumps({both.name: ["gpu.example.com", 4, [ROOT], [TOLERATION]]})
+    }
+    assert templates_of(annotated) == [both]

@@ -20,7 +20,7 @@ from ..api.objects import Obj, as_dict, as_list, controller_ref, name, namespace
 from ..api.orphans import TERMINAL_PHASES
 from ..api.podresources import pod_requests_nonzero
 from ..api.quantity import Quantity
-from ..api.specialclaims import is_special_claim
+from ..api.specialclaims import is_special_claim, pod_owner
 from .nodeinfo import NodeInfo, Nodes, host_ports
 from .nominator import Nominator, priority
 from .placedpods import PlacedPods
@@ -170,6 +170,17 @@ class AllocatedState:
             claim = self.claims.get(key)
             owner = controller_ref(claim) if claim is not None else None
             if claim is not None and owner is not None and owner.get("name") == name(pod):
+                out.append(claim)
+        return out
+
+    def owned_special_claims(self, ns: str, pod_uid: str) -> list[Obj]:
+        """The special claims of namespace ``ns`` whose controller is the ``v1`` Pod ``pod_uid``, by
+        name: upstream quota's owner index (``extendedResourceClaimPodUIDOwnerIndex``), which does not
+        compare the owner's name."""
+        out: list[Obj] = []
+        for key in sorted(self._special_by_owner.get(pod_uid, ())):
+            claim = self.claims.get(key)
+            if claim is not None and key[0] == ns and pod_owner(claim) is not None:
                 out.append(claim)
         return out
 

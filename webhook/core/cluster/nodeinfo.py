@@ -165,6 +165,9 @@ class Nodes(Mapping[str, NodeInfo]):
         self._has_room: dict[str, set[str]] = {}
         self._topology: dict[str, dict[str, set[str]]] = {}  # key -> value -> nodes, keys asked for
         self._with_key: dict[str, set[str]] = {}  # key -> nodes with it, keys asked for
+        #: Nodes whose kubelet lacks ``DRAExtendedResource`` (a cluster mid-upgrade has a few, an
+        #: old one all): what the native path must keep away from.
+        self.ungated: set[str] = set()
 
     def __getitem__(self, node_name: str) -> NodeInfo:
         return self.by_name[node_name]
@@ -200,10 +203,15 @@ class Nodes(Mapping[str, NodeInfo]):
                 self._label(n, labels(info.node), labels(node))
             info.refresh(node)
         self._index(n, info.allocatable_names, info.allocatable)
+        if info.kubelet_gate:
+            self.ungated.discard(n)
+        else:
+            self.ungated.add(n)
         return change
 
     def remove(self, node_name: str) -> NodeInfo | None:
         self._index(node_name, (), {})
+        self.ungated.discard(node_name)
         info = self.by_name.pop(node_name, None)
         if info is not None:
             self._label(node_name, labels(info.node), {})

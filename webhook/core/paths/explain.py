@@ -6,7 +6,9 @@ create time (and under ``--dry-run=server``); ``draxr convert`` and ``validate``
 * a DRA-style extended resource that no class maps and no node advertises (a typo, or a driver
   that is not installed): the pod would stay Pending;
 * the path the pod took when it is not the native one, and why;
-* a ResourceQuota that limits a rewritten name but not its class's devices.
+* a ResourceQuota that limits a rewritten name but not its class's devices;
+* a pod created with ``spec.nodeName`` on a node that does not advertise its names (left alone: no
+  scheduler would allocate its devices).
 
 The apiserver shows warnings verbatim; each is kept to ``MAX_WARNING_LENGTH`` characters (``clip``).
 """
@@ -47,6 +49,16 @@ def unserved_warning(resource: str) -> str:
 
 def path_warning(names: list[str], choice: PathChoice) -> str:
     return clip(f"{', '.join(names)}: {_PATH_TEXT[choice.kind]} ({choice.why})")
+
+
+def bound_node_warning(names: list[str], node: str) -> str:
+    """A pod created with ``spec.nodeName`` on a node that does not advertise enough of ``names``:
+    no scheduler allocates DRA devices for it (and a gated kubelet admits it without any)."""
+    them = "it" if len(names) == 1 else "them"
+    return clip(
+        f"{', '.join(names)}: node {go_quote(node)} does not advertise {them}; "
+        "a pod with spec.nodeName gets no DRA device"
+    )
 
 
 def quota_warning(resource: str, device_class: str) -> str:

@@ -11,16 +11,17 @@ advice where ``fit_check`` says so).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ..api.objects import Obj, as_dict, as_list, spec
+from ..api.podresources import pod_requests
 from ..api.validation import validate_dra_quantities
 from ..cluster.state import ClusterState
-from .choice import Mode, PathChoice, PathKind, path_for
-from .explain import contention_warning, path_warning, quota_warning, unserved_warning
+from .choice import BOUND_AT_CREATION, Mode, PathChoice, PathKind, path_for
+from .explain import bound_node_warning, contention_warning, path_warning, quota_warning, unserved_warning
 from .patch import native_patch, rewrite_patch
-from .quota import unguarded
+from .quota import QuotaRules, quota_rules, unguarded
 from .rewrite import Alignment, alignment, no_alignment
 from .routing import Routing
 
@@ -38,6 +39,7 @@ class ClusterFacts:
     choice: PathChoice | None = None  # None: no name is DRA-backed
     quotas: Sequence[tuple[str, str]] = ()  # the rewrite's (name, class) unguarded
     align: Alignment = no_alignment  # the rewrite's, settled: it reads nothing later
+    tolerations: Mapping[str, list[Obj]] = field(default_factory=dict)  # the rewrite's, per class
 
 
 def cluster_facts(
@@ -52,11 +54,13 @@ def cluster_facts(
     force_rewrite: bool,
     quotas: Callable[[], Iterable[Obj]],
     namespace: str,
+    rules: Callable[[], QuotaRules] | None = None,
 ) -> ClusterFacts:
     """What ``state`` says about ``pod`` asking for ``names`` (``resolved``: those a class backs).
 
     ``complete``: the cache is synced and agrees with a fresh class list; otherwise nothing is
-    said to be unserved. ``apiserver_gate`` and ``quotas`` are read only where the answer needs
+    said to be unserved. ``apiserver_gate``, ``quotas`` and ``rules`` (the served release's quota
+    rules; None: the newest release's with ``apiserver_gate``) are read only where the answer needs
     them (a DRA-backed name; the rewrite path), the quotas of ``namespace`` being the pod's."""
     contended: list[str] = []
     unserved: list[str] = []
@@ -68,20 +72,35 @@ def cluster_facts(
             unserved.append(unserved_warning(resource))
     if not resolved:
         return ClusterFacts(resolved, contended, unserved, complete)
-    choice = path_for(
-        state, resolved, mode, apiserver_gate=apiserver_gate(), force_rewrite=force_rewrite, pod=pod
-    )
+    gate = apiserver_gate()
+    choice = path_for(state, resolved, mode, apiserver_gate=gate, force_rewrite=force_rewrite, pod=pod)
+    if choice.why == BOUND_AT_CREATION:
+        unserved += _unserved_on_its_node(state, pod, sorted(resolved))
     if choice.kind != "rewrite":
         return ClusterFacts(resolved, contended, unserved, complete, choice)
+    served = rules() if rules is not None else quota_rules(None, gate)
     return ClusterFacts(
         resolved,
         contended,
         unserved,
         complete,
         choice,
-        unguarded(quotas(), namespace, resolved),
+        unguarded(quotas(), namespace, resolved, served, state.classes.field_name),
         alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values()),
+        {cls: state.classes.tolerations(cls) for cls in set(resolved.values())},
     )
+
+
+def _unserved_on_its_node(state: ClusterState, pod: Obj, names: list[str]) -> list[str]:
+    """The warning for a pod created on a node (known to ``state``) whose allocatable lacks some of
+    the pod's requests of ``names``: nothing else would give it those devices."""
+    node_name = str(spec(pod).get("nodeName"))
+    info = state.nodes.get(node_name)
+    if info is None:
+        return []
+    wanted = pod_requests(pod)
+    short = [r for r in names if info.allocatable.get(r, 0) < wanted.get(r, 0)]
+    return [bound_node_warning(short, node_name)] if short else []
 
 
 @dataclass(slots=True)
@@ -113,7 +132,9 @@ def pod_outcome(pod: Obj, facts: ClusterFacts, routing: Routing) -> Outcome:
             # as it is, so that the pod validation denies it at its exact path.
             return Outcome(choice.kind, [], warnings)
         warnings += [quota_warning(name, cls) for name, cls in facts.quotas]
-        return Outcome(choice.kind, rewrite_patch(pod, resolved, routing, facts.align), warnings)
+        tolerated = facts.tolerations
+        patch = rewrite_patch(pod, resolved, routing, facts.align, lambda cls: tolerated.get(cls, ()))
+        return Outcome(choice.kind, patch, warnings)
     if choice.kind != "native":
         return Outcome(choice.kind, [], warnings)
     fit_check = (

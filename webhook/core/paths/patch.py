@@ -15,6 +15,7 @@ point: applied, and asked again, it is empty (the apiserver may call a webhook t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 
 from ..api.constants import DRAXR_RESOURCES_ANNOTATION
 from ..api.objects import Obj, meta, spec
@@ -48,11 +49,15 @@ def native_patch(pod: Obj, resolved: dict[str, str], routing: Routing) -> list[O
 
 
 def rewrite_patch(
-    pod: Obj, resolved: dict[str, str], routing: Routing, align: Alignment = no_alignment
+    pod: Obj,
+    resolved: dict[str, str],
+    routing: Routing,
+    align: Alignment = no_alignment,
+    tolerations: Callable[[str], Sequence[Obj]] | None = None,
 ) -> list[Obj]:
     """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in, the
     annotations, and the scheduler name per ``--route``."""
-    return plan_patch(pod, plan_rewrite(pod, resolved, align), routing)
+    return plan_patch(pod, plan_rewrite(pod, resolved, align, tolerations), routing)
 
 
 def plan_patch(pod: Obj, plan: Rewrite, routing: Routing) -> list[Obj]:

@@ -16,6 +16,10 @@ Templates are shared: one per (namespace, class, count, alignment), with a deter
 the webhook can name them without writing anything (dry runs stay exact) and the worker creates the
 ones that are missing. The pod's own claims are kept; nothing else changes.
 
+Tolerations (``draxr.io/extended-resource-tolerations`` on the class, issue 23): each template's
+request carries them, as the special claim's requests do in native mode, and its name says so
+(``-tolerating-<hash>``): a template never changes, so other tolerations make another one.
+
 Alignment (``draxr.io/align-by`` on the class, issue 13): a request of two or more devices whose
 class aligns by attributes gets a template whose claim carries a ``matchAttribute`` constraint per
 attribute, so its devices share a PCIe root or NUMA node as in native mode. A template claim holds
@@ -30,7 +34,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -38,6 +42,7 @@ from ..api.alignment import REQUIRED, align_by, pod_alignment
 from ..api.names import is_dns1123_subdomain
 from ..api.objects import Obj, as_dict, as_list, spec
 from ..api.podresources import containers
+from ..api.tolerations import tolerations_key
 from ..scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
 
 #: Labels and annotations draxr puts on what it writes for the rewrite.
@@ -54,15 +59,20 @@ TEMPLATE_PREFIX: Final = "draxr-"
 
 @dataclass(frozen=True, slots=True, order=True)
 class TemplateRef:
-    """A shared template: (class, count, the attributes its devices share) in a namespace."""
+    """A shared template: (class, count, the attributes its devices share, the tolerations of its
+    request as canonical JSON, ``tolerations.tolerations_key``) in a namespace."""
 
     device_class: str
     count: int
     align: tuple[str, ...] = ()
+    tolerations: str = ""
 
     @property
     def name(self) -> str:
-        return template_name(self.device_class, self.count, self.align)
+        return template_name(self.device_class, self.count, self.align, self.tolerations)
+
+    def toleration_list(self) -> list[Obj]:
+        return list(json.loads(self.tolerations)) if self.tolerations else []
 
 
 #: (class, count) -> the attributes a request's devices must share; () for none.
@@ -117,11 +127,13 @@ class Rewrite:
         return not self.pod_claims
 
 
-def template_name(device_class: str, count: int, align: tuple[str, ...] = ()) -> str:
+def template_name(device_class: str, count: int, align: tuple[str, ...] = (), tolerations: str = "") -> str:
     """``draxr-<class>-<count>``, with ``-aligned-<hash of the attributes>`` when the devices must
-    share attributes; a name that would not be a valid object name is shortened and made unique by
-    a hash of the class."""
+    share attributes and ``-tolerating-<hash of the tolerations>`` when its request tolerates taints
+    (a template cannot change: other tolerations, another template); a name that would not be a
+    valid object name is shortened and made unique by a hash of the class."""
     suffix = f"-aligned-{_digest(','.join(align))[:8]}" if align else ""
+    suffix += f"-tolerating-{_digest(tolerations)[:8]}" if tolerations else ""
     plain = f"{TEMPLATE_PREFIX}{device_class}-{count}{suffix}"
     if not is_dns1123_subdomain(plain):  # no errors: a valid object name
         return plain
@@ -136,19 +148,26 @@ def pod_claim_name(request_name: str) -> str:
     return POD_CLAIM_PREFIX + request_name
 
 
-def plan_rewrite(pod: Obj, dra: Mapping[str, str], align: Alignment = no_alignment) -> Rewrite:
+def plan_rewrite(
+    pod: Obj,
+    dra: Mapping[str, str],
+    align: Alignment = no_alignment,
+    tolerations: Callable[[str], Sequence[Obj]] | None = None,
+) -> Rewrite:
     """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class);
-    ``align`` says which attributes a request's devices must share."""
+    ``align`` says which attributes a request's devices must share, ``tolerations`` which taints a
+    class's requests tolerate (its ``draxr.io/extended-resource-tolerations``)."""
     out = Rewrite(resources=dict(dra))
     if not dra:
         return out
-    requests, mappings = create_requests_and_mappings(pod, dra)
+    requests, mappings = create_requests_and_mappings(pod, dra, tolerations)
     taken = {as_dict(pc).get("name") for pc in as_list(spec(pod).get("resourceClaims"))}
     templates: set[TemplateRef] = set()
     for request in requests:
         exactly = request["exactly"]
         cls, count = str(exactly["deviceClassName"]), int(exactly["count"])
-        ref = TemplateRef(cls, count, align(cls, count) if count > 1 else ())
+        tolerated = tolerations_key(as_list(exactly.get("tolerations")))
+        ref = TemplateRef(cls, count, align(cls, count) if count > 1 else (), tolerated)
         templates.add(ref)
         claim_name = pod_claim_name(str(request["name"]))
         if claim_name in taken:
@@ -235,11 +254,19 @@ def pointer_token(key: str) -> str:
 def rewritten_annotation(rewrite: Rewrite) -> str:
     """The value of ``draxr.io/rewritten``: template name -> [class, count] (and the aligned
     attributes, if any), all the worker needs to create the templates the pod's claims come from."""
-    body = {
-        ref.name: [ref.device_class, ref.count, *([list(ref.align)] if ref.align else [])]
-        for ref in rewrite.templates
-    }
+    body = {ref.name: _annotated(ref) for ref in rewrite.templates}
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def _annotated(ref: TemplateRef) -> list[object]:
+    """[class, count], then the aligned attributes if any, then the tolerations if any (after the
+    attributes, ``[]`` for none)."""
+    out: list[object] = [ref.device_class, ref.count]
+    if ref.align or ref.tolerations:
+        out.append(list(ref.align))
+    if ref.tolerations:
+        out.append(ref.toleration_list())
+    return out
 
 
 def templates_of(pod: Obj) -> list[TemplateRef]:
@@ -251,18 +278,21 @@ def templates_of(pod: Obj) -> list[TemplateRef]:
         return []
     out: list[TemplateRef] = []
     for name, value in as_dict(body).items():
-        if not isinstance(value, list) or len(value) not in (2, 3):
+        if not isinstance(value, list) or len(value) not in (2, 3, 4):
             continue
         cls, count, *rest = value
         attrs = rest[0] if rest else []
+        tols = rest[1] if len(rest) > 1 else []
         if (
             isinstance(cls, str)
             and isinstance(count, int)
             and not isinstance(count, bool)
             and isinstance(attrs, list)
             and all(isinstance(a, str) for a in attrs)
+            and isinstance(tols, list)
+            and all(isinstance(t, dict) for t in tols)
         ):
-            ref = TemplateRef(cls, count, tuple(attrs))
+            ref = TemplateRef(cls, count, tuple(attrs), tolerations_key(tols))
             if ref.name == name and ref.count > 0:
                 out.append(ref)
     return sorted(out)
@@ -288,6 +318,7 @@ def template(ref: TemplateRef, namespace: str) -> Obj:
                                 "deviceClassName": ref.device_class,
                                 "allocationMode": "ExactCount",
                                 "count": ref.count,
+                                **({"tolerations": ref.toleration_list()} if ref.tolerations else {}),
                             },
                         }
                     ],
@@ -320,7 +351,7 @@ def template_ref(obj: Obj) -> TemplateRef | None:
     if not isinstance(cls, str) or not isinstance(count, int) or isinstance(count, bool):
         return None
     attrs = tuple(str(as_dict(c).get("matchAttribute")) for c in as_list(devices.get("constraints")))
-    ref = TemplateRef(cls, count, attrs)
+    ref = TemplateRef(cls, count, attrs, tolerations_key(as_list(exactly.get("tolerations"))))
     return ref if ref.name == meta.get("name") else None
 
 

@@ -512,7 +512,7 @@ class Scheduler:
         plan, _ = self._node_plan(cycle, node, count_devices=False)
         if plan is None or not plan.dra:
             return None
-        requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        requests, mappings = create_requests_and_mappings(pod, plan.dra, self.state.classes.tolerations)
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
         return Decision(

@@ -41,7 +41,7 @@ def allocate(
     if prebuilt and dra.built is not None:
         requests, mappings = dra.built
     elif plan.dra:
-        requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        requests, mappings = create_requests_and_mappings(pod, plan.dra, state.classes.tolerations)
     placement = None
     constraints: list[Obj] = []
     scopes = dra.scopes

@@ -9,12 +9,14 @@ For each resource that needs DRA on the chosen node (sorted by name):
   containers have not started yet), then asks for the remainder; only the largest remainder over all
   short-lived containers is kept and their mappings are rewritten to it.
 
-Requests come out sorted by name; mappings long-lived first, then short-lived, per resource.
+Requests come out sorted by name; mappings long-lived first, then short-lived, per resource. Each
+request carries the tolerations the class's ``draxr.io/extended-resource-tolerations`` names, if any
+(draxr's, ahead of upstream: tainted devices can then serve these pods).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ....api.constants import REQUEST_NAME_FORMAT
@@ -37,7 +39,11 @@ def _count(request: DeviceRequest) -> int:
 
 
 def _container_request(
-    ref: ContainerRef, resource: str, class_name: str, reusable: list[DeviceRequest | None]
+    ref: ContainerRef,
+    resource: str,
+    class_name: str,
+    reusable: list[DeviceRequest | None],
+    tolerations: Sequence[Obj] = (),
 ) -> tuple[DeviceRequest | None, list[Mapping_]]:
     requests = raw_requests(ref.container)
     if resource not in requests:
@@ -61,14 +67,20 @@ def _container_request(
         "name": name,
         "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": need - reused},
     }
+    if tolerations:
+        request["exactly"]["tolerations"] = [dict(t) for t in tolerations]
     mappings.append({"containerName": ref.name, "resourceName": resource, "requestName": name})
     return request, mappings
 
 
 def create_requests_and_mappings(
-    pod: Obj, dra_resources: Mapping[str, str]
+    pod: Obj,
+    dra_resources: Mapping[str, str],
+    tolerations: Callable[[str], Sequence[Obj]] | None = None,
 ) -> tuple[list[DeviceRequest], list[Mapping_]]:
-    """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node."""
+    """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node.
+    ``tolerations``: class -> the tolerations of its requests (draxr's
+    ``draxr.io/extended-resource-tolerations``; upstream's requests have none)."""
     refs = containers(pod)
     long_lived = [r for r in refs if r.long_lived]
     short_lived = [r for r in refs if not r.long_lived]
@@ -76,17 +88,18 @@ def create_requests_and_mappings(
     all_mappings: list[Mapping_] = []
     for resource in sorted(dra_resources):
         class_name = dra_resources[resource]
+        tolerated = tolerations(class_name) if tolerations is not None else ()
         long_requests: list[DeviceRequest | None] = [None] * len(refs)
         long_mappings: list[Mapping_] = []
         for ref in long_lived:
-            req, maps = _container_request(ref, resource, class_name, [])
+            req, maps = _container_request(ref, resource, class_name, [], tolerated)
             long_requests[ref.index] = req
             long_mappings.extend(maps)
         largest: DeviceRequest | None = None
         short_names: set[str] = set()
         short_mappings: list[Mapping_] = []
         for ref in short_lived:
-            req, maps = _container_request(ref, resource, class_name, long_requests[ref.index :])
+            req, maps = _container_request(ref, resource, class_name, long_requests[ref.index :], tolerated)
             if req is not None:
                 short_names.add(req["name"])
                 if largest is None or _count(largest) < _count(req):

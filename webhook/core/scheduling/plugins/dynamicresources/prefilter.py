@@ -59,7 +59,7 @@ def pre_filter(state: ClusterState, pod: Obj, reqs: Units, policy: str, *, ignor
     scopes: list[Scope] = []
     constraints: list[Obj] = []
     notes: list[str] = []
-    built = create_requests_and_mappings(pod, classes) if classes else None
+    built = create_requests_and_mappings(pod, classes, state.classes.tolerations) if classes else None
     if align != NONE and built is not None:
         requests = built[0]
         constraints, notes = alignment_constraints(requests, groups, state.capacity.largest_group)
