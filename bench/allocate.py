@@ -37,9 +37,12 @@ from webhook.core.scheduling.framework import SCHEDULED
 from webhook.core.scheduling.scheduler import Scheduler
 
 DRIVER = "gpu.example.com"
+ZONE = "topology.kubernetes.io/zone"
 
 
-def build(nodes: int, devices: int, classes: int, unique: bool) -> ClusterState:
+def build(nodes: int, devices: int, classes: int, unique: bool, zones: int = 0) -> ClusterState:
+    """``zones`` > 0: nodes carry ``kubernetes.io/hostname`` and ``topology.kubernetes.io/zone``
+    (``zone-<n mod zones>``), for pod placement (``bench/scale.py --stream placement``)."""
     st = ClusterState()
     for k in range(classes):
         st.upsert_class(
@@ -57,11 +60,12 @@ def build(nodes: int, devices: int, classes: int, unique: bool) -> ClusterState:
         )
     for n in range(nodes):
         name = f"node-{n:04d}"
+        labels = {"kubernetes.io/hostname": name, ZONE: f"zone-{n % zones}"} if zones else {}
         st.upsert_node(
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name, "labels": {}},
+                "metadata": {"name": name, "labels": labels},
                 "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}},
             }
         )

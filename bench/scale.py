@@ -6,7 +6,12 @@ departure of the oldest pod):
 * **engine**: ``core.Scheduler`` on a ``ClusterState`` (the shape of ``bench/allocate.py``: class
   ``gpu-k`` selects the devices of type ``gpu-k``, pod ``i`` asks for ``example.com/gpu-{i mod 25}``).
   Each arrival is one decision (PreFilter, Filter, Score, allocation, Reserve); a departure releases
-  the reservation. Reports decisions/s, p50/p99 per decision, and this process's RSS.
+  the reservation. Reports decisions/s, p50/p99 per decision, and this process's RSS; also per
+  CPU second of this process and the p99 of CPU time (the figures a loaded machine blurs least).
+  ``--stream placement`` (engine only): nodes in ``--zones`` zones, and every third pod places
+  itself among its replicas (pod placement, issue 21): in turn, required pod anti-affinity per node
+  to the replicas of its group, or a DoNotSchedule zone spread (maxSkew 1) of its group's replicas,
+  over ``--groups`` groups of each; decisions/s and p99 are also given for those pods alone.
 * **worker**: ``draxr serve --no-webhook`` in its own process against the API emulator over real
   HTTP (the emulator in this process), the same pods created with up to ``--window`` unbound at
   a time, bound pods deleted as above. Reports pods bound/s, the worker's API writes per pod
@@ -18,7 +23,7 @@ The machine is shared and the numbers are noisy: compare runs made side by side.
 
     python bench/scale.py [--nodes 5000] [--devices 8] [--classes 25] [--pods 10000]
         [--worker-pods N] [--live N] [--skip-worker] [--skip-engine]
-        [--percentage-of-nodes-to-score 0]
+        [--percentage-of-nodes-to-score 0] [--stream plain|placement] [--zones 10] [--groups 50]
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.allocate import build, pod
+from bench.allocate import ZONE, build, pod
 from bench.common import (
     DRIVER,
     WORKER,
@@ -68,7 +73,8 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     set_default_engine(args.cel_engine)
     before = memory_mib()
     t0 = time.perf_counter()
-    st = build(args.nodes, args.devices, args.classes, unique=False)
+    placement = args.stream == PLACEMENT
+    st = build(args.nodes, args.devices, args.classes, unique=False, zones=args.zones if placement else 0)
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for k in range(args.classes):
@@ -79,27 +85,51 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     live_limit = args.live if args.live is not None else max(1, min(args.pods, capacity) // 2)
     live: deque[tuple[Decision, str]] = deque()
     latencies: list[float] = []
+    cpu: list[float] = []  # this process's CPU time per decision: what a loaded machine does not blur
+    placed: list[float] = []  # the pods with anti-affinity or a spread
+    placed_cpu: list[float] = []
     scheduled = 0
     t_all = time.perf_counter()
+    c_all = time.process_time()
     for i in range(args.pods):
         if len(live) >= live_limit:
             d, token = live.popleft()
             sched.unreserve(d, token)
-        p = pod(i, args.classes)
+        p = placement_pod(i, args.classes, args.groups) if placement else pod(i, args.classes)
         t = time.perf_counter()
+        c = time.process_time()
         d = sched.schedule(p)
         if d.status == SCHEDULED:
             live.append((d, sched.reserve(d)))
             scheduled += 1
         latencies.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+        if placement and i % 3 == 0:
+            placed.append(latencies[-1])
+            placed_cpu.append(cpu[-1])
     total = time.perf_counter() - t_all
+    total_cpu = time.process_time() - c_all
     after = memory_mib()
+    extra: dict[str, Any] = {}
+    if placement:
+        extra = {
+            "stream": PLACEMENT,
+            "placement_pods": len(placed),
+            "placement_decisions_per_second": round(len(placed) / sum(placed), 1) if placed else None,
+            "placement_decision_p99_ms": round(percentile(placed, 0.99) * 1000, 3) if placed else None,
+            "placement_decisions_per_cpu_second": round(len(placed) / sum(placed_cpu), 1)
+            if placed and sum(placed_cpu)
+            else None,
+        }
     return {
+        **extra,
         "decisions": args.pods,
         "scheduled": scheduled,
         "decisions_per_second": round(args.pods / total, 1),
         "decision_p50_ms": round(percentile(latencies, 0.50) * 1000, 3),
         "decision_p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
+        "decisions_per_cpu_second": round(args.pods / total_cpu, 1) if total_cpu else None,
+        "decision_cpu_p99_ms": round(percentile(cpu, 0.99) * 1000, 3),
         "live_pods": live_limit,
         "build_seconds": round(build_s, 2),
         "cel_cold_start_seconds": round(cold_s, 2),
@@ -108,6 +138,29 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
         "rss_of_the_cluster_state_mb": round(built["VmRSS"] - before["VmRSS"], 1),
         "rss_growth_while_deciding_mb": round(after["VmRSS"] - built["VmRSS"], 1),
     }
+
+
+PLACEMENT = "placement"
+
+
+def placement_pod(i: int, classes: int, groups: int) -> Obj:
+    """``bench/allocate.py``'s pod ``i``; every third one of a group placing itself among its
+    replicas: required anti-affinity per node (``anti-<g>``) or a zone spread (``spread-<g>``), in turn."""
+    p = pod(i, classes)
+    if i % 3:
+        return p
+    k = i // 3
+    app = f"{'anti' if k % 2 == 0 else 'spread'}-{(k // 2) % groups}"
+    p["metadata"]["labels"] = {"app": app}
+    selector = {"matchLabels": {"app": app}}
+    if k % 2 == 0:
+        term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        p["spec"]["affinity"] = {"podAntiAffinity": required}
+    else:
+        spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+        p["spec"]["topologySpreadConstraints"] = [{**spread, "labelSelector": selector}]
+    return p
 
 
 # --- the worker through the emulator -------------------------------------------------------------
@@ -256,6 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cel-engine", choices=ENGINES, default=DEFAULT_ENGINE)
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--skip-worker", action="store_true")
+    ap.add_argument(
+        "--stream",
+        choices=("plain", PLACEMENT),
+        default="plain",
+        help="placement: every third pod has required anti-affinity or a zone spread (engine only)",
+    )
+    ap.add_argument("--zones", type=int, default=10, help="zones of the nodes with --stream placement")
+    ap.add_argument(
+        "--groups", type=int, default=50, help="replica groups of each kind with --stream placement"
+    )
     args = ap.parse_args(argv)
     if args.worker_pods is None:
         args.worker_pods = args.pods
@@ -267,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             "engine_pods": args.pods,
             "worker_pods": args.worker_pods,
             "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
+            "stream": args.stream,
         },
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],

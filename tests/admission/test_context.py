@@ -73,3 +73,29 @@ def test_the_fit_cache_is_bounded_and_keyed_by_name() -> None:
     assert advisor.warning(gpu_pod("c", 2), "default") is not None
     assert advisor.hits == 1
     assert advisor.warning(gpu_pod("c", 1), "default") is None  # another spec, another answer
+
+
+def follower(name: str) -> Obj:
+    """A pod with required affinity to a leader pod's node (issue 21's pod placement)."""
+    term = {"labelSelector": {"matchLabels": {"role": "leader"}}, "topologyKey": "kubernetes.io/hostname"}
+    return gpu_pod(
+        name, 1, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    )
+
+
+def test_a_cache_without_pods_gives_no_pod_placement_warning() -> None:
+    """The webhook's own cache watches no pods: the fit check cannot tell whether a pod's affinity
+    can be met and says nothing of it (before, every follower was warned: no leader in sight). A
+    cache that holds the pods (``draxr serve`` with the worker, a snapshot) still warns."""
+    objects = gpu_cluster()
+    objects[1]["metadata"].setdefault("labels", {})["kubernetes.io/hostname"] = "dra-node"
+    webhook_cache = ClusterCache()
+    for o in objects:
+        webhook_cache.handle(o["kind"], "ADDED", o)
+    assert not webhook_cache.holds("Pod")
+    assert FitAdvisor(webhook_cache).warning(follower("f"), "default") is None
+    snapshot = ClusterCache.from_objects(objects)
+    assert snapshot.holds("Pod")
+    warning = FitAdvisor(snapshot).warning(follower("f"), "default")
+    assert warning is not None
+    assert "didn't match pod affinity rules" in warning

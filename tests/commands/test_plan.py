@@ -845,3 +845,125 @@ def test_plan_shows_whom_a_high_priority_pod_would_preempt_and_why(tmp_path: Pat
     }
     _, table_out, _ = plan([tmp_path])
     assert "preempting 2 victims: default/c, default/b" in table_out
+
+
+# -- pod placement (issue 21): what plan reads of pods and Namespaces ------------------------------
+
+GPU = "example.com/gpu"
+
+
+def gpu_cluster(nodes: int = 3) -> list[Obj]:
+    """``nodes`` nodes with two GPUs each, in zone z<i>."""
+    docs: list[Obj] = [
+        factory.device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
+    ]
+    for i in range(nodes):
+        docs.append(factory.node(f"n{i}", {GPU: 0}, {"topology.kubernetes.io/zone": f"z{i}"}))
+        docs.append(factory.resource_slice(f"s{i}", factory.gpus(2, f"n{i}"), node_name=f"n{i}"))
+    return docs
+
+
+def anti_affine(term: Obj, labels: dict[str, str] | None = None, replicas: int = 3) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "infer", "namespace": "ml"},
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "metadata": {"labels": labels or {"app": "infer"}},
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {GPU: "1"}}}],
+                    "affinity": {
+                        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+                    },
+                },
+            },
+        },
+    }
+
+
+HOSTNAME_TERM: Obj = {
+    "labelSelector": {"matchLabels": {"app": "infer"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
+
+
+def test_replicas_with_required_anti_affinity_take_a_node_each(tmp_path: Path) -> None:
+    write(tmp_path, "all.yaml", [*gpu_cluster(2), anti_affine(HOSTNAME_TERM)])
+    code, out, _ = plan([tmp_path], "json")
+    pods = json.loads(out)["pods"]
+    assert code == 1
+    assert sorted(p["node"] for p in pods[:2]) == ["n0", "n1"]
+    assert pods[2]["status"] == "Unschedulable"
+    assert pods[2]["message"] == "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+
+
+def running(name: str, node: str, ns: str, labels: dict[str, str]) -> Obj:
+    p = pod(name, [container("c", {"cpu": "100m"})], namespace=ns, nodeName=node)
+    p["metadata"]["labels"] = labels
+    return p
+
+
+def test_namespaces_reach_the_namespace_selector(tmp_path: Path) -> None:
+    """A running app=infer pod on n0 in a namespace labelled team=a: a term selecting team=a namespaces
+    keeps every replica off n0 only when the Namespace is in the input."""
+    term = {**HOSTNAME_TERM, "namespaceSelector": {"matchLabels": {"team": "a"}}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}
+    docs = [*gpu_cluster(3), running("old", "n0", "team-a", {"app": "infer"}), anti_affine(term, replicas=2)]
+    write(tmp_path, "all.yaml", [*docs, ns])
+    data = json.loads(plan([tmp_path], "json")[1])
+    assert "n0" not in [p["node"] for p in data["pods"]]
+    write(tmp_path, "all.yaml", docs)
+    data = json.loads(plan([tmp_path], "json")[1])
+    assert "n0" in [p["node"] for p in data["pods"]]
+
+
+def test_match_label_keys_are_merged_as_the_apiserver_does(tmp_path: Path) -> None:
+    """The replicas' anti-affinity has ``matchLabelKeys: [version]``: a running app=infer pod of
+    another version does not repel them (kube-apiserver merged ``version In (v2)`` into the selector);
+    one of the same version does."""
+    term = {**HOSTNAME_TERM, "matchLabelKeys": ["version"]}
+    labels = {"app": "infer", "version": "v2"}
+    for version, n0_used in (("v1", True), ("v2", False)):
+        old = running("old", "n0", "ml", {"app": "infer", "version": version})
+        write(tmp_path, "all.yaml", [*gpu_cluster(3), old, anti_affine(term, labels, replicas=3)])
+        nodes = [p["node"] for p in json.loads(plan([tmp_path], "json")[1])["pods"]]
+        assert ("n0" in nodes) is n0_used, (version, nodes)
+
+
+def test_a_nominated_pending_pod_keeps_its_room(tmp_path: Path) -> None:
+    """A pending pod nominated to n0 asks for both of its GPUs: the pods of equal priority planned
+    before it leave them free (without the nomination they would take n0, binpack's first choice),
+    and it gets them."""
+    big = pod("big", [container("c", {GPU: "2"})])
+    big["status"] = {"nominatedNodeName": "n0"}
+    small = [pod(f"small-{i}", [container("c", {GPU: "1"})]) for i in range(2)]
+    write(tmp_path, "all.yaml", [*gpu_cluster(2), *small, big])
+    data = json.loads(plan([tmp_path], "json")[1])
+    assert {p["name"]: p["node"] for p in data["pods"]} == {"small-0": "n1", "small-1": "n1", "big": "n0"}
+    del big["status"]
+    write(tmp_path, "all.yaml", [*gpu_cluster(2), *small, big])
+    data = json.loads(plan([tmp_path], "json")[1])
+    assert {p["name"]: p["node"] for p in data["pods"]} == {"small-0": "n0", "small-1": "n0", "big": "n1"}
+
+
+def test_a_zone_spread_puts_the_replicas_in_every_zone(tmp_path: Path) -> None:
+    """Three replicas with a DoNotSchedule zone spread (maxSkew 1) over three single-node zones: one
+    per zone; without the spread binpack fills n0 first."""
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "infer"}},
+    }
+    deployment = anti_affine(HOSTNAME_TERM)
+    template = deployment["spec"]["template"]["spec"]
+    del template["affinity"]
+    write(tmp_path, "all.yaml", [*gpu_cluster(3), deployment])
+    nodes = [p["node"] for p in json.loads(plan([tmp_path], "json")[1])["pods"]]
+    assert nodes.count("n0") == 2
+    template["topologySpreadConstraints"] = [spread]
+    write(tmp_path, "all.yaml", [*gpu_cluster(3), deployment])
+    nodes = [p["node"] for p in json.loads(plan([tmp_path], "json")[1])["pods"]]
+    assert sorted(nodes) == ["n0", "n1", "n2"]

@@ -49,6 +49,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
     assert _flatten(_rules("ClusterRole", "draxr-worker")) == {
         *(("", r, v, "*any*") for r in ("nodes", "pods", "resourcequotas") for v in read),
         ("", "pods", "delete", "*any*"),  # preemption's victims
+        *(("", "namespaces", v, "*any*") for v in ("list", "watch")),
         ("", "pods/status", "patch", "*any*"),
         *(("policy", "poddisruptionbudgets", v, "*any*") for v in ("list", "watch")),
         ("", "pods/binding", "create", "*any*"),

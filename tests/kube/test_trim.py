@@ -236,7 +236,12 @@ def _cluster() -> list[Obj]:
         device(f"gpu-{i}", {"resource.kubernetes.io/pcieRoot": {"string": f"pci{i // 2}"}}) for i in range(4)
     ]
     slices = [resource_slice(f"{n}-gpu", copy.deepcopy(devices), node_name=n) for n in ("dra-a", "dra-b")]
-    return [*_nodes(), gpu, *slices]
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "default", "labels": {"team": "ml"}},
+    }
+    return [*_nodes(), gpu, *slices, namespace]
 
 
 names = st.sampled_from([GPU, "deviceclass.resource.kubernetes.io/gpu.example.com", "cpu", "memory"])
@@ -277,9 +282,12 @@ def pods(draw: st.DrawFn, name: str, bound: bool = False) -> Obj:
         spec["overhead"] = {"cpu": draw(st.sampled_from(["500m", "6"]))}
     if draw(st.integers(0, 3)) == 0:
         spec["resources"] = {"requests": {"cpu": "3"}}
+    placement(draw, spec)
     spec["priority"] = draw(st.integers(0, 10))
     spec["schedulerName"] = "draxr"
     meta: Obj = {"name": name, "namespace": "default", "uid": f"uid-{name}", "generateName": "p-"}
+    if draw(st.booleans()):
+        meta["labels"] = {"app": draw(apps)}
     if draw(st.booleans()):
         meta["annotations"] = {ALIGN_ANNOTATION: draw(st.sampled_from(["required", "preferred", "none"]))}
     pod: Obj = {
@@ -289,10 +297,45 @@ def pods(draw: st.DrawFn, name: str, bound: bool = False) -> Obj:
         "spec": spec,
         "status": {"phase": "Pending"},
     }
-    if bound:
+    if bound and draw(st.integers(0, 3)) == 0:  # pending, nominated to a node (issue 21)
+        pod["status"]["nominatedNodeName"] = draw(st.sampled_from(["dra-a", "dra-b", "plugin"]))
+        spec["priority"] = 10
+    elif bound:
         spec["nodeName"] = draw(st.sampled_from(["dra-a", "dra-b", "plugin"]))
         pod["status"]["phase"] = draw(st.sampled_from(["Running", "Succeeded"]))
     return pod
+
+
+apps = st.sampled_from(["infer", "train"])
+
+
+def placement(draw: st.DrawFn, spec: Obj) -> None:
+    """Pod affinity or anti-affinity (a namespace selector at times) and topology spread (issue 21)."""
+    if draw(st.integers(0, 2)) == 0:
+        term: Obj = {
+            "labelSelector": {"matchLabels": {"app": draw(apps)}},
+            "topologyKey": draw(st.sampled_from(["kubernetes.io/hostname", "zone"])),
+        }
+        if draw(st.booleans()):
+            term["namespaceSelector"] = {"matchLabels": {"team": "ml"}}
+        kind = draw(st.sampled_from(["podAffinity", "podAntiAffinity"]))
+        if draw(st.booleans()):
+            rules: Obj = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        else:
+            rules = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": term}]
+            }
+        spec.setdefault("affinity", {})[kind] = rules
+    if draw(st.integers(0, 2)) == 0:
+        when = draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]))
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "zone",
+                "whenUnsatisfiable": when,
+                "labelSelector": {"matchLabels": {"app": draw(apps)}},
+            }
+        ]
 
 
 def _outcome(d: Decision) -> tuple[Any, ...]:

@@ -3,7 +3,9 @@ create time, and under ``--dry-run=server``); those that follow from the pod and
 are core's (core/paths/explain.py).
 
 * a decision taken from the cache alone, because the fresh DeviceClass list failed;
-* no node can run the pod right now: the scheduling engine's own explanation (``FitAdvisor``).
+* no node can run the pod right now: the scheduling engine's own explanation (``FitAdvisor``;
+  without the plugins that read the cluster's pods when the cache holds none: the webhook's own
+  watches no pods).
 
 The apiserver shows warnings verbatim; each is kept to ``MAX_WARNING_LENGTH`` characters.
 """
@@ -19,7 +21,9 @@ from typing import Final
 
 from ..core.api.messages import clip
 from ..core.api.objects import Obj, meta, name, spec, uid
+from ..core.scheduling import profile
 from ..core.scheduling.framework import ERROR, SCHEDULED
+from ..core.scheduling.plugins import interpodaffinity, podtopologyspread
 from ..core.scheduling.scheduler import Scheduler
 from ..kube.cache import ClusterCache
 
@@ -27,6 +31,8 @@ log = logging.getLogger("draxr.admission")
 
 PLACEHOLDER_NAME: Final = "<generated>"
 PLACEHOLDER_UID: Final = "00000000-0000-0000-0000-000000000000"
+#: The profile's plugins that read the cluster's pods: without them, they cannot answer.
+POD_PLUGINS: Final = frozenset({interpodaffinity.NAME, podtopologyspread.NAME})
 
 
 def stale_classes_warning(decision: str, error: str) -> str:
@@ -78,7 +84,7 @@ class FitAdvisor:
                     self.hits += 1
                     return self._answers[key]
             try:
-                decision = Scheduler(self._cache.state).schedule(candidate, score=False)
+                decision = self._scheduler().schedule(candidate, score=False)
             except Exception:  # advice only: a failure must not fail the admission of the pod
                 log.exception("fit check failed for a pod in namespace %s", namespace)
                 return None
@@ -90,3 +96,10 @@ class FitAdvisor:
                 while len(self._answers) > self._size:
                     self._answers.popitem(last=False)
         return answer
+
+    def _scheduler(self) -> Scheduler:
+        if self._cache.holds("Pod"):
+            return Scheduler(self._cache.state)
+        filters = [p for p in profile.FILTERS if p.name not in POD_PLUGINS]
+        scores = [p for p in profile.SCORES if p.name not in POD_PLUGINS]
+        return Scheduler(self._cache.state, filters=filters, scores=scores)

@@ -1,7 +1,11 @@
 """``draxr plan``: the scheduling engine, offline, on cluster manifests.
 
 Running pods (with ``spec.nodeName``) consume resources and devices; the others are scheduled one
-by one (higher ``spec.priority`` first, then input order), each placement visible to the next.
+by one (higher ``spec.priority`` first, then input order), each placement visible to the next. Pods
+read from files get what kube-apiserver does to a pod it creates (``matchLabelKeys`` merged into
+their selectors: ``core/api/labelkeys``); Namespaces' labels reach pod affinity's namespace
+selectors, and a pending pod with ``status.nominatedNodeName`` keeps its room on that node until it
+is placed, as in a cluster.
 
 Storage objects (PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
 CSIStorageCapacities, VolumeAttachments) are read as the API server would hold them: a claim naming no
@@ -49,6 +53,7 @@ from ..core.allocation.placement import alignment_text
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.alignment import align_by
 from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
+from ..core.api.labelkeys import with_label_keys
 from ..core.api.objects import Obj, annotations_of, as_dict, as_list, name, namespace, spec, status, uid
 from ..core.api.pvhelpers import default_class_name, with_default_class
 from ..core.cel import SelectorEngine
@@ -207,9 +212,9 @@ def build_plan(
     for i, o in enumerate(objects):
         if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
             continue
-        if spec(o).get("nodeName"):
-            state.apply("Pod", o)
-        else:
+        o = with_label_keys(o)
+        state.apply("Pod", o)  # a pending pod counts only where it is nominated
+        if not spec(o).get("nodeName"):
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):

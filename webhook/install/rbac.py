@@ -45,6 +45,8 @@ def rbac(namespace: str) -> list[Obj]:
         # delete: preemption's victims (pods/status patch: their DisruptionTarget condition and the
         # preemptor's nominatedNodeName, besides PodScheduled).
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+        # Pod affinity's namespace selectors read the Namespaces' labels (an informer).
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},

@@ -27,6 +27,7 @@ from .resources import (
     CSI_STORAGE_CAPACITIES,
     DEVICE_CLASSES,
     DEVICE_TAINT_RULE_VERSIONS,
+    NAMESPACES,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -61,6 +62,7 @@ KIND_OF = {
     "CSIStorageCapacity": CSI_STORAGE_CAPACITIES,
     "VolumeAttachment": VOLUME_ATTACHMENTS,
     "PodDisruptionBudget": POD_DISRUPTION_BUDGETS,
+    "Namespace": NAMESPACES,
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
@@ -77,9 +79,9 @@ WEBHOOK_KINDS = (
 )
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
 STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
-#: The worker also keeps the pods, the storage kinds and the PodDisruptionBudgets preemption
-#: respects.
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod", *STORAGE_KINDS, "PodDisruptionBudget")
+#: The worker also keeps the pods, the storage kinds, the PodDisruptionBudgets preemption respects
+#: and the Namespaces (their labels: pod affinity's namespace selectors).
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod", *STORAGE_KINDS, "PodDisruptionBudget", "Namespace")
 
 
 class ClusterCache:
@@ -148,6 +150,10 @@ class ClusterCache:
             if inf is None or not inf.synced.is_set():
                 return False
         return True
+
+    def holds(self, kind: str) -> bool:
+        """Whether this cache keeps objects of ``kind`` at all (an informer, or a snapshot)."""
+        return kind in self.informers or kind in self._static_synced
 
     def unsynced(self, kinds: Iterable[str]) -> list[tuple[str, str | None]]:
         """The kinds that have not synced yet, each with why its last list failed (None: no

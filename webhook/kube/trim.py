@@ -8,13 +8,14 @@ Kept, by kind:
 * every kind: ``metadata`` without ``managedFields`` and without the
   ``kubectl.kubernetes.io/last-applied-configuration`` annotation;
 * Pod: ``metadata`` name, namespace, uid, resourceVersion, generateName, creationTimestamp,
-  deletionTimestamp, labels (PodDisruptionBudgets select by them) and the annotations of draxr's
-  and the resource API's domains; ``spec`` fields the scheduling filters and the accounting read
-  (node name, scheduler name, priority, preemption policy, node selector, affinity, tolerations,
-  scheduling gates, resource claims, overhead, pod-level resources) and, for every container and
-  init container, in order, its name, resources, restart policy and host ports; ``status`` phase,
-  start time and nominated node (preemption), the PodScheduled and DisruptionTarget conditions,
-  the request mapping and the claim statuses;
+  deletionTimestamp, labels (pod affinity, topology spread and PodDisruptionBudgets select pods by
+  them) and the annotations of draxr's and the resource API's domains; ``spec`` fields the
+  scheduling filters and the accounting read (node name, scheduler name, priority, preemption
+  policy, node selector, affinity, tolerations, topology spread constraints, scheduling gates,
+  resource claims, overhead, pod-level resources) and, for every container and init container, in
+  order, its name, resources, restart policy and host ports; ``status`` phase, start time and
+  nominated node (preemption; the room a nominated pod keeps), the PodScheduled and
+  DisruptionTarget conditions, the request mapping and the claim statuses;
 * Node: ``spec``; ``status`` allocatable, the conditions' type and status, the kubelet's version;
 * Pod ``spec.volumes``: only those the volume plugins read (claims, in-tree disks and migratable
   sources: ``core.cluster.podvolumes.ANY``); storage kinds: what ``core.cluster.storageobjects``
@@ -59,6 +60,7 @@ POD_SPEC: Final = (
     "nodeSelector",
     "affinity",
     "tolerations",
+    "topologySpreadConstraints",
     "schedulingGates",
     "resourceClaims",
     "overhead",

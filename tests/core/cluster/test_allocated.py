@@ -380,3 +380,28 @@ def test_allocated_counters_sum_what_taken_devices_consume() -> None:
     assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("40Gi")}}
     state.allocated.unreserve_devices("t")
     assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("20Gi")}}
+
+
+# -- what pod placement reads: the placed pods --------------------------------------------------
+
+
+def test_placed_pods_follow_bound_assumed_and_forgotten_pods() -> None:
+    st = state_of(node("n1"))
+    bound = pod("bound", nodeName="n1")
+    bound["metadata"]["labels"] = {"app": "x"}
+    elsewhere = pod("elsewhere", nodeName="unseen")  # a node not seen yet: indexed, callers skip it
+    st.apply("Pod", bound)
+    st.apply("Pod", elsewhere)
+    placed = st.allocated.placed
+    assert {u: p.node for u, p in placed.by_uid.items()} == {"uid-bound": "n1", "uid-elsewhere": "unseen"}
+    assert placed.by_uid["uid-bound"].labels is bound["metadata"]["labels"]
+    assumed = pod("assumed")
+    st.reserve("t", [], assumed, "n1")
+    assert placed.by_uid["uid-assumed"].node == "n1"
+    st.unreserve("t", assumed)
+    assert "uid-assumed" not in placed.by_uid
+    done = copy.deepcopy(bound)
+    done["status"] = {"phase": "Succeeded"}
+    st.apply("Pod", done)
+    st.apply("Pod", elsewhere, deleted=True)
+    assert len(placed) == 0

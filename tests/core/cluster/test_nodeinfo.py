@@ -264,3 +264,36 @@ def test_nodes_keep_names_in_order_and_the_device_plugin_nodes_with_room() -> No
     assert (nodes.names(), nodes.with_room("example.com/gpu")) == (["b", "c"], ["b"])
     assert "a" not in nodes
     assert nodes.get("a") is None
+
+
+# -- the topology index (pod placement) -----------------------------------------------------------
+
+
+def test_the_topology_index_follows_labels_as_nodes_come_change_and_go() -> None:
+    nodes = Nodes()
+    nodes.upsert(node("a", labels={"zone": "z1"}))
+    assert nodes.topology("zone") == {"z1": {"a"}}  # built on first ask
+    nodes.upsert(node("b", labels={"zone": "z1"}))
+    nodes.upsert(node("c"))
+    assert nodes.topology("zone") == {"z1": {"a", "b"}}
+    assert nodes.with_label("zone") == {"a", "b"}
+    nodes.upsert(node("b", labels={"zone": "z2"}))  # relabelled
+    nodes.upsert(node("c", labels={"zone": "z2"}))
+    assert nodes.topology("zone") == {"z1": {"a"}, "z2": {"b", "c"}}
+    nodes.remove("a")
+    nodes.upsert(node("b"))  # the label removed
+    assert nodes.topology("zone") == {"z2": {"c"}}
+    assert nodes.with_label("zone") == {"c"}
+    assert nodes.topology("kubernetes.io/hostname") == {"b": {"b"}, "c": {"c"}}
+
+
+def test_a_snapshot_counts_pods_of_its_own() -> None:
+    info = NodeInfo.of(node("n", {GPU: 2}))
+    info.add_pod("p", {"cpu": 1000, GPU: 1}, [("TCP", "0.0.0.0", 80)], {"cpu": 1000})
+    copy_ = info.snapshot()
+    copy_.add_pod("q", {"cpu": 500}, [("TCP", "0.0.0.0", 81)], {"cpu": 500})
+    assert (copy_.requested["cpu"], len(copy_.pods), len(copy_.host_ports)) == (1500, 2, 2)
+    assert (info.requested["cpu"], len(info.pods), len(info.host_ports)) == (1000, 1, 1)
+    assert copy_.nonzero_requested["cpu"] == 1500
+    assert info.nonzero_requested["cpu"] == 1000
+    assert copy_.watch is None

@@ -68,7 +68,7 @@ def test_apply_adds_and_removes_every_kind_and_bumps_the_version() -> None:
     assert st.allocated.pods == {}
 
 
-@pytest.mark.parametrize("kind", ["Namespace", "ConfigMap", "", "pod"])
+@pytest.mark.parametrize("kind", ["Service", "ConfigMap", "", "pod"])
 def test_unknown_kinds_are_refused_without_a_version_bump(kind: str) -> None:
     st = ClusterState()
     assert st.apply(kind, {"metadata": {"name": "x"}}) is False
@@ -226,3 +226,14 @@ def test_release_keeps_a_pod_already_seen_bound() -> None:
 
 def test_node_devices_of_an_unknown_node_is_none() -> None:
     assert ClusterState().node_devices("nowhere") is None
+
+
+def test_namespaces_are_applied_with_their_labels_only() -> None:
+    st = ClusterState()
+    ns: Obj = {"kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}, "spec": {}}
+    assert st.apply("Namespace", ns) is True
+    assert st.version == 1
+    assert st.namespaces.labels_of("team-a") == {"team": "a"}
+    assert st.namespaces.labels_of("unknown") == {}
+    assert st.apply("Namespace", ns, deleted=True) is True
+    assert len(st.namespaces) == 0

@@ -201,3 +201,38 @@ def test_default_normalize_score(reverse: bool, scores: list[int], expected: lis
     default_normalize(raw, reverse)
     assert list(raw.values()) == expected
     assert all(0 <= v <= MAX_NODE_SCORE for v in raw.values())
+
+
+# -- issue 21: pod placement between pods --------------------------------------------------------
+
+
+def anti_affine_pod(name: str) -> Obj:
+    """An inference replica: label app=infer, required anti-affinity to app=infer per node."""
+    p = gpu_pod(name)
+    p["metadata"]["labels"] = {"app": "infer"}
+    p["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "infer"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    return p
+
+
+def test_pods_with_mutual_required_anti_affinity_never_share_a_node() -> None:
+    """Issue 21: two replicas with required anti-affinity to each other, scheduled one after the
+    other (the first reserved), land on two nodes, and a third has nowhere to go."""
+    s = Scheduler(cluster("a", "a"))
+    first = s.schedule(anti_affine_pod("r0"))
+    assert first.status == SCHEDULED
+    s.reserve(first)
+    second = s.schedule(anti_affine_pod("r1"))
+    assert second.status == SCHEDULED
+    assert second.node != first.node
+    s.reserve(second)
+    third = s.schedule(anti_affine_pod("r2"))
+    assert third.status == UNSCHEDULABLE

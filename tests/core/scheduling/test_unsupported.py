@@ -18,21 +18,6 @@ WORKLOAD: Obj = {"name": "w", "podGroup": "g"}
 #: A pod spec showing each entry of UNSUPPORTED (by name and field): an entry deleted from the list
 #: leaves its example here unused, and that is all.
 EXAMPLES: dict[tuple[str, str], Obj] = {
-    ("InterPodAffinity", "spec.affinity.podAffinity"): {
-        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}
-    },
-    ("InterPodAffinity", "spec.affinity.podAntiAffinity"): {
-        "affinity": {
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": TERM}]
-            }
-        }
-    },
-    ("PodTopologySpread", "spec.topologySpreadConstraints"): {
-        "topologySpreadConstraints": [
-            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
-        ]
-    },
     ("workload-aware scheduling of a PodGroup", "spec.schedulingGroup"): {
         "schedulingGroup": {"podGroupName": "trainers"}
     },
@@ -60,6 +45,20 @@ SUPPORTED: list[Obj] = [
     {"volumes": [PVC, EPHEMERAL]},
     {"volumes": [{"name": "v", "csi": {"driver": "csi.example.com"}}]},
     {"volumes": [{"name": "v", "gcePersistentDisk": {"pdName": "d"}}]},
+    # InterPodAffinity and PodTopologySpread.
+    {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}},
+    {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": TERM}]
+            }
+        }
+    },
+    {
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
+        ]
+    },
     {"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}], "priorityClassName": "high"},
 ]
 
@@ -80,14 +79,9 @@ def test_what_the_worker_honours_is_not_unsupported() -> None:
         assert unsupported_features(gpu_pod(**spec)) == [], spec
 
 
-def test_pod_features_listed_are_inter_pod_affinity_spread_and_workloads() -> None:
+def test_the_pod_features_left_are_workload_aware_scheduling() -> None:
     names = sorted({f.name for f in UNSUPPORTED})
-    assert names == [
-        "InterPodAffinity",
-        "PodTopologySpread",
-        "workload-aware scheduling of a PodGroup",
-        "workload-aware scheduling of a Workload",
-    ]
+    assert names == ["workload-aware scheduling of a PodGroup", "workload-aware scheduling of a Workload"]
 
 
 @settings(max_examples=50, deadline=None)

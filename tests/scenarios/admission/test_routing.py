@@ -75,28 +75,32 @@ def test_route_never_routes_no_claim_pod(webhook: Webhook) -> None:
 
 def test_an_unsupported_feature_is_denied_by_name(webhook: Webhook) -> None:
     webhook.install([*gpu_cluster(), user_claim(), user_template()])
-    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
-    _, response = answer(webhook, gpu_pod(topologySpreadConstraints=spread))
+    _, response = answer(webhook, gpu_pod(schedulingGroup={"podGroupName": "trainers"}))
     assert response["allowed"] is False
     status = response["status"]
     assert status["code"] == 403
     assert status["reason"] == "Forbidden"
-    assert "PodTopologySpread (spec.topologySpreadConstraints)" in status["message"]
+    assert "workload-aware scheduling of a PodGroup (spec.schedulingGroup)" in status["message"]
     assert f'DeviceClass "{GPU_CLASS}"' in status["message"]
-    # Volumes are the worker's own (VolumeBinding and the rest): such a pod is routed, not refused.
-    _, response = answer(
-        webhook, claim_pod(volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}])
-    )
-    assert response["allowed"] is True
+    # Volumes, pod affinity and topology spread are the worker's own: such pods are routed.
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+    for honoured in (
+        claim_pod(volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]),
+        gpu_pod(topologySpreadConstraints=spread),
+        claim_pod(affinity=anti),
+    ):
+        _, response = answer(webhook, honoured)
+        assert response["allowed"] is True
 
 
 def test_an_unsupported_feature_can_be_left_to_kube_scheduler(webhook: Webhook) -> None:
     config = AdmissionConfig(unsupported_pods="default-scheduler")
     webhook.install([*gpu_cluster(), user_claim(), user_template()], config=config)
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
-    out, response = answer(webhook, claim_pod(affinity=anti))
+    out, response = answer(webhook, claim_pod(workloadRef={"name": "w", "podGroup": "g"}))
     assert response["allowed"] is True
     assert "schedulerName" not in out["spec"]
     assert response["warnings"] == [
-        "left to default-scheduler: draxr's worker lacks InterPodAffinity (spec.affinity.podAntiAffinity)"
+        "left to default-scheduler: draxr's worker lacks workload-aware scheduling of a Workload "
+        "(spec.workloadRef)"
     ]

@@ -9,6 +9,8 @@
   seen yet counts as soon as the node appears.
 * Special claims by their owner pod's uid (``findExtendedResourceClaim``).
 * Devices two claims' allocations hold (``doubles.py``): reported, not counted as one.
+* What pod placement reads of the same pods (``placed``: labels, namespaces, affinity terms,
+  indexed), and the pending pods nominated to nodes (``nominator``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ..api.quantity import Quantity
 from ..api.specialclaims import is_special_claim, pod_owner
 from .doubles import DeviceHolders
 from .nodeinfo import NodeInfo, Nodes, host_ports
+from .nominator import Nominator, priority
+from .placedpods import PlacedPods
+from .podinfo import pod_info
 from .podvolumes import mounted_volumes
 from .slices import DeviceKey, Pool
 
@@ -86,6 +91,8 @@ class AllocatedState:
         self.devices = TakenDevices(self._refs)
         #: Which claims hold each device: two on one is a double allocation.
         self.holders = DeviceHolders()
+        self.placed = PlacedPods()  # the bound and assumed pods, as pod placement reads them
+        self.nominator = Nominator()
 
     # -- devices -----------------------------------------------------------------------------------
 
@@ -210,6 +217,7 @@ class AllocatedState:
         """Bound, non-terminal pods consume node resources; others are forgotten here."""
         pod_uid = uid(pod)
         node_name = spec(pod).get("nodeName")
+        self.nominator.update(pod)
         if not node_name and pod_uid in self._assumed and status(pod).get("phase") not in TERMINAL_PHASES:
             return  # reserved, not yet seen bound (its PreBind status patch, say): the assumption stands
         self._uncount_pod(pod_uid)
@@ -217,17 +225,20 @@ class AllocatedState:
             node_name = str(node_name)
             self.pods[pod_uid] = pod
             self._by_node.setdefault(node_name, set()).add(pod_uid)
+            self.placed.add(pod_info(pod, node_name))
             info = self._nodes.get(node_name)
             if info is not None:
                 _count_pod(info, pod_uid, pod)
 
     def remove_pod(self, pod_uid: str) -> None:
+        self.nominator.remove(pod_uid)
         self._uncount_pod(pod_uid)
 
     def _uncount_pod(self, pod_uid: str) -> None:
         old = self.pods.pop(pod_uid, None)
         node_name = spec(old).get("nodeName") if old is not None else self._assumed.get(pod_uid)
         self._assumed.pop(pod_uid, None)
+        self.placed.remove(pod_uid)
         if old is not None:
             self._by_node.get(str(node_name), set()).discard(pod_uid)
         info = self._nodes.get(str(node_name)) if node_name else None
@@ -243,6 +254,7 @@ class AllocatedState:
         if info is not None:
             _count_pod(info, pod_uid, pod)
             self._assumed[pod_uid] = node_name
+            self.placed.add(pod_info(pod, node_name))
 
     def counts_pod(self, pod_uid: str) -> bool:
         """The pod counts on a node: bound and not terminal, or assumed."""
@@ -253,6 +265,22 @@ class AllocatedState:
         pod_uid = uid(pod)
         if pod_uid in self._assumed:
             self._uncount_pod(pod_uid)
+
+    def nominated_for(self, pod: Obj) -> dict[str, list[Obj]]:
+        """Node -> the pods nominated to it that ``pod`` must leave room for (``addGENominatedPods``):
+        priority equal or higher, not ``pod`` itself, not assumed by this process."""
+        by_node = self.nominator.by_node()
+        if not by_node:
+            return {}
+        own, floor = uid(pod), priority(pod)
+        out: dict[str, list[Obj]] = {}
+        for node_name, pods in by_node.items():
+            keep = [
+                p for u, p in pods.items() if u != own and u not in self._assumed and priority(p) >= floor
+            ]
+            if keep:
+                out[node_name] = keep
+        return out
 
     def node_added(self, node_name: str) -> None:
         """A node appeared: the bound pods already on it count now."""

@@ -1,7 +1,8 @@
 """Upstream's NodeInfo: a node's allocatable resources and hard taints, and what bound and assumed
 pods request from it (resources and host ports). ``Nodes`` keeps them by name, with the names in
-order (the ring a decision walks) and two indexes for the device-plugin path: per extended
-resource, the nodes that advertise it and, in name order, those with some of it left."""
+order (the ring a decision walks), two indexes for the device-plugin path (per extended resource,
+the nodes that advertise it and, in name order, those with some of it left) and, per topology key
+pod placement asked about, the nodes by the key's value."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class NodeInfo:
     watch: Callable[[str, Iterable[str]], None] | None = None
     #: Told of a pod's volumes as it comes (+1) and goes (-1) (``Nodes`` counts the claims in use).
     watch_volumes: Callable[[MountedVolumes, int], None] | None = None
+    #: The node's labels (the node object's own dict), read per node by pod placement's filters.
+    labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -50,10 +53,30 @@ class NodeInfo:
     def refresh(self, node: Obj) -> None:
         """A new version of the node object; what pods request stays."""
         self.node = node
+        self.labels = labels(node)
         self.allocatable, self.allocatable_names = node_allocatable(node)
         self.unschedulable = spec(node).get("unschedulable") is True
         self.hard_taints = hard_taints(node)
         self.kubelet_gate = kubelet_gate(node)
+
+    def snapshot(self) -> NodeInfo:
+        """Upstream's ``NodeInfo.Snapshot``: a copy whose pods can change without touching this one
+        (a decision's what-if, the nominated pods added), watched by nobody."""
+        return NodeInfo(
+            self.node,
+            self.allocatable,
+            self.allocatable_names,
+            self.unschedulable,
+            self.hard_taints,
+            self.kubelet_gate,
+            dict(self.requested),
+            dict(self.pods),
+            dict(self.nonzero_requested),
+            dict(self.nonzero_pods),
+            dict(self.host_ports),
+            dict(self.volumes),
+            labels=self.labels,
+        )
 
     def add_pod(
         self,
@@ -162,6 +185,8 @@ class Nodes(Mapping[str, NodeInfo]):
         self._room: dict[str, list[str]] = {}
         self._has_room: dict[str, set[str]] = {}
         self._claim_refs: dict[tuple[str, str], int] = {}
+        self._topology: dict[str, dict[str, set[str]]] = {}  # key -> value -> nodes, keys asked for
+        self._with_key: dict[str, set[str]] = {}  # key -> nodes with it, keys asked for
         #: Nodes whose kubelet lacks ``DRAExtendedResource`` (a cluster mid-upgrade has a few, an
         #: old one all): what the native path must keep away from.
         self.ungated: set[str] = set()
@@ -194,8 +219,11 @@ class Nodes(Mapping[str, NodeInfo]):
             info.watch_volumes = self._volumes_changed
             insort(self._names, n)
             change = NodeChange(added=True, relabelled=False)
+            self._label(n, {}, labels(node))
         else:
             change = NodeChange(added=False, relabelled=labels(info.node) != labels(node))
+            if change.relabelled:
+                self._label(n, labels(info.node), labels(node))
             info.refresh(node)
         self._index(n, info.allocatable_names, info.allocatable)
         if info.kubelet_gate:
@@ -209,6 +237,7 @@ class Nodes(Mapping[str, NodeInfo]):
         self.ungated.discard(node_name)
         info = self.by_name.pop(node_name, None)
         if info is not None:
+            self._label(node_name, labels(info.node), {})
             info.watch = None
             for volumes in info.volumes.values():
                 self._volumes_changed(volumes, -1)
@@ -240,6 +269,41 @@ class Nodes(Mapping[str, NodeInfo]):
                 refs[k] = n
             else:
                 refs.pop(k, None)
+
+    def topology(self, key: str) -> dict[str, set[str]]:
+        """The key's values -> the nodes labelled so (indexed from the first ask on, then kept up;
+        shared: do not change it)."""
+        found = self._topology.get(key)
+        if found is None:
+            found = self._topology[key] = {}
+            holders = self._with_key[key] = set()
+            for n, info in self.by_name.items():
+                value = labels(info.node).get(key)
+                if value is not None:
+                    found.setdefault(value, set()).add(n)
+                    holders.add(n)
+        return found
+
+    def with_label(self, key: str) -> set[str]:
+        """The nodes that carry the label ``key`` (shared: do not change it)."""
+        self.topology(key)
+        return self._with_key[key]
+
+    def _label(self, node_name: str, old: Mapping[str, str], new: Mapping[str, str]) -> None:
+        for key, by_value in self._topology.items():
+            was, now = old.get(key), new.get(key)
+            if was == now:
+                continue
+            holders = self._with_key[key]
+            if was is not None:
+                nodes = by_value[was]
+                nodes.discard(node_name)
+                if not nodes:
+                    del by_value[was]
+                holders.discard(node_name)
+            if now is not None:
+                by_value.setdefault(now, set()).add(node_name)
+                holders.add(node_name)
 
     def _index(self, node_name: str, names: Iterable[str], alloc: Units) -> None:
         was = [r for r, nodes in self._serving.items() if node_name in nodes]

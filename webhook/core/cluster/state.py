@@ -10,6 +10,7 @@
 * ``capacity``: free-device counts per (class, node), following the other parts (``capacity``);
 * ``volumes``: claims, volumes, storage classes, CSI nodes, drivers, capacities and attachments,
   with the assume cache of in-flight volume bindings (``volumes``).
+* ``namespaces``: Namespaces' labels, for pod affinity's ``namespaceSelector`` (``namespaces``).
 
 It performs no I/O and reads no clock; callers serialise access (one lock around it). ``version``
 bumps on every change so callers can cache derived answers.
@@ -24,6 +25,7 @@ from .allocated import AllocatedState, ClaimKey, allocated_devices, claim_key
 from .capacity import FreeDevices
 from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
+from .namespaces import Namespaces
 from .nodeinfo import NodeInfo, Nodes
 from .slices import DeviceKey
 from .volumes import PodVolumes, VolumeState
@@ -50,6 +52,7 @@ class ClusterState:
         self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip)
         self.capacity = FreeDevices(self.nodes, self.devices, self.allocated.is_allocated)
         self.volumes = VolumeState()
+        self.namespaces = Namespaces()
         self.version = 0
 
     @property
@@ -85,6 +88,8 @@ class ClusterState:
                 self.allocated.upsert_pod(obj)
         elif kind in STORAGE_KINDS:
             self.volumes.remove(kind, obj) if deleted else self.volumes.upsert(kind, obj)
+        elif kind == "Namespace":
+            self.namespaces.remove(name(obj)) if deleted else self.namespaces.upsert(obj)
         else:
             return False
         self.version += 1

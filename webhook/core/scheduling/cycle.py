@@ -4,9 +4,11 @@ pod, and what Filter and Score fill in as they go.
 Facts (set once by PreFilter, never changed): the pod's requests (NodeResourcesFit, overhead
 included) and ``NonZeroRequested`` (the upstream scores), what the node filters need
 (``PodFilter``), NodeResourcesFit's checks on the usual node, the profile's plugins that did not
-skip the pod with their PreFilter state, and DynamicResources' ``DraState``.
+skip the pod with their PreFilter state, DynamicResources' ``DraState``, and the pods nominated to
+nodes that the pod must leave room for (``nominated``).
 Views (filled lazily, once per decision): DynamicResources' per-class counts and groups
-(``DraViews``) and the usual-node check (``usual.usual_check``), built on first use."""
+(``DraViews``), the usual-node check (``usual.usual_check``) and the nodes with their nominated
+pods added (``nominated.with_nominated``), built on first use."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ..api.objects import Obj
 from ..api.podresources import Units
 from .framework import FilterPlugin, ScorePlugin
 from .nodefilters import PodFilter
+from .nominated import WithNominated
 from .plugins.dynamicresources.state import DraState, DraViews
 from .usual import Check
 
@@ -37,3 +40,7 @@ class Cycle:
     scorers: list[tuple[ScorePlugin, Any]] | None = None
     #: The usual-node check with and without scores, once built (None: not built yet).
     checks: dict[bool, Check | None] = field(default_factory=dict)
+    #: Node -> the pods nominated to it with a priority at least the pod's (``nominated``).
+    nominated: dict[str, list[Obj]] = field(default_factory=dict)
+    #: Node -> Filter's view of it with those pods added, once asked.
+    with_nominated: dict[str, WithNominated] = field(default_factory=dict)

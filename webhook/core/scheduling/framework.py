@@ -13,6 +13,7 @@ from ..allocation.allocator import ClaimAllocation
 from ..allocation.placement import Placement
 from ..api.objects import Obj, as_dict, status
 from ..cluster.nodeinfo import NodeInfo
+from ..cluster.podinfo import PodInfo
 from ..cluster.slices import DeviceKey
 from ..cluster.state import ClusterState
 from ..cluster.volumes import PodVolumes
@@ -128,11 +129,18 @@ class FilterPlugin:
     ``reserve(pre, node, decision)``, for a plugin whose PreBind acts later: records on the decision
     what it found for the chosen node (upstream keeps it in the cycle state from Filter to PreBind).
     A pod any such plugin checks is never the usual pod (``usual``).
+
+    ``add_pod(pre, pod, info)`` and ``remove_pod(pre, pod, info)`` (upstream's
+    ``PreFilterExtensions``, optional): the PreFilter state as if ``pod`` (its ``PodInfo``) also ran,
+    or no longer ran, on the node ``info``; a new state, ``pre`` unchanged. The scheduler adds the
+    nominated pods with them (``nominated``); preemption's what-if removes victims with them.
     """
 
     name: str
     pre_filter: Callable[[ClusterState, Obj], Any]
     filter: Callable[[Any, str, NodeInfo], str | list[str] | None]
+    add_pod: Callable[[Any, PodInfo, NodeInfo], Any] | None = None
+    remove_pod: Callable[[Any, PodInfo, NodeInfo], Any] | None = None
     reserve: Callable[[Any, str, Decision], None] | None = None
 
 
@@ -147,6 +155,9 @@ class ScorePlugin:
     ``pre_score_from_filter(pre)``, for a plugin that is also a Filter plugin of the same name (one
     plugin upstream, one cycle state): its PreScore from what its own PreFilter and Filter found,
     in place of ``pre_score``; it skips when that Filter plugin skipped the pod.
+    ``feasible(state, pre, nodes)`` (optional): the part of upstream's PreScore that reads the
+    nodes being scored (the feasible ones), called with their names before they are scored, and
+    again whenever they change; what it returns is what ``score`` then reads.
     """
 
     name: str
@@ -154,6 +165,7 @@ class ScorePlugin:
     pre_score: Callable[[ClusterState, Obj], Any]
     score: Callable[[Any, str, NodeInfo], int]
     normalize: Callable[[dict[str, int]], None] | None = None
+    feasible: Callable[[ClusterState, Any, list[str]], Any] | None = None
     pre_score_from_filter: Callable[[Any], Any] | None = None
 
 

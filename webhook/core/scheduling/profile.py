@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 from .framework import FilterPlugin, ScorePlugin
-from .plugins import nodevolumelimits, volumerestrictions, volumezone
+from .plugins import interpodaffinity, nodevolumelimits, podtopologyspread, volumerestrictions, volumezone
 from .plugins.volumebinding import plugin as volumebinding
 
 FILTERS: Final[tuple[FilterPlugin, ...]] = (
@@ -25,5 +25,11 @@ FILTERS: Final[tuple[FilterPlugin, ...]] = (
     nodevolumelimits.FILTER,
     volumebinding.FILTER,
     volumezone.FILTER,
+    podtopologyspread.FILTER,
+    interpodaffinity.FILTER,
 )
-SCORES: Final[tuple[ScorePlugin, ...]] = (volumebinding.SCORE,)
+SCORES: Final[tuple[ScorePlugin, ...]] = (
+    podtopologyspread.SCORE,
+    interpodaffinity.SCORE,
+    volumebinding.SCORE,
+)

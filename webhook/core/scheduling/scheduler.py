@@ -5,9 +5,10 @@
                 names (``plugins/dynamicresources/prefilter.py``).
 ``filter``      Filter, per node, in upstream's order: NodeUnschedulable, TaintToleration,
                 NodeAffinity, NodePorts (``nodefilters``), NodeResourcesFit (device-plugin names
-                counted against allocatable), then DynamicResources (names with allocatable 0 and
-                a class go to DRA; the special claim's requests and the user claims allocated
-                together).
+                counted against allocatable), the profile's plugins (``profile``: PodTopologySpread,
+                InterPodAffinity), then DynamicResources (names with allocatable 0 and a class go to
+                DRA; the special claim's requests and the user claims allocated together). On a
+                node with nominated pods, first with them added (``nominated``).
 ``score``       Score: ``binpack``, ``spread`` or ``upstream`` (``scoring``).
 ``reserve``     Reserve: in-flight devices, the assumed pod and its assumed volume bindings, visible
                 to the next decision.
@@ -44,7 +45,7 @@ from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTR
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
-from ..cluster.nodeinfo import host_ports
+from ..cluster.nodeinfo import NodeInfo, host_ports
 from ..cluster.state import ClusterState
 from . import profile
 from .cycle import Cycle
@@ -62,6 +63,7 @@ from .framework import (
     fit_error,
 )
 from .nodefilters import PodFilter, basic_filters
+from .nominated import WithNominated, with_nominated
 from .plugins import noderesources
 from .plugins.dynamicresources import filter as dra_filter
 from .plugins.dynamicresources import score as dra_score
@@ -137,6 +139,7 @@ class Scheduler:
             noderesources.checks(reqs, dra.delegated),
             dra,
             plugins,
+            nominated=self.state.allocated.nominated_for(pod),
         )
 
     # -- Filter --------------------------------------------------------------------------------
@@ -153,25 +156,94 @@ class Scheduler:
             return NodeFit([str(e)])
 
     def _usual(self, cycle: Cycle, score: bool) -> Check | None:
-        """The usual-node check of the decision (``usual``), or None for any other pod."""
+        """The usual-node check of the decision (``usual``), or None for any other pod (one the
+        profile's plugins check included)."""
+        return None if cycle.plugins else self._check(cycle, score)
+
+    def _check(self, cycle: Cycle, score: bool) -> Check | None:
+        """The usual-node check of every filter but the profile's plugins, whether they check the
+        pod or not: for a pod they check, a node the check passes takes their filters after it
+        (``_refused_by_plugins``), as upstream runs them after NodeResourcesFit and before
+        DynamicResources, which the check has passed too; None for a pod that is not usual."""
         if score not in cycle.checks:
             pf = cycle.filters
             cycle.checks[score] = (
                 usual_check(self.state, cycle.dra, cycle.views, cycle.fit_checks, self.policy, score)
-                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), bool(cycle.plugins))
+                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), False)
                 else None
             )
         return cycle.checks[score]
 
+    def _then_plugins(self, cycle: Cycle, check: Check) -> Check:
+        """``check``, then the profile's plugins that check the pod on a node it passes; a node with
+        nominated pods is left to the general filters (None), which run twice there."""
+        plugins = cycle.plugins
+        nominated = cycle.nominated
+        refused = self._refused_by_plugins
+
+        def then(info: NodeInfo, node: str) -> float | bool | None:
+            if node in nominated:
+                return None
+            key = check(info, node)
+            if key is None or key is False or not plugins:
+                return key
+            return key if refused(plugins, node, info) is None else False
+
+        return then
+
+    @staticmethod
+    def _refused_by_plugins(
+        plugins: list[tuple[FilterPlugin, Any]], node_name: str, info: NodeInfo
+    ) -> list[str] | None:
+        """The first of the profile's plugins to refuse the node, its reasons (a volume plugin may
+        give several); None when all pass."""
+        for plugin, pre in plugins:
+            why = plugin.filter(pre, node_name, info)
+            if why is not None:
+                return [why] if isinstance(why, str) else list(why)
+        return None
+
     def _node_plan(
         self, cycle: Cycle, node_name: str, count_devices: bool = True
     ) -> tuple[NodePlan | None, list[str]]:
-        """The filters before allocation: the node's reasons to refuse the pod, or its plan."""
-        info = self.state.nodes.by_name[node_name]
+        """The filters before allocation: the node's reasons to refuse the pod, or its plan. On a
+        node with nominated pods, every filter runs with them added, then without (``nominated``)."""
+        if cycle.nominated and node_name in cycle.nominated:
+            added = self._with_nominated(cycle, node_name)
+            plan, reasons = self._filters(
+                cycle, node_name, added.info, added.plugins, count_devices, added.devices
+            )
+            if plan is None:
+                return plan, reasons
+        return self._filters(
+            cycle, node_name, self.state.nodes.by_name[node_name], cycle.plugins, count_devices
+        )
+
+    def _with_nominated(self, cycle: Cycle, node_name: str) -> WithNominated:
+        found = cycle.with_nominated.get(node_name)
+        if found is None:
+            found = cycle.with_nominated[node_name] = with_nominated(
+                self.state, node_name, cycle.nominated[node_name], cycle.plugins
+            )
+        return found
+
+    def _filters(
+        self,
+        cycle: Cycle,
+        node_name: str,
+        info: NodeInfo,
+        plugins: list[tuple[FilterPlugin, Any]],
+        count_devices: bool,
+        nominated: dict[str, int] | None = None,
+    ) -> tuple[NodePlan | None, list[str]]:
+        """Every filter on one view of the node (the usual check only on the node as it is)."""
         dra = cycle.dra
-        if count_devices:
-            check = self._usual(cycle, False)
+        if count_devices and nominated is None:
+            check = self._check(cycle, False)
             if check is not None and isinstance(check(info, node_name), float):
+                refused = self._refused_by_plugins(plugins, node_name, info)
+                if refused:
+                    return None, refused
                 return NodePlan(node_name, dra.delegated, dra.served), []
         pf = cycle.filters
         if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
@@ -183,11 +255,12 @@ class Scheduler:
             reasons = noderesources.filter_node(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
-        for plugin, pre in cycle.plugins:
-            why = plugin.filter(pre, node_name, info)
-            if why is not None:
-                return None, [why] if isinstance(why, str) else why
-        why = dra_filter.filter_node(self.state, dra, cycle.views, node_name, info, delegated, count_devices)
+        refused = self._refused_by_plugins(plugins, node_name, info)
+        if refused is not None:
+            return None, refused
+        why = dra_filter.filter_node(
+            self.state, dra, cycle.views, node_name, info, delegated, count_devices, nominated
+        )
         if why is not None:
             return None, [why]
         return NodePlan(node_name, delegated, served), []
@@ -233,7 +306,7 @@ class Scheduler:
         info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(cycle.reqs, cycle.nonzero, info))
-        check = self._usual(cycle, True)
+        check = self._check(cycle, True)
         if check is not None:
             key = check(info, node_name)
             if isinstance(key, float):
@@ -405,7 +478,8 @@ class Scheduler:
         by_name = self.state.nodes.by_name
         extra = dict.fromkeys((n for _, n, _ in entries), 0)
         for plugin, pre in scorers:
-            raw = {n: plugin.score(pre, n, by_name[n]) for n in extra}
+            state = pre if plugin.feasible is None else plugin.feasible(self.state, pre, list(extra))
+            raw = {n: plugin.score(state, n, by_name[n]) for n in extra}
             if plugin.normalize is not None:
                 plugin.normalize(raw)
             for n, s in raw.items():
@@ -419,10 +493,13 @@ class Scheduler:
         """The nodes of the walk that pass every filter but the allocation, with their sort key
         (the score, negated unless the policy spreads; 0 without ``score``) and plan (None for the
         usual node: ``NodePlan(node, dra.delegated, dra.served)``, made when allocated on). The
-        usual node is checked in one call (``usual``); any other takes Filter and Score."""
+        usual node is checked in one call (``usual``), then the profile's plugins that check the pod;
+        any other takes Filter and Score."""
         spread = self.policy == SPREAD
         by_name = self.state.nodes.by_name
-        check = self._usual(cycle, score)
+        check = self._check(cycle, score)
+        if check is not None and (cycle.plugins or cycle.nominated):
+            check = self._then_plugins(cycle, check)
         for n in walk:
             if check is not None:
                 key = check(by_name[n], n)

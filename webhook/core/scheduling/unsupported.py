@@ -10,10 +10,9 @@ Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework
   pod is not the worker's until its gates are gone), DynamicResources (``firstAvailable``,
   ``adminAccess``, request tolerations, ``allocationMode: All``, partitionable devices), and the
   volume plugins VolumeBinding, VolumeZone, NodeVolumeLimits and VolumeRestrictions (PVC and
-  generic ephemeral volumes, CSINode limits, inline disks; plugins/volume*.py);
-* listed until the worker implements them: InterPodAffinity (``podAffinity``,
-  ``podAntiAffinity``), PodTopologySpread (the pod's own ``topologySpreadConstraints``; the
-  cluster's default constraints only score);
+  generic ephemeral volumes, CSINode limits, inline disks; plugins/volume*.py), InterPodAffinity
+  and PodTopologySpread (the pod's own terms and constraints; the cluster's default spread
+  constraints, which only score, are not applied: README, Limitations);
 * listed: workload-aware scheduling, the GangScheduling, TopologyAware and PodGroupPodsCount plugins
   (KEP-4671, ``GenericWorkload``): a pod of a PodGroup is placed with its group, all or nothing;
   the worker would place it alone. ``spec.workloadRef`` is 1.35's field, ``spec.schedulingGroup``
@@ -32,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ..api.objects import Obj, as_dict, as_list, spec
+from ..api.objects import Obj, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,24 +54,11 @@ def _set(field: str) -> Callable[[Obj], bool]:
     return detect
 
 
-def _affinity(kind: str) -> Callable[[Obj], bool]:
-    def detect(pod: Obj) -> bool:
-        terms = as_dict(as_dict(spec(pod).get("affinity")).get(kind))
-        return any(
-            as_list(terms.get(f"{when}DuringSchedulingIgnoredDuringExecution"))
-            for when in ("required", "preferred")
-        )
-
-    return detect
-
 
 #: Every pod feature the worker does not implement, in the order a pod's author is told them.
 #: One line per upstream plugin (two for InterPodAffinity): when the worker implements one,
 #: delete its line.
 UNSUPPORTED: Final[tuple[Unsupported, ...]] = (
-    Unsupported("InterPodAffinity", "spec.affinity.podAffinity", _affinity("podAffinity")),
-    Unsupported("InterPodAffinity", "spec.affinity.podAntiAffinity", _affinity("podAntiAffinity")),
-    Unsupported("PodTopologySpread", "spec.topologySpreadConstraints", _set("topologySpreadConstraints")),
     Unsupported("workload-aware scheduling of a PodGroup", "spec.schedulingGroup", _set("schedulingGroup")),
     Unsupported("workload-aware scheduling of a Workload", "spec.workloadRef", _set("workloadRef")),
 )

@@ -10,15 +10,19 @@ aborts the attempt as upstream's Filter does."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from ....allocation.allocator import INVALID_POOLS
 from ....api.alignment import REQUIRED
+from ....api.names import is_dra_extended_resource_name
 from ....api.nodematch import SelectorError, node_selector_matches
+from ....api.objects import Obj
+from ....api.podresources import pod_requests
 from ....cluster.nodeinfo import NodeInfo
 from ....cluster.state import ClusterState
 from ...framework import ServedBy
-from .mappings import class_demand
+from .mappings import class_demand, device_demand
 from .state import Counts, DraState, DraViews, Scope
 
 STALE_CLAIM: Final = "cannot schedule extended resource claim"
@@ -53,10 +57,12 @@ def filter_node(
     info: NodeInfo,
     delegated: dict[str, str],
     count_devices: bool = True,
+    nominated: Mapping[str, int] | None = None,
 ) -> str | None:
     """The reason the node fails before allocation, or None. ``delegated``: the names DRA serves
     there (``served_on``); ``count_devices=False`` skips the device counts (a resumed claim
-    holds its devices already)."""
+    holds its devices already); ``nominated``: per class, the node's free devices the pods
+    nominated to it take (``nominated_demand``)."""
     if dra.stale is not None:
         return STALE_CLAIM
     if delegated and not info.kubelet_gate:
@@ -72,7 +78,8 @@ def filter_node(
         return None
     needs = dra.needs if delegated is dra.delegated else class_demand(delegated, dra.demand)
     for cls, need in needs.items():
-        if counts(state, views, cls)[0].get(node, 0) >= need or errors_on(state, node, cls):
+        free = counts(state, views, cls)[0].get(node, 0) - (nominated.get(cls, 0) if nominated else 0)
+        if free >= need or errors_on(state, node, cls):
             continue
         return INVALID_POOLS if has_invalid_pool(state, node) else CANNOT_ALLOCATE
     if (
@@ -87,6 +94,22 @@ def filter_node(
         if unaligned is not None:
             return cannot_align(unaligned)
     return None
+
+
+def nominated_demand(state: ClusterState, pod: Obj, info: NodeInfo) -> dict[str, int]:
+    """Per class, the devices a pod nominated to the node would take of its free ones: what its
+    special claim would ask there for the names DRA serves on the node (allocatable 0, a class
+    backs the name). Upstream (1.37) does not count a nominated pod's devices at all; draxr counts
+    this many of the node's free devices as taken, whichever devices the pod would get, and not the
+    pod's own claims (their devices are taken once allocated)."""
+    delegated: dict[str, str] = {}
+    for r, v in pod_requests(pod).items():
+        if v == 0 or not is_dra_extended_resource_name(r) or info.allocatable.get(r, 0) != 0:
+            continue
+        cls = state.classes.class_name(r)
+        if cls is not None:
+            delegated[r] = cls
+    return class_demand(delegated, device_demand(pod, delegated)) if delegated else {}
 
 
 def cannot_align(attribute: str) -> str:

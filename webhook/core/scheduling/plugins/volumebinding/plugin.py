@@ -57,7 +57,7 @@ def _no_pre_score(*_: object) -> None:
     return None  # never called: PreScore comes from the Filter plugin's state (pre_score_from_filter)
 
 
-FILTER: Final = FilterPlugin(NAME, pre_filter, filter_node, reserve)
+FILTER: Final = FilterPlugin(NAME, pre_filter, filter_node, reserve=reserve)
 SCORE: Final = ScorePlugin(
     NAME, scorer.WEIGHT, _no_pre_score, score_node, None, pre_score_from_filter=pre_score
 )

@@ -1,0 +1,46 @@
+"""PodTopologySpread (upstream ``podtopologyspread``): a pod's ``topologySpreadConstraints``,
+DoNotSchedule in Filter and ScheduleAnyway in Score, with ``minDomains``, the node inclusion
+policies (``nodeAffinityPolicy``: Honor by default, ``nodeTaintsPolicy``: Ignore by default) and
+``matchLabelKeys``; the system default constraints (``common``: none in draxr, which watches no
+Services or workload controllers).
+
+``common``     the constraints, the defaults, the policies, the eligible nodes and domains
+``filtering``  PreFilter, Filter and the PreFilterExtensions (``add_pod``, ``remove_pod``)
+``scoring``    PreScore (with the feasible nodes), Score, NormalizeScore
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Final
+
+from ...framework import FilterPlugin, ScorePlugin
+from . import filtering, scoring
+from .common import DefaultSelector
+
+NAME: Final = "PodTopologySpread"
+
+
+def plugins(default_selector: DefaultSelector | None = None) -> tuple[FilterPlugin, ScorePlugin]:
+    """The Filter and Score plugins; ``default_selector`` gives the system defaults their selector
+    (upstream's ``DefaultSelector`` over Services and workload controllers; None: no defaults)."""
+    return (
+        FilterPlugin(
+            NAME,
+            partial(filtering.pre_filter, default_selector=default_selector),
+            filtering.filter_node,
+            filtering.add_pod,
+            filtering.remove_pod,
+        ),
+        ScorePlugin(
+            NAME,
+            2,
+            partial(scoring.pre_score, default_selector=default_selector),
+            scoring.score,
+            scoring.normalize,
+            scoring.feasible,
+        ),
+    )
+
+
+FILTER, SCORE = plugins()
