@@ -14,7 +14,7 @@ from tests.core.podfactory import container, device, device_class, node, pod, re
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
-from webhook.core.cluster.allocated import AllocatedState, allocated_devices, claim_key
+from webhook.core.cluster.allocated import AllocatedState, Share, allocated_devices, claim_key, holdings
 from webhook.core.cluster.nodeinfo import Nodes
 from webhook.core.cluster.slices import DeviceKey
 from webhook.core.cluster.state import ClusterState
@@ -380,3 +380,86 @@ def test_allocated_counters_sum_what_taken_devices_consume() -> None:
     assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("40Gi")}}
     state.allocated.unreserve_devices("t")
     assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("20Gi")}}
+
+
+# -- shares (consumable capacity) -----------------------------------------------------------------
+
+SHARE_A = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
+SHARE_B = "bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb"
+
+
+def test_holdings_split_taken_devices_from_shares() -> None:
+    """``foreachAllocatedDevice``: admin results hold nothing, a ``shareID`` makes a share (with
+    what it consumes), anything else takes the device; ``allocated_devices`` still lists both."""
+    c = allocated_claim(
+        "c",
+        result(D0),
+        result(D1, shareID=SHARE_A, consumedCapacity={"memory": "10Gi", "bad": "lots"}),
+        result(D2, shareID=SHARE_B, adminAccess=True, consumedCapacity={"memory": "1Gi"}),
+        result(D2, shareID=SHARE_B),
+    )
+    taken, shares = holdings(c)
+    assert taken == [D0]
+    assert shares == [Share(D1, SHARE_A, {"memory": Quantity.parse("10Gi")}), Share(D2, SHARE_B, {})]
+    assert allocated_devices(c) == [D0, D1, D2]
+
+
+class Changes:
+    def __init__(self) -> None:
+        self.seen: list[DeviceKey] = []
+
+    def __call__(self, key: DeviceKey) -> None:
+        self.seen.append(key)
+
+
+def test_shares_sum_what_they_consume_and_never_take_the_device() -> None:
+    changes = Changes()
+    st = AllocatedState(Nodes(), on_shares=changes)
+    st.upsert_claim(allocated_claim("a", result(D0, shareID=SHARE_A, consumedCapacity={"memory": "10Gi"})))
+    st.upsert_claim(
+        allocated_claim("b", result(D0, shareID=SHARE_B, consumedCapacity={"memory": "5Gi", "n": "1"}))
+    )
+    assert not st.is_allocated(D0)
+    assert D0 not in st.devices
+    assert st.shares[D0].shares == 2
+    assert st.consumed(D0) == {"memory": 15 * 2**30, "n": 1}
+    st.remove_claim("default", "a")
+    assert st.consumed(D0) == {"memory": 5 * 2**30, "n": 1}
+    st.upsert_claim(allocated_claim("b", result(D1)))  # b now takes D1 instead
+    assert st.consumed(D0) is None
+    assert D0 not in st.shares
+    assert st.is_allocated(D1)
+    assert changes.seen == [D0, D0, D0, D0]
+
+
+def test_reserved_shares_are_held_until_the_token_goes() -> None:
+    changes = Changes()
+    st = AllocatedState(Nodes(), on_shares=changes)
+    held = [
+        Share(D0, SHARE_A, {"memory": Quantity.parse("1Gi")}),
+        Share(D0, SHARE_B, {"memory": Quantity.parse("2Gi")}),
+    ]
+    st.reserve_devices("t", [D1], held)
+    assert st.consumed(D0) == {"memory": 3 * 2**30}
+    assert st.is_allocated(D1)
+    st.reserve_devices("t", [], held[:1])  # the token again: replaced
+    assert st.consumed(D0) == {"memory": 2**30}
+    assert not st.is_allocated(D1)
+    st.unreserve_devices("t")
+    assert st.consumed(D0) is None
+    assert len(changes.seen) == 6  # two shares held, let go, one held, let go
+
+
+def test_allocated_counters_count_a_shared_device_once() -> None:
+    """``IsDeviceAllocated``: a device with shares consumes its counters, once however many."""
+    state = _counter_state()
+    nd = state.node_devices("n")
+    assert nd is not None
+    (pool,) = nd.pools
+    key = (DRIVER, "p", "part-1")
+    state.allocated.upsert_claim(allocated_claim("a", result(key, shareID=SHARE_A)))
+    state.allocated.upsert_claim(allocated_claim("b", result(key, shareID=SHARE_B)))
+    assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("20Gi")}}
+    state.allocated.remove_claim("default", "a")
+    state.allocated.remove_claim("default", "b")
+    assert state.allocated.allocated_counters(pool) == {}

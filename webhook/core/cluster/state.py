@@ -5,8 +5,8 @@
 * ``nodes``: upstream's NodeInfo per node (``nodeinfo``);
 * ``classes``: DeviceClass resolution by extended resource name (``deviceclasses``);
 * ``devices``: slices, pools and per-node candidates (``devices``, the device index);
-* ``allocated``: taken devices, in-flight reservations and what pods take from nodes
-  (``allocated``);
+* ``allocated``: taken devices, shares of multi-allocatable ones, in-flight reservations and what
+  pods take from nodes (``allocated``);
 * ``capacity``: free-device counts per (class, node), following the other parts (``capacity``).
 
 It performs no I/O and reads no clock; callers serialise access (one lock around it). ``version``
@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..api.alignment import align_by
 from ..api.objects import Obj, name, namespace, uid
 from ..cel import SelectorEngine
-from .allocated import AllocatedState, ClaimKey, allocated_devices, claim_key
+from .allocated import AllocatedState, ClaimKey, Share, allocated_devices, claim_key
 from .capacity import FreeDevices
 from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
@@ -31,8 +31,10 @@ class ClusterState:
         self.nodes = Nodes()
         self.classes = ClassResolver()
         self.devices = DeviceIndex(self.classes, cel)
-        self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip)
-        self.capacity = FreeDevices(self.nodes, self.devices, self.allocated.is_allocated)
+        self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip, on_shares=self._on_shares)
+        self.capacity = FreeDevices(
+            self.nodes, self.devices, self.allocated.is_allocated, self.allocated.consumed
+        )
         self.version = 0
 
     @property
@@ -41,6 +43,9 @@ class ClusterState:
 
     def _on_flip(self, key: DeviceKey, taken: bool) -> None:
         self.capacity.on_flip(key, taken)
+
+    def _on_shares(self, key: DeviceKey) -> None:
+        self.capacity.on_shares(key)
 
     def apply(self, kind: str, obj: Obj, deleted: bool = False) -> bool:
         """Add, update or remove an object of a kind the engine reads; False for other kinds."""
@@ -112,9 +117,17 @@ class ClusterState:
 
     # -- Reserve and its undo ------------------------------------------------------------------------
 
-    def reserve(self, token: str, devices: list[DeviceKey], pod: Obj, node_name: str) -> None:
-        """The devices are taken and the pod counts on the node, before the API shows either."""
-        self.allocated.reserve_devices(token, devices)
+    def reserve(
+        self,
+        token: str,
+        devices: list[DeviceKey],
+        pod: Obj,
+        node_name: str,
+        shares: list[Share] | None = None,
+    ) -> None:
+        """The devices are taken, the shares held and the pod counts on the node, before the API
+        shows any of it."""
+        self.allocated.reserve_devices(token, devices, shares or ())
         self.allocated.assume_pod(pod, node_name)
         self.version += 1
 
@@ -133,4 +146,4 @@ class ClusterState:
         return self.devices.node_devices(info.node) if info is not None else None
 
 
-__all__ = ["ClaimKey", "ClusterState", "NodeDevices", "NodeInfo", "allocated_devices", "claim_key"]
+__all__ = ["ClaimKey", "ClusterState", "NodeDevices", "NodeInfo", "Share", "allocated_devices", "claim_key"]
