@@ -11,6 +11,7 @@ from typing import Any, Final, Literal
 from ..allocation.allocator import ClaimAllocation
 from ..allocation.placement import Placement
 from ..api.objects import Obj, as_dict, status
+from ..cluster.allocated import Share
 from ..cluster.nodeinfo import NodeInfo
 from ..cluster.slices import DeviceKey
 from ..cluster.state import ClusterState
@@ -78,11 +79,28 @@ class Decision:
         return None
 
     def device_keys(self) -> list[DeviceKey]:
+        """Every device the decision allocates, taken or shared."""
         keys = list(self.special.device_keys) if self.special else []
         for uc in self.user_claims:
             if uc.allocation is not None:
                 keys.extend(uc.allocation.device_keys)
         return keys
+
+    def dedicated_keys(self) -> list[DeviceKey]:
+        """The devices the decision takes (what Reserve makes taken)."""
+        keys = list(self.special.dedicated_keys) if self.special else []
+        for uc in self.user_claims:
+            if uc.allocation is not None:
+                keys.extend(uc.allocation.dedicated_keys)
+        return keys
+
+    def shares(self) -> list[Share]:
+        """The shares of multi-allocatable devices the decision takes (what Reserve holds)."""
+        shares = list(self.special.shares) if self.special else []
+        for uc in self.user_claims:
+            if uc.allocation is not None:
+                shares.extend(uc.allocation.shares)
+        return shares
 
 
 def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:

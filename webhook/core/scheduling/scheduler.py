@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
-from ..allocation.allocator import AllocationError, Unsatisfiable
+from ..allocation.allocator import AllocationError, ShareIds, Unsatisfiable
 from ..allocation.policy import BINPACK, POLICIES, SPREAD, UPSTREAM
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
@@ -80,6 +80,10 @@ from .scoring import upstream_score, utilisation
 from .usual import Check, is_usual_pod, usual_check
 
 
+def _new_share_id() -> str:
+    return str(_uuid.uuid4())
+
+
 class Scheduler:
     """The pure engine shared by ``draxr plan``, the webhook's fit warnings and the worker.
 
@@ -88,6 +92,8 @@ class Scheduler:
     (unallocated: ``reuse``) instead of blocking the pod as stale.
     ``percentage_of_nodes_to_score``: 0 adaptive, 100 every node (``sampling``).
     ``filters``, ``scores``: the profile's plugins (``profile``; tests give others).
+    ``share_ids``: the ``shareID`` of each new share of a multi-allocatable device (default: a fresh
+    ``uuid4``, unique wherever the allocation is written; tests give a deterministic sequence).
     """
 
     def __init__(
@@ -100,6 +106,7 @@ class Scheduler:
         *,
         filters: Sequence[FilterPlugin] = profile.FILTERS,
         scores: Sequence[ScorePlugin] = profile.SCORES,
+        share_ids: ShareIds | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -110,6 +117,7 @@ class Scheduler:
         self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
         self.filters = tuple(filters)
         self.scores = tuple(scores)
+        self.share_ids: ShareIds = share_ids or _new_share_id
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -145,7 +153,9 @@ class Scheduler:
         if plan is None:
             return NodeFit(reasons)
         try:
-            return allocate(self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan)
+            return allocate(
+                self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan, self.share_ids
+            )
         except Unsatisfiable as e:
             return NodeFit([str(e)])
 
@@ -335,7 +345,9 @@ class Scheduler:
             _, n, maybe = heapq.heappop(heap)
             plan = maybe if maybe is not None else NodePlan(n, dra.delegated, dra.served)
             try:
-                fit = allocate(self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan)
+                fit = allocate(
+                    self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan, self.share_ids
+                )
             except Unsatisfiable as e:
                 reasons[n] = [str(e)]
                 found = list(islice(feasible, 1))  # the next node that passes takes its place
@@ -456,7 +468,7 @@ class Scheduler:
         """Make the decision's devices and pod resources visible to the next decision."""
         assert decision.node is not None
         token = token or str(_uuid.uuid4())
-        self.state.reserve(token, decision.device_keys(), decision.pod, decision.node)
+        self.state.reserve(token, decision.dedicated_keys(), decision.pod, decision.node, decision.shares())
         return token
 
     def unreserve(self, decision: Decision, token: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ....allocation.allocator import Allocator, Unsatisfiable
+from ....allocation.allocator import Allocator, ShareIds, Unsatisfiable
 from ....allocation.placement import Placement, record_alignment
 from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, PREFERRED, REQUIRED
@@ -30,9 +30,10 @@ def allocate(
     dra: DraState,
     views: DraViews,
     plan: NodePlan,
+    share_ids: ShareIds,
 ) -> NodeFit:
     """Raises ``Unsatisfiable`` (the node does not fit) or ``AllocationError`` (which aborts the
-    attempt: a CEL runtime error, an invalid pool)."""
+    attempt: a CEL runtime error, an invalid pool). ``share_ids``: the IDs of new shares."""
     requests: list[Obj] = []
     mappings: list[Obj] = []
     claims: list[Obj] = list(dra.to_allocate)
@@ -71,6 +72,8 @@ def allocate(
         step_budget,
         policy=None if policy == UPSTREAM else policy,
         group_attributes=_attributes_of(dra.groups) if dra.groups else None,
+        shares=taken.shares,
+        share_ids=share_ids,
     )
     relaxed = False
     checked = prebuilt and dra.align == REQUIRED  # by Filter, unless a CEL error lurks

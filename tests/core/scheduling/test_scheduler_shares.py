@@ -1,0 +1,136 @@
+"""Decisions over multi-allocatable devices (consumable capacity): a pod's containers sharing one
+device, Filter's counts in share slots, Reserve holding shares until the written claim shows them,
+user claims with capacity requests, and where share IDs come from."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.core.harness import claim, exactly, state_of
+from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
+from webhook.core.allocation.allocator import share_id_sequence
+from webhook.core.allocation.claims import claim_status, special_claim_after_prebind
+from webhook.core.api.objects import Obj
+from webhook.core.api.quantity import Quantity
+from webhook.core.cluster.state import ClusterState
+from webhook.core.scheduling.framework import SCHEDULED, UNSCHEDULABLE
+from webhook.core.scheduling.scheduler import Scheduler
+
+GPU = "example.com/gpu"
+DRIVER = "gpu.example.com"
+CLASS = device_class(DRIVER, ext=GPU, selectors=[f'device.driver == "{DRIVER}"'])
+SHARED = (DRIVER, "n", "shared")
+
+
+def shared_gpu(name: str = "shared", memory: str = "40Gi", default: str = "10Gi") -> Obj:
+    policy = {"default": default, "validRange": {"min": "1Gi", "step": "1Gi"}}
+    return device(
+        name, capacity={"memory": {"value": memory, "requestPolicy": policy}}, allowMultipleAllocations=True
+    )
+
+
+def cluster(*devices: Obj, nodes: tuple[str, ...] = ("n",)) -> ClusterState:
+    slices = [resource_slice(f"{n}-gpus", list(devices), node_name=n, pool=n) for n in nodes]
+    return state_of(*(node(n) for n in nodes), CLASS, *slices)
+
+
+def containers_pod(name: str, n: int) -> Obj:
+    return pod(name, [container(f"c{i}", {GPU: 1}) for i in range(n)])
+
+
+def test_containers_share_one_device_and_reserve_holds_their_shares() -> None:
+    st = cluster(shared_gpu())
+    s = Scheduler(st, share_ids=share_id_sequence())
+    first = s.schedule(containers_pod("p", 2))
+    assert first.status == SCHEDULED, first.message
+    assert first.special is not None
+    api = first.special.to_api()["devices"]["results"]
+    assert [(r["device"], r["shareID"], r["consumedCapacity"]) for r in api] == [
+        ("shared", "00000000-0000-0000-0000-000000000001", {"memory": "10Gi"}),
+        ("shared", "00000000-0000-0000-0000-000000000002", {"memory": "10Gi"}),
+    ]
+    assert first.dedicated_keys() == []
+    assert [sh.device for sh in first.shares()] == [SHARED, SHARED]
+    assert first.device_keys() == [SHARED, SHARED]
+    assert st.capacity.free(DRIVER) == {"n": 4}
+    token = s.reserve(first)
+    assert st.capacity.free(DRIVER) == {"n": 2}
+    assert not st.allocated.is_allocated(SHARED)
+    # 20Gi left: three more 10Gi shares do not fit, and Filter says so from the counts.
+    crowded = s.schedule(containers_pod("q", 3))
+    assert crowded.status == UNSCHEDULABLE
+    assert crowded.message == "0/1 nodes are available: 1 cannot allocate all claims."
+    assert s.schedule(containers_pod("q", 2)).status == SCHEDULED
+    s.unreserve(first, token)
+    assert st.capacity.free(DRIVER) == {"n": 4}
+
+
+def test_the_written_claim_holds_what_the_reservation_held() -> None:
+    """The worker writes ``ClaimAllocation.to_api()``; once the cache shows it, the reservation goes
+    and the counts stay where Reserve put them."""
+    st = cluster(shared_gpu())
+    s = Scheduler(st, share_ids=share_id_sequence())
+    d = s.schedule(containers_pod("p", 3))
+    assert d.special is not None
+    token = s.reserve(d)
+    reserved = st.capacity.free(DRIVER).copy()
+    written = special_claim_after_prebind(d.pod, d.requests, d.special, "p-gpu-abcde")
+    assert written["status"] == claim_status(d.pod, d.special)
+    st.apply("ResourceClaim", written)
+    st.unreserve(token)
+    assert st.capacity.free(DRIVER) == reserved == {"n": 1}
+    assert st.allocated.consumed(SHARED) == {"memory": Quantity.parse("30Gi").value}
+
+
+def test_filter_counts_shares_where_a_plain_count_would_refuse() -> None:
+    """Two containers, one device: counted as one device the node would be refused, though the
+    allocator (upstream's too) puts both on it."""
+    st = cluster(shared_gpu(), nodes=("a", "b"))
+    st.apply("ResourceClaim", _written_share("held", ("gpu.example.com", "b", "shared"), "35Gi"))
+    d = Scheduler(st, share_ids=share_id_sequence()).schedule(containers_pod("p", 2))
+    assert d.status == SCHEDULED
+    assert d.node == "a"  # b has 5Gi left: no 10Gi share fits there
+    assert st.capacity.free(DRIVER) == {"a": 4, "b": 0}
+
+
+def test_a_user_claim_with_capacity_requests_gets_its_share() -> None:
+    user = claim(
+        "mine",
+        [exactly("r", DRIVER, capacity={"requests": {"memory": "15Gi"}})],
+    )
+    st = state_of(node("n"), CLASS, resource_slice("n-gpus", [shared_gpu()], node_name="n", pool="n"), user)
+    s = Scheduler(st, share_ids=share_id_sequence(7))
+    d = s.schedule(pod("p", resourceClaims=[{"name": "x", "resourceClaimName": "mine"}]))
+    assert d.status == SCHEDULED, d.message
+    allocation = d.user_claims[0].allocation
+    assert allocation is not None
+    (result,) = allocation.to_api()["devices"]["results"]
+    assert result["shareID"] == "00000000-0000-0000-0000-000000000007"
+    assert result["consumedCapacity"] == {"memory": "15Gi"}
+    s.reserve(d)
+    assert st.allocated.consumed(SHARED) == {"memory": Quantity.parse("15Gi").value}
+
+
+def test_by_default_share_ids_are_random_uids() -> None:
+    """What a written allocation needs: unique everywhere, in the form validation requires."""
+    st = cluster(shared_gpu())
+    d = Scheduler(st).schedule(containers_pod("p", 2))
+    assert d.special is not None
+    ids = [r.share_id for r in d.special.results]
+    assert len(set(ids)) == 2
+    for share_id in ids:
+        assert share_id is not None
+        assert uuid.UUID(share_id).version == 4
+        assert share_id == share_id.lower()
+
+
+def _written_share(name: str, key: tuple[str, str, str], memory: str) -> Obj:
+    result = {
+        "request": "r",
+        "driver": key[0],
+        "pool": key[1],
+        "device": key[2],
+        "shareID": "cccccccc-cccc-cccc-cccc-cccccccccccc",
+        "consumedCapacity": {"memory": memory},
+    }
+    return claim(name, [exactly("r", DRIVER)], allocation={"devices": {"results": [result]}})
