@@ -5,6 +5,7 @@ their nodes."""
 from __future__ import annotations
 
 import copy
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -422,9 +423,9 @@ def test_shares_sum_what_they_consume_and_never_take_the_device() -> None:
     assert not st.is_allocated(D0)
     assert D0 not in st.devices
     assert st.shares[D0].shares == 2
-    assert st.consumed(D0) == {"memory": 15 * 2**30, "n": 1}
+    assert st.consumed(D0) == {"memory": Fraction(15 * 2**30), "n": Fraction(1)}
     st.remove_claim("default", "a")
-    assert st.consumed(D0) == {"memory": 5 * 2**30, "n": 1}
+    assert st.consumed(D0) == {"memory": Fraction(5 * 2**30), "n": Fraction(1)}
     st.upsert_claim(allocated_claim("b", result(D1)))  # b now takes D1 instead
     assert st.consumed(D0) is None
     assert D0 not in st.shares
@@ -440,10 +441,10 @@ def test_reserved_shares_are_held_until_the_token_goes() -> None:
         Share(D0, SHARE_B, {"memory": Quantity.parse("2Gi")}),
     ]
     st.reserve_devices("t", [D1], held)
-    assert st.consumed(D0) == {"memory": 3 * 2**30}
+    assert st.consumed(D0) == {"memory": Fraction(3 * 2**30)}
     assert st.is_allocated(D1)
     st.reserve_devices("t", [], held[:1])  # the token again: replaced
-    assert st.consumed(D0) == {"memory": 2**30}
+    assert st.consumed(D0) == {"memory": Fraction(2**30)}
     assert not st.is_allocated(D1)
     st.unreserve_devices("t")
     assert st.consumed(D0) is None

@@ -5,6 +5,7 @@ its counts equal a count made from scratch; free devices per topology group like
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -483,12 +484,14 @@ SHARED_KEY: DeviceKey = (DRIVER, "n", "shared")
 PLAIN_KEY: DeviceKey = (DRIVER, "n", "plain")
 
 
-def shared_gpu(name: str = "shared", memory: str = "40Gi", default: str | None = "10Gi", **attrs: Any) -> Obj:
+def shared_gpu(
+    name: str = "shared", memory: str = "40Gi", default: str | None = "10Gi", attrs: Obj | None = None
+) -> Obj:
     """A multi-allocatable device whose memory a share takes ``default`` of (None: all of it)."""
     cap: Obj = {"value": memory}
     if default is not None:
         cap["requestPolicy"] = {"default": default, "validRange": {"min": "1Gi", "step": "1Gi"}}
-    return device(name, attrs or None, capacity={"memory": cap}, allowMultipleAllocations=True)
+    return device(name, attrs, capacity={"memory": cap}, allowMultipleAllocations=True)
 
 
 def share_claim(name: str, key: DeviceKey, memory: str | None, *, share_id: str | None = None) -> Obj:
@@ -543,7 +546,7 @@ def test_reserved_shares_count_until_released() -> None:
     shares = [Share(SHARED_KEY, "11111111-1111-1111-1111-111111111111", {"memory": Quantity.parse("20Gi")})]
     st_.reserve("t", [PLAIN_KEY], p, "n", shares)
     assert st_.capacity.free("gpu") == {"n": 2}
-    assert st_.allocated.consumed(SHARED_KEY) == {"memory": 20 * 2**30}
+    assert st_.allocated.consumed(SHARED_KEY) == {"memory": Fraction(20 * 2**30)}
     st_.unreserve("t", p)
     assert st_.capacity.free("gpu") == {"n": 5}
     assert st_.allocated.consumed(SHARED_KEY) is None
@@ -570,7 +573,7 @@ def test_shared_devices_count_as_devices_in_groups_free_while_a_share_fits() -> 
         aligned_class(),
         resource_slice(
             "n-gpus",
-            [shared_gpu("s0", **{ROOT: {"string": "r0"}}), device("g1", {ROOT: {"string": "r0"}})],
+            [shared_gpu("s0", attrs={ROOT: {"string": "r0"}}), device("g1", {ROOT: {"string": "r0"}})],
             node_name="n",
             pool="n",
         ),
@@ -608,9 +611,9 @@ share_ops = st.one_of(
 
 def _shared_slice(memory: str) -> Obj:
     devices = [
-        shared_gpu("s0", memory, **{ROOT: {"string": "r0"}}),
-        shared_gpu("s1", memory, None, **{ROOT: {"string": "r0"}}),
-        shared_gpu("s2", memory, "5Gi", **{ROOT: {"string": "r1"}}),
+        shared_gpu("s0", memory, attrs={ROOT: {"string": "r0"}}),
+        shared_gpu("s1", memory, None, attrs={ROOT: {"string": "r0"}}),
+        shared_gpu("s2", memory, "5Gi", attrs={ROOT: {"string": "r1"}}),
         device("g0", {ROOT: {"string": "r1"}}),
     ]
     return resource_slice("n-gpus", devices, node_name="n", pool="n")
