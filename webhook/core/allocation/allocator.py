@@ -220,8 +220,13 @@ class _Choice:
     device: Device
     constraints: list[_Constraint]
     counters: list[_Taken]
-    shared: bool = False
-    consumed: dict[str, Quantity] | None = None
+
+
+@dataclass(slots=True)
+class _ShareChoice(_Choice):
+    """A share of a multi-allocatable device, and what it consumes."""
+
+    consumed: dict[str, Quantity]
 
 
 class Allocator:
@@ -507,12 +512,20 @@ class Allocator:
                 return True
             self._undo(choice)
             return False
+        # _capacity_matters, inlined (every candidate passes here); what this attempt consumes is the
+        # same at each candidate (a deeper level undoes its shares before the next one is tried).
+        asks, shares, allocating = req.capacity is not None, self.shares, self._allocating
+        consumed = bool(shares) or bool(allocating)
         for device, err in self._candidates(req):
             if self._in_use(req, device):
                 continue
             if not self._selectable(req, device, err):
                 continue
-            if (device.capacities or req.capacity) and not self._capacity_fits(req, device):
+            if (
+                asks
+                or device.capacity_rules
+                or (consumed and device.capacities and (device.key in shares or device.key in allocating))
+            ) and not self._capacity_fits(req, device):
                 continue
             choice = self._try(req, device, must=False)
             if choice is None:
@@ -533,12 +546,23 @@ class Allocator:
         """Upstream's in-use checks (a share never takes its device), and one share of a device per
         request (upstream's search moves on past a request's last pick)."""
         key = device.key
-        claims = self._picked.get(key) or ()
+        claims = self._picked.get(key)
         if req.admin:
-            used = req.claim_index in claims
-        else:
-            used = key in self.allocated or bool(claims)
-        return used or (bool(req.shared_picks) and key in req.shared_picks)
+            if claims and req.claim_index in claims:
+                return True
+        elif key in self.allocated or claims:
+            return True
+        return device.allow_multiple_allocations and key in req.shared_picks
+
+    def _capacity_matters(self, req: _Req, device: Device) -> bool:
+        """Whether ``_capacity_fits`` can say no: not for a request naming no capacity on a device
+        whose capacities have no rules and that nothing consumes (most exclusive devices), so that
+        path costs a few attribute reads."""
+        return (
+            req.capacity is not None
+            or device.capacity_rules
+            or (bool(device.capacities) and (device.key in self.shares or device.key in self._allocating))
+        )
 
     def _capacity_fits(self, req: _Req, device: Device, *, static: bool = False, again: bool = False) -> bool:
         """``CmpRequestOverCapacity``: another share of ``req`` fits the device beside what allocated
@@ -619,21 +643,20 @@ class Allocator:
                 return None
             added.append(c)
         # All mode checks the capacity in use only here (the other modes did before, unchanged since).
-        if must and (device.capacities or req.capacity) and not self._capacity_fits(req, device, again=True):
+        if must and self._capacity_matters(req, device) and not self._capacity_fits(req, device, again=True):
             for a in added:
                 a.remove()
             self._return_counters(counters)
             return None
         result = DeviceResult(req.name, device, admin_access=req.admin, tolerations=list(req.tolerations))
-        choice = _Choice(req, device, added, counters, shared)
-        if shared:
-            choice.consumed = self._take_share(req, device)
-            result.share_id = self._new_share_id()
-            result.consumed = choice.consumed or None
-        else:
-            self._picked.setdefault(device.key, set()).add(ci)
         self._results[ci].append(result)
-        return choice
+        if shared:
+            consumed = self._take_share(req, device)
+            result.share_id = self._new_share_id()
+            result.consumed = consumed or None
+            return _ShareChoice(req, device, added, counters, consumed)
+        self._picked.setdefault(device.key, set()).add(ci)
+        return _Choice(req, device, added, counters)
 
     def _take_share(self, req: _Req, device: Device) -> dict[str, Quantity]:
         """``GetConsumedCapacityFromRequest``, added to what this attempt consumes of the device."""
@@ -654,24 +677,26 @@ class Allocator:
         return consumed
 
     def _undo(self, choice: _Choice) -> None:
-        req = choice.req
-        ci = req.claim_index
-        key = choice.device.key
-        self._results[ci].pop()
-        if choice.shared:
-            req.shared_picks.discard(key)
-            use = self._allocating[key]
-            use.shares -= 1
-            if use.shares == 0:
-                del self._allocating[key]
-            else:
-                for name, q in (choice.consumed or {}).items():
-                    use.consumed[name] -= q.value
-        else:
-            self._picked[key].discard(ci)
+        ci = choice.req.claim_index
         for c in choice.constraints:
             c.remove()
+        if type(choice) is _ShareChoice:
+            self._return_share(choice)
+        else:
+            self._picked[choice.device.key].discard(ci)
         self._return_counters(choice.counters)
+        self._results[ci].pop()
+
+    def _return_share(self, choice: _ShareChoice) -> None:
+        key = choice.device.key
+        choice.req.shared_picks.discard(key)
+        use = self._allocating[key]
+        use.shares -= 1
+        if use.shares == 0:
+            del self._allocating[key]
+        else:
+            for name, q in choice.consumed.items():
+                use.consumed[name] -= q.value
 
     # -- counters (partitionable devices) ------------------------------------------------------
 

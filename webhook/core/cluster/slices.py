@@ -59,6 +59,9 @@ class Device:
     #: ``capacity`` by the names the slice writes, with request policies: what consumable capacity
     #: (``consumable``) reads; empty for a device without capacity.
     capacities: dict[str, DeviceCapacity] = field(default_factory=dict)
+    #: Whether the capacities can refuse a request that names none on a device nothing consumes (a
+    #: request policy, a negative value); otherwise such a request always fits it.
+    capacity_rules: bool = False
 
     def attribute(self, qualified: str) -> tuple[str, Any] | None:
         """Upstream ``lookupAttribute``: the qualified name, or the bare ID in the driver's domain."""
@@ -169,6 +172,7 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
         fingerprint=fingerprint,
         checked=True,
         capacities=capacities,
+        capacity_rules=any(c.policy is not None or c.value.value < 0 for c in capacities.values()),
     )
 
 
