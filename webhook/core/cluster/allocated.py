@@ -34,18 +34,22 @@ ShareListener = Callable[[DeviceKey], None]  # (device whose shares changed)
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def allocated_devices(claim: Obj) -> list[DeviceKey]:
-    """Devices a claim holds; admin-access results do not make a device unavailable."""
+def _held(claim: Obj) -> Iterator[tuple[DeviceKey, Obj]]:
+    """The allocation's results that hold a device (not admin access, device named), with it."""
     alloc = as_dict(status(claim).get("allocation"))
-    out: list[DeviceKey] = []
     for r in as_list(as_dict(alloc.get("devices")).get("results")):
         rd = as_dict(r)
         if rd.get("adminAccess") is True:
             continue
         d, p, n = rd.get("driver"), rd.get("pool"), rd.get("device")
         if isinstance(d, str) and isinstance(p, str) and isinstance(n, str):
-            out.append((d, p, n))
-    return out
+            yield (d, p, n), rd
+
+
+def allocated_devices(claim: Obj) -> list[DeviceKey]:
+    """Devices a claim holds, taken or shared; admin-access results do not make a device
+    unavailable."""
+    return [key for key, _ in _held(claim)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +73,9 @@ def holdings(claim: Obj) -> tuple[list[DeviceKey], list[Share]]:
     """What a claim's allocation holds: the devices it takes (non-admin results without a
     ``shareID``) and its shares (non-admin results with one; upstream's ``foreachAllocatedDevice``).
     A consumed amount that is not a quantity is left out (the API server never stores one)."""
-    alloc = as_dict(status(claim).get("allocation"))
     taken: list[DeviceKey] = []
     shares: list[Share] = []
-    for r in as_list(as_dict(alloc.get("devices")).get("results")):
-        rd = as_dict(r)
-        if rd.get("adminAccess") is True:
-            continue
-        d, p, n = rd.get("driver"), rd.get("pool"), rd.get("device")
-        if not (isinstance(d, str) and isinstance(p, str) and isinstance(n, str)):
-            continue
+    for key, rd in _held(claim):
         share_id = rd.get("shareID")
         if isinstance(share_id, str):
             consumed: dict[str, Quantity] = {}
@@ -86,9 +83,9 @@ def holdings(claim: Obj) -> tuple[list[DeviceKey], list[Share]]:
                 q = try_parse(v)
                 if q is not None:
                     consumed[str(k)] = q
-            shares.append(Share((d, p, n), share_id, consumed))
+            shares.append(Share(key, share_id, consumed))
         else:
-            taken.append((d, p, n))
+            taken.append(key)
     return taken, shares
 
 

@@ -78,29 +78,23 @@ class Decision:
             return alloc or None
         return None
 
+    def allocations(self) -> list[ClaimAllocation]:
+        """What the decision allocates: the special claim's, then the user claims'."""
+        out = [self.special] if self.special else []
+        out += [uc.allocation for uc in self.user_claims if uc.allocation is not None]
+        return out
+
     def device_keys(self) -> list[DeviceKey]:
         """Every device the decision allocates, taken or shared."""
-        keys = list(self.special.device_keys) if self.special else []
-        for uc in self.user_claims:
-            if uc.allocation is not None:
-                keys.extend(uc.allocation.device_keys)
-        return keys
+        return [key for a in self.allocations() for key in a.device_keys]
 
     def dedicated_keys(self) -> list[DeviceKey]:
         """The devices the decision takes (what Reserve makes taken)."""
-        keys = list(self.special.dedicated_keys) if self.special else []
-        for uc in self.user_claims:
-            if uc.allocation is not None:
-                keys.extend(uc.allocation.dedicated_keys)
-        return keys
+        return [key for a in self.allocations() for key in a.dedicated_keys]
 
     def shares(self) -> list[Share]:
         """The shares of multi-allocatable devices the decision takes (what Reserve holds)."""
-        shares = list(self.special.shares) if self.special else []
-        for uc in self.user_claims:
-            if uc.allocation is not None:
-                shares.extend(uc.allocation.shares)
-        return shares
+        return [share for a in self.allocations() for share in a.shares]
 
 
 def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:
