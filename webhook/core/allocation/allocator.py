@@ -377,7 +377,7 @@ class Allocator:
         if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
             raise AllocationError(f"claim {self._claim_ref(ci)}, request {full}: invalid count {count!r}")
         try:
-            capacity = parse_capacity_requests(r.get("capacity"))
+            capacity = parse_capacity_requests(r["capacity"]) if r.get("capacity") is not None else None
         except QuantityError as e:
             raise AllocationError(
                 f"claim {self._claim_ref(ci)}, request {full}: capacity requests: {e}"
