@@ -9,7 +9,8 @@ draxr's own rules go beyond upstream where the upstream behaviour is silent or e
 
 * ``validate_device_class``: an explicit name declared by only one class (upstream resolves clashes
   at runtime, silently, by creation time), and draxr's ``draxr.io/align-by`` annotation (fully
-  qualified attribute names, ``topology.align_by_problems``);
+  qualified attribute names, ``topology.align_by_problems``), and ``draxr.io/capacity-requests``
+  (KEP-6406's ``CapacityRequirements`` as JSON, ``capacityrequests.annotation_problems``);
 * ``validate_mapped_requests``: a mapped request the kubelet would ignore;
 * ``validate_dra_quantities``: upstream's ``ValidateResourceQuantityValue`` for every DRA-backed name
   (implicit ones too, which upstream treats as native), with ``AsInt64`` as the integer test, so
@@ -28,6 +29,7 @@ from typing import Any, Final
 
 from . import names
 from .alignment import ALIGN_BY_ANNOTATION, align_by_problems
+from .capacityrequests import CAPACITY_REQUESTS_ANNOTATION, annotation_problems
 from .constants import (
     DEVICE_CLASS_PREFIX,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
@@ -54,6 +56,7 @@ from .quantity import INT64_MAX, QuantityError, parse_quantity
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
 ANNOTATED_NAME_PATH: Final = Path("metadata", "annotations").key(EXTENDED_RESOURCE_NAME_ANNOTATION)
 ALIGN_BY_PATH: Final = Path("metadata", "annotations").key(ALIGN_BY_ANNOTATION)
+CAPACITY_REQUESTS_PATH: Final = Path("metadata", "annotations").key(CAPACITY_REQUESTS_ANNOTATION)
 _ERCS_PATH: Final = Path("status", "extendedResourceClaimStatus")
 
 MSG_EXTENDED_RESOURCE_NAME: Final = "must be a valid extended resource name"
@@ -172,12 +175,33 @@ def validate_device_class(
         warnings.extend(clip(f"draxr ignores {ALIGN_BY_PATH}: {e.detail}") for e in align_errors)
     else:
         errors.extend(align_errors)
+    capacity_errors = validate_capacity_requests(new)
+    if capacity_errors and _annotation_of(old, CAPACITY_REQUESTS_ANNOTATION) == _annotation_of(
+        new, CAPACITY_REQUESTS_ANNOTATION
+    ):
+        warnings.extend(clip(f"draxr ignores {CAPACITY_REQUESTS_PATH}: {e.detail}") for e in capacity_errors)
+    else:
+        errors.extend(capacity_errors)
     return errors, warnings
 
 
 def _align_by_of(device_class: Any) -> Any:
+    return _annotation_of(device_class, ALIGN_BY_ANNOTATION)
+
+
+def _annotation_of(device_class: Any, key: str) -> Any:
     annotations = meta(device_class).get("annotations") if isinstance(device_class, dict) else None
-    return annotations.get(ALIGN_BY_ANNOTATION, OMITTED) if isinstance(annotations, dict) else OMITTED
+    return annotations.get(key, OMITTED) if isinstance(annotations, dict) else OMITTED
+
+
+def validate_capacity_requests(device_class: Any) -> list[FieldError]:
+    """``metadata.annotations[draxr.io/capacity-requests]``: JSON of KEP-6406's
+    ``CapacityRequirements`` (``{"requests": {"memory": "10Gi"}}``), capacity names as upstream's
+    ``validateQualifiedName`` and non-negative quantities. One ``Invalid`` error per problem."""
+    value = _annotation_of(device_class, CAPACITY_REQUESTS_ANNOTATION)
+    if value is OMITTED:
+        return []
+    return [invalid(CAPACITY_REQUESTS_PATH, value, p) for p in annotation_problems(value)]
 
 
 def validate_align_by(device_class: Any) -> list[FieldError]:
