@@ -40,6 +40,7 @@ from ..admission.config import AdmissionConfig
 from ..admission.extended import backing_classes, requested_extended
 from ..admission.mutate import plan_patch
 from ..admission.pods import quantity_errors
+from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.fielderrors import duplicate
 from ..core.api.objects import Obj, as_dict, as_list, name, spec
 from ..core.cluster.deviceclasses import ClassResolver
@@ -227,7 +228,7 @@ def _convert_item(
     # say otherwise.
     align = alignment(pod, classes.get, _any_group)
     try:
-        plan = plan_rewrite(pod, dra, align)
+        plan = plan_rewrite(pod, dra, align, capacity_by_class(dra.values(), classes.get))
     except ValueError:
         raise _claim_clash(pod, dra, where, prefix) from None
     ops = plan_patch(pod, plan, _CONFIG)

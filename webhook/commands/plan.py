@@ -36,6 +36,7 @@ from ..core.allocation.claims import (
 from ..core.allocation.placement import alignment_text
 from ..core.allocation.policy import BINPACK
 from ..core.api.alignment import align_by
+from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
 from ..core.api.objects import Obj, as_dict, as_list, name, namespace, spec, status, uid
 from ..core.cel import SelectorEngine
@@ -174,7 +175,12 @@ def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
     if choice.path != "rewrite":
         return _place(scheduler, pod, choice.path)
-    rewrite = plan_rewrite(pod, resolved, alignment(pod, state.classes.get, state.capacity.largest_group))
+    rewrite = plan_rewrite(
+        pod,
+        resolved,
+        alignment(pod, state.classes.get, state.capacity.largest_group),
+        capacity_by_class(resolved.values(), state.classes.get),
+    )
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (
         rewritten_annotation(rewrite)

@@ -309,3 +309,27 @@ def test_a_tampered_rewritten_annotation_names_no_template() -> None:
         p = pod("p")
         p["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: json.dumps(body)}
         assert templates_of(p) == []
+
+
+def test_a_class_with_capacity_requests_gets_templates_whose_devices_are_shares() -> None:
+    """``draxr.io/capacity-requests``: each device of the template's request is a 10Gi share; the
+    template's name says so, and the worker reads it all back from the pod's annotation."""
+    p = pod("p", [container("a", {"example.com/gpu": 1}), container("b", {"example.com/gpu": 2})])
+    capacity = {"gpu": {"memory": "10Gi"}}
+    rw = plan_rewrite(p, {"example.com/gpu": "gpu"}, capacity=capacity)
+    assert [(r.device_class, r.count, r.capacity) for r in rw.templates] == [
+        ("gpu", 1, (("memory", "10Gi"),)),
+        ("gpu", 2, (("memory", "10Gi"),)),
+    ]
+    plain = plan_rewrite(p, {"example.com/gpu": "gpu"})
+    assert {r.name for r in rw.templates}.isdisjoint(r.name for r in plain.templates)
+    assert all(r.name.startswith("draxr-gpu-") and "-cap-" in r.name for r in rw.templates)
+    body = template(rw.templates[0], "ns")
+    (request,) = body["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+    assert template_ref(body) == rw.templates[0]
+    out = rewritten_pod(p, rw)
+    out["metadata"].setdefault("annotations", {})[REWRITTEN_ANNOTATION] = rewritten_annotation(rw)
+    assert templates_of(out) == rw.templates
+    # Unchanged for classes without capacity requests: old annotations still read the same.
+    assert json.loads(rewritten_annotation(plain)) == {r.name: ["gpu", r.count] for r in plain.templates}

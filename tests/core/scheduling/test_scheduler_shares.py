@@ -134,3 +134,77 @@ def _written_share(name: str, key: tuple[str, str, str], memory: str) -> Obj:
         "consumedCapacity": {"memory": memory},
     }
     return claim(name, [exactly("r", DRIVER)], allocation={"devices": {"results": [result]}})
+
+
+# -- draxr.io/capacity-requests: extended-resource pods asking for shares (issue 23) ----------------
+
+SHARED_CLASS = {
+    **CLASS,
+    "metadata": {
+        **CLASS["metadata"],
+        "annotations": {"draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}'},
+    },
+}
+
+
+def plain_shared_gpu(name: str = "shared", memory: str = "40Gi") -> Obj:
+    """No request policy: without capacity requests a share takes the whole 40Gi."""
+    return device(name, capacity={"memory": {"value": memory}}, allowMultipleAllocations=True)
+
+
+def test_four_pods_share_one_device_through_the_class_annotation() -> None:
+    """The issue's row: a class with ``draxr.io/capacity-requests`` serves four
+    ``example.com/gpu: 1`` pods from one 40Gi device, four 10Gi shares, and refuses a fifth."""
+    st = state_of(
+        node("n"), SHARED_CLASS, resource_slice("n-gpus", [plain_shared_gpu()], node_name="n", pool="n")
+    )
+    s = Scheduler(st, share_ids=share_id_sequence())
+    assert st.capacity.free(DRIVER) == {"n": 4}
+    shares = []
+    for i in range(4):
+        d = s.schedule(containers_pod(f"p{i}", 1))
+        assert d.status == SCHEDULED, d.message
+        assert d.special is not None
+        assert d.requests[0]["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+        (result,) = d.special.to_api()["devices"]["results"]
+        assert (result["device"], result["consumedCapacity"]) == ("shared", {"memory": "10Gi"})
+        shares.append(result["shareID"])
+        s.reserve(d)
+    assert len(set(shares)) == 4
+    assert st.capacity.free(DRIVER) == {"n": 0}
+    assert st.allocated.consumed(SHARED) == {"memory": Quantity.parse("40Gi").value}
+    assert s.schedule(containers_pod("p4", 1)).status == UNSCHEDULABLE
+
+
+def test_without_the_annotation_one_pod_takes_the_whole_device() -> None:
+    st = cluster(plain_shared_gpu())
+    s = Scheduler(st, share_ids=share_id_sequence())
+    d = s.schedule(containers_pod("p", 1))
+    assert d.special is not None
+    assert d.special.to_api()["devices"]["results"][0]["consumedCapacity"] == {"memory": "40Gi"}
+    s.reserve(d)
+    assert s.schedule(containers_pod("q", 1)).status == UNSCHEDULABLE
+
+
+def test_a_count_of_two_takes_two_shares() -> None:
+    """KEP-6406: ``example.com/gpu: 2`` means two independent 10Gi shares (one request takes one
+    share of a device, so on two devices)."""
+    st = state_of(
+        node("n"),
+        SHARED_CLASS,
+        resource_slice("n-gpus", [plain_shared_gpu("a"), plain_shared_gpu("b")], node_name="n", pool="n"),
+    )
+    s = Scheduler(st, share_ids=share_id_sequence())
+    d = s.schedule(pod("p", [container("c", {GPU: 2})]))
+    assert d.status == SCHEDULED, d.message
+    assert d.special is not None
+    results = d.special.to_api()["devices"]["results"]
+    assert sorted(r["device"] for r in results) == ["a", "b"]
+    assert [r["consumedCapacity"] for r in results] == [{"memory": "10Gi"}, {"memory": "10Gi"}]
+
+
+def test_changing_the_annotation_recounts_free_shares() -> None:
+    st = cluster(plain_shared_gpu())
+    assert st.capacity.free(DRIVER) == {"n": 1}
+    st.apply("DeviceClass", SHARED_CLASS)
+    assert st.capacity.free(DRIVER) == {"n": 4}

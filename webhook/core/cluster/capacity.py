@@ -32,7 +32,9 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 
 from ..api.alignment import align_by
+from ..api.capacityrequests import class_capacity_requests
 from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
+from ..api.quantity import Quantity
 from .consumable import Amounts, share_slots
 from .devices import DeviceIndex
 from .nodeinfo import Nodes
@@ -126,9 +128,11 @@ class FreeDevices:
         return free, total
 
     def _slots(self, class_name: str, device: Device, consumed: Amounts | None) -> int:
-        """The class's special-claim shares that fit the device beside ``consumed``. Its requests name
-        no capacity (hence ``None``; a class's capacity requests would go here)."""
-        return share_slots(None, device.capacities, consumed, ALLOCATION_RESULTS_MAX_SIZE)
+        """The class's special-claim shares that fit the device beside ``consumed``, each with the
+        class's capacity requests (``draxr.io/capacity-requests``; none: the default or the whole)."""
+        requests = class_capacity_requests(self._devices.classes.get(class_name))
+        wanted = {k: Quantity.parse(v) for k, v in requests.items()} if requests else None
+        return share_slots(wanted, device.capacities, consumed, ALLOCATION_RESULTS_MAX_SIZE)
 
     def _free_slots(self, class_name: str, device: Device) -> int:
         if self._is_allocated(device.key):

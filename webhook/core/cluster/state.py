@@ -16,6 +16,7 @@ bumps on every change so callers can cache derived answers.
 from __future__ import annotations
 
 from ..api.alignment import align_by
+from ..api.capacityrequests import class_capacity_requests
 from ..api.objects import Obj, name, namespace, uid
 from ..cel import SelectorEngine
 from .allocated import AllocatedState, ClaimKey, Share, allocated_devices, claim_key
@@ -101,6 +102,7 @@ class ClusterState:
             old is None
             or class_selectors(old) != class_selectors(device_class)
             or align_by(old) != align_by(device_class)
+            or class_capacity_requests(old) != class_capacity_requests(device_class)
         ):
             self._class_changed(name(device_class))
 

@@ -23,6 +23,10 @@ one request, so what native mode adds beyond that cannot be said here: GPU and N
 container land in two claims and are aligned each on its own, not with each other, and a
 ``preferred`` pod gets no constraint (a claim cannot fall back to a split set; the pod would wait as
 a ``required`` one does).
+
+Capacity requests (``draxr.io/capacity-requests`` or KEP-6406's field on the class): the template's
+request carries them (``exactly.capacity``), so each device of the request is one share of that size;
+the template name then ends in ``-cap-<hash of the requests>``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..api.alignment import REQUIRED, align_by, pod_alignment
 from ..api.names import is_dns1123_subdomain
@@ -54,15 +58,17 @@ TEMPLATE_PREFIX: Final = "draxr-"
 
 @dataclass(frozen=True, slots=True, order=True)
 class TemplateRef:
-    """A shared template: (class, count, the attributes its devices share) in a namespace."""
+    """A shared template: (class, count, the attributes its devices share, the capacity requests of
+    each device as sorted (name, quantity) pairs) in a namespace."""
 
     device_class: str
     count: int
     align: tuple[str, ...] = ()
+    capacity: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
-        return template_name(self.device_class, self.count, self.align)
+        return template_name(self.device_class, self.count, self.align, self.capacity)
 
 
 #: (class, count) -> the attributes a request's devices must share; () for none.
@@ -117,11 +123,15 @@ class Rewrite:
         return not self.pod_claims
 
 
-def template_name(device_class: str, count: int, align: tuple[str, ...] = ()) -> str:
+def template_name(
+    device_class: str, count: int, align: tuple[str, ...] = (), capacity: tuple[tuple[str, str], ...] = ()
+) -> str:
     """``draxr-<class>-<count>``, with ``-aligned-<hash of the attributes>`` when the devices must
-    share attributes; a name that would not be a valid object name is shortened and made unique by
-    a hash of the class."""
+    share attributes and ``-cap-<hash of the capacity requests>`` when each is a share; a name that
+    would not be a valid object name is shortened and made unique by a hash of the class."""
     suffix = f"-aligned-{_digest(','.join(align))[:8]}" if align else ""
+    if capacity:
+        suffix += f"-cap-{_digest(','.join(f'{k}={v}' for k, v in capacity))[:8]}"
     plain = f"{TEMPLATE_PREFIX}{device_class}-{count}{suffix}"
     if not is_dns1123_subdomain(plain):  # no errors: a valid object name
         return plain
@@ -136,19 +146,31 @@ def pod_claim_name(request_name: str) -> str:
     return POD_CLAIM_PREFIX + request_name
 
 
-def plan_rewrite(pod: Obj, dra: Mapping[str, str], align: Alignment = no_alignment) -> Rewrite:
+def plan_rewrite(
+    pod: Obj,
+    dra: Mapping[str, str],
+    align: Alignment = no_alignment,
+    capacity: Mapping[str, Mapping[str, str]] | None = None,
+) -> Rewrite:
     """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class);
-    ``align`` says which attributes a request's devices must share."""
+    ``align`` says which attributes a request's devices must share; ``capacity`` (class name ->
+    capacity requests) what each device of a class's request consumes."""
     out = Rewrite(resources=dict(dra))
     if not dra:
         return out
-    requests, mappings = create_requests_and_mappings(pod, dra)
+    requests, mappings = create_requests_and_mappings(pod, dra, capacity)
     taken = {as_dict(pc).get("name") for pc in as_list(spec(pod).get("resourceClaims"))}
     templates: set[TemplateRef] = set()
     for request in requests:
         exactly = request["exactly"]
         cls, count = str(exactly["deviceClassName"]), int(exactly["count"])
-        ref = TemplateRef(cls, count, align(cls, count) if count > 1 else ())
+        wanted = as_dict(as_dict(exactly.get("capacity")).get("requests"))
+        ref = TemplateRef(
+            cls,
+            count,
+            align(cls, count) if count > 1 else (),
+            tuple(sorted((str(k), str(v)) for k, v in wanted.items())),
+        )
         templates.add(ref)
         claim_name = pod_claim_name(str(request["name"]))
         if claim_name in taken:
@@ -233,13 +255,20 @@ def pointer_token(key: str) -> str:
 
 
 def rewritten_annotation(rewrite: Rewrite) -> str:
-    """The value of ``draxr.io/rewritten``: template name -> [class, count] (and the aligned
-    attributes, if any), all the worker needs to create the templates the pod's claims come from."""
-    body = {
-        ref.name: [ref.device_class, ref.count, *([list(ref.align)] if ref.align else [])]
-        for ref in rewrite.templates
-    }
+    """The value of ``draxr.io/rewritten``: template name -> [class, count] (then the aligned
+    attributes and the capacity requests, if any), all the worker needs to create the templates the
+    pod's claims come from."""
+    body = {ref.name: _annotation_entry(ref) for ref in rewrite.templates}
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def _annotation_entry(ref: TemplateRef) -> list[Any]:
+    entry: list[Any] = [ref.device_class, ref.count]
+    if ref.align or ref.capacity:
+        entry.append(list(ref.align))
+    if ref.capacity:
+        entry.append(dict(ref.capacity))
+    return entry
 
 
 def templates_of(pod: Obj) -> list[TemplateRef]:
@@ -251,18 +280,21 @@ def templates_of(pod: Obj) -> list[TemplateRef]:
         return []
     out: list[TemplateRef] = []
     for name, value in as_dict(body).items():
-        if not isinstance(value, list) or len(value) not in (2, 3):
+        if not isinstance(value, list) or len(value) not in (2, 3, 4):
             continue
         cls, count, *rest = value
         attrs = rest[0] if rest else []
+        wanted = rest[1] if len(rest) > 1 else {}
         if (
             isinstance(cls, str)
             and isinstance(count, int)
             and not isinstance(count, bool)
             and isinstance(attrs, list)
             and all(isinstance(a, str) for a in attrs)
+            and isinstance(wanted, dict)
+            and all(isinstance(v, str) for v in wanted.values())
         ):
-            ref = TemplateRef(cls, count, tuple(attrs))
+            ref = TemplateRef(cls, count, tuple(attrs), tuple(sorted((str(k), v) for k, v in wanted.items())))
             if ref.name == name and ref.count > 0:
                 out.append(ref)
     return sorted(out)
@@ -288,6 +320,7 @@ def template(ref: TemplateRef, namespace: str) -> Obj:
                                 "deviceClassName": ref.device_class,
                                 "allocationMode": "ExactCount",
                                 "count": ref.count,
+                                **({"capacity": {"requests": dict(ref.capacity)}} if ref.capacity else {}),
                             },
                         }
                     ],
@@ -320,7 +353,8 @@ def template_ref(obj: Obj) -> TemplateRef | None:
     if not isinstance(cls, str) or not isinstance(count, int) or isinstance(count, bool):
         return None
     attrs = tuple(str(as_dict(c).get("matchAttribute")) for c in as_list(devices.get("constraints")))
-    ref = TemplateRef(cls, count, attrs)
+    wanted = as_dict(as_dict(exactly.get("capacity")).get("requests"))
+    ref = TemplateRef(cls, count, attrs, tuple(sorted((str(k), str(v)) for k, v in wanted.items())))
     return ref if ref.name == meta.get("name") else None
 
 

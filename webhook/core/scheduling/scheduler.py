@@ -40,6 +40,7 @@ from typing import Any
 
 from ..allocation.allocator import AllocationError, ShareIds, Unsatisfiable
 from ..allocation.policy import BINPACK, POLICIES, SPREAD, UPSTREAM
+from ..api.capacityrequests import capacity_by_class
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
@@ -448,7 +449,8 @@ class Scheduler:
         plan, _ = self._node_plan(cycle, node, count_devices=False)
         if plan is None or not plan.dra:
             return None
-        requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        capacity = capacity_by_class(plan.dra.values(), self.state.classes.get)
+        requests, mappings = create_requests_and_mappings(pod, plan.dra, capacity)
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
         return Decision(

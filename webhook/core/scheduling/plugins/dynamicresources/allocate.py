@@ -11,6 +11,7 @@ from ....allocation.allocator import Allocator, ShareIds, Unsatisfiable
 from ....allocation.placement import Placement, record_alignment
 from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, PREFERRED, REQUIRED
+from ....api.capacityrequests import capacity_by_class
 from ....api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME
 from ....api.objects import Obj, as_dict, as_list, namespace, status
 from ....cluster.slices import Device
@@ -42,7 +43,8 @@ def allocate(
     if prebuilt and dra.built is not None:
         requests, mappings = dra.built
     elif plan.dra:
-        requests, mappings = create_requests_and_mappings(pod, plan.dra)
+        capacity = capacity_by_class(plan.dra.values(), state.classes.get)
+        requests, mappings = create_requests_and_mappings(pod, plan.dra, capacity)
     placement = None
     constraints: list[Obj] = []
     scopes = dra.scopes

@@ -10,6 +10,8 @@ For each resource that needs DRA on the chosen node (sorted by name):
   short-lived containers is kept and their mappings are rewritten to it.
 
 Requests come out sorted by name; mappings long-lived first, then short-lived, per resource.
+A class with capacity requests (``draxr.io/capacity-requests``, KEP-6406's field) has them copied
+onto each of its requests (``exactly.capacity``), as KEP-6406 does.
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ def _count(request: DeviceRequest) -> int:
 
 
 def _container_request(
-    ref: ContainerRef, resource: str, class_name: str, reusable: list[DeviceRequest | None]
+    ref: ContainerRef,
+    resource: str,
+    class_name: str,
+    reusable: list[DeviceRequest | None],
+    capacity: Mapping[str, str] | None = None,
 ) -> tuple[DeviceRequest | None, list[Mapping_]]:
     requests = raw_requests(ref.container)
     if resource not in requests:
@@ -61,14 +67,17 @@ def _container_request(
         "name": name,
         "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": need - reused},
     }
+    if capacity:
+        request["exactly"]["capacity"] = {"requests": dict(capacity)}
     mappings.append({"containerName": ref.name, "resourceName": resource, "requestName": name})
     return request, mappings
 
 
 def create_requests_and_mappings(
-    pod: Obj, dra_resources: Mapping[str, str]
+    pod: Obj, dra_resources: Mapping[str, str], capacity: Mapping[str, Mapping[str, str]] | None = None
 ) -> tuple[list[DeviceRequest], list[Mapping_]]:
-    """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node."""
+    """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node;
+    ``capacity``: class name -> the capacity requests each of its requests carries."""
     refs = containers(pod)
     long_lived = [r for r in refs if r.long_lived]
     short_lived = [r for r in refs if not r.long_lived]
@@ -76,17 +85,18 @@ def create_requests_and_mappings(
     all_mappings: list[Mapping_] = []
     for resource in sorted(dra_resources):
         class_name = dra_resources[resource]
+        per_class = capacity.get(class_name) if capacity else None
         long_requests: list[DeviceRequest | None] = [None] * len(refs)
         long_mappings: list[Mapping_] = []
         for ref in long_lived:
-            req, maps = _container_request(ref, resource, class_name, [])
+            req, maps = _container_request(ref, resource, class_name, [], per_class)
             long_requests[ref.index] = req
             long_mappings.extend(maps)
         largest: DeviceRequest | None = None
         short_names: set[str] = set()
         short_mappings: list[Mapping_] = []
         for ref in short_lived:
-            req, maps = _container_request(ref, resource, class_name, long_requests[ref.index :])
+            req, maps = _container_request(ref, resource, class_name, long_requests[ref.index :], per_class)
             if req is not None:
                 short_names.add(req["name"])
                 if largest is None or _count(largest) < _count(req):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, align_by, pod_alignment
+from ....api.capacityrequests import capacity_by_class
 from ....api.names import is_dra_extended_resource_name
 from ....api.objects import (
     Obj,
@@ -52,7 +53,8 @@ def pre_filter(state: ClusterState, pod: Obj, reqs: Units, policy: str, *, ignor
     scopes: list[Scope] = []
     constraints: list[Obj] = []
     notes: list[str] = []
-    built = create_requests_and_mappings(pod, classes) if classes else None
+    capacity = capacity_by_class(classes.values(), state.classes.get) if classes else None
+    built = create_requests_and_mappings(pod, classes, capacity) if classes else None
     if align != NONE and built is not None:
         requests = built[0]
         constraints, notes = alignment_constraints(requests, groups, state.capacity.largest_group)
