@@ -464,3 +464,27 @@ def test_allocated_counters_count_a_shared_device_once() -> None:
     state.allocated.remove_claim("default", "a")
     state.allocated.remove_claim("default", "b")
     assert state.allocated.allocated_counters(pool) == {}
+
+
+def test_a_share_held_by_a_reservation_and_its_written_claim_counts_once() -> None:
+    """Between the write of a claim and Unreserve both hold the same share (same shareID): it
+    consumes once. Another share of the device (another shareID) adds to it."""
+    st = AllocatedState(Nodes())
+    dev: DeviceKey = ("d", "p", "gpu")
+    ten = {"memory": Quantity.parse("10Gi")}
+    st.reserve_devices("t", [], [Share(dev, "id-1", ten)])
+    result = {"request": "r", "driver": "d", "pool": "p", "device": "gpu", "shareID": "id-1"}
+    written = claim(
+        "c",
+        [exactly("r", "gpu")],
+        allocation={"devices": {"results": [{**result, "consumedCapacity": {"memory": "10Gi"}}]}},
+    )
+    st.upsert_claim(written)
+    assert st.consumed(dev) == {"memory": Quantity.parse("10Gi").value}
+    st.reserve_devices("u", [], [Share(dev, "id-2", ten)])
+    assert st.consumed(dev) == {"memory": Quantity.parse("20Gi").value}
+    st.unreserve_devices("t")
+    st.unreserve_devices("u")
+    assert st.consumed(dev) == {"memory": Quantity.parse("10Gi").value}
+    st.remove_claim("default", "c")
+    assert st.consumed(dev) is None

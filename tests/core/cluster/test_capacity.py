@@ -496,7 +496,8 @@ def shared_gpu(
 
 def share_claim(name: str, key: DeviceKey, memory: str | None, *, share_id: str | None = None) -> Obj:
     result: Obj = {"request": "r", "driver": key[0], "pool": key[1], "device": key[2]}
-    result["shareID"] = share_id or f"00000000-0000-0000-0000-{len(name):012d}"
+    # One ID per claim name, as real share IDs are unique (a share held twice counts once).
+    result["shareID"] = share_id or f"00000000-0000-0000-0000-{name.encode().hex()[-12:]:0>12}"
     if memory is not None:
         result["consumedCapacity"] = {"memory": memory}
     return claim(name, [exactly("r", "gpu")], allocation={"devices": {"results": [result]}})

@@ -77,6 +77,10 @@ def test_the_written_claim_holds_what_the_reservation_held() -> None:
     written = special_claim_after_prebind(d.pod, d.requests, d.special, "p-gpu-abcde")
     assert written["status"] == claim_status(d.pod, d.special)
     st.apply("ResourceClaim", written)
+    # Held by both the reservation and the written claim until Unreserve: each share counts once
+    # (by its shareID), or the next pod would be refused meanwhile (a flaky worker test found it).
+    assert st.capacity.free(DRIVER) == reserved
+    assert st.allocated.consumed(SHARED) == {"memory": Quantity.parse("30Gi").value}
     st.unreserve(token)
     assert st.capacity.free(DRIVER) == reserved == {"n": 1}
     assert st.allocated.consumed(SHARED) == {"memory": Quantity.parse("30Gi").value}

@@ -8,6 +8,8 @@
   device; it is one share of it, consuming its ``consumedCapacity``. Per device, the number of shares
   and what they consume together, from claims and in-flight reservations alike (upstream's
   ``AllocatedSharedDeviceIDs`` and ``AggregatedCapacity``); a change is reported to ``on_shares``.
+  A share counts once by its ``shareID``, however many hold it: Reserve's reservation and the
+  written claim both hold it until Unreserve, and counting it twice would refuse the next pod.
 * Pods: bound, non-terminal pods and assumed pods (reserved, not yet seen bound) count their
   requests and host ports on their node's ``NodeInfo``; a pod bound to a node the cache has not
   seen yet counts as soon as the node appears.
@@ -134,6 +136,7 @@ class AllocatedState:
         self._inflight_shares: dict[str, list[Share]] = {}
         self._refs: dict[DeviceKey, int] = {}
         self._shares: dict[DeviceKey, SharedUse] = {}
+        self._share_holders: dict[tuple[DeviceKey, str], int] = {}  # (device, shareID) -> holders
         self._special_by_owner: dict[str, set[ClaimKey]] = {}  # owner pod uid -> its special claims
         self.devices = TakenDevices(self._refs)
         #: Devices with at least one share, and what their shares consume (the allocator's view).
@@ -176,6 +179,15 @@ class AllocatedState:
             self._on_flip(key, after > 0)
 
     def _share(self, share: Share, delta: int) -> None:
+        held = (share.device, share.share_id)
+        before = self._share_holders.get(held, 0)
+        after = before + delta
+        if after > 0:
+            self._share_holders[held] = after
+        else:
+            self._share_holders.pop(held, None)
+        if (before > 0) == (after > 0):
+            return  # another holder of the same share: counted once
         key = share.device
         use = self._shares.get(key)
         if use is None:
