@@ -59,7 +59,7 @@ from ..core.scheduling.scheduler import Scheduler
 from ..loader import Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
-from .text import MACHINE_FORMATS, plural, table, write_data
+from .text import MACHINE_FORMATS, plural, share_text, table, write_data
 
 MODES = ("native", "rewrite")
 
@@ -253,10 +253,12 @@ def _devices_text(r: PodResult) -> str:
         return d.message
     parts: list[str] = []
     if d.special is not None:
-        parts.extend(f"{x.device.pool}/{x.device.name}" for x in d.special.results)
+        parts.extend(f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in d.special.results)
     for uc in d.user_claims:
         if uc.allocation is not None:
-            parts.extend(f"{x.device.pool}/{x.device.name}" for x in uc.allocation.results)
+            parts.extend(
+                f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in uc.allocation.results
+            )
     for res, how in sorted(d.served.items()):
         if how.via == "device-plugin":
             parts.append(f"{res} (device plugin)")
