@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 	@echo "draxr: $(VENV) ready."
 
+# The demo runs on the API emulator (e2e/emulator), which only a checkout has: not an installed command.
 demo: $(STAMP)
-	$(BIN)/draxr demo
+	$(BIN)/python -m e2e.demo
 
 test: lint typecheck unit
 
@@ -41,7 +42,7 @@ clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info
 
 manifests: $(STAMP)
-	$(BIN)/python -c "from webhook.install.manifests import write_defaults; write_defaults('manifests')"
+	$(BIN)/python -c "from webhook.install.files import write_defaults; write_defaults('manifests')"
 	$(BIN)/python -c "from webhook.install.monitoring import write_defaults; write_defaults('manifests/monitoring')"
 	$(BIN)/python -c "from webhook.install.monitoring import CHART_RULES, rules_yaml; CHART_RULES.write_text(rules_yaml())"
 

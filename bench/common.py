@@ -10,8 +10,8 @@ import socket
 import sys
 from pathlib import Path
 
+from e2e.emulator import Emulator
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 
 WORKER = "system:serviceaccount:draxr-system:draxr-worker"
 WRITES = ("create", "update", "patch", "delete")

@@ -31,8 +31,8 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import WORKER, gpu_class, gpu_node, gpu_pod, worker_namespace
+from e2e.emulator import Emulator
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
 

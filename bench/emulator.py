@@ -27,8 +27,9 @@ if __name__ == "__main__":
     # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))  # the source tree: the emulator is e2e/emulator
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 
 JSON = {"Content-Type": "application/json"}
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -204,7 +205,14 @@ def worker_cycle(em: Emulator, pods: int) -> dict[str, float]:
         name = f"p-{i}"
         _check(http.request("POST", pods_url, body=json.dumps(_pod(name)).encode(), headers=JSON), 201)
         _check(http.request("POST", claims_url, body=json.dumps(_claim(name)).encode(), headers=JSON), 201)
-        reserved = {"status": {"reservedFor": [{"resource": "pods", "name": name, "uid": str(i)}]}}
+        # Allocated and reserved in one write, as the worker's PreBind does (a reservation needs one).
+        allocation = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "n1", "device": name}]}}
+        reserved = {
+            "status": {
+                "allocation": allocation,
+                "reservedFor": [{"resource": "pods", "name": name, "uid": str(i)}],
+            }
+        }
         _check(
             http.request(
                 "PATCH", f"{claims_url}/{name}/status", body=json.dumps(reserved).encode(), headers=MERGE

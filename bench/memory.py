@@ -19,7 +19,7 @@ and one with 2N, so that fixed costs cancel): per node without devices, per devi
 its devices and per running pod (placed by the scheduler, its special claim allocated, the pod
 bound), for the engine (``ClusterState`` fed with ``bench/allocate.py``'s shapes: ``engine_bytes_*``)
 and for the worker's cache (``ClusterCache`` fed with the realistic objects below, trimmed:
-``worker_cache_bytes_*``). tests/core/test_memory_bounds.py and tests/kube/test_cache.py hold them
+``worker_cache_bytes_*``). tests/scenarios/test_memory_bounds.py and tests/kube/test_cache.py hold them
 under stated bounds. ``--units-only`` stops there. Prints JSON.
 
     python bench/memory.py [--pods 1000,10000] [--nodes 100] [--devices-per-node 8] [--devices 10000]
@@ -55,6 +55,7 @@ import httpx
 from bench.allocate import build
 from bench.allocate import pod as allocate_pod
 from bench.common import free_port, memory_mib, serve_argv
+from e2e.emulator import Emulator
 from webhook.core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -67,7 +68,6 @@ from webhook.core.api.objects import name as name_of
 from webhook.core.cluster.state import ClusterState
 from webhook.core.scheduling.framework import SCHEDULED, Decision
 from webhook.core.scheduling.scheduler import Scheduler
-from webhook.emulator import Emulator
 from webhook.kube import trim
 from webhook.kube.cache import ALL_KINDS, ClusterCache
 from webhook.kube.client import KubeClient

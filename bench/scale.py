@@ -53,12 +53,12 @@ from bench.common import (
     serve_argv,
     worker_namespace,
 )
+from e2e.emulator import Emulator
 from webhook.core.api.objects import Obj
 from webhook.core.cel import DEFAULT_ENGINE, ENGINES
 from webhook.core.cel.backend import set_default_engine
 from webhook.core.scheduling.framework import SCHEDULED, Decision
 from webhook.core.scheduling.scheduler import Scheduler
-from webhook.emulator import Emulator
 
 # --- the engine ----------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ if __name__ == "__main__":
 from bench.common import percentile, serve_argv
 from e2e.controlplane.launcher import ControlPlane, _die_with_parent, free_port, log_tail, wait_until
 from webhook.core.api.objects import Obj
-from webhook.install.manifests import rbac
+from webhook.install.rbac import rbac
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import (
     DEVICE_CLASSES,

@@ -252,7 +252,7 @@ def device_plugin_cluster(nodes: int, devices: int) -> list[Obj]:
 
 def informer_cache(objs: list[Obj]) -> Any:
     """A cache fed by list+watch from an in-process API emulator holding ``objs``."""
-    from webhook.emulator import Emulator
+    from e2e.emulator import Emulator
     from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
     from webhook.kube.client import KubeClient
 

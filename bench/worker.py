@@ -6,13 +6,10 @@ are replaced one for one (delete a bound pod, create a new one) to measure creat
 under churn. Prints JSON: pods bound per second, p50/p99 create-to-bound latency, and API writes
 per pod made by the worker (claim create, claim status, pod status, binding, event).
 
-``--rewrite``: the pods are those rewrite mode makes (kube-apiserver without DRAExtendedResource):
-each asks for a claim from draxr's ResourceClaimTemplate instead of the extended resource, with
-``schedulerName: draxr`` as ``--route=always`` sets it. The worker makes the template on first sight,
-the emulator's resourceclaim controller the claims, and the worker allocates and binds them
-(claim status, binding; the claim's create and cleanup are the controller's, not counted).
+Native pods only: rewrite mode's pods need kube-controller-manager's resourceclaim controller (claims
+from templates, their release), which the emulator does not run; e2e/local.py's gate-off row has it.
 
-    python bench/worker.py [--nodes 100] [--devices 8] [--steady 400] [--rewrite]
+    python bench/worker.py [--nodes 100] [--devices 8] [--steady 400]
 """
 
 from __future__ import annotations
@@ -33,9 +30,8 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import WORKER, WRITES, gpu_class, gpu_node, gpu_pod, percentile, worker_namespace
+from e2e.emulator import Emulator
 from webhook.core.api.objects import Obj
-from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION, plan_rewrite, rewritten_annotation, rewritten_pod
-from webhook.emulator import Emulator
 from webhook.runtime.serve import Process, ServeOptions
 
 
@@ -50,21 +46,15 @@ def setup(em: Emulator, nodes: int, devices: int) -> None:
         )
 
 
-def pod(name: str, rewrite: bool = False) -> Obj:
-    body = gpu_pod(name)
-    if rewrite:  # what the mutating webhook answers in rewrite mode
-        plan = plan_rewrite(body, {"example.com/gpu": "gpu.example.com"})
-        body = rewritten_pod(body, plan)
-        body["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(plan)}
-    return body
+def pod(name: str) -> Obj:
+    return gpu_pod(name)
 
 
 class Tracker:
     """Create and bound times per pod, from the emulator's own store changes."""
 
-    def __init__(self, em: Emulator, rewrite: bool = False) -> None:
+    def __init__(self, em: Emulator) -> None:
         self.em = em
-        self.rewrite = rewrite
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self._stop = threading.Event()
@@ -82,7 +72,7 @@ class Tracker:
 
     def create(self, name: str) -> None:
         self.created[name] = time.perf_counter()
-        self.em.create("pods", pod(name, self.rewrite))
+        self.em.create("pods", pod(name))
 
     def wait(self, names: list[str], timeout: float) -> None:
         deadline = time.perf_counter() + timeout
@@ -115,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the worker's client-side write limit (draxr serve defaults to 50, burst 100)",
     )
     ap.add_argument("--burst", type=int, default=2000)
-    ap.add_argument("--rewrite", action="store_true", help="rewrite mode's pods (claims from templates)")
     args = ap.parse_args(argv)
     total = args.nodes * args.devices
     with (
@@ -130,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         proc.start_background()
-        tracker = Tracker(em, args.rewrite)
+        tracker = Tracker(em)
         try:
             em.reset_requests()
             fill = [f"fill-{i:04d}" for i in range(total)]
@@ -170,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             "client": "kubernetes (real HTTP)",
             "write_qps_limit": args.qps,
             "write_burst": args.burst,
-            "mode": "rewrite" if args.rewrite else "native",
+            "mode": "native",
         },
         "fill": {
             "pods": total,

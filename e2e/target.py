@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
+
 from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
@@ -36,11 +38,15 @@ from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
-RESOURCES = {**BY_PLURAL, **{r.plural: r for r in (SERVICE_ACCOUNTS, DEPLOYMENTS, REPLICA_SETS)}}
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+RESOURCES = {
+    **BY_PLURAL,
+    **{r.plural: r for r in (SERVICE_ACCOUNTS, DEPLOYMENTS, REPLICA_SETS, CONFIG_MAPS)},
+}
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
 #: Leader election on the emulator: short, so failover takes seconds (the defaults are proven
-#: with a controlled clock in tests/worker/test_resilience.py).
+#: with a controlled clock in tests/scenarios/worker/test_resilience.py).
 EMULATOR_LEASE = (1.5, 1.0, 0.2)
 GATE = "DRAExtendedResource"
 #: ``draxr serve`` options on every emulator target: an unused template of the rewrite goes after
@@ -202,6 +208,12 @@ class Target:
 
     def class_name(self, suffix: str = "gpu") -> str:
         return f"{suffix}.e2e-{self.run_id}.draxr.io"
+
+    def require_controllers(self, what: str) -> None:
+        """Skip on the emulator, which runs no kube-controller-manager: ``what`` it would do (claims
+        from templates, a Deployment's pods) happens on the real control plane (``make e2e-local``)."""
+        if self.sandbox is not None:
+            pytest.skip(f"the emulator runs no kube-controller-manager ({what}): make e2e-local runs this")
 
     # -- objects --------------------------------------------------------------------------------
 
@@ -365,7 +377,7 @@ class Target:
 
 
 def emulator_target(name: str = "emulator") -> Target:
-    from webhook.emulator.sandbox import Sandbox
+    from .emulator.sandbox import Sandbox
 
     spec = EMULATORS[name]
     box = Sandbox(

@@ -90,6 +90,7 @@ def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:
 def test_a_pod_with_a_claim_from_a_template_gets_both_allocated(target: Target) -> None:
     """The pod's own claim comes from a template (kube-controller-manager's resourceclaim controller
     makes it after the pod); draxr waits for it, then allocates it with the special claim in one go."""
+    target.require_controllers("claims from templates")
     cls = target.device_class()["metadata"]["name"]
     target.slice(target.nodes[0], 2)
     target.create(

@@ -119,6 +119,7 @@ def test_a_routed_pod_gets_its_devices(target: Target) -> None:
     through a claim of its own, made by the resourceclaim controller from draxr's template, so its
     container gets the device without the mapping the apiserver would drop. (``--route=always`` on
     these targets: no other scheduler runs.)"""
+    target.require_controllers("claims from draxr's templates")
     cls = target.device_class()["metadata"]["name"]
     target.slice(target.nodes[0], 1)
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"

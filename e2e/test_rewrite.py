@@ -33,6 +33,7 @@ from webhook.core.api.objects import Obj
 from webhook.core.paths.rewrite import MANAGED_BY, MANAGED_BY_LABEL, REWRITTEN_ANNOTATION, TEMPLATE_REQUEST
 from webhook.kube.resources import PODS
 
+from .podclaims import make_claims
 from .target import DEPLOYMENTS, DRIVER, GATE, RESOURCES, Target
 
 pytestmark = pytest.mark.any_gate
@@ -229,7 +230,8 @@ def test_the_kep_example_binds_and_each_container_gets_its_devices(target: Targe
     mapping the extended resource, eight GPUs on a DRA node, a Deployment of four replicas asking for
     one each, applied with kubectl. (The example's device-plugin node is left out: on a gate-off
     cluster it would keep the pods for the device plugin, the mixed-cluster rule of
-    tests/admission/test_rewrite.py.)"""
+    tests/scenarios/admission/test_rewrite.py.)"""
+    target.require_controllers("a Deployment's pods")
     kep_class(target)
     kep_slice(target, target.nodes[0])
     done = target.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(kep_deployment(target)))
@@ -257,6 +259,8 @@ def test_the_kep_example_binds_and_each_container_gets_its_devices(target: Targe
 
 
 def test_a_dry_run_shows_the_rewrite_and_creates_nothing(target: Target, kubectl: str) -> None:
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
     cls = kep_class(target)
     target.slice(target.nodes[0], 2)
     pod: Obj = {
@@ -310,6 +314,8 @@ def test_200_pods_created_and_deleted_leave_only_what_is_in_use(target: Target) 
     stays: its claim and its template are all that is left. Nothing outlives the pods that use it:
     claims go with their pods (owner references), draxr's unused templates after
     ``--template-grace``."""
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
     cls = kep_class(target)
     for node in target.nodes:
         target.slice(node, 125)
@@ -352,6 +358,7 @@ def test_a_deployment_applied_twice_with_kubectl(target: Target, kubectl: str) -
     resource, so its pod-template hash (the ReplicaSet's name) is the template's own, and kubectl's
     three-way merge finds nothing to change on the second apply. Scaling is a clean update: one
     ReplicaSet, one set of claims per pod."""
+    target.require_controllers("a Deployment's pods")
     kep_class(target)
     kep_slice(target, target.nodes[0])
     manifest = kep_deployment(target, "twice", replicas=2)
@@ -397,6 +404,8 @@ def test_init_containers_and_sidecars_get_the_devices_the_spec_maps(target: Targ
     """kep5004-semantics.md §3.4 on one class: ``init-0`` (1) runs before the sidecar starts and
     reuses its device; ``init-2`` (3) runs after the sidecar started, so it reuses only the app's
     device and gets two of its own; the sidecar and the app have one each. Four devices in all."""
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
     kep_class(target)
     target.slice(target.nodes[0], 4)
     create_pod(
@@ -426,6 +435,7 @@ def test_init_containers_and_sidecars_get_the_devices_the_spec_maps(target: Targ
 def test_a_pod_with_its_own_resource_claims_keeps_them(target: Target) -> None:
     """A pod that asks for the extended resource and also has claims of its own (one from the user's
     template, one shared ResourceClaim) keeps both; its container gets all three devices."""
+    target.require_controllers("claims from templates")
     cls = kep_class(target)
     target.slice(target.nodes[0], 4)
     devices = {"devices": {"requests": [{"name": "mine", "exactly": {"deviceClassName": cls}}]}}
@@ -510,6 +520,19 @@ def _mode_event(mode: str, before: str) -> Callable[[list[Obj]], list[Obj]]:
     return check
 
 
+def controller_claims(target: Target, pod_name: str) -> None:
+    """The claims kube-controller-manager's resourceclaim controller makes for a rewritten pod
+    (``e2e/podclaims.py``; none for a native one), once draxr's worker has made the templates."""
+
+    def template(template_name: str) -> Obj:
+        [found] = target.wait(
+            "resourceclaimtemplates", lambda ts: [t for t in ts if t["metadata"]["name"] == template_name]
+        )
+        return dict(found)
+
+    make_claims(target.admin, target.admin.get(PODS, pod_name, target.namespace), template)
+
+
 def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(target: Target) -> None:
     """The emulator flips the apiserver's gate under a running draxr (an upgrade, or a restart with
     other ``--feature-gates``). Within the gate probe interval (0.5 s here) the mode follows: an
@@ -518,7 +541,9 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     binds later with its claims. (A native pod still pending when the gate goes off is not bound:
     the apiserver drops its mapping, tests/worker/test_binder.py.) The pods name draxr as their
     scheduler: a rewritten pod keeps its own (a dry run shows a pod of the default scheduler keeping
-    it on ``emulator``, which routes with the default ``--route=default-only``)."""
+    it on ``emulator``, which routes with the default ``--route=default-only``). The emulator runs no
+    kube-controller-manager: the scenario makes a rewritten pod's claims as its resourceclaim
+    controller would (``controller_claims``)."""
     box = target.sandbox
     if box is None:
         pytest.skip("only the emulator can flip the apiserver's gate under a running draxr")
@@ -527,10 +552,11 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     target.slice(target.nodes[0], 4)
     assert_mode(target, modes[0])
     create_pod(target, "before", [container("c", {target.ext: "1"})], schedulerName="draxr")
+    controller_claims(target, "before")
     [before] = target.wait("pods", all_bound(1), timeout=60)
     create_pod(target, "pending", [container("c", {target.ext: "5"})], schedulerName="draxr")
+    controller_claims(target, "pending")
     target.wait("pods", _unschedulable("pending"))
-    box.em.settle()
     before = target.admin.get(PODS, "before", target.namespace)
     claims_before = owned_by(target.objects("resourceclaims"), before)
     interval = float(box.options["gate_probe_interval"])
@@ -539,6 +565,7 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     target.wait("events", _mode_event(modes[1], modes[0]), timeout=interval + 10, namespace=DRAXR_NAMESPACE)
     assert_mode(target, modes[1])
     create_pod(target, "after", [container("c", {target.ext: "1"})], schedulerName="draxr")
+    controller_claims(target, "after")
     [after] = target.wait("pods", all_bound(1, {"after"}), timeout=60)
     assert_path(target, after, native=not target.native)  # the new path
     assert after["spec"]["schedulerName"] == "draxr"
@@ -549,7 +576,6 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
         shown = target.user.create(PODS, probe, target.namespace, dry_run=True)
         assert shown["spec"]["resourceClaims"]
         assert shown["spec"]["schedulerName"] == ("draxr" if box.route == "always" else "default-scheduler")
-    box.em.settle()
     assert target.admin.get(PODS, "before", target.namespace) == before
     kept = {c["metadata"]["name"]: c for c in target.objects("resourceclaims")}
     for c in claims_before:

@@ -1,6 +1,7 @@
 """The package's layers, read from the code's own imports: a pure core at the bottom, the admission
-webhook and the worker side by side on it (never on each other), commands on top, and the API
-emulator apart from the product. No import cycles."""
+webhook and the worker side by side on it (never on each other), commands on top. No import cycles,
+and nothing of the product imports the test infrastructure beside it (the API emulator in
+``e2e/emulator``, the tests, the benchmarks): the wheel carries none of it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "webhook"
 
 #: Which rooms each room may import (a room is ``webhook.<room>``; the package root holds only the
-#: version). The emulator may use the product; nothing of the product may use the emulator, except
-#: the demo command, lazily, inside the function that runs it.
+#: version).
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "kube": {"core", "kube"},
@@ -23,10 +23,11 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": {"core", "kube", "admission", "worker", "loader", "install", "runtime"},
     "commands": {"", "core", "kube", "admission", "worker", "loader", "install", "runtime", "commands"},
     "cli": {"", "commands", "cli"},
-    "emulator": {"core", "kube", "install", "runtime", "loader", "emulator"},
     "": {""},
 }
-LAZY_EMULATOR_USERS = {"webhook.commands.demo"}
+#: The source tree's other top-level packages: test infrastructure (the API emulator lives in
+#: ``e2e/emulator``), tests and benchmarks. The product never imports them, at any depth.
+OUTSIDE = ("e2e", "tests", "bench")
 
 #: The core's sub-packages, bottom first: each imports only itself and the ones before it. The API's
 #: shapes and rules, CEL over devices, the cluster model, the allocator, the scheduler's plugins, and
@@ -88,14 +89,21 @@ def test_every_room_imports_only_the_rooms_below_it() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         module = module_name(path)
         mine = room(module)
-        for target, top_level in imports(path):
+        for target, _ in imports(path):
             theirs = room(target)
             if theirs in ALLOWED[mine]:
                 continue
-            if theirs == "emulator" and module in LAZY_EMULATOR_USERS and not top_level:
-                continue
             wrong.append(f"{module} ({mine or 'root'}) imports {target} ({theirs or 'root'})")
     assert wrong == []
+
+
+def test_convert_uses_the_core_not_the_webhook() -> None:
+    """``draxr convert`` applies the webhook's rewrite offline: from core (and the loader), never by
+    borrowing the admission webhook's modules, which speak AdmissionReview."""
+    path = PACKAGE / "commands" / "convert.py"
+    borrowed = [target for target, _ in imports(path) if room(target) == "admission"]
+    assert borrowed == []
+    assert any(target.startswith("webhook.core.paths.") for target, _ in imports(path))
 
 
 def core_layer(module: str) -> str | None:
@@ -183,14 +191,70 @@ def test_no_import_cycles() -> None:
     assert cycles == []
 
 
+def outside_imports(path: Path) -> Iterator[str]:
+    """Every module of ``OUTSIDE`` the file imports, wherever the import statement is."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        yield from (n for n in names if n.split(".")[0] in OUTSIDE)
+
+
+def test_the_product_never_imports_the_emulator_tests_or_benchmarks() -> None:
+    wrong = [
+        f"{module_name(path)} imports {target}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for target in outside_imports(path)
+    ]
+    assert wrong == []
+
+
 def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
-    """The rules above catch what they are for: an admission module importing the worker."""
+    """The rules above catch what they are for: an admission module importing the worker, and a
+    function importing the emulator lazily."""
     probe = tmp_path / "webhook" / "admission" / "probe.py"
     probe.parent.mkdir(parents=True)
-    (tmp_path / "webhook" / "emulator").mkdir()
-    (tmp_path / "webhook" / "emulator" / "__init__.py").write_text("")
-    probe.write_text("from ..worker.queue import SchedulingQueue\n\ndef f():\n    from .. import emulator\n")
+    probe.write_text(
+        "from ..worker.queue import SchedulingQueue\n\ndef f():\n    from e2e.emulator import Emulator\n"
+    )
     found = list(imports(probe, tmp_path))
-    assert found == [("webhook.worker.queue", True), ("webhook.emulator", False)]
+    assert found == [("webhook.worker.queue", True)]
     assert room("webhook.worker.queue") not in ALLOWED["admission"]
-    assert room("webhook.emulator") not in ALLOWED["admission"]
+    assert list(outside_imports(probe)) == ["e2e.emulator"]
+
+
+TESTS = PACKAGE.parent / "tests"
+#: Test folders that do not mirror a module: scenarios across modules, the packaging checks, and the
+#: CEL package's topic suites (its conftest runs each of them on both engines).
+UNMIRRORED = ("scenarios", "packaging", "core/cel")
+
+
+def unmirrored_tests(tests: Path = TESTS, package: Path = PACKAGE) -> list[str]:
+    """Test modules ``tests/<room>/test_<m>.py`` (or ``test_<m>_properties.py``, its property tests)
+    with no ``webhook/<room>/<m>.py`` (or package)."""
+    found = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        room_dir = rel.parent
+        if room_dir == Path(".") or any(room_dir.as_posix().startswith(u) for u in UNMIRRORED):
+            continue
+        module = rel.stem.removeprefix("test_").removesuffix("_properties")
+        target = package / room_dir / module
+        if not (target.with_suffix(".py").exists() or target.is_dir()):
+            found.append(rel.as_posix())
+    return found
+
+
+def test_tests_mirror_modules_and_scenarios_live_apart() -> None:
+    assert unmirrored_tests() == []
+
+
+def test_the_mirror_checker_sees_a_stray_test(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "worker").mkdir(parents=True)
+    (tmp_path / "webhook" / "worker").mkdir(parents=True)
+    (tmp_path / "webhook" / "worker" / "queue.py").write_text("")
+    (tmp_path / "tests" / "worker" / "test_queue.py").write_text("")
+    (tmp_path / "tests" / "worker" / "test_everything.py").write_text("")
+    assert unmirrored_tests(tmp_path / "tests", tmp_path / "webhook") == ["worker/test_everything.py"]

@@ -1,4 +1,4 @@
-"""The ``draxr`` command line: serve, plan, certs, manifests, validate, convert, demo.
+"""The ``draxr`` command line: serve, plan, certs, manifests, validate, convert.
 
 A bad flag or value, and any failure a command does not handle itself, ends with one line on
 standard error and a non-zero exit status, never a traceback (``commands.flags``).
@@ -10,10 +10,10 @@ import argparse
 import sys
 
 from . import __version__
-from .commands import certs, convert, demo, manifests, plan, serve, validate
+from .commands import certs, convert, manifests, plan, serve, validate
 from .commands.flags import OneLineParser, print_error, report
 
-COMMANDS = (serve, plan, certs, manifests, validate, convert, demo)
+COMMANDS = (serve, plan, certs, manifests, validate, convert)
 DESCRIPTION = (
     "draxr: KEP-5004 for real clusters, extended resource requests served by DRA devices. "
     "A bad flag or value, or any failure, ends with one line on standard error and a non-zero "

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.commands.test_cli import flags_without_bad_value
+from e2e.emulator.sandbox import Sandbox
+from tests.test_cli import flags_without_bad_value
 from tests.worker.harness import device_class, gpu_slice, node
 from webhook.commands import kubectl
 from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import UNSCHEDULABLE
-from webhook.emulator.sandbox import Sandbox
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import PODS
 

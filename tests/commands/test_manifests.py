@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import io
 import os
 import shutil
 import subprocess
@@ -15,10 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e.emulator import Emulator
 from webhook.cli import main
+from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
-from webhook.install.certs import (
+from webhook.install.files import defaults
+from webhook.install.names import CA_SECRET, TLS_SECRET
+from webhook.install.pki import (
     Issued,
     issue_ca,
     issue_serving,
@@ -27,7 +31,6 @@ from webhook.install.certs import (
     serving_names,
     signed_by,
 )
-from webhook.install.manifests import CA_SECRET, TLS_SECRET, defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl")
@@ -280,3 +283,134 @@ def test_applying_the_checked_in_manifests_leaves_cert_managers_secret_alone(
         out = apply(kubeconfig, text)
         assert "secret" not in out
         assert live_secret(em) == issued
+
+
+def _manifests(*argv: str) -> tuple[int, str, str]:
+    from webhook.cli import build_parser
+
+    args = build_parser().parse_args(["manifests", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    return run(args, out, err), out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("https://127.0.0.1:9443", "https://127.0.0.1:9443"),
+        ("https://127.0.0.1:9443/", "https://127.0.0.1:9443"),
+        ("https://draxr.example.org/prefix", "https://draxr.example.org/prefix"),
+    ],
+)
+def test_webhook_url_replaces_the_service(tmp_path: Path, url: str, base: str) -> None:
+    from webhook.install.certs import ensure_certs
+
+    ensure_certs(tmp_path, "draxr-webhook", "draxr-system", extra_ips=["127.0.0.1"])
+    code, out, err = _manifests("--ca-bundle", str(tmp_path / "ca.crt"), "--webhook-url", url)
+    assert code == 0, err
+    objs = list(yaml.safe_load_all(out))
+    hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
+    assert {h["name"]: h["clientConfig"]["url"] for h in hooks} == {
+        "pods.mutate.draxr.io": f"{base}/mutate/pods",
+        "deviceclasses.validate.draxr.io": f"{base}/validate/deviceclasses",
+        "pods.validate.draxr.io": f"{base}/validate/pods",
+        "resourceclaims.validate.draxr.io": f"{base}/validate/resourceclaims",
+    }
+    ca = (tmp_path / "ca.crt").read_bytes()
+    for hook in hooks:
+        assert set(hook["clientConfig"]) == {"url", "caBundle"}
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
+    # Everything but the clientConfigs is the Service rendering.
+    code, plain, err = _manifests("--ca-bundle", str(tmp_path / "ca.crt"))
+    assert code == 0, err
+    strip = list(yaml.safe_load_all(plain))
+    for o in strip + objs:
+        for h in o.get("webhooks") or []:
+            del h["clientConfig"]
+    assert objs == strip
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:9443", "the scheme must be https"),
+        ("https://", "no host"),
+        ("https://127.0.0.1:9443/?x=1", "a query or fragment is not allowed"),
+        ("https://127.0.0.1:9443/#f", "a query or fragment is not allowed"),
+        ("https://u:p@127.0.0.1:9443", "user information is not allowed"),
+        ("https://127.0.0.1:port", "Port could not be cast to integer value as 'port'"),
+    ],
+)
+def test_unusable_webhook_urls_are_refused(
+    url: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["manifests", "--webhook-url", url])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"draxr manifests: error: --webhook-url: {url!r}: {problem}\n"
+
+
+def test_manifests_help_documents_the_webhook_url() -> None:
+    import argparse
+
+    from webhook.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "--webhook-url URL" in sub.choices["manifests"].format_help()
+
+
+def test_ca_bundle_and_secret_come_from_the_certificates(tmp_path: Path) -> None:
+    from webhook.install.certs import ensure_certs
+
+    ensure_certs(tmp_path, "draxr-webhook", "ml-infra")
+    code, out, err = _manifests(
+        "--namespace", "ml-infra", "--image", "example.org/draxr:1", "--ca-bundle", str(tmp_path / "ca.crt")
+    )
+    assert code == 0, err
+    assert err == ""  # ca.key is beside ca.crt: draxr renews, nothing to warn about
+    objs = list(yaml.safe_load_all(out))
+    ca = (tmp_path / "ca.crt").read_bytes()
+    for cfg in [o for o in objs if o["kind"].endswith("WebhookConfiguration")]:
+        for hook in cfg["webhooks"]:
+            assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
+            assert hook["clientConfig"]["service"]["namespace"] == "ml-infra"
+    secrets = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Secret"}
+    secret = secrets["draxr-webhook-tls"]
+    assert base64.b64decode(secret["data"]["tls.crt"]) == (tmp_path / "tls.crt").read_bytes()
+    assert (
+        base64.b64decode(secrets["draxr-webhook-ca"]["data"]["tls.key"]) == (tmp_path / "ca.key").read_bytes()
+    )
+    assert secret["metadata"]["namespace"] == "ml-infra"
+    assert all(
+        c["image"] == "example.org/draxr:1"
+        for o in objs
+        if o["kind"] == "Deployment"
+        for c in o["spec"]["template"]["spec"]["containers"]
+    )
+
+
+def test_your_certificates_without_the_ca_key_are_not_renewed(tmp_path: Path) -> None:
+    from webhook.install.certs import ensure_certs
+
+    ensure_certs(tmp_path, "draxr-webhook", "draxr-system")
+    (tmp_path / "ca.key").unlink()
+    code, out, err = _manifests("--ca-bundle", str(tmp_path / "ca.crt"))
+    assert code == 0, err
+    assert err.startswith(f"draxr manifests: no ca.key in {tmp_path}/, so draxr will not renew")
+    assert len(err.splitlines()) == 1
+    objs = list(yaml.safe_load_all(out))
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "Secret"] == ["draxr-webhook-tls"]
+
+
+def test_missing_certificates_are_reported(tmp_path: Path) -> None:
+    code, out, err = _manifests("--namespace", "x", "--image", "i", "--ca-bundle", str(tmp_path / "nope.crt"))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"draxr manifests: error: --ca-bundle {tmp_path}/nope.crt")
+    (tmp_path / "ca.crt").write_bytes(Path(ROOT / "certs" / "README.md").read_bytes())
+    code, out, err = _manifests("--ca-bundle", str(tmp_path / "ca.crt"))
+    assert (code, out) == (2, "")
+    assert "holds no valid PEM certificate" in err

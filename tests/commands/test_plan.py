@@ -14,10 +14,12 @@ import yaml
 from tests.core import podfactory as factory
 from tests.core.podfactory import container, pod
 from webhook.cli import main
-from webhook.commands.demo import examples_dir
 from webhook.commands.plan import build_plan, run
 from webhook.core.api.objects import Obj
 from webhook.loader import expand_workloads, load_paths
+
+#: The KEP-5004 example (what ``make demo`` runs).
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kep-5004"
 
 
 def plan(paths: list[Path | str], *args: str) -> tuple[int, str, str]:
@@ -35,7 +37,7 @@ def write(tmp: Path, name: str, docs: list[Obj]) -> Path:
 
 
 def test_motivating_example_json_shape() -> None:
-    code, out, _ = plan([examples_dir()], "json")
+    code, out, _ = plan([EXAMPLES], "json")
     assert code == 0
     data = json.loads(out)
     assert set(data) == {"pods", "summary"}
@@ -89,11 +91,11 @@ def test_motivating_example_json_shape() -> None:
 
 
 def test_plan_is_deterministic_and_names_are_stable() -> None:
-    assert plan([examples_dir()], "json")[1] == plan([examples_dir()], "json")[1]
+    assert plan([EXAMPLES], "json")[1] == plan([EXAMPLES], "json")[1]
 
 
 def test_table_output_and_summary() -> None:
-    code, out, _ = plan([examples_dir()])
+    code, out, _ = plan([EXAMPLES])
     assert code == 0
     assert "default/demo-2" in out
     assert re.search(r"dra-node\s+gpu.example.com\s+dra\s+2\s+6", out)
@@ -102,10 +104,10 @@ def test_table_output_and_summary() -> None:
 
 
 def test_unschedulable_pods_exit_1_with_kube_scheduler_message(tmp_path: Path) -> None:
-    docs = list(yaml.safe_load_all((examples_dir() / "deployment.yaml").read_text()))
+    docs = list(yaml.safe_load_all((EXAMPLES / "deployment.yaml").read_text()))
     docs[0]["spec"]["replicas"] = 11
     for f in ("nodes.yaml", "deviceclass.yaml", "resourceslice.yaml"):
-        (tmp_path / f).write_text((examples_dir() / f).read_text())
+        (tmp_path / f).write_text((EXAMPLES / f).read_text())
     write(tmp_path, "deployment.yaml", docs)
     code, out, _ = plan([tmp_path], "json")
     assert code == 1
@@ -227,7 +229,7 @@ def test_kubectl_list_output_and_workload_kinds(tmp_path: Path) -> None:
 
 
 def test_cli_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "-f", str(examples_dir()), "-o", "json", "--policy", "spread"]) == 0
+    assert main(["plan", "-f", str(EXAMPLES), "-o", "json", "--policy", "spread"]) == 0
     data = json.loads(capsys.readouterr().out)
     # spread prefers the emptier node: the 8-GPU DRA node gets the first pods
     assert data["pods"][0]["node"] == "dra-node"
@@ -255,8 +257,8 @@ def test_cel_runtime_error_is_reported_as_error(tmp_path: Path) -> None:
 
 def test_a_device_taint_rule_in_the_input_keeps_pods_off_its_devices(tmp_path: Path) -> None:
     for f in ("nodes.yaml", "deviceclass.yaml", "resourceslice.yaml", "deployment.yaml"):
-        (tmp_path / f).write_text((examples_dir() / f).read_text())
-    slices = list(yaml.safe_load_all((examples_dir() / "resourceslice.yaml").read_text()))
+        (tmp_path / f).write_text((EXAMPLES / f).read_text())
+    slices = list(yaml.safe_load_all((EXAMPLES / "resourceslice.yaml").read_text()))
     pool = slices[0]["spec"]["pool"]["name"]
     rule = {
         "apiVersion": "resource.k8s.io/v1beta2",
@@ -280,11 +282,9 @@ def test_a_device_taint_rule_in_the_input_keeps_pods_off_its_devices(tmp_path: P
 def test_invalid_pools_give_upstreams_reason(tmp_path: Path) -> None:
     """``plan`` words an invalid pool as kube-scheduler does: "N invalid resource pools were
     encountered" (the allocator's ``ErrFailedAllocationOnNode``)."""
-    docs = [
-        yaml.safe_load(d) for d in (examples_dir() / "deviceclass.yaml").read_text().split("---") if d.strip()
-    ]
-    nodes = list(yaml.safe_load_all((examples_dir() / "nodes.yaml").read_text()))
-    slices = list(yaml.safe_load_all((examples_dir() / "resourceslice.yaml").read_text()))
+    docs = [yaml.safe_load(d) for d in (EXAMPLES / "deviceclass.yaml").read_text().split("---") if d.strip()]
+    nodes = list(yaml.safe_load_all((EXAMPLES / "nodes.yaml").read_text()))
+    slices = list(yaml.safe_load_all((EXAMPLES / "resourceslice.yaml").read_text()))
     for s in slices:
         devices = s["spec"]["devices"]
         devices[1]["name"] = devices[0]["name"]
@@ -482,7 +482,7 @@ def rewrite_plan(objects: list[Obj]) -> list[dict[str, Any]]:
 
 def test_the_kep_example_in_rewrite_mode_runs_on_dra_devices_through_claims() -> None:
     out = io.StringIO()
-    assert run([examples_dir()], "json", "binpack", out, io.StringIO(), None, "rewrite") == 0
+    assert run([EXAMPLES], "json", "binpack", out, io.StringIO(), None, "rewrite") == 0
     pods = json.loads(out.getvalue())["pods"]
     assert [(p["path"], p["node"]) for p in pods] == [("rewrite", "dra-node")] * 4
     for p in pods:
@@ -501,7 +501,7 @@ def test_the_kep_example_in_rewrite_mode_runs_on_dra_devices_through_claims() ->
 
 def test_rewrite_mode_table_names_each_pods_path() -> None:
     out = io.StringIO()
-    assert run([examples_dir()], "table", "binpack", out, io.StringIO(), None, "rewrite") == 0
+    assert run([EXAMPLES], "table", "binpack", out, io.StringIO(), None, "rewrite") == 0
     rows = [line.split() for line in out.getvalue().splitlines()[1:5]]
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (f"default/demo-{i}", "rewrite", "dra-node") for i in range(4)
@@ -548,8 +548,8 @@ def test_rewrite_mode_gives_init_containers_and_sidecars_upstreams_devices() -> 
 
 def test_yaml_output_is_the_json_contract() -> None:
     out_json, out_yaml, err = io.StringIO(), io.StringIO(), io.StringIO()
-    assert run([examples_dir()], "json", "binpack", out_json, err) == 0
-    assert run([examples_dir()], "yaml", "binpack", out_yaml, err) == 0
+    assert run([EXAMPLES], "json", "binpack", out_json, err) == 0
+    assert run([EXAMPLES], "yaml", "binpack", out_yaml, err) == 0
     assert yaml.safe_load(out_yaml.getvalue()) == json.loads(out_json.getvalue())
 
 

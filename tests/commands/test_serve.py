@@ -101,9 +101,13 @@ def test_every_serve_flag_is_passed_on() -> None:
         ["serve", "--no-webhook", "--allowed-writers=u1", "--allowed-writers=u2"]
     )
     opts = serve_options(named)
-    assert (opts.webhook, opts.worker, opts.allowed_writers) == (False, True, ["u1", "u2"])
+    assert (opts.webhook, opts.worker, opts.admission.allowed_writers) == (
+        False,
+        True,
+        frozenset({"u1", "u2"}),
+    )
 
 
 def test_serve_accepts_the_upstream_policy() -> None:
     args = build_parser().parse_args(["serve", "--policy=upstream"])
-    assert serve_options(args).policy == "upstream"
+    assert serve_options(args).scheduling.policy == "upstream"

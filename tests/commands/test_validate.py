@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from tests.admission.builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
-from webhook.admission.advice import quota_warning
 from webhook.cli import main
 from webhook.commands import convert
 from webhook.commands.validate import run
 from webhook.core.api.objects import Obj
+from webhook.core.paths.explain import quota_warning
 from webhook.loader import POD_TEMPLATES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kep-5004"

@@ -1,4 +1,5 @@
-"""``webhook.install.certs``: the webhook CA and serving certificate, idempotent and renewing."""
+"""``webhook.install.certs``: the webhook CA and serving certificate in a directory, idempotent and
+renewing."""
 
 from __future__ import annotations
 
@@ -24,15 +25,13 @@ from webhook.install.certs import (
     CA_KEY,
     TLS_CERT,
     TLS_KEY,
-    CertError,
     CertPaths,
     describe,
     ensure_certs,
     load_ca_bundle,
-    parse_key_pair,
     renew_threshold,
-    serving_names,
 )
+from webhook.install.pki import CertError, parse_key_pair
 
 SVC, NS = "draxr-webhook", "draxr-system"
 T0 = dt.datetime(2030, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -345,37 +344,6 @@ def test_out_dir_that_is_a_file_is_a_cert_error(tmp_path: Path) -> None:
         ensure_certs(blocker / "certs", SVC, NS)
     with pytest.raises(CertError, match="is not a directory"):
         ensure_certs(blocker, SVC, NS)
-
-
-_LABEL = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
-
-
-@given(service=_LABEL, namespace=_LABEL, ip=st.ip_addresses())
-def test_valid_labels_give_the_four_service_forms(
-    service: str, namespace: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address
-) -> None:
-    names = serving_names(service, namespace, extra_ips=[str(ip)])
-    assert names.dns[:4] == (
-        service,
-        f"{service}.{namespace}",
-        f"{service}.{namespace}.svc",
-        f"{service}.{namespace}.svc.cluster.local",
-    )
-    assert ip in names.ips
-    assert len(set(names.ips)) == len(names.ips)
-
-
-@given(service=st.text(max_size=70), namespace=st.text(max_size=70), extra=st.lists(st.text(max_size=30)))
-def test_arbitrary_text_is_accepted_or_a_cert_error(service: str, namespace: str, extra: list[str]) -> None:
-    try:
-        names = serving_names(service, namespace, extra_dns=extra)
-    except CertError as exc:
-        message = str(exc)
-    else:
-        assert service[0].isalpha()
-        assert names.dns[0] == service
-        return
-    assert message.split(" ", 1)[0] in {"invalid", "extra"}, message
 
 
 # --- caBundle and describe -------------------------------------------------------------------------

@@ -21,17 +21,21 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from e2e.emulator import Emulator
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.install import monitoring
-from webhook.install.certs import parse_bundle, serving_names, signed_by
-from webhook.install.manifests import DEFAULT_NAMESPACE, WEBHOOK, InstallOptions, render
+from webhook.install.manifests import render
+from webhook.install.names import DEFAULT_NAMESPACE, WEBHOOK
+from webhook.install.options import InstallOptions
+from webhook.install.pki import parse_bundle, serving_names, signed_by
 from webhook.kube.client import KubeClient
 from webhook.runtime.rotation import CertRotator, RotationConfig
 
-from .test_manifests import ROOT, TURNED, VERSIONS, certificates, kubernetes_objects, trusted
+from .builders import certificates
+from .test_files import ROOT
+from .test_manifests import TURNED, VERSIONS, kubernetes_objects, trusted
 
 CHART = ROOT / "manifests" / "helm" / "draxr"
 HELM = shutil.which("helm")

@@ -14,11 +14,11 @@ import kubernetes_validate
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from e2e.emulator.sandbox import Sandbox
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
-from webhook.emulator.sandbox import Sandbox
-from webhook.install import manifests, monitoring
-from webhook.install.manifests import dump
+from webhook.install import manifests, monitoring, names, webhooks
+from webhook.install.files import dump
 
 ROOT = Path(__file__).resolve().parents[2]
 METRIC = re.compile(r"\b((?:draxr|process|python)_[a-z0-9_]+)")
@@ -83,7 +83,7 @@ def test_the_rules_cover_what_an_operator_is_paged_for() -> None:
     }
     assert rules["DraxrCertificateExpiresSoon"]["expr"].endswith(f"< {14 * 86400}")
     # The budget is half the webhook configurations' timeoutSeconds.
-    hooks = [h for cfg in manifests.webhook_configurations("draxr-system", "Y2E=") for h in cfg["webhooks"]]
+    hooks = [h for cfg in webhooks.webhook_configurations("draxr-system", "Y2E=") for h in cfg["webhooks"]]
     assert {h["timeoutSeconds"] for h in hooks} == {monitoring.WEBHOOK_TIMEOUT_SECONDS}
     assert rules["DraxrWebhookSlow"]["expr"].endswith(f"> {monitoring.WEBHOOK_TIMEOUT_SECONDS / 2:g}")
     for rule in rules.values():
@@ -112,7 +112,7 @@ def test_the_service_monitor_reaches_the_webhook_and_the_worker_ports() -> None:
         assert container["readinessProbe"]["httpGet"]["scheme"].lower() == endpoint["scheme"]
         assert served["protocol"] == "TCP"
     [https] = [e for e in sm["spec"]["endpoints"] if e["scheme"] == "https"]
-    assert https["tlsConfig"]["ca"]["secret"]["name"] == manifests.TLS_SECRET
+    assert https["tlsConfig"]["ca"]["secret"]["name"] == names.TLS_SECRET
 
 
 def test_the_dashboard_is_grafana_json_with_one_query_per_target() -> None:

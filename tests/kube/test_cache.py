@@ -239,7 +239,7 @@ def test_a_status_update_of_a_reserved_pod_does_not_free_its_cpu() -> None:
 
 def test_wait_synced_gives_up_when_the_informers_cannot_sync() -> None:
     """Informers that cannot reach their apiserver never sync: the wait ends, saying so."""
-    from webhook.emulator import Emulator
+    from e2e.emulator import Emulator
     from webhook.kube.client import KubeClient
 
     with Emulator(tokens={"admin": ("admin", ["system:masters"])}) as em:

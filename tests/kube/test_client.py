@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from e2e.emulator import Emulator
+from e2e.emulator.kubeconfig import api_client
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
-from webhook.emulator.kubeconfig import api_client
 from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, throttled
 from webhook.kube.ratelimit import TokenBucket
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 from webhook.kube.client import KubeClient
 from webhook.kube.gates import ApiserverGate
 

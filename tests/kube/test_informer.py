@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from e2e.emulator import Emulator
+from e2e.emulator.resources import BUILTIN
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
-from webhook.emulator.resources import BUILTIN
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer
 from webhook.kube.pager import MAX_EXPIRED_PAGES

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from e2e.emulator import Emulator
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.pager import MAX_EXPIRED_PAGES, list_all
 from webhook.kube.resources import NODES, PODS

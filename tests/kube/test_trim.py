@@ -17,6 +17,7 @@ from bench.memory import realistic_node, realistic_pod
 from tests.core.podfactory import device, device_class, resource_slice
 from webhook.core.api.alignment import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
 from webhook.core.api.objects import Obj
+from webhook.core.api.orphans import pod_is_done, special_claim_name, superseded
 from webhook.core.cluster.state import ClusterState
 from webhook.core.paths.rewrite import templates_used
 from webhook.core.scheduling.framework import Decision
@@ -24,10 +25,10 @@ from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube import trim
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
-from webhook.worker.cleanup import pod_is_done, special_claim_name, superseded
+from webhook.worker.config import WorkerConfig
 from webhook.worker.events import pod_scheduled_condition
 from webhook.worker.metrics import WorkerMetrics
-from webhook.worker.worker import Worker, WorkerConfig
+from webhook.worker.worker import Worker
 
 GPU = "example.com/gpu"
 LAST_APPLIED = {trim.LAST_APPLIED: '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}'}

@@ -17,10 +17,10 @@ import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 
+from e2e.emulator import Emulator
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.admission.config import AdmissionConfig
 from webhook.core.cel import DEFAULT_ENGINE
-from webhook.emulator import Emulator
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.runtime.apps import WEBHOOK_READY_KINDS, webhook_app

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from webhook.emulator import Emulator
+from e2e.emulator import Emulator
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.gates import ApiserverGate

@@ -18,9 +18,10 @@ import pytest
 from cryptography import x509
 from prometheus_client import generate_latest
 
-from webhook.emulator import Emulator
-from webhook.emulator.sandbox import Sandbox
-from webhook.install.certs import (
+from e2e.emulator import Emulator
+from e2e.emulator.sandbox import Sandbox
+from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
+from webhook.install.pki import (
     Issued,
     issue_ca,
     issue_serving,
@@ -30,13 +31,7 @@ from webhook.install.certs import (
     serving_names,
     signed_by,
 )
-from webhook.install.manifests import (
-    CA_SECRET,
-    DEFAULT_NAMESPACE,
-    TLS_SECRET,
-    WEBHOOK,
-    webhook_configurations,
-)
+from webhook.install.webhooks import webhook_configurations
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import PODS
 from webhook.runtime.rotation import CertRotator, RotationConfig, RotationError

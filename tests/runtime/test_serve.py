@@ -19,22 +19,22 @@ from pathlib import Path
 import httpx
 import pytest
 
+from e2e.emulator.sandbox import Sandbox
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
-from webhook.commands.demo import examples_dir
-from webhook.emulator.sandbox import Sandbox
-from webhook.install.certs import ensure_certs, issue_ca, issue_serving, serving_names
+from webhook.install.certs import ensure_certs
+from webhook.install.pki import issue_ca, issue_serving, serving_names
 from webhook.runtime import logs
 from webhook.runtime.health import version
 from webhook.runtime.serve import Process, ServeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The KEP-5004 example (what ``make demo`` runs).
+EXAMPLES = ROOT / "examples" / "kep-5004"
 
 
 def _snapshot_webhook(cert_dir: Path) -> Process:
     """``draxr serve --snapshot examples --no-worker`` with the pair in ``cert_dir``."""
-    return Process(
-        ServeOptions(snapshot=[str(examples_dir())], worker=False, cert_dir=cert_dir, host="127.0.0.1")
-    )
+    return Process(ServeOptions(snapshot=[str(EXAMPLES)], worker=False, cert_dir=cert_dir, host="127.0.0.1"))
 
 
 @contextlib.contextmanager
@@ -93,7 +93,7 @@ def test_snapshot_webhook_is_ready_and_answers_over_tls(tmp_path: Path) -> None:
 
 def test_snapshot_with_the_worker_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="--no-worker"):
-        Process(ServeOptions(snapshot=[str(examples_dir())], worker=True))
+        Process(ServeOptions(snapshot=[str(EXAMPLES)], worker=True))
 
 
 # -- the line at start -------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from webhook.commands.demo import examples_dir
 from webhook.install.certs import CA_CERT, ensure_certs
 from webhook.runtime.serve import Process, ServeOptions
 from webhook.runtime.timeouts import (
@@ -31,6 +30,9 @@ from webhook.runtime.timeouts import (
     deadline_protocol,
 )
 from webhook.runtime.tls import ReloadingTLS, uvicorn_server
+
+#: The KEP-5004 example (what ``make demo`` runs).
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kep-5004"
 
 HEADER_TIMEOUT, BODY_TIMEOUT = 0.3, 0.5
 PACE = 0.05  # the slow client's byte interval
@@ -204,7 +206,7 @@ def test_prompt_requests_and_idle_keep_alive_are_not_affected(port: int, cert_di
 def test_draxr_serve_closes_a_slow_connection(tmp_path: Path) -> None:
     ensure_certs(tmp_path, "draxr-webhook", "draxr-system")
     opts = ServeOptions(
-        snapshot=[str(examples_dir())],
+        snapshot=[str(EXAMPLES)],
         worker=False,
         cert_dir=tmp_path,
         host="127.0.0.1",
@@ -234,8 +236,8 @@ def test_draxr_serve_closes_a_slow_connection(tmp_path: Path) -> None:
 def test_defaults_are_well_under_the_webhook_timeout() -> None:
     # draxr's webhook configurations give the apiserver 3 s (timeoutSeconds) for the whole call.
     assert DEFAULT_HEADER_TIMEOUT + DEFAULT_BODY_TIMEOUT <= 3.0
-    assert ServeOptions().read_header_timeout == DEFAULT_HEADER_TIMEOUT
-    assert ServeOptions().read_body_timeout == DEFAULT_BODY_TIMEOUT
+    assert ServeOptions().server.read_header_timeout == DEFAULT_HEADER_TIMEOUT
+    assert ServeOptions().server.read_body_timeout == DEFAULT_BODY_TIMEOUT
 
 
 @pytest.mark.parametrize(("header", "body"), [(0, 1), (1, -1), (float("nan"), 1)])

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from e2e.emulator import Emulator
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
-from webhook.emulator import Emulator
 from webhook.kube.client import KubeClient
 from webhook.runtime.serve import Process, ServeOptions
 

@@ -546,15 +546,15 @@ def test_release_claim_keeps_the_allocation_while_another_pod_holds_it(gpu_clust
     }
     kube.em.update_status("resourceclaims", claim)
     b, _ = binder(kube)
-    after = b.release_claim("default", "mine", "ua", deallocate=True)
+    after = b.unreserve_claim("default", "mine", "ua", deallocate=True)
     assert after is not None
     assert [r["uid"] for r in after["status"]["reservedFor"]] == ["ub"]
     assert after["status"]["allocation"]
-    after = b.release_claim("default", "mine", "ub", deallocate=True)
+    after = b.unreserve_claim("default", "mine", "ub", deallocate=True)
     assert after is not None
     assert not after["status"].get("reservedFor")
     assert not after["status"].get("allocation")
-    assert b.release_claim("default", "gone", "ub", deallocate=True) is None
+    assert b.unreserve_claim("default", "gone", "ub", deallocate=True) is None
 
 
 # -- same_allocation ----------------------------------------------------------------------------------

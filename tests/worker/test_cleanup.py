@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.core.api.test_orphans import pod as _pod
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
 from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.kube.client import KubeClient
 from webhook.worker.binder import Binder
-from webhook.worker.cleanup import Cleaner, pod_is_done, special_claim_name, superseded
+from webhook.worker.cleanup import Cleaner
 
 RESULT = {"request": "container-0-request-0", "driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-0"}
 
@@ -89,7 +90,9 @@ def test_release_unreserves_deallocates_unprotects_and_deletes_in_that_order(
     pod = kube.pod("p")
     held_claim(kube, "p-extended-resources-abcde", pod, pod)
     kube.em.reset_requests()
-    assert cleaner.release("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is True
+    assert (
+        cleaner.unreserve_and_delete("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is True
+    )
     assert writes(kube) == [
         ("update", "resourceclaims/status"),  # out of reservedFor, allocation cleared
         ("update", "resourceclaims"),  # the finalizer
@@ -108,7 +111,7 @@ def test_release_reads_again_when_its_first_update_conflicts(kube: Cluster, clea
     assert stale is not None
     labels: Obj = {"metadata": {"labels": {"x": "y"}}}
     kube.em.patch("resourceclaims", "p-extended-resources-abcde", labels, "default")  # a newer version
-    released = cleaner.binder.release_claim(
+    released = cleaner.binder.unreserve_claim(
         "default", "p-extended-resources-abcde", pod["metadata"]["uid"], deallocate=True, known=stale
     )
     assert released is not None
@@ -121,7 +124,9 @@ def test_release_of_a_claim_another_pod_still_uses_stops_at_unreserving(
 ) -> None:
     pod, other = kube.pod("p"), kube.pod("q")
     held_claim(kube, "p-extended-resources-abcde", pod, pod, other)
-    assert cleaner.release("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    assert (
+        cleaner.unreserve_and_delete("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    )
     (claim,) = kube.claims()
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["q"]
     assert claim["status"]["allocation"]["devices"]["results"] == [RESULT]
@@ -129,7 +134,7 @@ def test_release_of_a_claim_another_pod_still_uses_stops_at_unreserving(
 
 def test_release_of_a_claim_already_gone_is_done(kube: Cluster, cleaner: Cleaner) -> None:
     kube.em.reset_requests()
-    assert cleaner.release("default", "nothing", "some-uid") is True
+    assert cleaner.unreserve_and_delete("default", "nothing", "some-uid") is True
     assert writes(kube) == []
 
 
@@ -141,7 +146,7 @@ def test_release_never_touches_the_claim_of_a_newer_pod_of_the_same_name(
     newer = kube.pod("p")
     before = held_claim(kube, "p-extended-resources-newer", newer, newer)
     kube.em.reset_requests()
-    assert cleaner.release("default", "p-extended-resources-newer", old_uid) is True
+    assert cleaner.unreserve_and_delete("default", "p-extended-resources-newer", old_uid) is True
     assert writes(kube) == []
     assert kube.em.get("resourceclaims", "p-extended-resources-newer", "default") == before
 
@@ -150,7 +155,7 @@ def test_release_never_touches_a_claim_that_is_not_a_special_claim(kube: Cluster
     pod = kube.pod("p")
     before = held_claim(kube, "users-own", pod, pod, special=False)
     kube.em.reset_requests()
-    assert cleaner.release("default", "users-own", pod["metadata"]["uid"]) is True
+    assert cleaner.unreserve_and_delete("default", "users-own", pod["metadata"]["uid"]) is True
     assert writes(kube) == []
     assert kube.em.get("resourceclaims", "users-own", "default") == before
 
@@ -159,24 +164,13 @@ def test_release_reports_an_api_error_as_not_done(kube: Cluster, cleaner: Cleane
     pod = kube.pod("p")
     held_claim(kube, "p-extended-resources-abcde", pod, pod)
     kube.em.inject(verbs="update", resource="resourceclaims/status", error=403)
-    assert cleaner.release("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    assert (
+        cleaner.unreserve_and_delete("default", "p-extended-resources-abcde", pod["metadata"]["uid"]) is False
+    )
     assert len(kube.claims()) == 1
 
 
 # -- orphans ------------------------------------------------------------------------------------------
-
-
-def _pod(name: str, uid: str, *, node_name: str = "", phase: str = "Running", uses: str | None = None) -> Obj:
-    p: Obj = {
-        "metadata": {"name": name, "namespace": "default", "uid": uid},
-        "spec": {},
-        "status": {"phase": phase},
-    }
-    if node_name:
-        p["spec"]["nodeName"] = node_name
-    if uses:
-        p["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": uses, "requestMappings": []}
-    return p
 
 
 def _lookup(*pods: Obj) -> Callable[[str], Obj | None]:
@@ -215,14 +209,6 @@ def test_orphans_only_considers_special_claims_controlled_by_a_pod() -> None:
         claim_body("orphan", gone),
     ]
     assert _names(offline().orphans(claims, _lookup())) == ["orphan"]
-
-
-def test_pod_state_helpers() -> None:
-    assert pod_is_done(_pod("p", "u", phase="Succeeded"))
-    assert not pod_is_done(_pod("p", "u", phase="Running"))
-    assert special_claim_name(_pod("p", "u", uses="c")) == "c"
-    assert special_claim_name(_pod("p", "u")) is None
-    assert superseded(_pod("p", "u", node_name="n"), claim_body("c", None))  # bound, names no claim
 
 
 # -- confirm_gone and repair --------------------------------------------------------------------------

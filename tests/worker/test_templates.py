@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from e2e.emulator import Emulator
 from tests.core.podfactory import container, device_class, pod
 from webhook.core.api.objects import Obj
 from webhook.core.paths.rewrite import (
@@ -20,7 +21,6 @@ from webhook.core.paths.rewrite import (
     rewritten_pod,
     template,
 )
-from webhook.emulator import Emulator
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import BY_PLURAL

@@ -1,10 +1,9 @@
-"""Warnings for pod authors: ``kubectl`` prints them at create time (and under ``--dry-run=server``).
+"""Warnings for pod authors that only the running webhook can give (``kubectl`` prints them at
+create time, and under ``--dry-run=server``); those that follow from the pod and the cluster alone
+are core's (core/paths/explain.py).
 
-* a resource name several DeviceClasses declare: which one wins and why (upstream resolves the
-  clash silently at scheduling time);
-* a DRA-style extended resource that no class maps and no node advertises (a typo, or a driver
-  that is not installed): the pod would stay Pending;
-* no node can run the pod right now: the scheduling engine's own explanation.
+* a decision taken from the cache alone, because the fresh DeviceClass list failed;
+* no node can run the pod right now: the scheduling engine's own explanation (``FitAdvisor``).
 
 The apiserver shows warnings verbatim; each is kept to ``MAX_WARNING_LENGTH`` characters.
 """
@@ -18,10 +17,8 @@ import threading
 from collections import OrderedDict
 from typing import Final
 
-from ..core.api.fielderrors import go_quote
 from ..core.api.messages import clip
-from ..core.api.objects import Obj, meta, name, parse_time, spec, uid
-from ..core.paths.quota import class_quota_key
+from ..core.api.objects import Obj, meta, name, spec, uid
 from ..core.scheduling.framework import ERROR, SCHEDULED
 from ..core.scheduling.scheduler import Scheduler
 from ..kube.cache import ClusterCache
@@ -30,28 +27,6 @@ log = logging.getLogger("draxr.admission")
 
 PLACEHOLDER_NAME: Final = "<generated>"
 PLACEHOLDER_UID: Final = "00000000-0000-0000-0000-000000000000"
-
-
-def contention_warning(resource: str, contenders: list[Obj]) -> str | None:
-    """``contenders`` as ``ClassResolver.contenders`` returns them: every declaring class, winner first."""
-    if len(contenders) < 2:
-        return None
-    winner, runner_up = contenders[0], contenders[1]
-    newer = parse_time(meta(winner).get("creationTimestamp")) > parse_time(
-        meta(runner_up).get("creationTimestamp")
-    )
-    why = "newest creationTimestamp" if newer else "same creationTimestamp, smallest name"
-    return clip(
-        f"{resource} is declared by {len(contenders)} DeviceClasses; {go_quote(name(winner))} wins ({why})"
-    )
-
-
-def unserved_warning(resource: str) -> str:
-    return clip(f"{resource}: no DeviceClass maps this name and no node advertises it")
-
-
-def quota_warning(resource: str, device_class: str) -> str:
-    return clip(f"quota on {resource} does not limit rewritten pods; add {class_quota_key(device_class)}")
 
 
 def stale_classes_warning(decision: str, error: str) -> str:

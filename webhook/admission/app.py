@@ -202,7 +202,8 @@ class _Body:
                 raise _TooMany
             self.large = True
 
-    def release(self) -> None:
+    def give_back_slot(self) -> None:
+        """Give back the large-review slot the body holds, if any (after its answer)."""
         if self.large:
             self._threads.leave()
             self.large = False
@@ -268,7 +269,7 @@ def _hook_route(endpoint: Endpoint, ctx: Context, metrics: AdmissionMetrics, thr
             log.exception("admission %s: internal error", endpoint.path)
             result = Answer(400, _internal_error(e), "unknown", "error")
         finally:
-            body.release()
+            body.give_back_slot()
         metrics.observe(endpoint.path, result.operation, result.result, time.perf_counter() - started)
         return Response(result.body, status_code=result.code, media_type=JSON)
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from ..core.api.objects import Obj
 from ..core.cluster.deviceclasses import ClassResolver
+from ..core.paths.requested import backing_classes
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import DEVICE_CLASSES
 from .blocking import MAY_BLOCK, WouldBlock
-from .extended import backing_classes
 
 log = logging.getLogger("draxr.admission")
 

@@ -1,14 +1,16 @@
-"""The admission webhook's settings (``draxr serve`` flags)."""
+"""The admission webhook's settings (``draxr serve`` flags): each default is written here once.
+
+``help`` in a field's metadata is its flag's help (``commands/serve.py`` reads it).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
 from ..core.paths.choice import Mode
-
-Route = Literal["default-only", "always", "never"]
+from ..core.paths.routing import Route, Routing
 
 #: The worker's service account and kube-scheduler: the only writers of pod mappings and
 #: extended resource claims (``--allowed-writers``).
@@ -48,17 +50,46 @@ class AdmissionConfig:
     flight, and more are answered HTTP 429 without being read.
     """
 
-    allowed_writers: frozenset[str] = DEFAULT_ALLOWED_WRITERS
+    allowed_writers: frozenset[str] = field(
+        default=DEFAULT_ALLOWED_WRITERS,
+        metadata={"help": "identities allowed to write special claims and pod mappings (repeatable)"},
+    )
     route: Route = "default-only"
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     max_body_bytes: int = MAX_BODY_BYTES
     claim_wait_seconds: float = 2.0
-    class_read_seconds: float = 2.0
+    class_read_seconds: float = field(
+        default=2.0,
+        metadata={
+            "help": "when the cache knows no DeviceClass for a name a new pod asks for, wait this long for a "
+            "fresh list from the API server before routing (0: trust the cache)"
+        },
+    )
     fit_cache_size: int = 256
     #: ``--mode``: the path of pods asking for DRA-backed names (core/paths/choice.py); ``auto`` picks it
     #: per pod from the gates. ``force_rewrite``: rewrite even where a device plugin serves the name.
-    mode: Mode = "auto"
-    force_rewrite: bool = False
+    mode: Mode = field(
+        default="auto",
+        metadata={
+            "help": "the path of pods asking for DRA-backed names: native (KEP-5004), rewrite (into DRA "
+            "claims), off; auto picks per pod from DRAExtendedResource on the apiserver and the kubelets"
+        },
+    )
+    force_rewrite: bool = field(
+        default=False,
+        metadata={"help": "rewrite even pods whose names a Ready node's device plugin advertises"},
+    )
     inline_review_bytes: int = INLINE_REVIEW_BYTES
-    review_threads: int = REVIEW_THREADS
-    max_large_reviews: int = MAX_LARGE_REVIEWS
+    review_threads: int = field(
+        default=REVIEW_THREADS,
+        metadata={"help": "threads answering admission reviews over 64 KiB, off the event loop (0: on it)"},
+    )
+    max_large_reviews: int = field(
+        default=MAX_LARGE_REVIEWS,
+        metadata={"help": "admission reviews over 64 KiB in flight at once; more are refused with HTTP 429"},
+    )
+
+    @cached_property
+    def routing(self) -> Routing:
+        """``route`` and ``scheduler_name`` as the pod patches take them (core/paths/routing.py)."""
+        return Routing(self.route, self.scheduler_name)

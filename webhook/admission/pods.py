@@ -25,13 +25,11 @@ from ..core.api.objects import (
     uid,
 )
 from ..core.api.validation import (
-    validate_dra_quantities,
     validate_extended_resource_claim_status,
     validate_mapped_requests,
 )
-from ..core.cluster.deviceclasses import ClassResolver
+from ..core.paths.requested import quantity_errors
 from .context import Context
-from .extended import dra_backed
 from .review import AdmissionRequest, Verdict
 
 KIND: Final = "Pod"
@@ -43,11 +41,6 @@ CLAIM_NAME_PATH: Final = ERCS_PATH.child("resourceClaimName")
 def mapping_status(pod: Obj | None) -> Any:
     """The pod's ``status.extendedResourceClaimStatus`` (None when unset)."""
     return status(pod).get("extendedResourceClaimStatus") if pod is not None else None
-
-
-def quantity_errors(pod: Obj, classes: ClassResolver) -> list[FieldError]:
-    """DRA-backed names (explicit or implicit) must have non-negative integer quantities."""
-    return validate_dra_quantities(pod, dra_backed(classes))
 
 
 def mapping_errors(pod: Obj) -> list[FieldError]:

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..install.certs import DEFAULT_CERT_DIR, MAX_DAYS, CertError, describe, ensure_certs
-from ..install.manifests import DEFAULT_NAMESPACE, WEBHOOK
+from ..install.certs import DEFAULT_CERT_DIR, MAX_DAYS, describe, ensure_certs
+from ..install.names import DEFAULT_NAMESPACE, WEBHOOK
+from ..install.pki import CertError
 from .flags import dns_label, dns_subdomain, integer_between, ip_address, non_empty, one_line
 from .text import MACHINE_FORMATS, write_data
 

@@ -3,7 +3,7 @@
 Each Pod, and the pod template of each Deployment, ReplicaSet, StatefulSet, DaemonSet, Job and
 CronJob (alone, or in a ``kind: List`` as ``kubectl get -o yaml`` prints it), that asks for a
 DRA-backed extended resource becomes exactly what the webhook's rewrite mode makes of it at
-admission: the webhook's own patch (``admission.mutate.rewrite_patch``) is applied to the
+admission: the webhook's own patch (``core.paths.patch.plan_patch``) is applied to the
 manifest, so a converted pod passes through the webhook unchanged. Which names are DRA-backed
 comes from the DeviceClasses in the input and in ``--classes`` (``spec.extendedResourceName``,
 the ``draxr.io/extended-resource-name`` annotation, and every class's implicit
@@ -35,16 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..admission.advice import contention_warning
-from ..admission.config import AdmissionConfig
-from ..admission.extended import backing_classes, requested_extended
-from ..admission.mutate import plan_patch
-from ..admission.pods import quantity_errors
 from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.fielderrors import duplicate
 from ..core.api.objects import Obj, as_dict, as_list, name, spec
 from ..core.cluster.deviceclasses import ClassResolver
+from ..core.paths.explain import contention_warning
+from ..core.paths.patch import plan_patch
+from ..core.paths.requested import backing_classes, quantity_errors, requested_extended
 from ..core.paths.rewrite import TemplateRef, alignment, plan_rewrite, template
+from ..core.paths.routing import Routing
 from ..loader import (
     STDIN,
     Loaded,
@@ -59,8 +58,9 @@ from ..loader.roundtrip import DEFAULT_INDENT, RoundTripError, YamlFile, apply_p
 from .flags import add_filename, fail, non_empty, one_line
 
 OUTPUTS = ("yaml", "json")
-#: Only the route matters to the rewrite's patch: the default leaves ``schedulerName`` alone.
-_CONFIG = AdmissionConfig()
+#: The webhook's default ``--route`` (``default-only``), with which the rewrite's patch leaves
+#: ``schedulerName`` alone.
+_ROUTING = Routing()
 
 
 class ConvertError(Exception):
@@ -231,7 +231,7 @@ def _convert_item(
         plan = plan_rewrite(pod, dra, align, capacity_by_class(dra.values(), classes.get))
     except ValueError:
         raise _claim_clash(pod, dra, where, prefix) from None
-    ops = plan_patch(pod, plan, _CONFIG)
+    ops = plan_patch(pod, plan, _ROUTING)
     refs = plan.templates
     if not ops:
         return raw, []

@@ -1,7 +1,7 @@
 """What every ``draxr`` command's flags share: a parser that fails in one line, and value types.
 
 A bad flag or value ends the command with exit status 2 and one line on standard error, in
-argparse's own form without its usage block: ``draxr demo: error: --timeout: must be a positive
+argparse's own form without its usage block: ``draxr serve: error: --qps: must be a positive
 number, not -1``. The type functions below raise ``argparse.ArgumentTypeError`` with the reason;
 argparse names the flag.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from ..core.allocation.policy import BINPACK, POLICIES
+from ..core.allocation.policy import DEFAULT_POLICY, POLICIES
 from ..core.api import names
 from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.scheduling.sampling import ADAPTIVE
@@ -267,7 +267,7 @@ def add_placement(p: argparse.ArgumentParser, *, percentage_help: str) -> None:
     p.add_argument(
         "--policy",
         choices=POLICIES,
-        default=BINPACK,
+        default=DEFAULT_POLICY,
         help="placement: binpack (fill used nodes and topology groups; the default), spread, or upstream "
         "(kube-scheduler's choice: first fit, no alignment, LeastAllocated node scores)",
     )

@@ -24,7 +24,7 @@ from typing import TextIO
 import kubernetes
 import yaml
 
-from ..core.allocation.policy import BINPACK, POLICIES
+from ..core.allocation.policy import DEFAULT_POLICY, POLICIES
 from ..core.api.constants import (
     DEFAULT_SCHEDULER_NAME,
     DEVICE_CLASS_PREFIX,
@@ -35,7 +35,7 @@ from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.cluster.state import ClusterState
 from ..core.scheduling.framework import SCHEDULED
 from ..core.scheduling.scheduler import Scheduler
-from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
+from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (
@@ -405,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=False,
         help="also place the pods of these files (a workload to try before applying it; repeatable)",
     )
-    p.add_argument("--policy", choices=POLICIES, default=BINPACK)
+    p.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY)
     p.add_argument(
         "--scheduler-name", type=non_empty, default=DEFAULT_SCHEDULER_NAME, help="the worker's scheduler name"
     )

@@ -25,31 +25,21 @@ from typing import TextIO
 from urllib.parse import urlsplit
 
 from ..install import monitoring
-from ..install.certs import (
-    DEFAULT_CERT_DIR,
-    DEFAULT_VALIDITY,
-    CertError,
-    ensure_certs,
-    load_ca_bundle,
-    parse_bundle,
-)
-from ..install.manifests import (
-    CA_SECRET,
+from ..install.certs import DEFAULT_CERT_DIR, ensure_certs, load_ca_bundle
+from ..install.files import dump
+from ..install.manifests import render
+from ..install.names import CA_SECRET, DEFAULT_NAMESPACE, OPT_OUT_LABEL, TLS_SECRET, WEBHOOK
+from ..install.options import (
     DEFAULT_IMAGE,
-    DEFAULT_NAMESPACE,
     FAILURE_POLICIES,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
-    OPT_OUT_LABEL,
     ROUTES,
-    TLS_SECRET,
-    WEBHOOK,
-    Certificates,
     InstallOptions,
     ManifestError,
-    dump,
-    render,
 )
+from ..install.pki import DEFAULT_VALIDITY, CertError, parse_bundle
+from ..install.trust import Certificates
 from .flags import (
     dns_label,
     dns_subdomain,

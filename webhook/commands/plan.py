@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..admission.extended import backing_classes, requested_extended
 from ..core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
@@ -34,7 +33,7 @@ from ..core.allocation.claims import (
     special_claim_after_prebind,
 )
 from ..core.allocation.placement import alignment_text
-from ..core.allocation.policy import BINPACK
+from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.alignment import align_by
 from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
@@ -44,6 +43,7 @@ from ..core.cluster.slices import parse_slice
 from ..core.cluster.state import ClusterState
 from ..core.cluster.topology import Groups, whole_groups
 from ..core.paths.choice import path_for
+from ..core.paths.requested import backing_classes, requested_extended
 from ..core.paths.rewrite import (
     REWRITTEN_ANNOTATION,
     alignment,
@@ -133,7 +133,7 @@ def check_inputs(loaded: Sequence[Loaded]) -> None:
 
 def build_plan(
     objects: Sequence[Obj],
-    policy: str = BINPACK,
+    policy: str = DEFAULT_POLICY,
     cel_engine: str | None = None,
     mode: str = "native",
     percentage_of_nodes_to_score: int = ADAPTIVE,
@@ -160,11 +160,11 @@ def build_plan(
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
     for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
-        plan.results.append(_route(scheduler, pod, mode))
+        plan.results.append(_take_path(scheduler, pod, mode))
     return plan
 
 
-def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
+def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     """The path the webhook would give ``pod`` in ``mode``, then its placement."""
     state = scheduler.state
     resolved = backing_classes(requested_extended(pod), state.classes)
@@ -173,8 +173,8 @@ def _route(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     if mode == "native":
         return _place(scheduler, pod, "native")
     choice = path_for(state, resolved, "rewrite", apiserver_gate=False, pod=pod)
-    if choice.path != "rewrite":
-        return _place(scheduler, pod, choice.path)
+    if choice.kind != "rewrite":
+        return _place(scheduler, pod, choice.kind)
     rewrite = plan_rewrite(
         pod,
         resolved,

@@ -1,17 +1,20 @@
-"""``draxr serve``: the flags of the admission webhook and the allocation worker."""
+"""``draxr serve``: the flags of the admission webhook and the allocation worker.
+
+Each flag's default, and its help where it has one, is the setting's own (``ServeOptions().setting``):
+written once, in the settings class of the component it configures.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any, get_args
 
-from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
 from ..core.paths.choice import MODES
-from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_CERT_DIR, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
-from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK
+from ..core.paths.routing import Route
 from ..runtime.logs import FORMATS, LEVELS
-from ..runtime.serve import ServeOptions, default_writers, run
-from ..runtime.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
+from ..runtime.options import ServeOptions, default_writers
+from ..runtime.serve import run
 from .flags import (
     add_cel_engine,
     add_placement,
@@ -31,192 +34,107 @@ from .flags import (
 #: client-go's leader election: renewDeadline must exceed retryPeriod * JitterFactor.
 JITTER_FACTOR = 1.2
 
+DEFAULTS = ServeOptions()
+
+
+def setting(name: str, *, default: bool = True) -> dict[str, Any]:
+    """``default`` (unless ``default=False``: a repeatable flag starts from none) and ``help`` of the
+    flag that sets ``name`` (a ``ServeOptions`` flat name or field)."""
+    value, text = DEFAULTS.setting(name)
+    out: dict[str, Any] = {"default": value} if default else {}
+    if text is not None:
+        out["help"] = text
+    return out
+
+
+def with_default(name: str, shown: str) -> dict[str, Any]:
+    """``setting``, its help ending in ``(default: <shown>)``."""
+    out = setting(name)
+    out["help"] = f"{out['help']} (default: {shown})"
+    return out
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the admission webhook and the allocation worker")
-    s.add_argument("--host", type=non_empty, default="0.0.0.0")
-    s.add_argument("--port", type=port, default=8443)
-    s.add_argument(
-        "--cert-dir",
-        type=non_empty,
-        default=DEFAULT_CERT_DIR,
-        help=f"holds ca.crt, tls.crt, tls.key (default: {DEFAULT_CERT_DIR}/)",
-    )
+    s.add_argument("--host", type=non_empty, **setting("host"))
+    s.add_argument("--port", type=port, **setting("port"))
+    s.add_argument("--cert-dir", type=non_empty, **with_default("cert_dir", f"{DEFAULTS.tls.cert_dir}/"))
     s.add_argument("--no-webhook", action="store_true", help="run only the worker")
     s.add_argument("--no-worker", action="store_true", help="run only the webhook")
-    s.add_argument("--kubeconfig", type=non_empty, help="default: in-cluster config, then ~/.kube/config")
+    s.add_argument("--kubeconfig", type=non_empty, **setting("kubeconfig"))
     s.add_argument(
-        "--snapshot",
-        type=non_empty,
-        action="append",
-        metavar="PATH",
-        help="serve the webhook from manifest files instead of a cluster (with --no-worker)",
+        "--snapshot", type=non_empty, action="append", metavar="PATH", **setting("snapshot", default=False)
     )
-    s.add_argument("--scheduler-name", type=non_empty, default="draxr")
-    s.add_argument("--route", choices=("default-only", "always", "never"), default="default-only")
+    s.add_argument("--scheduler-name", type=non_empty, **setting("scheduler_name"))
+    s.add_argument("--route", choices=get_args(Route), **setting("route"))
     s.add_argument(
-        "--class-read-timeout",
-        type=non_negative_number,
-        default=2.0,
-        metavar="SECONDS",
-        help="when the cache knows no DeviceClass for a name a new pod asks for, wait this long for a "
-        "fresh list from the API server before routing (0: trust the cache)",
+        "--class-read-timeout", type=non_negative_number, metavar="SECONDS", **setting("class_read_timeout")
     )
     s.add_argument(
         "--allowed-writers",
         type=non_empty,
         action="append",
         metavar="USER",
-        help="identities allowed to write special claims and pod mappings (repeatable)",
+        **setting("allowed_writers", default=False),
     )
-    add_placement(
-        s,
-        percentage_help="stop filtering once this share of the nodes fit and score only those, as "
-        "kube-scheduler's percentageOfNodesToScore (0: adaptive, 50%% minus 1 per 125 nodes, at least 5%% "
-        "and 100 nodes; 100: every node)",
+    add_placement(s, percentage_help=DEFAULTS.setting("percentage_of_nodes_to_score")[1] or "")
+    s.set_defaults(
+        policy=DEFAULTS.scheduling.policy,
+        percentage_of_nodes_to_score=DEFAULTS.scheduling.percentage_of_nodes_to_score,
+    )
+    s.add_argument("--mode", choices=MODES, **setting("mode"))
+    s.add_argument("--force-rewrite", action="store_true", **setting("force_rewrite"))
+    s.add_argument("--apiserver-gate", choices=("auto", "on", "off"), **setting("apiserver_gate"))
+    s.add_argument(
+        "--gate-probe-interval", type=positive_number, metavar="SECONDS", **setting("gate_probe_interval")
     )
     s.add_argument(
-        "--mode",
-        choices=MODES,
-        default="auto",
-        help="the path of pods asking for DRA-backed names: native (KEP-5004), rewrite (into DRA claims), "
-        "off; auto picks per pod from DRAExtendedResource on the apiserver and the kubelets",
+        "--template-grace", type=non_negative_number, metavar="SECONDS", **setting("template_grace")
+    )
+    s.add_argument("--deployment", type=dns_subdomain, **setting("deployment"))
+    s.add_argument("--namespace", type=dns_label, **setting("namespace"))
+    s.add_argument("--lease-name", type=dns_subdomain, **setting("lease_name"))
+    s.add_argument(
+        "--leader-elect-lease-duration", type=positive_number, metavar="SECONDS", **setting("lease_duration")
     )
     s.add_argument(
-        "--force-rewrite",
-        action="store_true",
-        help="rewrite even pods whose names a Ready node's device plugin advertises",
+        "--leader-elect-renew-deadline", type=positive_number, metavar="SECONDS", **setting("renew_deadline")
     )
     s.add_argument(
-        "--apiserver-gate",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="whether kube-apiserver keeps the KEP-5004 fields; auto probes with a dry-run create",
-    )
-    s.add_argument(
-        "--gate-probe-interval",
-        type=positive_number,
-        default=300.0,
-        metavar="SECONDS",
-        help="how often auto re-probes",
-    )
-    s.add_argument(
-        "--template-grace",
-        type=non_negative_number,
-        default=60.0,
-        metavar="SECONDS",
-        help="delete a rewrite ResourceClaimTemplate no pod has used for this long",
-    )
-    s.add_argument(
-        "--deployment",
-        type=dns_subdomain,
-        default=WEBHOOK,
-        help="draxr's webhook Deployment (mode Events)",
-    )
-    s.add_argument(
-        "--namespace",
-        type=dns_label,
-        default=DEFAULT_NAMESPACE,
-        help="draxr's namespace (lease, default writers)",
-    )
-    s.add_argument("--lease-name", type=dns_subdomain, default=LEASE)
-    s.add_argument(
-        "--leader-elect-lease-duration",
-        type=positive_number,
-        default=15.0,
-        metavar="SECONDS",
-        help="how long followers wait after the last renewal before taking over",
-    )
-    s.add_argument(
-        "--leader-elect-renew-deadline",
-        type=positive_number,
-        default=10.0,
-        metavar="SECONDS",
-        help="a leader that cannot renew for this long stops writing (less than the lease duration)",
-    )
-    s.add_argument(
-        "--leader-elect-retry-period",
-        type=positive_number,
-        default=2.0,
-        metavar="SECONDS",
-        help="how often to try to acquire or renew the lease",
+        "--leader-elect-retry-period", type=positive_number, metavar="SECONDS", **setting("retry_period")
     )
     s.add_argument("--no-leader-elect", dest="leader_elect", action="store_false")
-    s.add_argument("--identity", type=non_empty, help="leader election identity (default: hostname_pid)")
+    s.add_argument("--identity", type=non_empty, **setting("identity", default=False))
     s.add_argument(
         "--pod-initial-backoff-seconds",
         type=positive_number,
-        default=1.0,
         metavar="SECONDS",
-        help="backoff after a pod's first failed attempt; doubles per attempt",
-    )
-    s.add_argument("--pod-max-backoff-seconds", type=positive_number, default=60.0, metavar="SECONDS")
-    s.add_argument("--qps", type=positive_number, default=50.0, help="client-side write rate limit")
-    s.add_argument("--burst", type=positive_integer, default=100)
-    s.add_argument(
-        "--read-header-timeout",
-        type=positive_number,
-        default=DEFAULT_HEADER_TIMEOUT,
-        metavar="SECONDS",
-        help="close a connection whose request line and headers take longer to arrive (slow clients)",
+        **setting("pod_initial_backoff"),
     )
     s.add_argument(
-        "--read-body-timeout",
-        type=positive_number,
-        default=DEFAULT_BODY_TIMEOUT,
-        metavar="SECONDS",
-        help="close a connection whose request body takes longer to arrive after its headers",
+        "--pod-max-backoff-seconds", type=positive_number, metavar="SECONDS", **setting("pod_max_backoff")
+    )
+    s.add_argument("--qps", type=positive_number, **setting("qps"))
+    s.add_argument("--burst", type=positive_integer, **setting("burst"))
+    s.add_argument(
+        "--read-header-timeout", type=positive_number, metavar="SECONDS", **setting("read_header_timeout")
     )
     s.add_argument(
-        "--review-threads",
-        type=non_negative_integer,
-        default=REVIEW_THREADS,
-        help="threads answering admission reviews over 64 KiB, off the event loop (0: on it)",
+        "--read-body-timeout", type=positive_number, metavar="SECONDS", **setting("read_body_timeout")
     )
-    s.add_argument(
-        "--max-large-reviews",
-        type=positive_integer,
-        default=MAX_LARGE_REVIEWS,
-        help="admission reviews over 64 KiB in flight at once; more are refused with HTTP 429",
-    )
-    s.add_argument("--log-level", default="info", choices=LEVELS)
-    s.add_argument(
-        "--log-format",
-        default="text",
-        choices=FORMATS,
-        help="text: one line per event with key=value context, for people (the default); "
-        "json: one JSON object per line, for log pipelines",
-    )
+    s.add_argument("--review-threads", type=non_negative_integer, **setting("review_threads"))
+    s.add_argument("--max-large-reviews", type=positive_integer, **setting("max_large_reviews"))
+    s.add_argument("--log-level", choices=LEVELS, **setting("log_level"))
+    s.add_argument("--log-format", choices=FORMATS, **setting("log_format"))
     add_cel_engine(s)
-    s.add_argument(
-        "--rotate-certificates",
-        action="store_true",
-        help="the worker's leader renews the webhook's self-managed certificates (the Secrets "
-        "draxr-webhook-ca and draxr-webhook-tls, the webhook configurations' caBundle) before they expire",
-    )
-    s.add_argument(
-        "--cert-validity",
-        type=duration,
-        default=DEFAULT_VALIDITY,
-        metavar="DURATION",
-        help=f"lifetime of a renewed serving certificate (default: {format_duration(DEFAULT_VALIDITY)})",
-    )
-    s.add_argument(
-        "--cert-renew-before",
-        type=duration,
-        default=DEFAULT_RENEW_BEFORE,
-        metavar="DURATION",
-        help="renew a serving certificate this long before it expires "
-        f"(default: {format_duration(DEFAULT_RENEW_BEFORE)})",
-    )
-    s.add_argument(
-        "--ca-validity",
-        type=duration,
-        default=DEFAULT_CA_VALIDITY,
-        metavar="DURATION",
-        help="lifetime of a renewed CA; a CA is renewed once it could not outlive a serving certificate "
-        f"and its renewal window (default: {format_duration(DEFAULT_CA_VALIDITY)})",
-    )
+    s.add_argument("--rotate-certificates", action="store_true", **setting("rotate_certificates"))
+    for flag, name in (
+        ("--cert-validity", "cert_validity"),
+        ("--cert-renew-before", "cert_renew_before"),
+        ("--ca-validity", "ca_validity"),
+    ):
+        value, _ = DEFAULTS.setting(name)
+        s.add_argument(flag, type=duration, metavar="DURATION", **with_default(name, format_duration(value)))
     s.set_defaults(func=main, parser=s)
 
 

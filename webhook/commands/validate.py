@@ -29,11 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from ..admission.advice import contention_warning, quota_warning
 from ..admission.claims import sibling_errors
 from ..admission.deviceclasses import device_class_findings
-from ..admission.extended import requested_extended
-from ..admission.pods import mapping_errors, mapping_status, quantity_errors
+from ..admission.pods import mapping_errors, mapping_status
 from ..core.api.constants import DEVICE_CLASS_PREFIX
 from ..core.api.fielderrors import FieldError, forbidden, invalid, not_supported, required
 from ..core.api.fielderrors import Path as FieldPath
@@ -41,7 +39,9 @@ from ..core.api.objects import Obj, as_dict, as_list, controller_ref, name, name
 from ..core.api.validation import carries_special_annotation, validate_special_claim
 from ..core.cel import CelCompileError, SelectorEngine
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
+from ..core.paths.explain import contention_warning, quota_warning
 from ..core.paths.quota import limits_by_name, unguarded
+from ..core.paths.requested import quantity_errors, requested_extended
 from ..kube.cache import ClusterCache
 from ..loader import (
     Loaded,

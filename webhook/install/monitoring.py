@@ -22,7 +22,8 @@ from pathlib import Path
 import yaml
 
 from ..core.api.objects import Obj
-from .manifests import APP_LABEL, COMPONENT_LABEL, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK, WORKER, dump
+from .files import dump
+from .names import APP_LABEL, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK, WORKER, labels
 
 #: The webhook configurations' ``timeoutSeconds``: the apiserver gives up on a hook after this.
 WEBHOOK_TIMEOUT_SECONDS = 3
@@ -36,18 +37,14 @@ DASHBOARD_UID = "draxr"
 HEADER = "# Rendered by `draxr manifests --monitoring` with the defaults; regenerate with `make manifests`.\n"
 
 
-def _labels(component: str) -> dict[str, str]:
-    return {APP_LABEL: "draxr", COMPONENT_LABEL: component}
-
-
 def worker_service(namespace: str = DEFAULT_NAMESPACE) -> Obj:
     """The worker's ``/metrics`` (and probes) on a Service, for Prometheus to find its pods."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": WORKER, "namespace": namespace, "labels": _labels("worker")},
+        "metadata": {"name": WORKER, "namespace": namespace, "labels": labels("worker")},
         "spec": {
-            "selector": _labels("worker"),
+            "selector": labels("worker"),
             "ports": [
                 {"name": "metrics", "port": WORKER_METRICS_PORT, "targetPort": "http", "protocol": "TCP"}
             ],

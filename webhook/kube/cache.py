@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.objects import Obj, name, namespace, uid
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
@@ -204,7 +205,10 @@ class ClusterCache:
         self.handle("ResourceClaim", "DELETED", claim, notify=False)
 
     def scheduler(
-        self, policy: str = "binpack", writer: str | None = None, percentage_of_nodes_to_score: int = ADAPTIVE
+        self,
+        policy: str = DEFAULT_POLICY,
+        writer: str | None = None,
+        percentage_of_nodes_to_score: int = ADAPTIVE,
     ) -> SharedScheduler:
         engine = Scheduler(
             self.state, policy, writer=writer, percentage_of_nodes_to_score=percentage_of_nodes_to_score

@@ -11,6 +11,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
@@ -90,13 +91,25 @@ class ApiError(Exception):
         return self.status == 410
 
 
+@dataclass(frozen=True)
+class ClientConnection:
+    """How ``draxr serve`` reaches kube-apiserver (kube-scheduler's ``clientConnection``)."""
+
+    kubeconfig: str | None = field(
+        default=None, metadata={"help": "default: in-cluster config, then ~/.kube/config"}
+    )
+    #: Writes only: reads (the informers' lists and watches) are not limited.
+    qps: float = field(default=50.0, metadata={"help": "client-side write rate limit"})
+    burst: int = 100
+
+
 class KubeClient:
     def __init__(
         self,
         api_client: Any,
         *,
-        qps: float = 50.0,
-        burst: int = 100,
+        qps: float = ClientConnection.qps,
+        burst: int = ClientConnection.burst,
         field_manager: str = "draxr",
         hook: RequestHook | None = None,
         timeout: float = 30.0,

@@ -15,6 +15,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from ..core.api.constants import GATE_PROBE_PREFIX
@@ -32,13 +33,26 @@ RETRY_INTERVAL: Final = 5.0
 LAST_PROBE: Final = "last probe"
 
 
+@dataclass(frozen=True)
+class GateSettings:
+    """How the webhook learns whether kube-apiserver keeps the KEP-5004 fields."""
+
+    setting: Setting = field(
+        default="auto",
+        metadata={
+            "help": "whether kube-apiserver keeps the KEP-5004 fields; auto probes with a dry-run create"
+        },
+    )
+    interval: float = field(default=DEFAULT_INTERVAL, metadata={"help": "how often auto re-probes"})
+
+
 class ApiserverGate:
     def __init__(
         self,
         client: KubeClient | None,
-        setting: Setting = "auto",
+        setting: Setting = GateSettings.setting,
         *,
-        interval: float = DEFAULT_INTERVAL,
+        interval: float = GateSettings.interval,
         on_change: Callable[[bool, str], None] | None = None,
     ) -> None:
         """``client`` None (a snapshot, offline): "auto" counts as on."""

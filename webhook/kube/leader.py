@@ -1,10 +1,10 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease (client-go's ``leaderelection``).
 
-Defaults: lease 15 s, renew deadline 10 s, retry period 2 s. Followers judge expiry by their own
-clock from the moment they last saw the lease change (never by the holder's timestamps), so clock
-skew cannot cut a lease short. A leader that fails to renew for the renew deadline steps down
-before the lease can expire: ``is_leader()`` turns false on its own, so writes are fenced even if
-the renewal thread is stuck.
+Defaults (``LeaderElection``, client-go's): lease 15 s, renew deadline 10 s, retry period 2 s.
+Followers judge expiry by their own clock from the moment they last saw the lease change (never by
+the holder's timestamps), so clock skew cannot cut a lease short. A leader that fails to renew for
+the renew deadline steps down before the lease can expire: ``is_leader()`` turns false on its own,
+so writes are fenced even if the renewal thread is stuck.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,25 @@ from .client import ApiError, KubeClient
 from .resources import LEASES
 
 log = logging.getLogger("draxr.leader")
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """kube-scheduler's ``leaderElection``: whether to elect, and the lease's timings in seconds."""
+
+    leader_elect: bool = True
+    lease_duration: float = field(
+        default=15.0, metadata={"help": "how long followers wait after the last renewal before taking over"}
+    )
+    renew_deadline: float = field(
+        default=10.0,
+        metadata={
+            "help": "a leader that cannot renew for this long stops writing (less than the lease duration)"
+        },
+    )
+    retry_period: float = field(
+        default=2.0, metadata={"help": "how often to try to acquire or renew the lease"}
+    )
 
 
 def _micro_time(now: datetime) -> str:
@@ -34,9 +54,9 @@ class LeaderElector:
         name: str,
         identity: str,
         *,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
+        lease_duration: float = LeaderElection.lease_duration,
+        renew_deadline: float = LeaderElection.renew_deadline,
+        retry_period: float = LeaderElection.retry_period,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_change: Callable[[bool], None] | None = None,

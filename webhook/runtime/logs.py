@@ -17,11 +17,27 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, TextIO
 
 FORMATS: Final = ("text", "json")
 LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """``level``: one of ``LEVELS``; ``format``: one of ``FORMATS``."""
+
+    level: str = "info"
+    format: str = field(
+        default="text",
+        metadata={
+            "help": "text: one line per event with key=value context, for people (the default); "
+            "json: one JSON object per line, for log pipelines"
+        },
+    )
+
 
 #: What every LogRecord has: anything else on a record came from ``extra``.
 _STANDARD: Final = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
@@ -95,7 +111,9 @@ def formatter(fmt: str) -> logging.Formatter:
 ROOTS: Final = ("draxr", "webhook")
 
 
-def setup(level: str = "info", stream: TextIO | None = None, fmt: str = "text") -> logging.Handler:
+def setup(
+    level: str = LogSettings.level, stream: TextIO | None = None, fmt: str = LogSettings.format
+) -> logging.Handler:
     """Send draxr's logs (``ROOTS`` and below) to ``stream`` (standard error by default)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(formatter(fmt))

@@ -40,7 +40,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from ..core.api.objects import Obj, format_time
-from ..install.certs import (
+from ..install.names import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
+from ..install.pki import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_RENEW_BEFORE,
     DEFAULT_VALIDITY,
@@ -57,7 +58,6 @@ from ..install.certs import (
     signed_by,
     trust_bundle,
 )
-from ..install.manifests import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from ..worker.events import create_event

@@ -6,92 +6,35 @@ runs only the worker, with ``/healthz``, ``/readyz`` and ``/metrics`` served ove
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import logging
 import os
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
-from ..admission.config import MAX_LARGE_REVIEWS, REVIEW_THREADS
-from ..core.api.constants import DEFAULT_SCHEDULER_NAME
 from ..core.api.objects import Obj
 from ..core.cel import SelectorEngine
 from ..core.cluster.deviceclasses import explicit_name
 from ..core.cluster.state import ClusterState
-from ..install.certs import DEFAULT_CA_VALIDITY, DEFAULT_CERT_DIR, DEFAULT_RENEW_BEFORE, DEFAULT_VALIDITY
-from ..install.manifests import DEFAULT_NAMESPACE, LEASE, WEBHOOK, WORKER
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
 from .health import register_process_metrics, version
-from .timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, deadline_protocol
+from .options import ServeOptions, default_writers
+from .timeouts import deadline_protocol
 from .tls import CertificateExpiry
 
 log = logging.getLogger("draxr.serve")
 
-
-def default_writers(namespace: str = DEFAULT_NAMESPACE) -> list[str]:
-    return [f"system:serviceaccount:{namespace}:{WORKER}", "system:kube-scheduler"]
-
-
-@dataclass
-class ServeOptions:
-    host: str = "0.0.0.0"
-    port: int = 8443
-    cert_dir: Path = Path(DEFAULT_CERT_DIR)
-    webhook: bool = True
-    worker: bool = True
-    kubeconfig: str | None = None
-    snapshot: list[str] = field(default_factory=list)
-    scheduler_name: str = DEFAULT_SCHEDULER_NAME
-    route: str = "default-only"
-    class_read_timeout: float = 2.0
-    allowed_writers: list[str] = field(default_factory=default_writers)
-    policy: str = "binpack"  # core.scoring.POLICIES: binpack, spread or upstream
-    #: ``--percentage-of-nodes-to-score`` (``core.sampling``): 0 adaptive, 100 every node.
-    percentage_of_nodes_to_score: int = 0
-    leader_elect: bool = True
-    lease_namespace: str = DEFAULT_NAMESPACE
-    lease_name: str = LEASE
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    identity: str = ""
-    qps: float = 50.0
-    burst: int = 100
-    bind_workers: int = 8
-    pod_initial_backoff: float = 1.0
-    pod_max_backoff: float = 60.0
-    template_grace: float = 60.0
-    mode: str = "auto"
-    force_rewrite: bool = False
-    apiserver_gate: str = "auto"
-    gate_probe_interval: float = 300.0
-    deployment: str = WEBHOOK
-    orphan_interval: float = 60.0
-    log_level: str = "info"
-    log_format: str = "text"  # logs.FORMATS: text or json
-    read_header_timeout: float = DEFAULT_HEADER_TIMEOUT
-    read_body_timeout: float = DEFAULT_BODY_TIMEOUT
-    review_threads: int = REVIEW_THREADS
-    max_large_reviews: int = MAX_LARGE_REVIEWS
-    #: CEL engine of the selectors (``--cel-engine``); None: the default (cel-python).
-    cel_engine: str | None = None
-    #: The worker's leader renews self-managed certificates (runtime/rotation.py).
-    rotate_certificates: bool = False
-    cert_validity: dt.timedelta = DEFAULT_VALIDITY
-    cert_renew_before: dt.timedelta = DEFAULT_RENEW_BEFORE
-    ca_validity: dt.timedelta = DEFAULT_CA_VALIDITY
-    #: How often the webhook looks for a new serving pair in ``cert_dir``.
-    cert_reload_interval: float = 2.0
+#: ``ServeOptions`` and ``default_writers`` are named here too: ``runtime.serve`` is where callers
+#: have always found them.
+__all__ = ["Process", "ServeOptions", "default_writers", "run"]
 
 
 class Process:
@@ -110,7 +53,7 @@ class Process:
         self._watcher: Any = None
         self.gate: Any = None
         self.mode: Any = None
-        self.address: tuple[str, int] = (opts.host, opts.port)
+        self.address: tuple[str, int] = (opts.server.host, opts.server.port)
         self._announced = threading.Event()
         self._stopping = threading.Event()
         self.tls: Any = None
@@ -131,39 +74,33 @@ class Process:
             from ..kube.client import KubeClient
 
             hook = self.metrics.api_hook if self.metrics is not None else None
-            self.client = KubeClient.from_config(opts.kubeconfig, qps=opts.qps, burst=opts.burst, hook=hook)
+            connection = opts.client
+            self.client = KubeClient.from_config(
+                connection.kubeconfig, qps=connection.qps, burst=connection.burst, hook=hook
+            )
             self.cache = ClusterCache(self._state())
         if opts.worker:
             from ..kube.leader import LeaderElector
-            from ..worker.worker import Worker, WorkerConfig
+            from ..worker.worker import Worker
 
             assert self.metrics is not None
             identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
-            cfg = WorkerConfig(
-                opts.scheduler_name,
-                opts.policy,
-                opts.bind_workers,
-                opts.orphan_interval,
-                identity,
-                initial_backoff=opts.pod_initial_backoff,
-                max_backoff=opts.pod_max_backoff,
-                template_grace=opts.template_grace,
-                percentage_of_nodes_to_score=opts.percentage_of_nodes_to_score,
-            )
+            cfg = replace(opts.scheduling, identity=identity)
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
             #: What follows the Lease (or, without leader election, is told once it leads).
             self.on_leadership: Callable[[bool], None] = self.worker.on_leadership
-            if opts.rotate_certificates:
+            if opts.tls.rotate:
                 self.on_leadership = self._rotation(self.worker.on_leadership)
-            if opts.leader_elect:
+            election = opts.leader_election
+            if election.leader_elect:
                 self.leader = LeaderElector(
                     self.client,
-                    opts.lease_namespace,
+                    opts.namespace,
                     opts.lease_name,
                     identity,
-                    lease_duration=opts.lease_duration,
-                    renew_deadline=opts.renew_deadline,
-                    retry_period=opts.retry_period,
+                    lease_duration=election.lease_duration,
+                    renew_deadline=election.renew_deadline,
+                    retry_period=election.retry_period,
                     on_change=self.on_leadership,
                 )
                 self.worker.leader = self.leader
@@ -174,17 +111,17 @@ class Process:
 
             self.gate = ApiserverGate(
                 self.client,
-                opts.apiserver_gate,  # type: ignore[arg-type]
-                interval=opts.gate_probe_interval,
+                opts.gate.setting,
+                interval=opts.gate.interval,
                 on_change=lambda enabled, source: self.mode.refresh(),
             )
             self.mode = ModeReporter(
                 self.cache,
                 self.gate,
-                opts.mode,  # type: ignore[arg-type]
+                opts.admission.mode,
                 self.registry,
                 client=self.client,
-                namespace=opts.lease_namespace,
+                namespace=opts.namespace,
                 deployment=opts.deployment,
             )
             self.cache.subscribe(self._on_cluster_event)
@@ -215,7 +152,7 @@ class Process:
         )
         fields: dict[str, Any] = {
             "version": version(),
-            "mode": self.mode.current() if self.mode is not None else self.opts.mode,
+            "mode": self.mode.current() if self.mode is not None else self.opts.admission.mode,
             "classes": len(classes),
             "mapped": mapped,
             "webhook": f"https://{where}" if self.opts.webhook else "off",
@@ -224,7 +161,9 @@ class Process:
         }
         if self.opts.worker:
             fields["leader_election"] = (
-                f"{self.opts.lease_namespace}/{self.opts.lease_name}" if self.opts.leader_elect else "off"
+                f"{self.opts.namespace}/{self.opts.lease_name}"
+                if self.opts.leader_election.leader_elect
+                else "off"
             )
         return fields
 
@@ -252,11 +191,12 @@ class Process:
         """The certificate rotator; the leadership callback that tells the worker and it."""
         from .rotation import CertRotator, RotationConfig
 
+        tls = self.opts.tls
         config = RotationConfig(
-            self.opts.lease_namespace,
-            validity=self.opts.cert_validity,
-            renew_before=self.opts.cert_renew_before,
-            ca_validity=self.opts.ca_validity,
+            self.opts.namespace,
+            validity=tls.validity,
+            renew_before=tls.renew_before,
+            ca_validity=tls.ca_validity,
         )
         self.rotator = CertRotator(
             self.client, config, is_leader=lambda: self.leader is None or self.leader.is_leader()
@@ -293,25 +233,14 @@ class Process:
 
     def app(self) -> Starlette:
         if self.opts.webhook:
-            from ..admission.config import AdmissionConfig
             from .apps import WEBHOOK_READY_KINDS, webhook_app
             from .health import Readiness
 
-            config = AdmissionConfig(
-                allowed_writers=frozenset(self.opts.allowed_writers),
-                route=self.opts.route,  # type: ignore[arg-type]
-                scheduler_name=self.opts.scheduler_name,
-                class_read_seconds=self.opts.class_read_timeout,
-                mode=self.opts.mode,  # type: ignore[arg-type]
-                force_rewrite=self.opts.force_rewrite,
-                review_threads=self.opts.review_threads,
-                max_large_reviews=self.opts.max_large_reviews,
-            )
             readiness = Readiness(self.cache, WEBHOOK_READY_KINDS, details=[self.mode.details])
             if self.tls is not None:
                 readiness.certificate = self.tls.problem
                 readiness.details.append(lambda: [self.tls.describe()])
-            return webhook_app(self.cache, config, self.registry, self.gate, readiness=readiness)
+            return webhook_app(self.cache, self.opts.admission, self.registry, self.gate, readiness=readiness)
         from .apps import health_app
 
         return health_app(self.cache, self.registry, self.kinds())
@@ -370,20 +299,22 @@ class Process:
 
     def build_server(self, sock: socket.socket | None = None) -> uvicorn.Server:
         kwargs: dict[str, Any] = {
-            "host": self.opts.host,
-            "port": self.opts.port,
+            "host": self.opts.server.host,
+            "port": self.opts.server.port,
             "log_config": None,
             "access_log": False,
             "timeout_graceful_shutdown": 10,
-            "http": deadline_protocol(self.opts.read_header_timeout, self.opts.read_body_timeout),
+            "http": deadline_protocol(
+                self.opts.server.read_header_timeout, self.opts.server.read_body_timeout
+            ),
         }
         if self.opts.webhook:
             from .tls import ReloadingTLS, uvicorn_server
 
-            tls = ReloadingTLS(self.opts.cert_dir)
+            tls = ReloadingTLS(self.opts.tls.cert_dir)
             self.tls = tls
             self.expiry.track("serving", lambda: tls.certificate)
-            self._watcher = tls.start_watcher(self.opts.cert_reload_interval)
+            self._watcher = tls.start_watcher(self.opts.tls.reload_interval)
             self.server = uvicorn_server(self.app(), tls, **kwargs)
         else:
             self.server = uvicorn.Server(uvicorn.Config(self.app(), **kwargs))
@@ -401,7 +332,7 @@ class Process:
 
 
 def run(opts: ServeOptions) -> int:
-    logs.setup(opts.log_level, fmt=opts.log_format)
+    logs.setup(opts.logs.level, fmt=opts.logs.format)
     if not opts.webhook and not opts.worker:
         log.error("nothing to run: --no-webhook and --no-worker together")
         return 2

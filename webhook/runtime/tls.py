@@ -18,13 +18,14 @@ dispatch context from it.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import os
 import ssl
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,14 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..core.api.objects import format_time
-from ..install.certs import TLS_CERT, TLS_KEY, CertError, parse_key_pair
+from ..install.certs import DEFAULT_CERT_DIR, TLS_CERT, TLS_KEY
+from ..install.pki import (
+    DEFAULT_CA_VALIDITY,
+    DEFAULT_RENEW_BEFORE,
+    DEFAULT_VALIDITY,
+    CertError,
+    parse_key_pair,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +62,39 @@ _SSL_KWARGS = frozenset(
         "ssl_context_factory",
     }
 )
+
+
+@dataclass(frozen=True)
+class TLSSettings:
+    """The webhook's serving certificates: the directory they are read from and how often it is
+    looked at again; whether the worker's leader renews them (``rotation.py``), and for how long."""
+
+    cert_dir: Path = field(
+        default=Path(DEFAULT_CERT_DIR), metadata={"help": "holds ca.crt, tls.crt, tls.key"}
+    )
+    #: Seconds between looks for a new serving pair in ``cert_dir``.
+    reload_interval: float = 2.0
+    rotate: bool = field(
+        default=False,
+        metadata={
+            "help": "the worker's leader renews the webhook's self-managed certificates (the Secrets "
+            "draxr-webhook-ca and draxr-webhook-tls, the webhook configurations' caBundle) before they expire"
+        },
+    )
+    validity: dt.timedelta = field(
+        default=DEFAULT_VALIDITY, metadata={"help": "lifetime of a renewed serving certificate"}
+    )
+    renew_before: dt.timedelta = field(
+        default=DEFAULT_RENEW_BEFORE,
+        metadata={"help": "renew a serving certificate this long before it expires"},
+    )
+    ca_validity: dt.timedelta = field(
+        default=DEFAULT_CA_VALIDITY,
+        metadata={
+            "help": "lifetime of a renewed CA; a CA is renewed once it could not outlive a serving "
+            "certificate and its renewal window"
+        },
+    )
 
 
 class TLSConfigError(Exception):
@@ -261,7 +302,7 @@ class ReloadingTLS:
         with self._changed:
             return self._changed.wait_for(lambda: self._generation > after_generation, timeout)
 
-    def start_watcher(self, interval: float = 2.0) -> CertWatcher:
+    def start_watcher(self, interval: float = TLSSettings.reload_interval) -> CertWatcher:
         """Check the files every ``interval`` seconds on a daemon thread until ``stop()``."""
         if not interval > 0:
             raise TLSConfigError(f"watch interval must be positive, got {interval}")

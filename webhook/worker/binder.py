@@ -18,6 +18,7 @@ import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..core.allocation.claims import extended_resource_claim_status, reserved_for, special_claim
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
@@ -25,10 +26,12 @@ from ..core.api.objects import Obj, as_dict, as_list, key, name, namespace, stat
 from ..core.scheduling.framework import Decision
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient
 from ..kube.resources import PODS, RESOURCE_CLAIMS
+from ..kube.retry import retry_on_conflict
 
 log = logging.getLogger("draxr.binder")
 
-CONFLICT_RETRIES = 5
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class NotLeader(Exception):
@@ -130,17 +133,30 @@ class Binder:
         return created
 
     def _retry_conflicts(self, call: Callable[[], Obj]) -> Obj:
-        for attempt in range(CONFLICT_RETRIES):
+        """A write made again as is on a conflict (a create from ``generateName``, a merge patch);
+        the last conflict is raised."""
+
+        def write(_: None) -> Obj:
             self._check()
-            try:
-                return call()
-            except ApiError as e:
-                if not e.conflict or attempt == CONFLICT_RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+            return call()
+
+        return retry_on_conflict(write, None)
+
+    def _on_conflict(
+        self, mutate: Callable[[T], R], current: T, reread: Callable[[], T] | None, what: str
+    ) -> R:
+        """``retry_on_conflict``; conflicts that do not stop: ``BindError("<what>: too many conflicts")``."""
+        try:
+            return retry_on_conflict(mutate, current, reread)
+        except ApiError as e:
+            if not e.conflict:
+                raise
+            raise BindError(f"{what}: too many conflicts") from e
 
     def _ensure_finalizer(self, claim: Obj) -> Obj:
-        for _ in range(CONFLICT_RETRIES):
+        ns, cname = namespace(claim), name(claim)
+
+        def add(claim: Obj) -> Obj:
             self._check()
             meta = claim.setdefault("metadata", {})
             finalizers = list(as_list(meta.get("finalizers")))
@@ -150,12 +166,13 @@ class Binder:
             try:
                 return self.client.update(RESOURCE_CLAIMS, claim)
             except ApiError as e:
-                if not e.conflict:
-                    raise BindError(
-                        f"add finalizer to claim {namespace(claim)}/{name(claim)}: {e.message}"
-                    ) from e
-                claim = self._get_claim(namespace(claim), name(claim))
-        raise BindError(f"add finalizer to claim {namespace(claim)}/{name(claim)}: too many conflicts")
+                if e.conflict:
+                    raise
+                raise BindError(f"add finalizer to claim {ns}/{cname}: {e.message}") from e
+
+        return self._on_conflict(
+            add, claim, lambda: self._get_claim(ns, cname), f"add finalizer to claim {ns}/{cname}"
+        )
 
     def _get_claim(self, ns: str, cname: str) -> Obj:
         try:
@@ -180,7 +197,8 @@ class Binder:
         saves a read, a stale one costs a 409 and a fresh read.
         """
         claim = copy.deepcopy(known) if known is not None else self._get_claim(ns, cname)
-        for _ in range(CONFLICT_RETRIES):
+
+        def reserve(claim: Obj) -> None:
             if expected_uid and uid(claim) != expected_uid:
                 raise BindError(f"claim {ns}/{cname} got deleted in the meantime")
             st = claim.setdefault("status", {})
@@ -200,14 +218,16 @@ class Binder:
             self._check()
             try:
                 self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
-                return
             except ApiError as e:
-                if not e.conflict:
-                    if e.not_found:
-                        raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
-                    raise BindError(f"update claim {ns}/{cname} status: {e.message}") from e
-                claim = self._get_claim(ns, cname)
-        raise BindError(f"update claim {ns}/{cname} status: too many conflicts")
+                if e.conflict:
+                    raise
+                if e.not_found:
+                    raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
+                raise BindError(f"update claim {ns}/{cname} status: {e.message}") from e
+
+        self._on_conflict(
+            reserve, claim, lambda: self._get_claim(ns, cname), f"update claim {ns}/{cname} status"
+        )
 
     def _patch_pod_status(self, pod: Obj, erc_status: Obj) -> None:
         if not erc_status.get("requestMappings"):
@@ -246,21 +266,22 @@ class Binder:
     # -- Bind ------------------------------------------------------------------------------------
 
     def bind(self, pod: Obj, node: str) -> None:
-        for _ in range(CONFLICT_RETRIES):
+        def bind(_: None) -> None:
             self._check()
             try:
                 self.client.bind(namespace(pod), name(pod), uid(pod), node)
-                break
             except ApiError as e:
                 if not e.conflict:
                     raise BindError(f"binding rejected: {e.message}") from e
+                # Every conflict, the last one too, asks where the pod is.
                 current = self._current_node(pod)
                 if current == node:
-                    break  # an earlier attempt's binding went through
+                    return  # an earlier attempt's binding went through
                 if current is not None:
                     raise BindError(f"binding rejected: pod is already assigned to node {current}") from e
-        else:
-            raise BindError("binding rejected: too many conflicts")
+                raise
+
+        self._on_conflict(bind, None, None, "binding rejected")
         self._observe("bound", pod)
 
     def _current_node(self, pod: Obj) -> str | None:
@@ -286,7 +307,7 @@ class Binder:
                 log.warning("unreserve: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)})
         for ns, cname, allocated_here in written.user_claims:
             try:
-                self.release_claim(ns, cname, uid(pod), deallocate=allocated_here)
+                self.unreserve_claim(ns, cname, uid(pod), deallocate=allocated_here)
             except (ApiError, BindError, NotLeader) as e:
                 log.warning("unreserve: release claim: %s", e, extra={"pod": key(pod), "claim": cname})
         if written.pod_status:
@@ -305,13 +326,13 @@ class Binder:
                 return None
             raise
 
-    def release_claim(
+    def unreserve_claim(
         self, ns: str, cname: str, pod_uid: str, *, deallocate: bool, known: Obj | None = None
     ) -> Obj | None:
         """Take the pod out of ``reservedFor``; clear the allocation when nobody is left.
         ``known``: a copy the caller just read, used for the first attempt (a conflict reads again)."""
-        for attempt in range(CONFLICT_RETRIES):
-            claim = known if attempt == 0 and known is not None else self.read_claim(ns, cname)
+
+        def unreserve(claim: Obj | None) -> Obj | None:
             if claim is None:
                 return None
             st = claim.setdefault("status", {})
@@ -329,15 +350,21 @@ class Binder:
             except ApiError as e:
                 if e.not_found:
                     return None
-                if not e.conflict:
-                    raise
-                continue
+                raise
             return self._drop_finalizer(released) if drop_alloc else released
-        raise BindError(f"release claim {ns}/{cname}: too many conflicts")
+
+        first = known if known is not None else self.read_claim(ns, cname)
+        return self._on_conflict(
+            unreserve, first, lambda: self.read_claim(ns, cname), f"release claim {ns}/{cname}"
+        )
 
     def _drop_finalizer(self, claim: Obj) -> Obj | None:
         """A deallocated claim no longer needs its delete protection."""
-        for _ in range(CONFLICT_RETRIES):
+        ns, cname = namespace(claim), name(claim)
+
+        def drop(claim: Obj | None) -> Obj | None:
+            if claim is None or as_dict(claim.get("status")).get("allocation"):
+                return claim  # gone, or allocated again meanwhile: the finalizer stays
             meta = claim.setdefault("metadata", {})
             finalizers = as_list(meta.get("finalizers"))
             if DELETE_PROTECTION_FINALIZER not in finalizers:
@@ -349,50 +376,44 @@ class Binder:
             except ApiError as e:
                 if e.not_found:
                     return None
-                if not e.conflict:
-                    raise
-            fresh = self.read_claim(namespace(claim), name(claim))
-            if fresh is None or as_dict(fresh.get("status")).get("allocation"):
-                return fresh  # gone, or allocated again meanwhile: the finalizer stays
-            claim = fresh
-        raise BindError(f"remove finalizer of claim {namespace(claim)}/{name(claim)}: too many conflicts")
+                raise
+
+        first: Obj | None = claim
+        return self._on_conflict(
+            drop, first, lambda: self.read_claim(ns, cname), f"remove finalizer of claim {ns}/{cname}"
+        )
 
     def delete_claim(
         self, ns: str, cname: str, claim_uid: str | None = None, *, known: Obj | None = None
     ) -> bool:
         """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine.
         ``known``: a copy the caller just wrote or read, used for the first attempt."""
-        for attempt in range(CONFLICT_RETRIES):
-            claim = known if attempt == 0 and known is not None else self.read_claim(ns, cname)
+
+        def delete(claim: Obj | None) -> bool:
             if claim is None:
                 return True
             if claim_uid and uid(claim) != claim_uid:
                 return True  # a different claim with the same name: not ours to delete
             meta = claim.setdefault("metadata", {})
             finalizers = as_list(meta.get("finalizers"))
-            if DELETE_PROTECTION_FINALIZER in finalizers:
-                meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-                self._check()
-                try:
-                    self.client.update(RESOURCE_CLAIMS, claim)
-                except ApiError as e:
-                    if e.not_found:
-                        return True
-                    if e.conflict:
-                        continue
-                    raise
-            self._check()
             try:
+                if DELETE_PROTECTION_FINALIZER in finalizers:
+                    meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
+                    self._check()
+                    self.client.update(RESOURCE_CLAIMS, claim)
+                self._check()
                 self.client.delete(RESOURCE_CLAIMS, cname, ns, uid=uid(claim))
             except ApiError as e:
                 if e.not_found:
                     return True
-                if e.conflict:
-                    continue
                 raise
             self.on_claim("delete", True)
             return True
-        raise BindError(f"delete claim {ns}/{cname}: too many conflicts")
+
+        first = known if known is not None else self.read_claim(ns, cname)
+        return self._on_conflict(
+            delete, first, lambda: self.read_claim(ns, cname), f"delete claim {ns}/{cname}"
+        )
 
 
 def same_allocation(a: Obj, b: Obj) -> bool:

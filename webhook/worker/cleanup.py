@@ -11,31 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..core.api.objects import Obj, as_dict, controller_ref, name, namespace, status, uid
+from ..core.api.objects import Obj, as_dict, controller_ref, name, namespace, uid
+from ..core.api.orphans import orphaned, owner_pod_uid
 from ..core.api.specialclaims import is_special_claim
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import PODS
 from .binder import Binder, BindError, NotLeader
 
 log = logging.getLogger("draxr.cleanup")
-
-TERMINAL = ("Succeeded", "Failed")
-
-
-def pod_is_done(pod: Obj) -> bool:
-    return status(pod).get("phase") in TERMINAL
-
-
-def special_claim_name(pod: Obj) -> str | None:
-    erc = as_dict(status(pod).get("extendedResourceClaimStatus"))
-    n = erc.get("resourceClaimName")
-    return n if isinstance(n, str) and n else None
-
-
-def superseded(pod: Obj, claim: Obj) -> bool:
-    """A bound pod uses the claim its ``extendedResourceClaimStatus`` names (written before the
-    binding); any other special claim it owns is a leftover of a failed binding cycle."""
-    return bool((pod.get("spec") or {}).get("nodeName")) and special_claim_name(pod) != name(claim)
 
 
 class Cleaner:
@@ -45,9 +28,10 @@ class Cleaner:
         #: Orphans the last ``repair`` confirmed with the API but could not release.
         self.unrepaired = 0
 
-    def release(self, ns: str, claim_name: str, pod_uid: str) -> bool:
-        """Free one special claim of a finished or deleted pod (or one its bound pod does not use).
-        True when nothing is left."""
+    def unreserve_and_delete(self, ns: str, claim_name: str, pod_uid: str) -> bool:
+        """Take a finished or deleted pod (or a bound one that does not use the claim) out of its
+        special claim's ``reservedFor``, deallocate the claim and delete it; True when nothing is
+        left (a claim another pod still holds stays, unreserved for this one: False)."""
         try:
             current = self.binder.read_claim(ns, claim_name)
             if current is None or not is_special_claim(current):
@@ -55,7 +39,7 @@ class Cleaner:
             owner = controller_ref(current)
             if owner is not None and owner.get("uid") != pod_uid:
                 return True  # belongs to a newer pod of the same name
-            claim = self.binder.release_claim(ns, claim_name, pod_uid, deallocate=True, known=current)
+            claim = self.binder.unreserve_claim(ns, claim_name, pod_uid, deallocate=True, known=current)
             if claim is None:
                 return True
             if as_dict(claim.get("status")).get("reservedFor"):
@@ -68,18 +52,14 @@ class Cleaner:
             return False
 
     def orphans(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> list[Obj]:
-        """Special claims whose controller pod is gone (by uid) or finished, and claims a bound pod
-        does not use (left behind by a binding cycle that failed half-way: the pod's
-        ``extendedResourceClaimStatus``, written before the binding, names the one it uses)."""
+        """Special claims controlled by a pod that the cache (``pod_exists``, by uid) shows
+        ``orphaned``: gone, finished, or bound with another claim."""
         out: list[Obj] = []
         for claim in claims:
             if not is_special_claim(claim):
                 continue
-            owner = controller_ref(claim)
-            if owner is None or owner.get("kind") != "Pod":
-                continue
-            pod = pod_exists(str(owner.get("uid", "")))
-            if pod is None or pod_is_done(pod) or superseded(pod, claim):
+            owner_uid = owner_pod_uid(claim)
+            if owner_uid is not None and orphaned(claim, pod_exists(owner_uid)):
                 out.append(claim)
         return out
 
@@ -90,7 +70,7 @@ class Cleaner:
             pod = self.client.get(PODS, str(owner.get("name", "")), namespace(claim))
         except ApiError as e:
             return e.not_found
-        return uid(pod) != owner.get("uid") or pod_is_done(pod) or superseded(pod, claim)
+        return orphaned(claim, pod)
 
     def repair(self, claims: list[Obj], pod_exists: Callable[[str], Obj | None]) -> int:
         repaired = confirmed = 0
@@ -98,8 +78,7 @@ class Cleaner:
             if not self.confirm_gone(claim):
                 continue
             confirmed += 1
-            owner_uid = str((controller_ref(claim) or {}).get("uid", ""))
-            if self.release(namespace(claim), name(claim), owner_uid):
+            if self.unreserve_and_delete(namespace(claim), name(claim), owner_pod_uid(claim) or ""):
                 repaired += 1
         self.unrepaired = confirmed - repaired
         return repaired

@@ -27,6 +27,7 @@ from ..core.paths.rewrite import TemplateRef, template, template_ref, templates_
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import RESOURCE_CLAIM_TEMPLATES
+from .config import WorkerConfig
 
 log = logging.getLogger("draxr.templates")
 
@@ -40,7 +41,7 @@ class TemplateKeeper:
         cache: ClusterCache,
         fence: Callable[[], bool],
         *,
-        grace: float = 60.0,
+        grace: float = WorkerConfig.template_grace,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client

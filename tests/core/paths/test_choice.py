@@ -15,16 +15,16 @@ CLASSES = {GPU: "gpu.example.com"}
 
 def test_paths() -> None:
     both_on = {"apiserver_gate": True, "kubelet_gate_on_dra_nodes": True, "device_plugin_nodes": False}
-    assert decide_path("auto", **both_on).path == "native"
-    assert decide_path("auto", **{**both_on, "apiserver_gate": False}).path == "rewrite"
-    assert decide_path("auto", **{**both_on, "kubelet_gate_on_dra_nodes": False}).path == "rewrite"
+    assert decide_path("auto", **both_on).kind == "native"
+    assert decide_path("auto", **{**both_on, "apiserver_gate": False}).kind == "rewrite"
+    assert decide_path("auto", **{**both_on, "kubelet_gate_on_dra_nodes": False}).kind == "rewrite"
     mixed = {**both_on, "apiserver_gate": False, "device_plugin_nodes": True, "dra_room": False}
-    assert decide_path("auto", **mixed).path == "device-plugin"
-    assert decide_path("auto", **mixed, force_rewrite=True).path == "rewrite"
-    assert decide_path("auto", **{**mixed, "dra_room": True}).path == "rewrite"
-    assert decide_path("native", **{**both_on, "apiserver_gate": False}).path == "native"
-    assert decide_path("rewrite", **both_on).path == "rewrite"
-    assert decide_path("off", **both_on).path == "none"
+    assert decide_path("auto", **mixed).kind == "device-plugin"
+    assert decide_path("auto", **mixed, force_rewrite=True).kind == "rewrite"
+    assert decide_path("auto", **{**mixed, "dra_room": True}).kind == "rewrite"
+    assert decide_path("native", **{**both_on, "apiserver_gate": False}).kind == "native"
+    assert decide_path("rewrite", **both_on).kind == "rewrite"
+    assert decide_path("off", **both_on).kind == "none"
     for mode in ("auto", "native", "rewrite", "off"):
         for flags in (both_on, mixed):
             for rooms in itertools.product((False, True), repeat=3):
@@ -46,7 +46,7 @@ def test_mixed_clusters_go_where_the_pod_fits_now_dra_first() -> None:
         choice = decide_path(
             "auto", **mixed, dra_room=dra_room, plugin_room=plugin_room, dra_devices=dra_devices
         )
-        assert choice.path == path, (dra_room, plugin_room, dra_devices)
+        assert choice.kind == path, (dra_room, plugin_room, dra_devices)
         assert (
             decide_path(
                 "auto",
@@ -55,7 +55,7 @@ def test_mixed_clusters_go_where_the_pod_fits_now_dra_first() -> None:
                 plugin_room=plugin_room,
                 dra_devices=dra_devices,
                 force_rewrite=True,
-            ).path
+            ).kind
             == "rewrite"
         )
 
@@ -70,11 +70,11 @@ def kubelet(name: str, version: str, allocatable: dict[str, int] | None = None, 
 def test_path_for_reads_the_cluster() -> None:
     cls = device_class("gpu.example.com", ext=GPU)
     old_dra = state_of(kubelet("dra", "v1.35.4"), cls, resource_slice("s", gpus(2), node_name="dra"))
-    assert path_for(old_dra, CLASSES, "auto", apiserver_gate=True).path == "rewrite"
+    assert path_for(old_dra, CLASSES, "auto", apiserver_gate=True).kind == "rewrite"
     assert "kubelet" in path_for(old_dra, CLASSES, "auto", apiserver_gate=True).why
     new_dra = state_of(kubelet("dra", "v1.36.1"), cls, resource_slice("s", gpus(2), node_name="dra"))
-    assert path_for(new_dra, CLASSES, "auto", apiserver_gate=True).path == "native"
-    assert path_for(new_dra, CLASSES, "auto", apiserver_gate=False).path == "rewrite"
+    assert path_for(new_dra, CLASSES, "auto", apiserver_gate=True).kind == "native"
+    assert path_for(new_dra, CLASSES, "auto", apiserver_gate=False).kind == "rewrite"
 
 
 def gpu_pod(count: int) -> Obj:
@@ -89,7 +89,7 @@ def test_the_kep_example_with_the_gate_off_uses_dra_while_it_has_room() -> None:
     mixed = state_of(kubelet("dp", "v1.35.4", {GPU: 2}), kubelet("dra", "v1.35.4"), cls, slices)
 
     def path(p: Obj, **kw: bool) -> str:
-        return path_for(mixed, CLASSES, "auto", apiserver_gate=False, pod=p, **kw).path
+        return path_for(mixed, CLASSES, "auto", apiserver_gate=False, pod=p, **kw).kind
 
     assert path(gpu_pod(2)) == "rewrite"
     assert path(gpu_pod(3)) == "device-plugin"  # neither fits; no DRA node ever can
@@ -104,7 +104,7 @@ def test_the_kep_example_with_the_gate_off_uses_dra_while_it_has_room() -> None:
     not_ready = state_of(
         kubelet("dp", "v1.35.4", {GPU: 2}, ready=False), kubelet("dra", "v1.35.4"), cls, slices
     )
-    assert path_for(not_ready, CLASSES, "auto", apiserver_gate=False, pod=gpu_pod(3)).path == "rewrite"
+    assert path_for(not_ready, CLASSES, "auto", apiserver_gate=False, pod=gpu_pod(3)).kind == "rewrite"
 
 
 def test_in_a_mixed_cluster_the_gates_and_the_mode_decide_before_the_device_plugin_nodes() -> None:
@@ -112,12 +112,12 @@ def test_in_a_mixed_cluster_the_gates_and_the_mode_decide_before_the_device_plug
     slices = resource_slice("s", gpus(2), node_name="dra")
     mixed = state_of(kubelet("dp", "v1.36.1", {GPU: 2}), kubelet("dra", "v1.36.1"), cls, slices)
     big = gpu_pod(3)  # fits nowhere: a node-reading answer would leave it to the device plugin
-    assert path_for(mixed, CLASSES, "auto", apiserver_gate=True, pod=big).path == "native"
-    assert path_for(mixed, CLASSES, "native", apiserver_gate=False, pod=big).path == "native"
-    assert path_for(mixed, CLASSES, "off", apiserver_gate=True, pod=big).path == "none"
-    assert path_for(mixed, CLASSES, "auto", apiserver_gate=False, pod=big).path == "device-plugin"
+    assert path_for(mixed, CLASSES, "auto", apiserver_gate=True, pod=big).kind == "native"
+    assert path_for(mixed, CLASSES, "native", apiserver_gate=False, pod=big).kind == "native"
+    assert path_for(mixed, CLASSES, "off", apiserver_gate=True, pod=big).kind == "none"
+    assert path_for(mixed, CLASSES, "auto", apiserver_gate=False, pod=big).kind == "device-plugin"
     rewrite = path_for(mixed, CLASSES, "rewrite", apiserver_gate=True, pod=big)
-    assert (rewrite.path, rewrite.why) == (
+    assert (rewrite.kind, rewrite.why) == (
         "device-plugin",
         "no node has enough DRA devices; a device plugin serves it",
     )
@@ -125,5 +125,5 @@ def test_in_a_mixed_cluster_the_gates_and_the_mode_decide_before_the_device_plug
 
 def test_with_no_node_known_the_apiservers_gate_decides() -> None:
     empty = state_of(device_class("gpu.example.com", ext=GPU))
-    assert path_for(empty, CLASSES, "auto", apiserver_gate=True).path == "native"
-    assert path_for(empty, CLASSES, "auto", apiserver_gate=False).path == "rewrite"
+    assert path_for(empty, CLASSES, "auto", apiserver_gate=True).kind == "native"
+    assert path_for(empty, CLASSES, "auto", apiserver_gate=False).kind == "rewrite"

@@ -11,3 +11,5 @@ BINPACK = "binpack"
 SPREAD = "spread"
 UPSTREAM = "upstream"
 POLICIES = (BINPACK, SPREAD, UPSTREAM)
+#: What the worker and every command place by unless told otherwise.
+DEFAULT_POLICY = BINPACK

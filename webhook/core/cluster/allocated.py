@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..api.objects import Obj, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
+from ..api.orphans import TERMINAL_PHASES
 from ..api.podresources import pod_requests_nonzero
 from ..api.quantity import Quantity, try_parse
 from ..api.specialclaims import is_special_claim
@@ -32,8 +33,6 @@ from .slices import DeviceKey, Pool
 ClaimKey = tuple[str, str]  # (namespace, name)
 FlipListener = Callable[[DeviceKey, bool], None]  # (device, now taken)
 ShareListener = Callable[[DeviceKey], None]  # (device whose shares changed)
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def _held(claim: Obj) -> Iterator[tuple[DeviceKey, Obj]]:

@@ -19,13 +19,14 @@ from ..cluster.state import ClusterState
 from ..scheduling.plugins.dynamicresources.mappings import class_demand, device_demand
 
 Mode = Literal["auto", "native", "rewrite", "off"]
-Path = Literal["native", "rewrite", "device-plugin", "none"]
+#: The path a pod takes (not a file path, nor a JSON Pointer or field path).
+PathKind = Literal["native", "rewrite", "device-plugin", "none"]
 MODES: Final = ("auto", "native", "rewrite", "off")
 
 
 @dataclass(frozen=True, slots=True)
 class PathChoice:
-    path: Path
+    kind: PathKind
     why: str  # for the admission warning: short, no trailing period
 
 

@@ -39,7 +39,7 @@ from itertools import islice
 from typing import Any
 
 from ..allocation.allocator import AllocationError, ShareIds, Unsatisfiable
-from ..allocation.policy import BINPACK, POLICIES, SPREAD, UPSTREAM
+from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
 from ..api.capacityrequests import capacity_by_class
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
@@ -64,10 +64,11 @@ from .nodefilters import PodFilter, basic_filters
 from .plugins import noderesources
 from .plugins.dynamicresources import filter as dra_filter
 from .plugins.dynamicresources import score as dra_score
-from .plugins.dynamicresources.allocate import allocate, allocation_node, count_groups
+from .plugins.dynamicresources.allocate import allocate, count_groups
 from .plugins.dynamicresources.filter import CANNOT_ALLOCATE
 from .plugins.dynamicresources.mappings import create_requests_and_mappings
 from .plugins.dynamicresources.prefilter import pre_filter as dra_pre_filter
+from .plugins.dynamicresources.resume import allocation_node, still_allocatable
 from .plugins.dynamicresources.state import NodeFit, NodePlan
 from .sampling import (
     ADAPTIVE,
@@ -100,7 +101,7 @@ class Scheduler:
     def __init__(
         self,
         state: ClusterState,
-        policy: str = BINPACK,
+        policy: str = DEFAULT_POLICY,
         step_budget: int = 200_000,
         writer: str | None = None,
         percentage_of_nodes_to_score: int = ADAPTIVE,
@@ -435,10 +436,11 @@ class Scheduler:
         """Continue with an allocated special claim left by an interrupted binding cycle.
 
         Only when it is consistent: allocated on one node that still fits the pod, with exactly
-        the requests this pod needs there, and every user claim already allocated.
+        the requests this pod needs there, devices the allocator could still give it
+        (``resume.still_allocatable``), and every user claim already allocated.
         """
         node = allocation_node(claim)
-        if node is None or node not in self.state.nodes:
+        if node is None or node not in self.state.nodes or not still_allocatable(self.state, claim, node):
             return None
         try:
             cycle = self.pre_filter(pod, ignore_claim=True)

@@ -13,7 +13,7 @@ from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, PREFERRED, REQUIRED
 from ....api.capacityrequests import capacity_by_class
 from ....api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME
-from ....api.objects import Obj, as_dict, as_list, namespace, status
+from ....api.objects import Obj, namespace
 from ....cluster.slices import Device
 from ....cluster.state import ClusterState
 from ....cluster.topology import Value, alignment_constraints, constraint_demand, values_of, whole_groups
@@ -128,20 +128,6 @@ def count_groups(
     placement.groups = len(groups)
     placement.whole_before = whole_groups(groups)
     placement.whole_after = placement.whole_before - len(broken)
-
-
-def allocation_node(claim: Obj) -> str | None:
-    """The single node an allocation is pinned to (``matchFields metadata.name In [node]``)."""
-    selector = as_dict(as_dict(status(claim).get("allocation")).get("nodeSelector"))
-    terms = as_list(selector.get("nodeSelectorTerms"))
-    if len(terms) != 1:
-        return None
-    for req in as_list(as_dict(terms[0]).get("matchFields")):
-        r = as_dict(req)
-        values = as_list(r.get("values"))
-        if r.get("key") == "metadata.name" and r.get("operator") == "In" and len(values) == 1:
-            return str(values[0])
-    return None
 
 
 def in_memory_special_claim(pod: Obj, requests: list[Obj], constraints: list[Obj]) -> Obj:

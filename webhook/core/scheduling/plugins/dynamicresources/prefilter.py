@@ -4,6 +4,8 @@ special claim's requests where DRA serves every name, and draxr's alignment of t
 
 from __future__ import annotations
 
+from typing import Final
+
 from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, align_by, pod_alignment
 from ....api.capacityrequests import capacity_by_class
@@ -26,6 +28,11 @@ from ....cluster.topology import alignment_constraints, constraint_demand
 from ...framework import PreFilterFailed, ServedBy
 from .mappings import class_demand, create_requests_and_mappings, device_demand
 from .state import DraState, Scope
+
+#: ``resourceapi.ResourceClaimReservedForMaxSize``: the apiserver refuses more consumers.
+RESERVED_FOR_MAX_SIZE: Final = 256
+#: Upstream's PreFilter reason for a claim that cannot be reserved for the pod.
+IN_USE: Final = "resourceclaim in use"
 
 
 def pre_filter(state: ClusterState, pod: Obj, reqs: Units, policy: str, *, ignore_claim: bool) -> DraState:
@@ -123,7 +130,20 @@ def resolve_user_claims(state: ClusterState, pod: Obj) -> tuple[list[Obj], list[
                 raise PreFilterFailed(
                     f"ResourceClaim {ns}/{claim_name} was not created for pod {pod_name} (pod is not owner)"
                 )
+        if not can_be_reserved(claim, pod):
+            raise PreFilterFailed(IN_USE)
         claims.append(claim)
         if not status(claim).get("allocation"):
             to_allocate.append(claim)
     return claims, to_allocate
+
+
+def can_be_reserved(claim: Obj, pod: Obj) -> bool:
+    """Whether the pod can be added to the claim's ``reservedFor`` (or is there already). Upstream's
+    ``CanBeReserved`` says yes to any claim since 1.34 and leaves the 256 limit to the apiserver,
+    where PreBind would fail; draxr checks the limit here, before anything is written."""
+    reserved = as_list(status(claim).get("reservedFor"))
+    if len(reserved) < RESERVED_FOR_MAX_SIZE:
+        return True
+    pod_uid = uid(pod)
+    return any(as_dict(r).get("resource") == "pods" and as_dict(r).get("uid") == pod_uid for r in reserved)

@@ -1,0 +1,153 @@
+"""Least-privilege RBAC of draxr's two ServiceAccounts.
+
+The webhook (``serve --no-worker``) only reads, besides the gate probe's dry-run create; the worker
+(``serve --no-webhook``) gets exactly the verbs its binding cycle, cleanup and leader election use;
+with self-managed certificates, its leader may also update the two Secrets and the two webhook
+configurations it renews, by name. A test keeps each role equal to an explicit set of rules.
+"""
+
+from __future__ import annotations
+
+from ..core.api.objects import Obj
+from .names import CA_SECRET, LEASE, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION, WORKER, metadata
+
+
+def rbac(namespace: str) -> list[Obj]:
+    webhook_rules = [
+        {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices"],
+            "verbs": ["get", "list", "watch"],
+        },
+        # The gate probe: a dry-run create of a DeviceClass (nothing is ever stored).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+    worker_rules = [
+        {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["deviceclasses", "devicetaintrules", "resourceslices"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims"],
+            "verbs": ["get", "list", "watch", "create", "update", "delete"],
+        },
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        # 1.36+: writing status.allocation or status.reservedFor also needs this (the apiserver
+        # checks it as a separate authorization; kube-scheduler's role has it since 1.36).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaimtemplates"],
+            "verbs": ["get", "list", "watch", "create", "delete"],
+        },
+    ]
+    lease_rules = [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [LEASE],
+            "verbs": ["get", "update"],
+        },
+    ]
+    out: list[Obj] = []
+    for sa, rules in ((WEBHOOK, webhook_rules), (WORKER, worker_rules)):
+        component = "webhook" if sa == WEBHOOK else "worker"
+        out.append(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(sa, namespace, component)}
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": metadata(f"{sa}", None, component),
+                "rules": rules,
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": metadata(f"{sa}", None, component),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+            }
+        )
+    out.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata(f"{WORKER}-leader-election", namespace, "worker"),
+            "rules": lease_rules,
+        }
+    )
+    out.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(f"{WORKER}-leader-election", namespace, "worker"),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": f"{WORKER}-leader-election",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": WORKER, "namespace": namespace}],
+        }
+    )
+    return out
+
+
+def certificate_rbac(namespace: str) -> list[Obj]:
+    """What the worker's leader needs to renew self-managed certificates: read and update the two
+    Secrets and the two webhook configurations, by name."""
+    role = f"{WORKER}-certificates"
+    secrets = {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": [CA_SECRET, TLS_SECRET],
+        "verbs": ["get", "update"],
+    }
+    configurations = {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+        "resourceNames": [WEBHOOK_CONFIGURATION],
+        "verbs": ["get", "update"],
+    }
+    subjects = [{"kind": "ServiceAccount", "name": WORKER, "namespace": namespace}]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": metadata(role, None, "worker"),
+            "rules": [configurations],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": metadata(role, None, "worker"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": subjects,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata(role, namespace, "worker"),
+            "rules": [secrets],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(role, namespace, "worker"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subjects,
+        },
+    ]

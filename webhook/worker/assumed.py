@@ -1,0 +1,89 @@
+"""What a binding cycle wrote that the informers do not show yet, held until they do.
+
+kube-scheduler assumes a pod it bound until its cache shows the binding, and the DRA plugin keeps a
+claim it wrote in an assume cache until the informer catches up. The worker does both: an event of a
+bound pod that still shows no node must not schedule it again, and a decision's reservation of
+devices stays until the cache shows the claims that hold them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..core.api.objects import Obj, name, namespace, spec, uid
+from ..core.cluster.allocated import allocated_devices
+from ..kube.cache import ClusterCache
+
+ClaimKey = tuple[str, str]  # (namespace, name)
+
+
+class AssumedPods:
+    """Pods this worker bound that the cache still shows unbound. A late event of such a pod (its
+    mapping's status write, say) must not schedule it again, or PostFilter would take the claim of
+    a bound pod for a stale one and delete it."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self._cache = cache
+        self._nodes: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def assume(self, pod_uid: str, node: str) -> None:
+        """After Bind; nothing when the cache already shows the pod bound, or gone. Under the lock
+        the event handlers take, so that the event showing the node cannot slip in between."""
+        with self._lock:
+            current = self._cache.pod(pod_uid)
+            if current is not None and not spec(current).get("nodeName"):
+                self._nodes[pod_uid] = node
+
+    def node(self, pod_uid: str) -> str | None:
+        """The node this worker bound the pod to, while the cache does not show it yet."""
+        with self._lock:
+            return self._nodes.get(pod_uid)
+
+    def stale(self, etype: str, pod: Obj) -> bool:
+        """True for an event older than this worker's binding of the pod (it shows no node yet);
+        the event that shows the node, or the deletion, ends the assumption."""
+        with self._lock:
+            if uid(pod) not in self._nodes:
+                return False
+            if etype != "DELETED" and not spec(pod).get("nodeName"):
+                return True
+            del self._nodes[uid(pod)]
+            return False
+
+
+class AssumedClaims:
+    """Each bound pod's in-flight reservation, until the cache shows every claim its binding cycle
+    wrote allocated (or gone, which a relist may show without the update in between); then the cache
+    forgets the reservation and counts the claims instead."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self._cache = cache
+        self._waiting: dict[str, set[ClaimKey]] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, token: str, written: list[ClaimKey]) -> None:
+        """Keep the reservation ``token`` until the cache shows ``written``; forget it at once when
+        it already does (the watch was faster than the binding cycle)."""
+        with self._lock:
+            waiting = set(written) - self._cache.allocated(written)
+            if waiting:
+                self._waiting[token] = waiting
+        if not waiting:
+            self._cache.forget_reservation(token)
+
+    def seen(self, etype: str, claim: Obj) -> None:
+        """A claim event: the reservations that waited only for this claim are forgotten."""
+        if etype != "DELETED" and not allocated_devices(claim):
+            return
+        written = (namespace(claim), name(claim))
+        done: list[str] = []
+        with self._lock:
+            for token, keys in self._waiting.items():
+                keys.discard(written)
+                if not keys:
+                    done.append(token)
+            for token in done:
+                del self._waiting[token]
+        for token in done:
+            self._cache.forget_reservation(token)

@@ -1,0 +1,48 @@
+"""The worker's settings (``draxr serve`` flags): each default is written here once.
+
+``help`` in a field's metadata is its flag's help (``commands/serve.py`` reads it).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+
+from ..core.allocation.policy import DEFAULT_POLICY
+from ..core.api.constants import DEFAULT_SCHEDULER_NAME
+from ..core.scheduling.sampling import ADAPTIVE
+from .queue import INITIAL_BACKOFF, MAX_BACKOFF
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    #: The pods whose ``spec.schedulerName`` this is are the worker's; also its Events' reporter.
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    #: ``core.allocation.policy``: binpack, spread or upstream.
+    policy: str = DEFAULT_POLICY
+    #: Binding cycles run at once (kube-scheduler's ``parallelism`` for binding).
+    bind_workers: int = 8
+    #: Seconds between passes that repair orphaned special claims.
+    orphan_interval: float = 60.0
+    #: The Events' ``reportingInstance``; ``draxr serve`` sets its leader election identity.
+    identity: str = socket.gethostname()
+    #: kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds.
+    initial_backoff: float = field(
+        default=INITIAL_BACKOFF,
+        metadata={"help": "backoff after a pod's first failed attempt; doubles per attempt"},
+    )
+    max_backoff: float = MAX_BACKOFF
+    #: An unused ResourceClaimTemplate of the rewrite is deleted after this many seconds.
+    template_grace: float = field(
+        default=60.0,
+        metadata={"help": "delete a rewrite ResourceClaimTemplate no pod has used for this long"},
+    )
+    #: ``core.scheduling.sampling``: 0 adaptive, 100 every node.
+    percentage_of_nodes_to_score: int = field(
+        default=ADAPTIVE,
+        metadata={
+            "help": "stop filtering once this share of the nodes fit and score only those, as "
+            "kube-scheduler's percentageOfNodesToScore (0: adaptive, 50%% minus 1 per 125 nodes, at least "
+            "5%% and 100 nodes; 100: every node)"
+        },
+    )
