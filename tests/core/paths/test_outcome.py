@@ -139,3 +139,23 @@ def test_a_fractional_quantity_is_not_rewritten_away() -> None:
     assert out.warnings == [
         path_warning([GPU], PathChoice("rewrite", "DRAExtendedResource is off in the apiserver"))
     ]
+
+
+def test_the_rewrite_carries_the_class_capacity_requests_into_its_patch() -> None:
+    """Issue 23: the webhook's rewrite of a pod whose class has ``draxr.io/capacity-requests``
+    names the share template (``-cap-``) and records its capacity requests for the worker."""
+    shared = device_class(CLASS, ext=GPU)
+    shared["metadata"]["annotations"] = {"draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}'}
+    n = node("dra")
+    n["status"]["nodeInfo"] = {"kubeletVersion": "v1.36.1"}
+    state = state_of(n, shared, resource_slice("s", gpus(2), node_name="dra"))
+    p = gpu_pod()
+    seen = facts(state, p, [GPU], gate=False)
+    assert seen.capacity == {CLASS: {"memory": "10Gi"}}
+    out = pod_outcome(p, seen, Routing("always"))
+    assert out.patch == rewrite_patch(
+        p, {GPU: CLASS}, Routing("always"), capacity={CLASS: {"memory": "10Gi"}}
+    )
+    assert out.patch != rewrite_patch(p, {GPU: CLASS}, Routing("always"))
+    claims = [op["value"] for op in out.patch if op["path"].startswith("/spec/resourceClaims")]
+    assert "-cap-" in str(claims)
