@@ -31,9 +31,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Everything but the real control plane (e2e-local): the e2e scenarios run on the emulator here.
+# The e2e scenarios' targets here are the emulator's two (a user's cluster is `DRAXR_E2E_TARGETS=cluster`).
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 4 -m 'not timed' --ignore=e2e/controlplane
-	$(BIN)/pytest -q -m timed --ignore=e2e/controlplane
+	DRAXR_E2E_TARGETS=emulator,emulator-gate-off $(BIN)/pytest -q -n 4 -m 'not timed' --ignore=e2e/controlplane
+	DRAXR_E2E_TARGETS=emulator,emulator-gate-off $(BIN)/pytest -q -m timed --ignore=e2e/controlplane
 
 bench: $(STAMP)
 	$(BIN)/python bench/allocate.py
