@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from webhook.kube.client import KubeClient
+
 from .local import ROWS, LocalCluster, LocalError, unavailable
 from .target import EMULATORS, Target, cluster_target, emulator_target
 
@@ -129,6 +131,7 @@ def target(backend: str | LocalCluster) -> Iterator[Target]:
             pytest.fail(f"the local control plane is not usable: {got}")
         t = got
         t.processes = backend.processes
+        t.writer = KubeClient.from_config(str(backend.cp.kubeconfig_path("worker")))
         t.local = True
         t.native = backend.row.native
     else:

@@ -65,6 +65,8 @@ CONTROLLERS = (*DEFAULT_CONTROLLERS, "deployment-controller", "replicaset-contro
 #: kube-controller-manager's client is limited to 20 requests/s by default: 200 pods in rewrite mode
 #: cost it ~1000 writes (claims from templates, then their release and deletion), 50 s of waiting.
 CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
+#: kube-scheduler's client, where it runs, as fast as kube-controller-manager's.
+SCHEDULER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
 #: ``draxr serve`` flags of every row, for the tests: an unused template of the rewrite goes after 1 s
 #: (the scenarios wait for it), the apiserver gate is probed every 5 s. ``--mode`` stays ``auto``.
 DRAXR_FLAGS = ("--template-grace", "1", "--gate-probe-interval", "5")
@@ -86,6 +88,8 @@ class Row:
     native: bool = True
     #: More ``draxr serve`` flags for the row's processes.
     draxr_flags: tuple[str, ...] = ()
+    #: kube-scheduler runs beside draxr (built for 1.36 only; e2e/test_coexistence.py).
+    scheduler: bool = False
 
 
 ROWS: dict[str, Row] = {
@@ -278,6 +282,8 @@ class LocalCluster:
             gates=row.gates,
             controllers=CONTROLLERS,
             controller_manager_args=CONTROLLER_MANAGER_ARGS,
+            scheduler=row.scheduler,
+            scheduler_args=SCHEDULER_ARGS,
             runtime_config={},
             workdir=self.workdir / "controlplane",
         )

@@ -200,6 +200,9 @@ class Target:
     local: bool = False
     #: The apiserver keeps the KEP-5004 fields: draxr takes the native path (else it rewrites).
     native: bool = True
+    #: As draxr's worker (an allowed writer of ``status.extendedResourceClaimStatus``), where the
+    #: suite has its credentials (None on a cluster it only reaches).
+    writer: KubeClient | None = None
 
     @property
     def ext(self) -> str:
@@ -395,6 +398,7 @@ def emulator_target(name: str = "emulator") -> Target:
         box.em.update_status("nodes", node)
     t = Target(name, box.admin, box.dev, box.kubeconfig("dev"), nodes, sandbox=box)
     t.processes = EmulatorProcesses(box)
+    t.writer = KubeClient.from_config(str(box.kubeconfig("worker")))
     t.local = True
     t.native = spec.gate
     # The emulator admits pods without a ServiceAccount (e2e/README.md, "The emulator and the real

@@ -18,6 +18,7 @@ from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS
 
 from .barrier import AdmissionBarrier
+from .controlplane.launcher import wait_until
 from .target import Target
 
 
@@ -85,6 +86,46 @@ def test_pods_are_routed_bound_mapped_and_cleaned_up(target: Target) -> None:
     for i in range(2):
         target.user.delete(PODS, f"gpu-{i}", target.namespace)
     target.wait("resourceclaims", lambda cs: not cs or None, timeout=60)
+
+
+def test_a_hand_written_mapping_naming_what_the_api_lacks_is_denied(target: Target) -> None:
+    """Issue 23, no silent no-device pods: even from an allowed writer, a mapping that names a
+    request its claim lacks, or a claim that does not exist, is denied by the pod-status hook (the
+    kubelet would give the container nothing)."""
+    if target.writer is None:
+        pytest.skip("the suite has no credentials of draxr's worker on this target")
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    target.pod("mapped", {target.ext: "1"})
+    [pod] = target.wait("pods", lambda ps: [p for p in ps if p["spec"].get("nodeName")], timeout=60)
+    good = pod["status"]["extendedResourceClaimStatus"]
+    claim = good["resourceClaimName"]
+    wrong_request = {
+        **good,
+        "requestMappings": [{**good["requestMappings"][0], "requestName": "container-0-request-7"}],
+    }
+    wrong_claim = {**good, "resourceClaimName": "mapped-extended-resources-nothere"}
+    for mapping, message in (
+        (wrong_request, f'"container-0-request-7": no request of this name in ResourceClaim "{claim}"'),
+        (
+            wrong_claim,
+            '"mapped-extended-resources-nothere": no ResourceClaim of this name in namespace '
+            f'"{target.namespace}"',
+        ),
+    ):
+        with pytest.raises(ApiError) as denied:
+            target.writer.patch(
+                PODS,
+                "mapped",
+                {"status": {"extendedResourceClaimStatus": mapping}},
+                namespace=target.namespace,
+                subresource="status",
+            )
+        assert denied.value.status == 422, denied.value.message
+        assert 'admission webhook "pods.validate.draxr.io" denied the request' in denied.value.message
+        assert message in denied.value.message
+    kept = target.admin.get(PODS, "mapped", target.namespace)["status"]["extendedResourceClaimStatus"]
+    assert kept == good
 
 
 def test_a_pod_with_a_claim_from_a_template_gets_both_allocated(target: Target) -> None:
@@ -241,6 +282,29 @@ def test_worker_failover(target: Target) -> None:
     target.wait("pods", _bound({"after"}), timeout=30)
     lease, _, retry = procs.lease
     assert time.monotonic() - killed < lease + retry + 3
+
+
+@pytest.mark.any_gate
+def test_the_webhook_reports_the_gate_answer_the_workers_leader_published(target: Target) -> None:
+    """Issue 23: one cluster-wide gate answer. The worker's leader probes the apiserver's gate and
+    writes it in ConfigMap draxr-apiserver-gate; the webhook replica reads it (kube/sharedgate.py),
+    with the RBAC ``draxr manifests`` grants, so both report the same mode."""
+    procs = target.processes
+    if procs is None or target.sandbox is not None:
+        # The emulator's draxr-0 is webhook and worker in one: tests/runtime/test_serve.py.
+        pytest.skip("the webhook and the workers run as separate processes only on the local rows")
+    leader = procs.leader(10)
+    readyz: list[str] = []
+
+    def shared() -> bool:
+        status, body = procs.webhook_get("/readyz")
+        readyz[:] = [f"{status} {body}"]
+        return status == 200 and f"(shared by {leader}, probed " in body
+
+    # The leader publishes at once; the webhook reads every 10 s.
+    wait_until(f"the webhook adopting {leader}'s answer", shared, 45, detail=lambda: str(readyz))
+    gate = "on" if target.native else "off"
+    assert f"apiserver DRAExtendedResource: {gate} (shared by {leader}" in readyz[0]
 
 
 def _special_claims_of(pod: str) -> Any:

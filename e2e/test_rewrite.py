@@ -309,6 +309,43 @@ def test_a_dry_run_shows_the_rewrite_and_creates_nothing(target: Target, kubectl
     assert templates == ([] if target.native else [f"draxr-{cls}-2"])
 
 
+def test_a_pod_created_on_a_node_is_left_alone_with_a_warning(target: Target, kubectl: str) -> None:
+    """Issue 23: a pod created with ``spec.nodeName`` is seen by no scheduler, so neither the rewrite
+    (its claims would never be allocated: ContainerCreating for ever) nor the native path (its
+    kubelet admits it without a device) can serve it. draxr leaves it alone, and warns where its
+    node does not advertise the name."""
+    cls = kep_class(target)
+    target.slice(target.nodes[0], 2)
+    node = target.nodes[0]
+    pod: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "placed", "namespace": target.namespace},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [container("c", {target.ext: "1"})],
+        },
+    }
+    done = target.kubectl("create", "-o", "yaml", "-f", "-", stdin=yaml.safe_dump(pod))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f'Warning: {target.ext}: node "{node}" does not advertise it; a pod with spec.nodeName gets no '
+        "DRA device"
+    ) in done.stderr
+    stored = target.admin.get(PODS, "placed", target.namespace)
+    [c] = stored["spec"]["containers"]
+    assert c["resources"]["requests"] == {target.ext: "1"}
+    assert "claims" not in c["resources"]
+    assert "resourceClaims" not in stored["spec"]
+    assert stored["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
+    annotations = stored["metadata"].get("annotations") or {}
+    assert REWRITTEN_ANNOTATION not in annotations
+    assert DRAXR_RESOURCES_ANNOTATION not in annotations
+    assert not target.objects("resourceclaims")
+    assert cls not in json.dumps(stored)
+
+
 def test_200_pods_created_and_deleted_leave_only_what_is_in_use(target: Target) -> None:
     """200 pods (one or two devices each: two templates in rewrite mode) come and go while one pod
     stays: its claim and its template are all that is left. Nothing outlives the pods that use it:
@@ -570,12 +607,13 @@ def test_switching_the_gate_while_draxr_runs_changes_the_mode_not_admitted_pods(
     assert_path(target, after, native=not target.native)  # the new path
     assert after["spec"]["schedulerName"] == "draxr"
     if modes[1] == "rewrite":
-        # A pod of the default scheduler keeps it when rewritten, unless draxr routes every pod.
+        # A pod of the default scheduler is routed to draxr when rewritten, as every pod consuming
+        # a class draxr manages (one allocator per device pool, issue 20), unless --route=never.
         probe: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}}
         probe["spec"] = {"containers": [container("c", {target.ext: "1"})]}
         shown = target.user.create(PODS, probe, target.namespace, dry_run=True)
         assert shown["spec"]["resourceClaims"]
-        assert shown["spec"]["schedulerName"] == ("draxr" if box.route == "always" else "default-scheduler")
+        assert shown["spec"]["schedulerName"] == ("default-scheduler" if box.route == "never" else "draxr")
     assert target.admin.get(PODS, "before", target.namespace) == before
     kept = {c["metadata"]["name"]: c for c in target.objects("resourceclaims")}
     for c in claims_before:

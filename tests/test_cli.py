@@ -37,6 +37,14 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["serve", "--max-large-reviews", "0"], "draxr serve: error: --max-large-reviews: must be a positive"),
     (["serve", "--route", "sometimes"], "draxr serve: error: --route: invalid choice: 'sometimes'"),
     (
+        ["serve", "--managed-classes", "tier in (a"],
+        "draxr serve: error: --managed-classes: 'tier in (a' is not a label selector",
+    ),
+    (
+        ["serve", "--unsupported-pods", "allow"],
+        "draxr serve: error: --unsupported-pods: invalid choice: 'allow'",
+    ),
+    (
         ["serve", "--namespace", "Draxr"],
         "draxr serve: error: --namespace: 'Draxr' is not a valid DNS-1123 label",
     ),
@@ -223,10 +231,6 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (
         ["validate", "-f", "x", "--strict", "--kubernetes-version", "1.33"],
         "draxr validate: error: --kubernetes-version: invalid choice: '1.33'",
-    ),
-    (
-        ["validate", "-f", "x", "--kubernetes-version", "1.36"],
-        "draxr validate: error: --kubernetes-version applies only with --strict",
     ),
     # convert
     (["convert"], "draxr convert: error: the following arguments are required: -f/--filename"),

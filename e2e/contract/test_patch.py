@@ -195,6 +195,37 @@ def test_patch_with_stale_resource_version_conflicts(api: Api, core: Any) -> Non
     assert obj["reason"] == "Conflict"
 
 
+def test_a_patch_naming_another_uid_is_invalid_on_the_object_and_its_status(api: Api, core: Any) -> None:
+    """``metadata.uid`` is immutable: upstream's ``PatchPodStatus`` puts the pod's uid in its patch, so
+    that a pod recreated under the same name refuses it (422); the object's own uid patches fine."""
+    uid = core.create_namespaced_pod(api.namespace, pod("p")).metadata.uid
+    for path in (_pod_path(api), _pod_path(api, sub="status")):
+        code, obj = _patch(api, path, {"metadata": {"uid": "an-older-pod"}, "status": {}}, MERGE)
+        assert (code, obj["reason"]) == (422, "Invalid"), path
+        assert 'metadata.uid: Invalid value: "an-older-pod": field is immutable' in obj["message"]
+        code, obj = _patch(api, path, {"metadata": {"uid": uid}}, MERGE)
+        assert code == 200, path
+
+
+def test_an_update_naming_another_uid_fails_its_precondition(api: Api, core: Any) -> None:
+    created = core.create_namespaced_pod(api.namespace, pod("p"))
+    current = json.loads(api.http("GET", _pod_path(api)).data)
+    stale = {**current, "metadata": {**current["metadata"], "uid": "an-older-pod"}}
+    del stale["metadata"]["resourceVersion"]
+    r = api.http(
+        "PUT",
+        _pod_path(api, sub="status"),
+        body=json.dumps(stale).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    obj = json.loads(r.data)
+    assert (r.status, obj["reason"]) == (409, "Conflict")
+    assert (
+        f"Precondition failed: UID in precondition: an-older-pod, UID in object meta: {created.metadata.uid}"
+        in obj["message"]
+    )
+
+
 def test_apply_patch_creates_and_updates(api: Api) -> None:
     body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: '1'\n"
     path = f"/api/v1/namespaces/{api.namespace}/configmaps/applied"

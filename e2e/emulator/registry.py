@@ -247,6 +247,7 @@ class Registry:
             cause = errors.invalid_value("metadata.resourceVersion", 0, "must be specified for an update")
             raise errors.invalid(req.rt.group, req.rt.plural, req.name, [cause])
         for _ in range(_RETRIES):
+            _check_uid_precondition(req, current, obj)
             try:
                 return await self._update_to(req, current, jsoncopy(obj), str(client_rv))
             except StoreConflict:
@@ -275,6 +276,7 @@ class Registry:
                     f"({req.name})"
                 )
             patched = self._decode_body(req, patched)
+            _check_uid_unchanged(req, current, patched)
             explicit_rv = str(meta.get("resourceVersion") or "")
             try:
                 return await self._update_to(req, current, patched, explicit_rv)
@@ -508,6 +510,25 @@ class Registry:
             deleted.append(result if result.get("kind") != "Status" else item)
         listed["items"] = deleted
         return listed
+
+
+def _check_uid_precondition(req: Request, current: Obj, obj: Obj) -> None:
+    """PUT: a uid in the body is a precondition (the registry's ``UpdatedObjectInfo``): 409 Conflict
+    when the object of that name now has another."""
+    wanted = _meta(obj).get("uid")
+    actual = current["metadata"].get("uid")
+    if wanted and wanted != actual:
+        why = f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}"
+        raise errors.conflict(req.rt.group, req.rt.plural, req.name, why)
+
+
+def _check_uid_unchanged(req: Request, current: Obj, patched: Obj) -> None:
+    """PATCH: a uid the patch sets that is not the object's fails validation (``metadata.uid`` is
+    immutable): how upstream's ``PatchPodStatus`` guards against a pod recreated under its name."""
+    uid = _meta(patched).get("uid")
+    if uid and uid != current["metadata"].get("uid"):
+        causes = [errors.invalid_value("metadata.uid", uid, "field is immutable")]
+        raise errors.invalid(req.rt.group, req.rt.kind, req.name, causes)
 
 
 def _deletion_finalizers(meta: Obj, options: Obj) -> list[str]:

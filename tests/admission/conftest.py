@@ -119,12 +119,20 @@ class Webhook:
         config: AdmissionConfig | None = None,
         cache: ClusterCache | None = None,
         apiserver_gate: bool = True,
+        apiserver_version: str = "",
     ) -> ClusterCache:
-        """``apiserver_gate``: whether the apiserver keeps the KEP-5004 fields (rewrite when not)."""
+        """``apiserver_gate``: whether the apiserver keeps the KEP-5004 fields (rewrite when not);
+        ``apiserver_version``: its ``/version`` (empty: unknown, the newest release's rules)."""
         self.cache = cache if cache is not None else ClusterCache.from_objects(list(objects))
         self.registry = CollectorRegistry()
         gate = (lambda: True) if apiserver_gate else (lambda: False)
-        self.server.switch.app = webhook_app(self.cache, config or AdmissionConfig(), self.registry, gate)
+        self.server.switch.app = webhook_app(
+            self.cache,
+            config or AdmissionConfig(),
+            self.registry,
+            gate,
+            apiserver_version=lambda: apiserver_version,
+        )
         return self.cache
 
     def post(self, path: str, body: Any) -> httpx.Response:

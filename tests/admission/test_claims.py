@@ -133,6 +133,37 @@ def test_a_pod_has_at_most_one(webhook: Webhook) -> None:
     ]
 
 
+def _aged(claim: Obj, created: str) -> Obj:
+    claim["metadata"]["creationTimestamp"] = created
+    return claim
+
+
+@pytest.mark.parametrize(("version", "allowed"), [("v1.37.2", True), ("v1.36.3", True), ("v1.35.4", False)])
+def test_the_pods_claim_is_the_one_quota_verifies(webhook: Webhook, version: str, allowed: bool) -> None:
+    """``getVerifiedPodUsage`` (1.36 on): with no pod status, the earliest owned claim is the pod's;
+    a writer's update of it is no duplicate of a later one (a failed cycle's leftover), whatever
+    their names. Under 1.35's rules every owned claim is discounted: one only."""
+    earliest = _aged(special_claim("p-extended-resources-zzzzz", OWNER), "2026-10-01T00:00:00Z")
+    later = _aged(special_claim("p-extended-resources-aaaaa", OWNER), "2026-10-01T00:00:09Z")
+    webhook.install([earliest, later], apiserver_version=version)
+    changed = copy.deepcopy(earliest)
+    changed["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    response = webhook.respond(PATH, _update(earliest, changed, user=WORKER))
+    assert response["allowed"] is allowed
+    if not allowed:
+        assert "already has the extended resource claim" in causes(response)[0][2]
+
+
+def test_a_new_claim_names_the_claim_quota_verifies(webhook: Webhook) -> None:
+    earliest = _aged(special_claim("p-extended-resources-zzzzz", OWNER), "2026-10-01T00:00:00Z")
+    later = _aged(special_claim("p-extended-resources-aaaaa", OWNER), "2026-10-01T00:00:09Z")
+    webhook.install([earliest, later])
+    response = webhook.respond(PATH, _create(special_claim("p-extended-resources-bbbbb", OWNER)))
+    assert causes(response)[0][2].endswith(
+        'already has the extended resource claim "p-extended-resources-zzzzz"'
+    )
+
+
 def test_a_claim_being_deleted_does_not_block_its_successor(webhook: Webhook) -> None:
     stale = special_claim("p-extended-resources-aaaaa", OWNER)
     stale["metadata"]["deletionTimestamp"] = "2025-06-01T00:00:00Z"

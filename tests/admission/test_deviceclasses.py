@@ -196,3 +196,40 @@ def test_a_malformed_capacity_requests_annotation_is_denied_with_its_path(webhoo
     ]
     obj["metadata"]["annotations"]["draxr.io/capacity-requests"] = '{"requests": {"memory": "10Gi"}}'
     assert webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))["allowed"] is True
+
+
+def test_tolerations_for_the_extended_resource_are_validated_as_upstreams_device_tolerations(
+    webhook: Webhook,
+) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23), ``validateDeviceToleration``'s rules."""
+    at = "metadata.annotations[draxr.io/extended-resource-tolerations]"
+    obj = device_class("c", GPU)
+    obj["metadata"]["annotations"] = {
+        "draxr.io/extended-resource-tolerations": '[{"key": "example.com/maintenance", "operator": "Exists",'
+        ' "effect": "NoSchedule", "tolerationSeconds": 60}, {"operator": "Sometimes"}]'
+    }
+    response = webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))
+    assert response["status"]["code"] == 422
+    assert causes(response) == [
+        (
+            f"{at}[0].effect",
+            "FieldValueInvalid",
+            "Invalid value: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set",
+        ),
+        (
+            f"{at}[1].operator",
+            "FieldValueNotSupported",
+            'Unsupported value: "Sometimes": supported values: "Equal", "Exists"',
+        ),
+    ]
+    good = '[{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]'
+    obj["metadata"]["annotations"]["draxr.io/extended-resource-tolerations"] = good
+    assert webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))["allowed"] is True
+    # one stored before draxr checked it does not block an unrelated edit; it is ignored, and said so
+    stored = copy.deepcopy(obj)
+    stored["metadata"]["annotations"]["draxr.io/extended-resource-tolerations"] = "[oops"
+    edited = copy.deepcopy(stored)
+    edited["metadata"]["labels"] = {"team": "gpu"}
+    response = webhook.respond(PATH, review(edited, operation="UPDATE", old=stored, resource=DEVICE_CLASS))
+    assert response["allowed"] is True
+    assert response["warnings"][0].startswith(f"draxr ignores {at}: Invalid value: ")

@@ -302,6 +302,16 @@ def test_the_claim_must_carry_the_annotation(webhook: Webhook, claim_args: Obj, 
     assert detail in response["status"]["message"]
 
 
+NOT_THIS_PODS = [
+    (
+        f"{ERCS}.resourceClaimName",
+        "FieldValueInvalid",
+        'Invalid value: "p-extended-resources-abcde": the ResourceClaim\'s controller owner is not this '
+        'Pod (uid "uid-p")',
+    )
+]
+
+
 def test_the_claim_must_be_controlled_by_this_pod(webhook: Webhook) -> None:
     old = gpu_pod()
     stranger = gpu_pod("q")
@@ -310,14 +320,25 @@ def test_the_claim_must_be_controlled_by_this_pod(webhook: Webhook) -> None:
     response = webhook.respond(
         PATH, _status_update(old, with_mapping(old, mapping(claim["metadata"]["name"])))
     )
-    assert causes(response) == [
-        (
-            f"{ERCS}.resourceClaimName",
-            "FieldValueInvalid",
-            'Invalid value: "p-extended-resources-abcde": the ResourceClaim\'s controller owner is not this '
-            'Pod (uid "uid-p")',
-        )
-    ]
+    assert causes(response) == NOT_THIS_PODS
+
+
+@pytest.mark.parametrize("api_version", ["v2", "apps/v1", None])
+def test_the_claims_controller_must_be_a_v1_pod(webhook: Webhook, api_version: str | None) -> None:
+    """Quota's ``getVerifiedPodUsage`` (and its owner index) count a special claim only under a
+    controller ``v1`` ``Pod``: a claim owned by the pod's uid under another apiVersion is not its."""
+    old = gpu_pod()
+    objects, claim = _cluster_with_claim(old)
+    ref = claim["metadata"]["ownerReferences"][0]
+    if api_version is None:
+        del ref["apiVersion"]
+    else:
+        ref["apiVersion"] = api_version
+    webhook.install(objects)
+    response = webhook.respond(
+        PATH, _status_update(old, with_mapping(old, mapping(claim["metadata"]["name"])))
+    )
+    assert causes(response) == NOT_THIS_PODS
 
 
 def test_every_request_name_must_be_in_the_claim(webhook: Webhook) -> None:
@@ -395,3 +416,87 @@ def test_a_snapshot_cache_is_not_waited_on(webhook: Webhook) -> None:
 def test_delete_and_connect_are_allowed(webhook: Webhook) -> None:
     old = gpu_pod("p", "0.5")
     assert webhook.respond(PATH, review(None, operation="DELETE", old=old))["allowed"] is True
+
+
+# --- UPDATE: a live read when the cache misses ---------------------------------------------------
+
+
+class LaggingCache:
+    """The webhook's informer-fed cache on the API emulator, whose ResourceClaim watch then stops
+    (every list and watch of claims fails): the API has what the cache never sees."""
+
+    def __init__(self, em: Any) -> None:
+        from webhook.kube.cache import WEBHOOK_KINDS
+        from webhook.kube.client import KubeClient
+
+        self.em = em
+        self.cache = ClusterCache()
+        self.cache.start(KubeClient(em.api_client()), WEBHOOK_KINDS)
+        assert self.cache.wait_synced(WEBHOOK_KINDS, 10)
+        em.inject(verbs=("list", "watch"), resource="resourceclaims", error=500)
+        em.drop_watches()
+
+    def review(self, old: Obj, new: Obj, wait: float = 10.0) -> Obj:
+        from webhook.admission.app import ENDPOINTS
+        from webhook.admission.blocking import MAY_BLOCK
+        from webhook.admission.context import Context
+        from webhook.admission.pods import review_pod
+        from webhook.admission.review import parse_request
+
+        ctx = Context.build(self.cache, AdmissionConfig(claim_wait_seconds=wait))
+        (endpoint,) = [e for e in ENDPOINTS if e.path == PATH]
+        token = MAY_BLOCK.set(True)
+        try:
+            verdict = review_pod(parse_request(_status_update(old, new), endpoint.expected), ctx)
+        finally:
+            MAY_BLOCK.reset(token)
+        return {"allowed": verdict.allowed, "status": verdict.status or {}}
+
+
+@pytest.fixture
+def lagging() -> Any:
+    from e2e.emulator import Emulator
+
+    with Emulator() as em:
+        for obj in gpu_cluster():
+            em.create(
+                {"DeviceClass": "deviceclasses", "Node": "nodes", "ResourceSlice": "resourceslices"}[
+                    obj["kind"]
+                ],
+                obj,
+            )
+        lag = LaggingCache(em)
+        try:
+            yield lag
+        finally:
+            lag.cache.stop()
+
+
+def test_a_claim_the_cache_has_not_seen_is_read_from_the_api(lagging: LaggingCache) -> None:
+    """The scheduler creates the claim before it writes the mapping (upstream's write order), so
+    the API has it: a live read answers at once, where waiting for a lagging watch denied a
+    correct mapping after the wait."""
+    old = gpu_pod()
+    claim = lagging.em.create("resourceclaims", special_claim("p-claim", old), "default")
+    assert lagging.cache.state.allocated.claims.get(("default", "p-claim")) is None
+    answer = lagging.review(old, with_mapping(old, mapping(claim["metadata"]["name"])))
+    assert answer["allowed"] is True
+    assert any(r.verb == "get" and r.resource == "resourceclaims" for r in lagging.em.requests())
+
+
+def test_a_mapping_naming_a_request_the_apis_claim_lacks_is_denied(lagging: LaggingCache) -> None:
+    """No silent no-device pod: the kubelet would hand the container nothing for a request its
+    claim does not have."""
+    old = gpu_pod()
+    lagging.em.create("resourceclaims", special_claim("p-claim", old), "default")
+    answer = lagging.review(old, with_mapping(old, mapping("p-claim", request="container-0-request-7")))
+    assert answer["allowed"] is False
+    assert answer["status"]["message"] == (
+        'Pod "p" is invalid: status.extendedResourceClaimStatus.requestMappings[0].requestName: '
+        'Invalid value: "container-0-request-7": no request of this name in ResourceClaim "p-claim"'
+    )
+    missing = lagging.review(old, with_mapping(old, mapping("p-other")), wait=0)
+    assert missing["status"]["message"] == (
+        'Pod "p" is invalid: status.extendedResourceClaimStatus.resourceClaimName: Invalid value: '
+        '"p-other": no ResourceClaim of this name in namespace "default"'
+    )

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.admission.builders import GPU, GPU_CLASS, decode_patch, gpu_cluster, review
 from tests.admission.conftest import Webhook
+from webhook.admission import AdmissionConfig
 from webhook.cli import main
 from webhook.commands.convert import run
 from webhook.core.api.objects import Obj
@@ -139,7 +140,9 @@ def test_a_converted_pod_is_what_the_webhook_makes_and_passes_it_unchanged(
     converted, tmpl = docs(out)
     assert tmpl["kind"] == "ResourceClaimTemplate"
 
-    webhook.install(gpu_cluster(), apiserver_gate=False)  # the gate off: the webhook rewrites
+    # The gate off: the webhook rewrites. Routing is the cluster's, not the manifest's: without it
+    # (--route=never) the webhook's pod is convert's.
+    webhook.install(gpu_cluster(), config=AdmissionConfig(route="never"), apiserver_gate=False)
     original = yaml.safe_load(_pod_yaml())
     response = webhook.respond("/mutate/pods", review(original))
     by_webhook = jsonpatch.apply_patch(copy.deepcopy(original), decode_patch(response))
@@ -446,6 +449,27 @@ def test_a_class_that_asks_for_alignment_gets_aligned_templates_unless_the_pod_o
     constraints = made[name]["spec"]["spec"]["devices"]["constraints"]
     assert constraints == [{"requests": ["devices"], "matchAttribute": PCIE_ROOT}]
     assert "constraints" not in made[f"draxr-{GPU_CLASS}-4"]["spec"]["spec"]["devices"]
+
+
+def test_a_class_that_tolerates_taints_gets_tolerating_templates(tmp_path: Path) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): as the webhook's rewrite does; the
+    templates stay schema-valid on every release (tolerations are a v1 request field)."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    tolerating = CLASSES.replace(
+        f"  name: {GPU_CLASS}\n",
+        f"  name: {GPU_CLASS}\n  annotations:\n    draxr.io/extended-resource-tolerations: "
+        f"'{json.dumps([toleration])}'\n",
+        1,
+    )
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump_all([workload("Deployment", _pod_spec(GPU, 2), "a")]) + "---\n" + tolerating)
+    code, out, err = convert(f)
+    assert (code, err) == (0, "")
+    [made] = [o for o in docs(out) if o["kind"] == "ResourceClaimTemplate"]
+    assert made["metadata"]["name"].startswith(f"draxr-{GPU_CLASS}-2-tolerating-")
+    assert made["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [toleration]
+    for version in VERSIONS:
+        validate_all([made], version)
 
 
 # --- --classes, --in-place, standard input, -o json -------------------------------------------------

@@ -82,6 +82,7 @@ def test_status_tells_the_installation_mode_classes_and_free_devices(sb: Sandbox
     assert lines[1] == f"worker: leader {sb.leader()} (Lease draxr-system/draxr-worker)"
     assert lines[2].startswith("mode: native since ")
     assert lines[3] == "cluster: 1 node, 1 pending pod for draxr"  # singular nouns
+    assert lines[4] == "double allocations: none (no device is in two claims)"
     assert "gpu.example.com  example.com/gpu, deviceclass.resource.kubernetes.io/gpu.example.com" in out
     assert lines[-2].split() == ["NODE", "DEVICECLASS", "FREE", "ALLOCATED"]
     assert lines[-1].split() == ["n1", "gpu.example.com", "1", "1"]
@@ -118,6 +119,62 @@ def test_status_on_a_cluster_without_draxr() -> None:
     assert "mode: unknown (no Mode Event in elsewhere)" in out
     assert "cluster: 0 nodes, 0 pending pods for draxr" in out
     assert "no DeviceClasses: no name is backed by DRA" in out
+
+
+def _allocated_claim(claim_name: str, device: str) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": claim_name, "namespace": "default"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": "gpu.example.com", "pool": "n1-gpu", "device": device}
+                    ]
+                }
+            }
+        },
+    }
+
+
+def test_status_names_a_device_in_two_claims_and_a_pod_without_devices() -> None:
+    # Issue 20: a device two schedulers allocated was counted once, and nobody was told; issue 23:
+    # a pod bound without its mapping ran without its GPU, silently.
+    with Sandbox() as other:
+        other.em.create("nodes", node("n1"))
+        other.em.create("deviceclasses", device_class())
+        other.em.create("resourceslices", gpu_slice("n1", 2))
+        for claim_name in ("c2", "x0-extended-resources-zxlw7"):
+            body = _allocated_claim(claim_name, "gpu-1")
+            allocated = body.pop("status")
+            created = other.em.create("resourceclaims", body)
+            other.em.update_status("resourceclaims", {**created, "status": allocated})
+        code, out, _ = draxr(other, "status")
+        silent = _pod("silent", 1, nodeName="n1", schedulerName="default-scheduler")
+        created = other.em.create("pods", silent)
+        other.em.update_status("pods", {**created, "status": {"phase": "Running"}})
+        code, out, _ = draxr(other, "status")
+        _, as_json, _ = draxr(other, "status", "-o", "json")
+    assert code == 0
+    assert (
+        "pods without devices: 1 pod asked for a DRA-backed name and run without it: default/silent on n1: "
+        "its status has no extendedResourceClaimStatus (its scheduler did not allocate them)"
+    ) in out.splitlines()
+    assert [p["pod"] for p in json.loads(as_json)["podsWithoutDevices"]] == ["default/silent"]
+    assert (
+        "double allocations: 1 device in two claims at once (two schedulers allocated from one pool): "
+        "gpu.example.com/n1-gpu/gpu-1 in default/c2 and default/x0-extended-resources-zxlw7"
+    ) in out.splitlines()
+    assert json.loads(as_json)["doubleAllocated"] == [
+        {
+            "device": "gpu.example.com/n1-gpu/gpu-1",
+            "claims": ["default/c2", "default/x0-extended-resources-zxlw7"],
+        }
+    ]
 
 
 # -- why --------------------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ def _write(path: Path, *docs: Obj) -> Path:
     return path
 
 
-def _run(*paths: Path) -> tuple[int, list[str], str]:
+def _run(*paths: Path, release: str = "1.36") -> tuple[int, list[str], str]:
     out, err = io.StringIO(), io.StringIO()
-    code = run(list(paths), out, err)
+    code = run(list(paths), out, err, kubernetes_version=release)
     return code, out.getvalue().splitlines(), err.getvalue()
 
 
@@ -199,7 +199,15 @@ def _quota(name: str, namespace: str, **hard: str) -> Obj:
     }
 
 
-def test_a_quota_on_the_name_but_not_on_the_class_is_reported(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("release", "warned"), [("1.34", True), ("1.35", True), ("1.36", False), ("1.37", False)]
+)
+def test_a_quota_on_the_name_but_not_on_the_class_is_reported_where_claims_escape_it(
+    tmp_path: Path, release: str, warned: bool
+) -> None:
+    """From 1.36 (the gate on as shipped) the claims of a class that names the resource in
+    ``spec.extendedResourceName`` are charged ``requests.<name>`` (``resource_claims.go``
+    ``addExtendedResourceQuota``): a rewritten pod stays limited, and no warning is due."""
     dc = yaml.safe_load((EXAMPLES / "deviceclass.yaml").read_text())
     gpu_key = "gpu.example.com.deviceclass.resource.k8s.io/devices"
     f = _write(
@@ -211,13 +219,16 @@ def test_a_quota_on_the_name_but_not_on_the_class_is_reported(tmp_path: Path) ->
         _quota("devices", "team-b", **{gpu_key: "4"}),  # quotas of a namespace add up
         _quota("cpu-only", "team-c", cpu="8"),
     )
-    code, lines, err = _run(f)
+    code, lines, err = _run(f, release=release)
     assert (code, err) == (0, "")
-    assert lines == [
+    warning = (
         f"{f}: document 1: ResourceQuota team-a/compute: warning: quota on example.com/gpu does not limit "
-        f"rewritten pods; add {gpu_key}",
-        "ok: 6 objects checked, 0 denied, 1 warning",
-    ]
+        f"rewritten pods; add {gpu_key}"
+    )
+    if warned:
+        assert lines == [warning, "ok: 6 objects checked, 0 denied, 1 warning"]
+    else:
+        assert lines == ["ok: 6 objects checked, 0 denied, 0 warnings"]
 
 
 def test_quota_on_an_implicit_name_and_on_a_name_from_the_annotation(tmp_path: Path) -> None:
@@ -402,10 +413,34 @@ def test_unreadable_standard_input(
     assert capsys.readouterr().err == "draxr validate: error: <stdin>: not UTF-8 text (byte 0)\n"
 
 
-def test_kubernetes_version_needs_strict(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["validate", "-f", "x", "--kubernetes-version", "1.35"])
-    assert exit_.value.code == 2
-    assert (
-        capsys.readouterr().err == "draxr validate: error: --kubernetes-version applies only with --strict\n"
+def test_kubernetes_version_chooses_the_quota_rules_without_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quota = _quota("q", "a", **{f"requests.{GPU}": "1"})
+    f = _write(tmp_path / "q.yaml", device_class("gpu.example.com", GPU), quota)
+    assert main(["validate", "-f", str(f), "--kubernetes-version", "1.35"]) == 0
+    assert capsys.readouterr().out.endswith("ok: 2 objects checked, 0 denied, 1 warning\n")
+    assert main(["validate", "-f", str(f), "--kubernetes-version", "1.37"]) == 0
+    assert capsys.readouterr().out.endswith("ok: 2 objects checked, 0 denied, 0 warnings\n")
+
+
+def test_a_pods_extended_resource_claim_is_the_one_quota_verifies(tmp_path: Path) -> None:
+    """``getVerifiedPodUsage``: with no pod status, the earliest owned claim is the pod's (1.36 on);
+    under 1.35's rules every owned claim is, so a second one is always a duplicate."""
+    owner = gpu_pod("p")
+    later = special_claim("p-extended-resources-aaaaa", owner)
+    earliest = special_claim("p-extended-resources-zzzzz", owner)
+    later["metadata"]["creationTimestamp"] = "2026-10-01T00:00:09Z"
+    earliest["metadata"]["creationTimestamp"] = "2026-10-01T00:00:00Z"
+    f = _write(tmp_path / "claims.yaml", later, earliest)
+    duplicate = (
+        f"{f}: document 1: ResourceClaim default/p-extended-resources-zzzzz: "
+        'metadata.ownerReferences[0].uid: Duplicate value: "uid-p": '
+        'Pod "p" already has the extended resource claim "p-extended-resources-aaaaa"'
     )
+    assert _run(f, release="1.36")[1] == ["ok: 2 objects checked, 0 denied, 0 warnings"]
+    assert _run(f, release="1.35")[1] == [duplicate, "denied: 2 objects checked, 1 denied, 0 warnings"]
+    # the pod in the files names the later claim: that one is the pod's, the earliest a duplicate
+    named = with_mapping(gpu_pod("p", 1), mapping("p-extended-resources-aaaaa"))
+    g = _write(tmp_path / "named.yaml", named, later, earliest)
+    assert _run(g, release="1.37")[1][0] == duplicate.replace(f"{f}: document 1", f"{g}: document 2")

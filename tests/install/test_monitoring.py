@@ -80,6 +80,8 @@ def test_the_rules_cover_what_an_operator_is_paged_for() -> None:
         "DraxrPodsPending",
         "DraxrCertificateExpiresSoon",
         "DraxrOrphanedClaims",
+        "DraxrDoubleAllocatedDevices",
+        "DraxrPodsWithoutDevices",
     }
     assert rules["DraxrCertificateExpiresSoon"]["expr"].endswith(f"< {14 * 86400}")
     # The budget is half the webhook configurations' timeoutSeconds.

@@ -7,6 +7,7 @@ from tests.install.builders import certificates
 from webhook.core.api.objects import Obj
 from webhook.install.files import dump
 from webhook.install.manifests import render
+from webhook.kube.sharedgate import CONFIGMAP
 
 
 def _rules(kind: str, name: str) -> list[Obj]:
@@ -33,7 +34,13 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         *(("", r, v, "*any*") for r in ("nodes", "resourcequotas") for v in read),
         *(
             ("resource.k8s.io", r, v, "*any*")
-            for r in ("deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices")
+            for r in (
+                "deviceclasses",
+                "devicetaintrules",
+                "resourceclaims",
+                "resourceclaimtemplates",  # routing by the classes of a pod's own claims
+                "resourceslices",
+            )
             for v in read
         ),
         ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the gate probe, a dry run
@@ -51,6 +58,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         *(("resource.k8s.io", "resourceclaims", v, "*any*") for v in (*read, "create", "update", "delete")),
         ("resource.k8s.io", "resourceclaims/status", "update", "*any*"),
+        ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the leader's gate probe, a dry run
         ("resource.k8s.io", "resourceclaims/binding", "update", "*any*"),
         *(("resource.k8s.io", "resourceclaimtemplates", v, "*any*") for v in (*read, "create", "delete")),
     }
@@ -59,6 +67,14 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ("coordination.k8s.io", "leases", "get", "draxr-worker"),
         ("coordination.k8s.io", "leases", "update", "draxr-worker"),
     }
+    # The shared apiserver gate answer (kube/sharedgate.py): the worker's leader writes it, the webhook
+    # reads it, by name.
+    assert _flatten(_rules("Role", "draxr-worker-apiserver-gate")) == {
+        ("", "configmaps", "create", "*any*"),
+        ("", "configmaps", "get", CONFIGMAP),
+        ("", "configmaps", "update", CONFIGMAP),
+    }
+    assert _flatten(_rules("Role", "draxr-webhook-apiserver-gate")) == {("", "configmaps", "get", CONFIGMAP)}
     # Self-managed certificates: the leader reads and updates exactly its two Secrets and two configurations.
     assert _flatten(_rules("Role", "draxr-worker-certificates")) == {
         ("", "secrets", v, n) for v in ("get", "update") for n in ("draxr-webhook-ca", "draxr-webhook-tls")

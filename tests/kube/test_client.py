@@ -4,7 +4,7 @@ injection; sleeps recorded, not slept), the write rate limit, watch streams and 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import pytest
 from e2e.emulator import Emulator
 from e2e.emulator.kubeconfig import api_client
 from webhook.core.api.objects import Obj
-from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, throttled
+from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, NotLeader, throttled
 from webhook.kube.ratelimit import TokenBucket
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS
 
@@ -396,3 +396,89 @@ def test_a_client_from_a_kubeconfig_refreshes_its_token_throttled_and_still_auth
     for _ in range(3):
         assert c.list(NODES)["kind"] == "NodeList"
     assert c.api.configuration.refresh_api_key_hook is hook  # the loader's re-install was caught
+
+
+# -- the leader fence ---------------------------------------------------------------------------------
+
+
+class Leading:
+    """A fence the test takes down (from the client's hook, or while the client waits)."""
+
+    def __init__(self) -> None:
+        self.leading = True
+
+    def __call__(self) -> bool:
+        return self.leading
+
+    def lose(self, *_: Any) -> None:
+        self.leading = False
+
+
+def test_a_fenced_client_writes_nothing_without_the_lease_and_reads_as_ever(em: Emulator) -> None:
+    em.create("nodes", {"metadata": {"name": "a"}})
+    fence = Leading()
+    fence.lose()
+    c = KubeClient(em.api_client()).fenced(fence)
+    assert c.get(NODES, "a")["metadata"]["name"] == "a"
+    assert len(c.list(NODES)["items"]) == 1
+    em.reset_requests()
+    writes: list[Callable[[], Obj]] = [
+        lambda: c.create(NODES, {"metadata": {"name": "b"}}),
+        lambda: c.patch(NODES, "a", {"metadata": {"labels": {"x": "y"}}}),
+        lambda: c.delete(NODES, "a"),
+        lambda: c.bind("default", "p", "u", "a"),
+    ]
+    for write in writes:
+        with pytest.raises(NotLeader):
+            write()
+    assert em.writes() == 0
+
+
+def test_the_fence_is_checked_again_before_every_retry(em: Emulator) -> None:
+    """A write that meets 503 is retried (4 times, up to 30 s each): a process that lost the lease
+    meanwhile must not send it again."""
+    fence = Leading()
+    rule = em.inject(verbs="create", resource="nodes", error=503)
+    c = KubeClient(em.api_client(), hook=lambda verb, res, code: fence.lose() if code == 503 else None)
+    fenced = c.fenced(fence)
+    with pytest.raises(NotLeader):
+        fenced.create(NODES, {"metadata": {"name": "a"}})
+    assert rule.hits == 1  # not retried: leadership was lost after the first answer
+
+
+def test_the_fence_is_checked_again_after_the_rate_limiters_wait(
+    em: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fence = Leading()
+
+    class LoseWhileWaiting:
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            fence.lose()
+
+    monkeypatch.setattr("webhook.kube.ratelimit.time", LoseWhileWaiting)
+    c = KubeClient(em.api_client()).fenced(fence)
+    c.writes = TokenBucket(qps=1, burst=1, clock=lambda: 0.0)
+    c.create(NODES, {"metadata": {"name": "a"}})  # the burst's token
+    with pytest.raises(NotLeader):
+        c.create(NODES, {"metadata": {"name": "b"}})  # waits a second for a token, the lease is lost
+    assert [n["metadata"]["name"] for n in em.list("nodes")] == ["a"]
+
+
+def test_a_fenced_client_shares_the_rate_limit_and_the_hook(em: Emulator) -> None:
+    seen: list[str] = []
+    c = KubeClient(em.api_client(), hook=lambda verb, res, code: seen.append(verb))
+    fenced = c.fenced(lambda: True)
+    assert fenced.writes is c.writes
+    fenced.create(NODES, {"metadata": {"name": "a"}})
+    assert seen == ["create"]
+    assert c.fence is None  # the original stays unfenced (the elector's)
+
+
+def test_a_client_with_its_own_rate_limit_shares_the_rest(em: Emulator) -> None:
+    c = KubeClient(em.api_client(), qps=7, burst=3).fenced(lambda: True)
+    own = c.with_own_rate_limit()
+    assert own.writes is not c.writes
+    assert (own.writes.qps, own.writes.burst) == (7, 3)
+    assert own.fence is c.fence
+    assert own.api is c.api

@@ -4,12 +4,16 @@ stored, the answer following the gate, and what stands in when the probe fails."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from e2e.emulator import Emulator
-from webhook.kube.client import KubeClient
+from webhook.install.webhooks import webhook_configurations
+from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.gates import ApiserverGate
+from webhook.kube.resources import DEVICE_CLASSES
+from webhook.kube.sharedgate import SharedGateRecord
 
 GATE = "DRAExtendedResource"
 
@@ -66,3 +70,99 @@ def test_a_fixed_setting_never_probes(em: Emulator) -> None:
         assert gate.refresh() is expected
         assert gate.source == f"--apiserver-gate={setting}"
     assert not [r for r in em.requests() if r.resource == "deviceclasses"]
+
+
+def test_the_probe_reads_the_servers_release_too(em: Emulator) -> None:
+    """Quota's rules for KEP-5004's objects changed by release (core/paths/quota.py)."""
+    gate = ApiserverGate(client(em))
+    assert gate.version == ""
+    gate.refresh()
+    assert gate.version == client(em).server_version() != ""
+    fixed = ApiserverGate(client(em), "on").start()
+    assert fixed.version == gate.version
+
+
+# --- one answer for the cluster (kube/sharedgate.py) ----------------------------------------------------
+
+
+class Wall:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def replica(em: Emulator, leads: bool, wall: Wall, name: str = "r") -> ApiserverGate:
+    return ApiserverGate(
+        client(em),
+        shared=SharedGateRecord(client(em), "draxr-system"),
+        publishes=lambda: leads,
+        identity=name,
+        wall=wall,
+    )
+
+
+def probes(em: Emulator) -> int:
+    return sum(1 for r in em.requests() if r.resource == "deviceclasses" and r.verb == "create")
+
+
+def test_the_workers_leader_publishes_and_every_replica_follows_it(em: Emulator) -> None:
+    """Issue 23: each replica probed on its own clock, so for up to a probe interval replicas routed
+    one ReplicaSet's pods differently. Now the leader's answer is every replica's."""
+    wall = Wall()
+    leader = replica(em, True, wall, "worker-0")
+    readers = [replica(em, False, wall, f"webhook-{i}") for i in range(2)]
+    assert leader.refresh() is True
+    cm = em.get("configmaps", "draxr-apiserver-gate", "draxr-system")
+    assert cm["data"] == {
+        "apiserver": "on",
+        "gitVersion": leader.version,
+        "probedAt": "2026-11-01T00:00:00Z",
+        "holder": "worker-0",
+    }
+    before = probes(em)
+    assert [r.refresh() for r in readers] == [True, True]
+    assert probes(em) == before  # they read, they do not probe
+    assert readers[0].source == "shared by worker-0, probed 2026-11-01T00:00:00Z"
+    assert readers[0].version == leader.version
+    em.set_feature_gate(GATE, False)
+    assert [r.refresh() for r in readers] == [True, True]  # the same answer everywhere until...
+    wall.now += timedelta(seconds=300)
+    assert leader.refresh() is False  # ... the leader's next probe
+    assert [r.refresh() for r in readers] == [False, False]
+    # followers read every 10 s (within one probe interval); the leader probes every interval
+    assert (readers[0].next_wait(), leader.next_wait()) == (10.0, 300.0)
+
+
+def test_a_missing_unreadable_or_stale_answer_makes_a_replica_probe_on_its_own(em: Emulator) -> None:
+    wall = Wall()
+    alone = replica(em, False, wall)
+    assert alone.refresh() is True
+    assert alone.source == "probe (no shared answer)"
+    leader = replica(em, True, wall, "worker-0")
+    leader.refresh()
+    reader = replica(em, False, wall)
+    wall.now += timedelta(seconds=2 * 300 + 61)  # the leader is gone: nobody probed for that long
+    assert reader.refresh() is True
+    assert reader.source == "probe (shared answer stale since 2026-11-01T00:00:00Z)"
+    em.inject(verbs="get", resource="configmaps", error=403)  # no RBAC for it: as before
+    denied = replica(em, False, wall)
+    assert denied.refresh() is True
+    assert denied.source.startswith("probe (shared answer unreadable: ")
+    before = probes(em)
+    assert denied.refresh() is True  # its own answer is recent: not probed again yet
+    assert probes(em) == before
+
+
+def test_the_probe_does_not_wait_for_draxrs_own_deviceclass_hook(em: Emulator) -> None:
+    """At a cold start draxr's webhook is not serving yet: its DeviceClass hook (failurePolicy Fail)
+    refuses a class that declares a name, but its matchConditions skip the probe's classes."""
+    for cfg in webhook_configurations("draxr-system", "Y2E=", webhook_url="https://127.0.0.1:9"):
+        em.create(cfg["kind"].lower() + "s", cfg)
+    named = {"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}
+    with pytest.raises(ApiError):
+        client(em).create(DEVICE_CLASSES, named, dry_run=True)  # the hook is there, and unready
+    gate = ApiserverGate(client(em))
+    assert gate.refresh() is True
+    assert gate.source == "probe"

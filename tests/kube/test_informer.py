@@ -7,12 +7,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from e2e.emulator import Emulator
 from e2e.emulator.resources import BUILTIN
 from webhook.core.api.objects import Obj
 from webhook.kube.client import KubeClient
-from webhook.kube.informer import Informer
+from webhook.kube.informer import Informer, changes
 from webhook.kube.pager import MAX_EXPIRED_PAGES
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, Resource, device_taint_rules
 
@@ -250,3 +252,90 @@ def test_listed_and_watched_objects_are_stored_and_handed_on_transformed(em: Emu
     for obj in [*seen, *stored]:
         assert obj["metadata"]["labels"] == {"kept": "yes"}
         assert set(obj) == {"kind", "metadata"}
+
+
+# -- a key whose object changed uid -------------------------------------------------------------------
+
+
+class UidRecorder:
+    """(event type, name, uid) of every event, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, etype: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        with self._cond:
+            self.events.append((etype, str(meta.get("name")), str(meta.get("uid"))))
+            self._cond.notify_all()
+
+    def wait(self, predicate: Callable[[list[tuple[str, str, str]]], bool], timeout: float = 15) -> None:
+        with self._cond:
+            assert self._cond.wait_for(lambda: predicate(self.events), timeout), self.events
+
+
+def test_a_relist_that_finds_an_object_recreated_under_its_name_reports_deleted_then_added(
+    em: Emulator,
+) -> None:
+    """client-go hands ``UpdateFunc(old, new)`` and its users compare uids; draxr's handlers get one
+    object per event, so the old one leaves (DELETED, with its uid) before the new one comes."""
+    em.create("nodes", node("stays"))
+    old_uid = em.create("nodes", node("recreated"))["metadata"]["uid"]
+    rec = UidRecorder()
+    inf = Informer(
+        KubeClient(em.api_client(), retries=0), NODES, rec, min_backoff=0.05, max_backoff=0.2
+    ).start()
+    try:
+        rec.wait(lambda ev: len(ev) == 2)
+        blocked = em.inject(verbs="watch", resource="nodes", error=503)  # keep the watch down
+        em.drop_watches(abort=True)
+        em.delete("nodes", "recreated")
+        new_uid = em.create("nodes", node("recreated"))["metadata"]["uid"]
+        em.compact()  # the next watch gets 410: the informer relists
+        em.faults.remove(blocked)
+        rec.wait(lambda ev: inf.relists == 2 and len(ev) >= 4)
+        assert rec.events[2:] == [("DELETED", "recreated", old_uid), ("ADDED", "recreated", new_uid)]
+        stored = {o["metadata"]["uid"] for o in inf.items() if o["metadata"]["name"] == "recreated"}
+        assert stored == {new_uid}
+    finally:
+        inf.stop()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.sampled_from([1, 2, 3, None]), st.booleans()),
+        max_size=16,
+    )
+)
+def test_what_handlers_are_told_keeps_their_view_by_uid_equal_to_the_store(
+    observations: list[tuple[str, int | None, bool]],
+) -> None:
+    """Whatever a key's object did between two observations (a watch event, or a relist: the object
+    now there, or none), handlers that index by uid (the cache's pods, the engine) are told ADDED only
+    for a uid they do not hold, MODIFIED only for one they hold, and end holding the store's objects."""
+    store: dict[str, Obj] = {}
+    held: dict[str, Obj] = {}  # what the handlers hold, by uid
+    for version, (key, incarnation, watched) in enumerate(observations, start=1):
+        prev = store.get(key)
+        if incarnation is None:
+            if watched and prev is None:
+                continue  # a watch never deletes what was never there
+            final = {"metadata": {**prev["metadata"], "resourceVersion": str(version)}} if prev else None
+            told = changes(prev, final, deleted=True) if watched and final else changes(prev, None)
+            store.pop(key, None)
+        else:
+            obj_uid = f"{key}-{incarnation}"  # uids are unique across keys
+            obj = {"metadata": {"name": key, "uid": obj_uid, "resourceVersion": str(version)}}
+            told = changes(prev, obj)
+            store[key] = obj
+        for etype, o in told:
+            u = o["metadata"]["uid"]
+            if etype == "DELETED":
+                assert u in held, (etype, u)
+                del held[u]
+            else:
+                assert etype == ("MODIFIED" if u in held else "ADDED"), (etype, u)
+                held[u] = o
+    assert held == {o["metadata"]["uid"]: o for o in store.values()}

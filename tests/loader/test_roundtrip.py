@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from webhook.loader.roundtrip import (
@@ -247,6 +247,7 @@ trees = st.recursive(
 @given(
     doc=st.dictionaries(keys, trees, min_size=1, max_size=4), indent=st.sampled_from([(2, 2, 0), (2, 4, 2)])
 )
+@example(doc={"a": None, "aa": ["Off"]}, indent=(2, 4, 2))
 def test_removing_a_key_changes_exactly_that_key(doc: dict[str, Any], indent: tuple[int, int, int]) -> None:
     text = yaml.safe_dump(doc, sort_keys=False) if indent == (2, 2, 0) else dump(doc, indent)
     f = parse(text)
@@ -254,5 +255,19 @@ def test_removing_a_key_changes_exactly_that_key(doc: dict[str, Any], indent: tu
     apply_patch(f.docs[0], [{"op": "remove", "path": "/" + first.replace("~", "~0").replace("/", "~1")}])
     f.changed.add(0)
     out = render(f)
-    expected = {k: v for k, v in doc.items() if k != first}
+    # Read as kubectl reads (YAML 1.1, where an unquoted ``Off`` is false), before and after.
+    before = yaml.safe_load(text)
+    expected = {k: v for k, v in before.items() if k != first}
     assert (yaml.safe_load(out) or {}) == expected
+
+
+def test_a_yaml11_boolean_word_reads_the_same_before_and_after_an_edit() -> None:
+    # Hypothesis found {'a': None, 'aa': ['Off']}: dumped unquoted (YAML 1.2), read back as false by
+    # a YAML 1.1 reader. The edit must keep the word as it was written, so both readings survive.
+    text = "a:\naa:\n  - Off\n  - 'on'\n"
+    f = parse(text)
+    apply_patch(f.docs[0], [{"op": "remove", "path": "/a"}])
+    f.changed.add(0)
+    out = render(f)
+    assert out == "aa:\n  - Off\n  - 'on'\n"
+    assert yaml.safe_load(out) == {"aa": [False, "on"]}

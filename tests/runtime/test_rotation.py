@@ -32,7 +32,7 @@ from webhook.install.pki import (
     signed_by,
 )
 from webhook.install.webhooks import webhook_configurations
-from webhook.kube.client import KubeClient
+from webhook.kube.client import KubeClient, NotLeader
 from webhook.kube.resources import PODS
 from webhook.runtime.rotation import CertRotator, RotationConfig, RotationError
 from webhook.runtime.serve import Process, ServeOptions
@@ -454,3 +454,17 @@ def test_without_leader_election_the_worker_renews_as_the_only_replica(em: Emula
         assert proc.worker.is_leader()
     finally:
         proc.stop()
+
+
+def test_a_rotator_that_lost_the_lease_mid_pass_reports_it_and_keeps_running(em: Emulator) -> None:
+    """serve fences the rotator's client: a failure's Event, refused by the fence (NotLeader), must
+    not end the rotation thread."""
+    installed(em)
+    leading = [True]
+    fenced = KubeClient(em.api_client("admin")).fenced(lambda: leading[0])
+    rotator = CertRotator(fenced, CONFIG, clock=Clock(T0 + 61 * DAY))
+    leading[0] = False
+    with pytest.raises(NotLeader):
+        rotator.reconcile()  # its first write is refused
+    rotator._failed(NotLeader("not the leader"))  # the loop's report: no Event, no exception
+    assert events(em, "CertificateRenewalFailed") == []

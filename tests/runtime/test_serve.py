@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from e2e.emulator.sandbox import Sandbox
-from tests.worker.harness import Cluster, device_class, gpu_slice, node
+from tests.worker.harness import WORKER_USER, Cluster, device_class, gpu_slice, node, poll
 from webhook.install.certs import ensure_certs
 from webhook.install.pki import issue_ca, issue_serving, serving_names
 from webhook.runtime import logs
@@ -195,3 +195,104 @@ def test_a_webhook_serving_an_expired_certificate_is_not_ready(tmp_path: Path) -
     assert ready.text.startswith(expired)
     assert answer.status_code == 503
     assert answer.json() == {"error": f"draxr webhook not ready: {ready.text.splitlines()[0]}"}
+
+
+def test_every_replica_reports_the_mode_of_the_workers_leaders_probe(kube: Cluster) -> None:
+    """Issue 23: the worker's leader probes the apiserver's gate and publishes it; a webhook replica
+    reads it, so both say the same (kube/sharedgate.py)."""
+    worker = kube.worker()  # the only worker: it leads
+
+    def published() -> list[str]:
+        return [c["metadata"]["name"] for c in kube.em.list("configmaps", "draxr-system")]
+
+    kube.em.wait_for(
+        lambda: "draxr-apiserver-gate" in published(),
+        10,
+        "the published answer",
+    )
+    webhook = Process(ServeOptions(worker=False, kubeconfig=str(kube.kubeconfig), identity="webhook-0"))
+    try:
+        webhook.start_background()
+        assert webhook.gate.source.startswith("shared by w1, probed ")
+        assert webhook.gate.enabled is worker.gate.enabled is True
+        assert webhook.mode.current() == "native"
+    finally:
+        webhook.stop()
+
+
+# -- never schedule blind ---------------------------------------------------------------------------
+
+WORKER_WRITES = ("create", "update", "patch", "delete")
+#: What a failed claim list says (``/readyz``).
+CLAIMS_FAIL = "list /apis/resource.k8s.io/v1/resourceclaims: 503 InjectedFault: etcd is slow"
+
+
+def _worker_writes(kube: Cluster, identity_user: str = WORKER_USER) -> list[str]:
+    return [
+        f"{r.verb} {r.resource}"
+        for r in kube.em.requests()
+        if r.user == identity_user and r.verb in WORKER_WRITES
+    ]
+
+
+def test_a_worker_whose_claim_lists_fail_does_not_schedule_until_they_succeed(kube: Cluster) -> None:
+    """kube-scheduler waits for every handler to sync. A worker that scheduled with no claims cached
+    would see the device of a running pod as free and give it to another."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    first = kube.worker("first")
+    kube.pod("holder")
+    kube.wait_bound(1)
+    first.kill()
+    failing = kube.em.inject(verbs="list", resource="resourceclaims", error=503, message="etcd is slow")
+    kube.pod("waiter")
+    kube.worker("second", wait_started=False)
+    poll(lambda: failing.hits >= 3, 90, "the claim list failed a few times")
+    kube.em.faults.remove(failing)
+    kube.em.wait_for(lambda: kube.condition("waiter") is not None or "waiter" in kube.bound(), 30)
+    assert "waiter" not in kube.bound()
+    assert sorted(kube.allocated()) == [("gpu.example.com", "n-gpu", "gpu-0")]  # one claim holds it
+    assert "cannot allocate all claims" in (kube.condition("waiter") or {}).get("message", "")
+
+
+def test_readyz_names_the_cache_that_has_not_synced_and_why_and_nothing_is_written(kube: Cluster) -> None:
+    """No scheduling and no Lease campaign until every kind the worker reads has synced; the worker
+    keeps waiting (its informers retry with backoff), and /readyz says what it waits for."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    kube.pod("waiter")
+    failing = kube.em.inject(verbs="list", resource="resourceclaims", error=503, message="etcd is slow")
+    kube.em.reset_requests()
+    proc = kube.worker("w", leader_elect=True, lease=(1.5, 1.0, 0.2), wait_started=False)
+    with _serving(proc) as port:
+        poll(lambda: failing.hits >= 6, 30, "the claim list failed a few times")
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+        assert (ready.status_code, ready.text.splitlines()) == (
+            503,
+            [f"ResourceClaim cache not synced: {CLAIMS_FAIL}"],
+        )
+        assert _worker_writes(kube) == []
+        assert not [r for r in kube.em.requests() if r.resource == "leases"]  # no campaign
+        kube.em.faults.remove(failing)
+        kube.em.wait_for(lambda: kube.bound() == {"waiter": "n"}, 30, "scheduled once synced")
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).text == "ok"
+        assert kube.em.find("leases", "draxr-worker", "draxr-system") is not None
+
+
+def test_beside_a_ready_webhook_readyz_says_what_the_worker_waits_for() -> None:
+    """The webhook's readiness is its own (it needs only DeviceClasses); its /readyz adds what the
+    worker of the same process waits for, until it runs."""
+    sandbox = Sandbox()
+    failing = sandbox.em.inject(verbs="list", resource="resourceclaims", error=503, message="etcd is slow")
+    with sandbox:
+        ctx = ssl.create_default_context(cafile=str(sandbox.certs / "ca.crt"))
+        with httpx.Client(base_url=f"https://localhost:{sandbox.port}", verify=ctx, timeout=10) as http:
+            waits = f"worker not started: ResourceClaim cache not synced: {CLAIMS_FAIL}"
+
+            def ready_lines() -> list[str]:
+                ready = http.get("/readyz")
+                return ready.text.splitlines() if ready.status_code == 200 else []
+
+            poll(lambda: waits in ready_lines(), 30, "the webhook ready, its worker waiting")
+            assert ready_lines()[0] == "ok"
+            sandbox.em.faults.remove(failing)
+            assert sandbox.webhook.worker_started.wait(30)
+            assert "worker not started" not in http.get("/readyz").text

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from e2e.emulator import Emulator
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
@@ -25,6 +26,23 @@ RESOURCE = {
     "DeviceTaintRule": "devicetaintrules",
 }
 GPU = "example.com/gpu"
+T = TypeVar("T")
+
+
+def poll(predicate: Callable[[], T], timeout: float = 10.0, message: str = "", interval: float = 0.02) -> T:
+    """``predicate``'s first truthy value, asked every ``interval`` seconds, for what the emulator's
+    store does not show (``Emulator.wait_for`` wakes on store changes only): a fault's hits, a
+    process's state. TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise TimeoutError(message or f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
 #: The first retry of a failed pod comes this fast in tests (1 s in production; doubles per attempt).
 FAST_BACKOFF = 0.05
 
@@ -127,6 +145,7 @@ class Cluster:
         backoff: float = FAST_BACKOFF,
         max_backoff: float = 60.0,
         qps: float = 1000.0,
+        wait_started: bool = True,
     ) -> Process:
         lease_duration, renew_deadline, retry_period = lease or (15.0, 10.0, 2.0)
         opts = ServeOptions(
@@ -147,6 +166,10 @@ class Cluster:
         proc = Process(opts)
         proc.start_background()
         self.processes.append(proc)
+        # The worker starts once its caches have synced: objects made after this return reach it
+        # as watch events, in the order they were made (not in a list's order, by name).
+        if wait_started and not proc.worker_started.wait(30):
+            raise AssertionError(f"worker {identity} did not start: {proc.worker_waits()}")
         return proc
 
     def check_consistent(self) -> None:

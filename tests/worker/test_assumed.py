@@ -7,6 +7,7 @@ from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
 from tests.worker.workers import GPU0, bind_one, claim_events, make_worker
 from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
+from webhook.kube.resources import RESOURCE_CLAIMS
 
 
 def test_the_reservation_stays_until_the_cache_shows_the_claim_allocated(kube: Cluster) -> None:
@@ -17,8 +18,9 @@ def test_the_reservation_stays_until_the_cache_shows_the_claim_allocated(kube: C
     name = claim["metadata"]["name"]
     assert cache.state.allocated.is_allocated(GPU0)  # only the reservation holds it so far
     assert cache.allocated([("default", name)]) == set()
-    claim_events(kube, cache, name, allocated=False)  # the creation, before the status write
-    claim_events(kube, cache, name, allocated=False)
+    # The creation and an update, both older than the status write (events that lag).
+    claim_events(kube, cache, name, allocated=False, resource_version="1")
+    claim_events(kube, cache, name, allocated=False, resource_version="2")
     assert cache.state.allocated.is_allocated(GPU0)  # still reserved: the claim shows no devices yet
     claim_events(kube, cache, name, allocated=True)  # the reservation goes
     assert cache.allocated([("default", name)]) == {("default", name)}
@@ -32,6 +34,22 @@ def test_a_claim_deletion_also_ends_the_reservation(kube: Cluster) -> None:
     _, cache = bind_one(kube, pod)
     (claim,) = kube.claims()
     cache.handle("ResourceClaim", "DELETED", {**claim, "kind": "ResourceClaim"})  # a relist saw only the end
+    assert not cache.state.allocated.is_allocated(GPU0)
+
+
+def test_a_claim_allocated_and_deallocated_within_one_watch_gap_releases_the_reservation(
+    kube: Cluster,
+) -> None:
+    """The cache never sees the claim allocated: its first event after the binding cycle's write
+    (a relist after a 410, say) shows it deallocated. That state is newer than the write (its
+    resourceVersion), so the reservation ends; it waited forever before, holding the device."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    pod = kube.pod("p")
+    _, cache = bind_one(kube, pod)
+    (claim,) = kube.claims()
+    deallocated = kube.client().update(RESOURCE_CLAIMS, {**claim, "status": {}}, subresource="status")
+    assert cache.state.allocated.is_allocated(GPU0)
+    cache.handle("ResourceClaim", "MODIFIED", {**deallocated, "kind": "ResourceClaim"})
     assert not cache.state.allocated.is_allocated(GPU0)
 
 

@@ -17,7 +17,8 @@ from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import SCHEDULED, Decision
 from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
-from webhook.worker.binder import Binder, BindError, NotLeader, Written, same_allocation
+from webhook.kube.client import KubeClient, NotLeader
+from webhook.worker.binder import AlreadyBound, Binder, BindError, Written, same_allocation
 
 USER_CLAIM = {
     "metadata": {"name": "mine", "namespace": "default"},
@@ -568,3 +569,148 @@ def test_same_allocation_ignores_order_and_extra_fields() -> None:
     assert same_allocation(a, b)
     assert not same_allocation(a, {"devices": {"results": [r1]}})
     assert not same_allocation(a, {"devices": {"results": [r1, {**r2, "device": "z"}]}})
+
+
+# -- a bound pod is never rolled back (issue 20) ------------------------------------------------------
+
+
+def _bound_with_its_claim(kube: Cluster, pod: Obj) -> tuple[Obj, str]:
+    """``pod`` bound on n through PreBind and Bind; the pod as the API now holds it, and its claim."""
+    b, _ = binder(kube)
+    written = Written()
+    b.pre_bind(pod, decide(kube, pod), written)
+    b.bind(pod, "n")
+    assert written.special_claim is not None
+    return kube.em.get("pods", pod["metadata"]["name"], "default"), written.special_claim["metadata"]["name"]
+
+
+def test_pre_bind_of_a_pod_already_bound_writes_nothing(gpu_cluster: Cluster) -> None:
+    """A worker with a lagging view (a new leader) decides for a pod its cache shows pending that
+    another worker already bound: PreBind reads the pod first and stops before any write, where it
+    overwrote the running pod's mapping with a claim of its own."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    stale = decide(kube, pod)  # made from the cache before the other worker bound the pod
+    _, claim = _bound_with_its_claim(kube, pod)
+    b, steps = binder(kube)
+    kube.em.reset_requests()
+    written = Written()
+    with pytest.raises(AlreadyBound, match="pod default/p is already bound to node n"):
+        b.pre_bind(pod, stale, written)
+    assert writes(kube) == []
+    assert steps.seen == []
+    assert written == Written()
+    assert (
+        kube.em.get("pods", "p", "default")["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        == claim
+    )
+    assert [c["metadata"]["name"] for c in kube.claims()] == [claim]
+
+
+def test_pre_bind_of_a_pod_recreated_under_its_name_writes_nothing(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    kube.em.delete("pods", "p", "default")
+    kube.pod("p")
+    b, _ = binder(kube)
+    kube.em.reset_requests()
+    with pytest.raises(BindError, match="pod default/p was deleted"):
+        b.pre_bind(pod, d, Written())
+    assert writes(kube) == []
+
+
+def test_roll_back_never_touches_a_pod_that_got_bound(gpu_cluster: Cluster) -> None:
+    """The binding went through although Bind reported a failure (its answer was lost, say): the
+    pod runs with this cycle's claim, which Unreserve must neither delete nor unmap."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    b, _ = binder(kube)
+    written = Written()
+    b.pre_bind(pod, decide(kube, pod), written)
+    kube.em.bind("p", "n", "default")
+    kube.em.reset_requests()
+    b.roll_back(pod, written)
+    assert writes(kube) == []
+    assert written.special_claim is not None
+    name = written.special_claim["metadata"]["name"]
+    assert (
+        kube.em.get("pods", "p", "default")["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        == name
+    )
+    assert [c["metadata"]["name"] for c in kube.claims()] == [name]
+
+
+def test_roll_back_clears_only_the_mapping_this_cycle_wrote(gpu_cluster: Cluster) -> None:
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    b, _ = binder(kube)
+    written = Written()
+    b.pre_bind(pod, decide(kube, pod), written)
+    live = kube.em.get("pods", "p", "default")
+    live["status"]["extendedResourceClaimStatus"]["resourceClaimName"] = "another"
+    kube.em.update_status("pods", live)  # someone mapped another claim meanwhile
+    b.roll_back(pod, written)
+    assert kube.em.get("pods", "p", "default")["status"]["extendedResourceClaimStatus"][
+        "resourceClaimName"
+    ] == ("another")
+
+
+def test_a_status_patch_never_lands_on_a_pod_recreated_under_its_name(gpu_cluster: Cluster) -> None:
+    """upstream's ``PatchPodStatus`` puts the pod's uid in the patch: the apiserver refuses it for
+    another pod of the same name (uid is immutable)."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    b, _ = binder(kube)
+    recreated: list[str] = []
+
+    def recreate(step: str, _: Obj) -> None:
+        if step == "claim-allocated":
+            kube.em.delete("pods", "p", "default")
+            recreated.append(kube.pod("p")["metadata"]["uid"])
+
+    b.observer = recreate
+    with pytest.raises(BindError, match="update pod default/p ExtendedResourceClaimStatus"):
+        b.pre_bind(pod, d, Written())
+    new = kube.em.get("pods", "p", "default")
+    assert new["metadata"]["uid"] == recreated[0]
+    assert "extendedResourceClaimStatus" not in new["status"]
+
+
+def test_a_resumed_claim_the_api_no_longer_has_fails_pre_bind(gpu_cluster: Cluster) -> None:
+    """The cache still shows the claim a failed attempt wrote and its Unreserve deleted: the next
+    attempt resumes it from that copy, which says there is nothing left to write. The API has the
+    last word, or the pod is bound with a mapping to a claim that no longer exists (the flake of
+    test_bind_failure_unreserves_and_retries: two claims created for three attempts)."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    b, _ = binder(kube)
+    first = Written()
+    b.pre_bind(pod, decide(kube, pod), first)
+    again = decide(kube, pod, writer="draxr")  # the cache's view, from before the deletion
+    assert again.resumed is not None
+    b.roll_back(pod, first)
+    assert kube.claims() == []
+    with pytest.raises(BindError, match="got deleted in the meantime"):
+        b.pre_bind(kube.em.get("pods", "p", "default"), again, Written())
+    assert "extendedResourceClaimStatus" not in kube.em.get("pods", "p", "default")["status"]
+
+
+def test_a_write_the_server_failed_is_not_sent_again_once_the_lease_is_lost(gpu_cluster: Cluster) -> None:
+    """The client retries 503 up to four times: each retry asks the fence again."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    d = decide(kube, pod)
+    leading = [True]
+
+    def lose_on_503(verb: str, resource: str, code: int) -> None:
+        if code == 503:
+            leading[0] = False
+
+    client = KubeClient(kube.em.api_client("worker"), hook=lose_on_503).fenced(lambda: leading[0])
+    b = Binder(client, "draxr", lambda: leading[0])
+    rule = kube.em.inject(verbs="update", resource="resourceclaims/status", error=503)
+    with pytest.raises(NotLeader):
+        b.pre_bind(pod, d, Written())
+    assert rule.hits == 1

@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
-from tests.worker.workers import log_lines
+from tests.worker.workers import GPU0, bind_one, log_lines, make_worker
+from webhook.kube.cache import ClusterCache
 
 
 def test_a_failed_binding_is_one_line_with_its_reason(
@@ -25,3 +26,31 @@ def test_a_failed_binding_is_one_line_with_its_reason(
     assert failed["node"] == "n"
     assert failed["devices"] == ["gpu.example.com/n-gpu/gpu-0"]
     assert failed["reason"] == "binding rejected: nope"
+
+
+def test_a_worker_with_a_lagging_view_never_touches_a_pod_already_bound(kube: Cluster) -> None:
+    """A new leader whose cache still shows pending a pod the old leader bound: its binding cycle
+    reads the pod first and writes nothing. It used to write a claim of its own, overwrite the
+    running pod's mapping with it and (Bind failing, or 'succeeding' on the same node) leave the
+    pod's real claim to be found superseded and deleted."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    pod = kube.pod("p")
+    lagging = ClusterCache.from_objects(kube.snapshot())  # the new leader's view: p pending
+    bind_one(kube, pod)  # the old leader binds it
+    (claim,) = kube.claims()
+    w = make_worker(kube.client(), lagging)
+    kube.em.reset_requests()
+    w.queue.add(pod["metadata"]["uid"])
+    assert w.queue.pop(timeout=0) is not None
+    w.schedule_one(pod["metadata"]["uid"])
+    w.stop()  # waits for the binding cycle
+    assert [r for r in kube.em.requests() if r.verb not in ("get", "list", "watch")] == []
+    assert len(w.queue) == 0  # it left the queue: the cache catches up
+    assert not lagging.state.allocated.is_allocated(GPU0)  # the reservation went with the attempt
+    live = kube.em.get("pods", "p", "default")
+    assert live["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == claim["metadata"]["name"]
+    # Cleanup, from the API's view, finds nothing to free.
+    fresh = make_worker(kube.client(), ClusterCache.from_objects(kube.snapshot()))
+    assert fresh.maintenance.repair_orphans() == 0
+    fresh.stop()
+    assert [c["metadata"]["uid"] for c in kube.claims()] == [claim["metadata"]["uid"]]

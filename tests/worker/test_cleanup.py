@@ -11,11 +11,15 @@ import pytest
 
 from tests.core.api.test_orphans import pod as _pod
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
+from tests.worker.workers import make_worker
 from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
+from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.worker.binder import Binder
 from webhook.worker.cleanup import Cleaner
+from webhook.worker.maintenance import Cleanup
+from webhook.worker.worker import Worker
 
 RESULT = {"request": "container-0-request-0", "driver": "gpu.example.com", "pool": "n-gpu", "device": "gpu-0"}
 
@@ -272,3 +276,73 @@ def test_repair_counts_the_orphans_it_could_not_release(kube: Cluster, cleaner: 
     kube.em.faults.remove(rule)
     assert cleaner.repair(kube.claims(), lambda _: None) == 2
     assert cleaner.unrepaired == 0
+
+
+def test_a_bound_pod_whose_status_names_no_claim_keeps_every_claim_it_owns(
+    kube: Cluster, cleaner: Cleaner
+) -> None:
+    """Which claim it runs with, the API no longer says: freeing any could take a device from under
+    a running container (issue 20: an older Unreserve cleared a bound pod's mapping, and the claim
+    it ran with was then found 'superseded' and deleted)."""
+    p = kube.pod("p")
+    held_claim(kube, "p-extended-resources-aaaaa", p, p)
+    kube.em.bind("p", "n", "default")
+    claims = kube.claims()
+    assert cleaner.confirm_gone(claims[0]) is False
+    assert cleaner.repair(claims, lambda _: kube.em.get("pods", "p", "default")) == 0
+    assert [c["metadata"]["name"] for c in kube.claims()] == ["p-extended-resources-aaaaa"]
+
+
+# -- a worker with a stale cache never frees a running pod's claim ------------------------------------
+
+
+def _drain(w: Worker) -> list[Cleanup]:
+    items: list[Cleanup] = []
+    while not w.maintenance.cleanups.empty():
+        items.append(w.maintenance.cleanups.get_nowait())
+    return items
+
+
+@pytest.mark.parametrize("api_names", ["p-extended-resources-aaaaa", None])
+def test_a_stale_cache_never_frees_the_claim_a_running_bound_pod_uses(
+    kube: Cluster, api_names: str | None
+) -> None:
+    """Issue 20: a worker with a lagging view (a new leader) saw the bound pod name another claim
+    (an older cycle's), or none, and freed the one it runs with. The cache proposes, the API
+    decides: the claim the API's pod names, or every claim of a pod that names none, stays."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    p = kube.pod("p")
+    used = held_claim(kube, "p-extended-resources-aaaaa", p, p)
+    held_claim(kube, "p-extended-resources-bbbbb", p, p)  # an older cycle's
+    with_claim_status(kube, "p", "p-extended-resources-bbbbb")
+    kube.em.bind("p", "n", "default")
+    stale = ClusterCache.from_objects(kube.snapshot())  # the pod naming the older cycle's claim
+    if api_names is None:
+        kube.em.patch(
+            "pods", "p", {"status": {"extendedResourceClaimStatus": None}}, "default", subresource="status"
+        )
+    else:
+        with_claim_status(kube, "p", api_names)
+    w = make_worker(kube.client(), stale)
+    try:
+        w.resync()  # as on leading
+        (cached,) = stale.all_pods().values()
+        stale.handle("Pod", "MODIFIED", cached)  # a late event, naming the older cycle's claim
+        for item in _drain(w):
+            w.maintenance._clean(item)
+        w.maintenance.repair_orphans()
+        # The same with the pod missing from the cache altogether.
+        w.cleaner.repair(kube.claims(), lambda _: None)
+    finally:
+        w.stop()
+    kept = kube.em.get("resourceclaims", "p-extended-resources-aaaaa", "default")
+    assert kept["metadata"]["uid"] == used["metadata"]["uid"]
+    assert kept["status"]["allocation"] == used["status"]["allocation"]
+    assert [r["uid"] for r in kept["status"]["reservedFor"]] == [p["metadata"]["uid"]]
+    names = sorted(c["metadata"]["name"] for c in kube.claims())
+    # The older cycle's claim goes where the API names the used one, stays where it names none.
+    assert names == (
+        ["p-extended-resources-aaaaa"]
+        if api_names
+        else ["p-extended-resources-aaaaa", "p-extended-resources-bbbbb"]
+    )

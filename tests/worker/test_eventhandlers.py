@@ -164,3 +164,67 @@ def test_resync_queues_pending_pods_and_finished_pods_claims(offline: Worker) ->
     offline.resync()
     assert len(offline.queue) == 1
     assert cleanups(offline) == [("default", "c", "uid-done")]
+
+
+# -- a pending pod's own updates ----------------------------------------------------------------------
+
+
+def _waiting_pod(w: Worker) -> Obj:
+    """A pending pod of ours that failed and waits for a cluster change (through the informer)."""
+    p = a_pod("w", resourceVersion="1")
+    w.cache.handle("Pod", "ADDED", p)
+    entry = w.queue.pop(timeout=0)
+    assert entry is not None
+    w.queue.failed(entry.uid, unschedulable=True)
+    assert w.queue.depth()["unschedulable"] == 1
+    return p
+
+
+def _status_update(p: Obj, status: Obj) -> Obj:
+    return {**p, "metadata": {**p["metadata"], "resourceVersion": "2"}, "status": status}
+
+
+def test_a_status_only_update_leaves_an_unschedulable_pod_waiting(offline: Worker) -> None:
+    """The worker's own PodScheduled=False comes back as MODIFIED: it must not send the pod it
+    just found unschedulable round again (kube-scheduler's queue requeues an unschedulable pod on
+    its own update only when a queueing hint says the change may help: labels, resources,
+    scheduling gates, tolerations, its claim statuses)."""
+    p = _waiting_pod(offline)
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    echo = _status_update(p, {"phase": "Pending", "conditions": [condition]})
+    offline.cache.handle("Pod", "MODIFIED", echo)
+    assert offline.queue.depth()["unschedulable"] == 1
+
+
+def test_a_status_only_update_while_in_flight_does_not_cancel_unschedulable(offline: Worker) -> None:
+    p = a_pod("w", resourceVersion="1")
+    offline.cache.handle("Pod", "ADDED", p)
+    entry = offline.queue.pop(timeout=0)
+    assert entry is not None
+    offline.cache.handle("Pod", "MODIFIED", _status_update(p, {"conditions": [{"type": "PodScheduled"}]}))
+    offline.queue.failed(entry.uid, unschedulable=True)
+    assert offline.queue.depth()["unschedulable"] == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"metadata": {"labels": {"app": "x"}}},
+        {"spec": {"tolerations": [{"key": "k", "operator": "Exists"}]}},
+        {"status": {"extendedResourceClaimStatus": {"resourceClaimName": "c"}}},
+        {"status": {"resourceClaimStatuses": [{"name": "r", "resourceClaimName": "c"}]}},
+    ],
+)
+def test_an_update_that_may_help_sends_an_unschedulable_pod_back(offline: Worker, change: Obj) -> None:
+    p = _waiting_pod(offline)
+    changed: Obj = {**p, "metadata": {**p["metadata"], "resourceVersion": "2"}, "spec": dict(p["spec"])}
+    for section, fields in change.items():
+        changed[section] = {**changed.get(section, {}), **fields}
+    offline.cache.handle("Pod", "MODIFIED", changed)
+    assert offline.queue.depth()["unschedulable"] == 0
+
+
+def test_resync_sends_unschedulable_pods_back(offline: Worker) -> None:
+    _waiting_pod(offline)
+    offline.resync()
+    assert offline.queue.depth()["unschedulable"] == 0

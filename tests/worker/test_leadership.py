@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from tests.worker.harness import Cluster, device_class, gpu_slice, node
+from tests.worker.workers import make_worker
+from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.leader import LeaderElector
 from webhook.worker.leadership import Leadership
@@ -46,3 +49,30 @@ def test_leading_catches_up_and_losing_it_stops_the_loops() -> None:
         [True],
         0,
     )
+
+
+def test_a_worker_that_loses_the_lease_mid_write_sends_no_retry_and_nothing_more(kube: Cluster) -> None:
+    """The fence falls (no renewal for the renew deadline) while a write of a binding cycle is
+    answered 503: the worker's client, fenced, does not retry it, and sends none of the steps that
+    follow nor the undo of those done; the next leader repairs what is left (issue 20, item 6)."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    pod = kube.pod("p")
+    now = [0.0]
+    elector = LeaderElector(kube.client(), "draxr-system", "draxr-worker", "me", clock=lambda: now[0])
+    assert elector.try_acquire_or_renew()
+
+    def lease_lost(verb: str, resource: str, code: int) -> None:
+        if code == 503:
+            now[0] = elector.renew_deadline  # no renewal since 0: the fence is down
+
+    client = KubeClient(kube.em.api_client("worker"), hook=lease_lost)
+    w = make_worker(client, ClusterCache.from_objects(kube.snapshot()), leader=elector)
+    rule = kube.em.inject(verbs="update", resource="resourceclaims/status", error=503)
+    try:
+        w.schedule_one(pod["metadata"]["uid"])
+    finally:
+        w.stop()  # waits for the binding cycle
+    assert rule.hits == 1
+    writes = [(r.verb, r.resource) for r in kube.em.requests() if r.verb not in ("get", "list", "watch")]
+    assert writes[-1] == ("update", "resourceclaims/status")  # the one answered 503, not sent again
+    assert kube.bound() == {}

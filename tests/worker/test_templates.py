@@ -44,12 +44,13 @@ class Keeper:
         self.client = KubeClient(em.api_client())
         self.cache = ClusterCache()
         self.changed = threading.Condition()
-        self.cache.subscribe(self._notify)
         self.cache.start(self.client, KINDS)
         assert self.cache.wait_synced(KINDS, 10)
         self.clock = Clock()
         self.leader = True
         self.keeper = TemplateKeeper(self.client, self.cache, lambda: self.leader, grace=60, clock=self.clock)
+        # After the keeper's: when ``until`` wakes up, the keeper has seen the same event.
+        self.cache.subscribe(self._notify)
 
     def _notify(self, _kind: str, _etype: str, _obj: Obj) -> None:
         with self.changed:
@@ -183,3 +184,70 @@ def test_a_template_deleted_under_a_pod_that_needs_it_is_made_again(k: Keeper) -
     assert k.keeper.wanted() is True
     assert k.keeper.ensure() == 1
     assert k.names() == [needed]
+
+
+def test_a_create_the_api_refuses_for_good_is_given_up_not_retried_on_every_turn(k: Keeper) -> None:
+    """Reproduced: a rewritten pod in a namespace being deleted (403: "unable to create new content
+    in namespace ... because it is being terminated") or gone (404) was wanted again after every
+    failure, and the maintenance loop retried about 10 times a second, forever."""
+    for error in (403, 404, 422):
+        k.em.clear_faults()
+        k.em.inject(verbs="create", resource="resourceclaimtemplates", error=error)
+        k.keeper.want(k.rewritten(f"p{error}", error))
+        before = k.em.counts().get(("create", "resourceclaimtemplates"), 0)
+        for _ in range(5):  # five turns of the maintenance loop at the same moment
+            k.keeper.ensure()
+        assert k.em.counts().get(("create", "resourceclaimtemplates"), 0) - before == 1, error
+        assert not k.keeper.wanted()
+
+
+def test_a_create_that_failed_for_now_is_retried_with_a_growing_backoff(k: Keeper) -> None:
+    k.keeper.client = KubeClient(k.em.api_client(), retries=0)  # the client's own retries aside
+    k.em.inject(verbs="create", resource="resourceclaimtemplates", error=500, times=3)
+    k.keeper.want(k.rewritten("a", 1))
+    attempts: list[float] = []
+    start = k.clock.now
+    while not k.names():
+        if k.keeper.wanted():
+            attempts.append(k.clock.now - start)
+            k.keeper.ensure()
+        k.clock.now += 0.5
+        assert k.clock.now - start < 60
+    assert attempts == [0.0, 1.0, 3.0, 7.0]  # 1 s, then doubling
+
+
+def test_terminating_pods_want_no_template(k: Keeper) -> None:
+    p = k.rewritten("a", 1)
+    p["metadata"]["deletionTimestamp"] = "2026-10-01T00:00:00Z"
+    assert k.keeper.want(p) is False
+    assert not k.keeper.wanted()
+
+
+def test_a_template_whose_class_is_gone_is_never_wanted_again(k: Keeper) -> None:
+    """Reproduced: the collection deleted the template of a deleted class, the deletion made the
+    pods that still name it want it again, and the next turn created it: a create and a delete
+    every 5 s for as long as those pods lived."""
+    p = k.rewritten("a", 1)
+    k.keeper.want(p)
+    k.keeper.ensure()
+    k.seen(["draxr-gpu.example.com-1"])
+    k.until(lambda: len(k.cache.all_pods()) == 1, "the pod")
+    k.em.delete("deviceclasses", "gpu.example.com")
+    k.until(lambda: k.cache.state.classes.get("gpu.example.com") is None, "class gone")
+    assert k.keeper.collect() == 1
+    k.seen([])
+    assert not k.keeper.wanted()
+    assert k.keeper.want(p) is False  # the pod's next event
+    assert k.keeper.ensure() == 0
+
+
+def test_a_fence_that_falls_during_a_write_leaves_the_template_wanted(k: Keeper) -> None:
+    """The worker's client is fenced: a write refused by it (NotLeader) must not end the
+    maintenance thread; the template stays wanted for when this worker leads again."""
+    fence = [True]
+    keeper = TemplateKeeper(k.client.fenced(lambda: fence[0]), k.cache, lambda: True, grace=60, clock=k.clock)
+    keeper.want(k.rewritten("a", 2))
+    fence[0] = False
+    assert keeper.ensure() == 0
+    assert keeper.wanted()
+    assert k.names() == []

@@ -3,7 +3,10 @@ real client (issue 4's scenarios)."""
 
 from __future__ import annotations
 
-from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
+import json
+
+from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node, poll
+from webhook.worker.unmapped import UNMAPPED
 
 
 def test_motivating_example_lands_on_both_kinds_of_node(kube: Cluster) -> None:
@@ -311,3 +314,50 @@ def test_a_device_taint_rule_keeps_pods_off_the_tainted_devices_until_it_goes(ku
     kube.em.delete("devicetaintrules", "gpu-0-broken")
     assert kube.wait_bound(2) == {"first": "n", "second": "n"}
     kube.check_consistent()
+
+
+def test_a_class_that_tolerates_a_taint_lets_the_tainted_device_serve(kube: Cluster) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): the special claim's requests carry the
+    class's tolerations, as the claim the worker writes and its allocation show."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    tolerating = device_class()
+    tolerating["metadata"]["annotations"] = {
+        "draxr.io/extended-resource-tolerations": json.dumps([toleration])
+    }
+    tainted = gpu_slice("n", 1)
+    tainted["spec"]["devices"][0]["taints"] = [{"key": "example.com/maintenance", "effect": "NoSchedule"}]
+    kube.apply(node("n"), tolerating, tainted)
+    kube.worker()
+    kube.pod("p")
+    assert kube.wait_bound(1) == {"p": "n"}
+    (claim,) = kube.claims()
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [toleration]
+    assert claim["status"]["allocation"]["devices"]["results"][0]["tolerations"] == [toleration]
+    kube.check_consistent()
+
+
+def test_a_bound_pod_whose_status_names_no_claim_is_reported_and_keeps_its_device(kube: Cluster) -> None:
+    """Its claim is not 'superseded': the pod may run with it. A log line, a Warning Event and a
+    gauge say so; nothing is freed."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    proc = kube.worker()
+    assert proc.worker is not None
+    kube.pod("p")
+    kube.wait_bound(1)
+    (claim,) = kube.claims()
+    kube.em.patch(
+        "pods", "p", {"status": {"extendedResourceClaimStatus": None}}, "default", subresource="status"
+    )
+    [event] = kube.em.wait_for(
+        lambda: [e for e in kube.em.list("events", "default") if e["reason"] == UNMAPPED], 10, "the Event"
+    )
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "p"
+    assert claim["metadata"]["name"] in event["message"]
+    assert proc.registry.get_sample_value("draxr_unmapped_bound_pods") == 1
+    assert proc.worker.maintenance.repair_orphans() == 0
+    assert [c["metadata"]["uid"] for c in kube.claims()] == [claim["metadata"]["uid"]]
+    assert kube.allocated() == [("gpu.example.com", "n-gpu", "gpu-0")]
+    kube.em.delete("pods", "p", "default")  # gone: its claims are freed, and the gauge follows
+    kube.em.wait_for(lambda: not kube.claims(), 10, "the claim freed once the pod is gone")
+    poll(lambda: proc.registry.get_sample_value("draxr_unmapped_bound_pods") == 0, 10, "the gauge")

@@ -87,10 +87,16 @@ def bind_one(kube: Cluster, pod: Obj) -> tuple[Worker, ClusterCache]:
     return w, cache
 
 
-def claim_events(kube: Cluster, cache: ClusterCache, name: str, *, allocated: bool) -> None:
+def claim_events(
+    kube: Cluster, cache: ClusterCache, name: str, *, allocated: bool, resource_version: str | None = None
+) -> None:
+    """The cache sees the claim as the API holds it, its allocation dropped unless ``allocated``;
+    ``resource_version``: as it was then (an older event: the creation, before the status write)."""
     claim = kube.em.get("resourceclaims", name, "default")
     if not allocated:
         claim["status"] = {}
+    if resource_version is not None:
+        claim["metadata"] = {**claim["metadata"], "resourceVersion": resource_version}
     cache.handle("ResourceClaim", "MODIFIED", {**claim, "kind": "ResourceClaim"})
 
 

@@ -282,14 +282,19 @@ def create_app(
     registry: CollectorRegistry | None = None,
     extra_routes: Sequence[BaseRoute] = (),
     apiserver_gate: Callable[[], bool] | None = None,
+    apiserver_version: Callable[[], str] | None = None,
 ) -> Starlette:
     """The four hooks (plus ``extra_routes``: the runtime adds health and metrics).
-    ``apiserver_gate``: whether kube-apiserver keeps the KEP-5004 fields (default: it does)."""
+    ``apiserver_gate``: whether kube-apiserver keeps the KEP-5004 fields (default: it does);
+    ``apiserver_version``: its ``gitVersion``, whose release's quota rules apply (default: unknown,
+    the newest release's)."""
     registry = registry if registry is not None else CollectorRegistry()
     metrics = metrics_for(registry)
-    ctx = Context.build(cache, config, metrics.class_read)
+    ctx = Context.build(cache, config, metrics.class_read, claim_reads=metrics.claim_read)
     if apiserver_gate is not None:
         ctx = replace(ctx, apiserver_gate=apiserver_gate)
+    if apiserver_version is not None:
+        ctx = replace(ctx, apiserver_version=apiserver_version)
     threads = ReviewThreads(config.review_threads, config.max_large_reviews)
     routes: list[BaseRoute] = [_hook_route(ep, ctx, metrics, threads) for ep in ENDPOINTS]
     routes += list(extra_routes)

@@ -3,10 +3,12 @@
 ResourceQuota does not charge a claim annotated ``resource.kubernetes.io/extended-resource-claim``
 whose controller is a Pod: it charges the pod's extended resource requests instead. Anyone able to
 create ResourceClaims could therefore take devices outside quota with hand-made "extended resource
-claims", or many of them for one pod (kubernetes/kubernetes#135404). Here only the allowed writers
-may create such a claim or change what makes it one (annotation, owners, spec), it must look like
-the claim the scheduler writes, and a pod has at most one. Finalizer and label updates by anyone
-(the resourceclaim controller, the garbage collector) stay allowed.
+claims", or many of them for one pod (kubernetes/kubernetes#135404; from 1.36 quota discounts only
+the claim it verifies as the pod's own, PR #135434). Here only the allowed writers may create such a
+claim or change what makes it one (annotation, owners, spec), it must look like the claim the
+scheduler writes, and a pod has one: the one quota verifies, under the served release's rules
+(``core/api/specialclaims.py``). Finalizer and label updates by anyone (the resourceclaim
+controller, the garbage collector) stay allowed.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any, Final
 from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from ..core.api.fielderrors import FieldError, Path, duplicate, forbidden_status, go_quote, invalid_status
 from ..core.api.objects import Obj, annotations_of, as_list, is_terminating, meta, name, namespace, spec, uid
+from ..core.api.specialclaims import pod_owner, verified_claims
 from ..core.api.validation import carries_special_annotation, validate_special_claim
-from ..core.cluster.state import ClusterState
+from ..core.paths.quota import QuotaRules
+from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from .context import Context
 from .review import AdmissionRequest, Verdict
@@ -48,50 +52,76 @@ def touches_extended_claim(new: Obj, old: Obj | None) -> bool:
     )
 
 
-ClaimFinder = Callable[[str, str], Obj | None]  # (owner pod name, owner pod uid) -> its claim
+#: (namespace, owner pod name, owner pod uid) -> (the pod as known, None when unknown; its special claims)
+ClaimFinder = Callable[[str, str, str], tuple[Obj | None, list[Obj]]]
+
+#: A claim being created has no creationTimestamp in every review: it is the newest.
+_NEWEST: Final = "9999-12-31T23:59:59Z"
 
 
-def cached_claim_finder(state: ClusterState) -> ClaimFinder:
-    def find(owner_name: str, owner_uid: str) -> Obj | None:
-        return state.allocated.special_claim_for({"metadata": {"name": owner_name, "uid": owner_uid}})
+def cached_claim_finder(cache: ClusterCache) -> ClaimFinder:
+    """The pod's special claims from the cache (upstream quota's owner index), and the pod itself
+    when the cache watches pods (a webhook running beside the worker); call under the lock."""
+
+    def find(ns: str, _owner_name: str, owner_uid: str) -> tuple[Obj | None, list[Obj]]:
+        pod = cache.pods.get(owner_uid) if "Pod" in cache.informers else None
+        return pod, cache.state.allocated.owned_special_claims(ns, owner_uid)
 
     return find
 
 
-def sibling_errors(claim: Obj, ns: str, find: ClaimFinder) -> list[FieldError]:
-    """A pod has at most one extended resource claim: name the one ``find`` says it already has."""
-    if _marker(claim) != "true":
+def _stand_in(ns: str, owner: Obj) -> Obj:
+    """The owner pod when the webhook cannot see pods: as its controller reference names it, with
+    no status yet (the scheduler writes the claim before the pod's mapping)."""
+    return {"metadata": {"name": owner.get("name"), "namespace": ns, "uid": owner.get("uid")}, "status": {}}
+
+
+def sibling_errors(claim: Obj, ns: str, find: ClaimFinder, rules: QuotaRules) -> list[FieldError]:
+    """A pod has one extended resource claim: the one quota verifies as its own
+    (``specialclaims.verified_special_claim`` under the served release's ``rules``). Another owned
+    claim that is (or, under 1.35's rules, is also) verified refuses this one."""
+    owner = pod_owner(claim)
+    if owner is None or not isinstance(owner.get("uid"), str) or not isinstance(owner.get("name"), str):
+        return []
+    pod, owned = find(ns, owner["name"], owner["uid"])
+    others = [c for c in owned if not is_terminating(c) and name(c) != name(claim)]
+    if not others:
+        return []
+    this = claim
+    if not meta(claim).get("creationTimestamp"):
+        this = {**claim, "metadata": {**meta(claim), "creationTimestamp": _NEWEST}}
+    verified = verified_claims(
+        pod if pod is not None else _stand_in(ns, owner), [*others, this], earliest_owned=rules.earliest_owned
+    )
+    rivals = [c for c in verified if c is not this]
+    if not rivals:
         return []
     refs = as_list(meta(claim).get("ownerReferences"))
-    for i, ref in enumerate(refs):
-        if not isinstance(ref, dict) or ref.get("controller") is not True:
-            continue
-        owner_uid, owner_name = ref.get("uid"), ref.get("name")
-        if not isinstance(owner_uid, str) or not isinstance(owner_name, str):
-            return []
-        other = find(owner_name, owner_uid)
-        if other is None or is_terminating(other) or (namespace(other), name(other)) == (ns, name(claim)):
-            return []
-        path = Path("metadata", "ownerReferences").index(i).child("uid")
-        detail = f"Pod {go_quote(owner_name)} already has the extended resource claim {go_quote(name(other))}"
-        return [duplicate(path, owner_uid, detail)]
-    return []
+    i = next(i for i, r in enumerate(refs) if r is owner)
+    path = Path("metadata", "ownerReferences").index(i).child("uid")
+    detail = (
+        f"Pod {go_quote(owner['name'])} already has the extended resource claim {go_quote(name(rivals[0]))}"
+    )
+    return [duplicate(path, owner["uid"], detail)]
 
 
-def _fresh_finder(ctx: Context, ns: str) -> ClaimFinder:
-    """The cached sibling, re-read from the API (None when it is gone there)."""
+def _fresh_finder(ctx: Context) -> ClaimFinder:
+    """The cached siblings, each re-read from the API (dropped when gone there)."""
 
-    def find(owner_name: str, owner_uid: str) -> Obj | None:
+    def find(ns: str, owner_name: str, owner_uid: str) -> tuple[Obj | None, list[Obj]]:
         with ctx.cache.lock:
-            cached = cached_claim_finder(ctx.cache.state)(owner_name, owner_uid)
-        if cached is None:
-            return None
-        try:
-            fresh = ctx.claims.fresh(ns, name(cached))
-        except ApiError as e:
-            log.warning("re-reading ResourceClaim %s/%s failed: %s", ns, name(cached), e)
-            return cached  # the cache's answer stands
-        return fresh if fresh is not None and uid(fresh) == uid(cached) else None
+            pod, cached = cached_claim_finder(ctx.cache)(ns, owner_name, owner_uid)
+        fresh: list[Obj] = []
+        for sibling in cached:
+            try:
+                found = ctx.claims.fresh(ns, name(sibling))
+            except ApiError as e:
+                log.warning("re-reading ResourceClaim %s/%s failed: %s", ns, name(sibling), e)
+                fresh.append(sibling)  # the cache's answer stands
+                continue
+            if found is not None and uid(found) == uid(sibling):
+                fresh.append(found)
+        return pod, fresh
 
     return find
 
@@ -115,12 +145,13 @@ def review_claim(req: AdmissionRequest, ctx: Context) -> Verdict:
     errors = validate_special_claim(claim)
     if not errors:
         ns = req.namespace or namespace(claim)
+        rules = ctx.quota_rules()
         with ctx.cache.lock:
-            errors = sibling_errors(claim, ns, cached_claim_finder(ctx.cache.state))
+            errors = sibling_errors(claim, ns, cached_claim_finder(ctx.cache), rules)
         if errors and ctx.claims.live():
             # The cache may still hold a claim its writer deleted a moment ago (a failed binding
             # cycle's, say): only the API's answer may refuse the scheduler's new claim.
-            errors = sibling_errors(claim, ns, _fresh_finder(ctx, ns))
+            errors = sibling_errors(claim, ns, _fresh_finder(ctx), rules)
     if errors:
         return Verdict.deny(invalid_status(KIND, GROUP, claim_name, errors))
     return Verdict()

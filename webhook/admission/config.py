@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
+from ..core.api.labels import parse_label_selector
 from ..core.paths.choice import Mode
-from ..core.paths.routing import Route, Routing
+from ..core.paths.consumed import ManagedClasses
+from ..core.paths.routing import Route, Routing, UnsupportedPods
 
 #: The worker's service account and kube-scheduler: the only writers of pod mappings and
 #: extended resource claims (``--allowed-writers``).
@@ -56,6 +58,23 @@ class AdmissionConfig:
     )
     route: Route = "default-only"
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    #: ``--managed-classes``: a label selector on DeviceClasses (core/paths/consumed.py).
+    managed_classes: str = field(
+        default="",
+        metadata={
+            "help": "label selector of the DeviceClasses whose devices draxr's worker allocates: pods that "
+            "consume them (by extended resource or by their own claims) are routed to it "
+            "(default: every class)"
+        },
+    )
+    #: ``--unsupported-pods``: a routed pod using a feature the worker does not implement.
+    unsupported_pods: UnsupportedPods = field(
+        default="deny",
+        metadata={
+            "help": "a pod that consumes devices draxr manages and uses a feature its worker does not "
+            "implement: deny it, or leave it to its scheduler (default-scheduler) with a warning"
+        },
+    )
     max_body_bytes: int = MAX_BODY_BYTES
     claim_wait_seconds: float = 2.0
     class_read_seconds: float = field(
@@ -91,5 +110,7 @@ class AdmissionConfig:
 
     @cached_property
     def routing(self) -> Routing:
-        """``route`` and ``scheduler_name`` as the pod patches take them (core/paths/routing.py)."""
-        return Routing(self.route, self.scheduler_name)
+        """The routing settings as the pod patches take them (core/paths/routing.py); raises
+        ``LabelSelectorError`` for a managed-classes selector that does not parse."""
+        managed = ManagedClasses(parse_label_selector(self.managed_classes))
+        return Routing(self.route, self.scheduler_name, managed, self.unsupported_pods)

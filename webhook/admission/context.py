@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.api.objects import Obj
+from ..core.paths.quota import QuotaRules, quota_rules
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError
 from ..kube.resources import RESOURCE_CLAIMS
 from .advice import FitAdvisor
 from .blocking import MAY_BLOCK, WouldBlock
+from .claimreads import PodClaims
 from .classreads import ClassReader, Observer
 from .config import AdmissionConfig
+
+log = logging.getLogger("draxr.admission")
 
 ClaimReader = Callable[[str, str], Obj | None]  # (namespace, name) -> the claim, None when gone
 
 
 class ClaimWaiter:
-    """Finds a ResourceClaim in the cache, waiting a little for a watch that lags behind.
+    """Finds a ResourceClaim: in the cache, else in the API, else waiting a little for the cache.
 
-    The worker creates the extended resource claim and then writes the pod's
-    ``status.extendedResourceClaimStatus``; the webhook's informer may not have seen the claim yet.
-    A snapshot cache (``--snapshot``) never changes, so there is nothing to wait for.
+    The scheduler creates the extended resource claim and then writes the pod's
+    ``status.extendedResourceClaimStatus`` (upstream's write order), so when the webhook's informer
+    has not seen the claim yet the API has it: one live read answers, where waiting for a watch
+    that lags behind could deny a correct mapping. Only when the API cannot be asked (no informer,
+    or the read fails) does the hook wait for the cache. A snapshot cache (``--snapshot``) never
+    changes, so there is nothing to wait for.
     """
 
     def __init__(self, cache: ClusterCache, timeout: float, reader: ClaimReader | None = None) -> None:
@@ -54,8 +62,17 @@ class ClaimWaiter:
         with self._changed:
             seen = self._events
         claim = self._lookup(namespace, claim_name)
-        if claim is not None or self._timeout <= 0 or self._static():
+        if claim is not None or self._static():
             return claim
+        if self.live():
+            if not MAY_BLOCK.get():
+                raise WouldBlock
+            try:
+                return self.fresh(namespace, claim_name)
+            except (ApiError, OSError) as e:
+                log.warning("reading ResourceClaim %s/%s failed: %s", namespace, claim_name, e)
+        if self._timeout <= 0:
+            return None
         if not MAY_BLOCK.get():
             raise WouldBlock
         deadline = time.monotonic() + self._timeout
@@ -98,6 +115,10 @@ def _always_on() -> bool:
     return True
 
 
+def _unknown_version() -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class Context:
     cache: ClusterCache
@@ -107,6 +128,10 @@ class Context:
     classes: ClassReader
     #: Whether kube-apiserver keeps the KEP-5004 fields now (kube/gates.py's detector).
     apiserver_gate: Callable[[], bool] = _always_on
+    #: kube-apiserver's ``gitVersion`` ("" unknown): its release's quota rules apply.
+    apiserver_version: Callable[[], str] = _unknown_version
+    #: The claims and templates new pods name (routing by their classes).
+    pod_claims: PodClaims | None = None
 
     @classmethod
     def build(
@@ -115,6 +140,8 @@ class Context:
         config: AdmissionConfig,
         class_reads: Observer | None = None,
         apiserver_gate: Callable[[], bool] = _always_on,
+        *,
+        claim_reads: Observer | None = None,
     ) -> Context:
         return cls(
             cache,
@@ -123,7 +150,12 @@ class Context:
             ClaimWaiter(cache, config.claim_wait_seconds),
             ClassReader(cache, config.class_read_seconds, class_reads),
             apiserver_gate,
+            pod_claims=PodClaims(cache, config.class_read_seconds, claim_reads),
         )
+
+    def quota_rules(self) -> QuotaRules:
+        """The served release's ResourceQuota rules for KEP-5004's objects (core/paths/quota.py)."""
+        return quota_rules(self.apiserver_version() or None, self.apiserver_gate())
 
     def allowed_writer(self, username: str) -> bool:
         return bool(username) and username in self.config.allowed_writers

@@ -39,6 +39,18 @@ class AdmissionMetrics:
             registry=registry,
         )
 
+        self.claim_reads = Counter(
+            "draxr_admission_resourceclaim_reads",
+            "ResourceClaims and ResourceClaimTemplates a new pod names, read from the API server because "
+            "the cache did not have them, by result (found, missing: routed to draxr, which waits for "
+            "it; error).",
+            ["result"],
+            registry=registry,
+        )
+
+    def claim_read(self, result: str) -> None:
+        self.claim_reads.labels(result).inc()
+
     def class_read(self, result: str) -> None:
         self.class_reads.labels(result).inc()
 

@@ -2,12 +2,16 @@
 
 ``status.extendedResourceClaimStatus`` tells the kubelet which devices of which ResourceClaim each
 container gets. Upstream only checks its shape; anyone allowed to write ``pods/status`` could point
-a pod at another pod's devices. draxr adds: only the allowed writers may set, change or clear it,
-and the claim it names must be this pod's extended resource claim holding every mapped request.
+a pod at another pod's devices, and a mapping naming a request its claim lacks leaves the container
+without devices, silently (the kubelet injects nothing). draxr adds: only the allowed writers may
+set, change or clear it, and the claim it names must be this pod's extended resource claim holding
+every mapped request, as the API has it (read live when the cache has not seen it: the scheduler
+creates the claim before it writes the mapping).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from ..core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
@@ -29,8 +33,11 @@ from ..core.api.validation import (
     validate_mapped_requests,
 )
 from ..core.paths.requested import quantity_errors
+from ..kube.client import ApiError
 from .context import Context
 from .review import AdmissionRequest, Verdict
+
+log = logging.getLogger("draxr.admission")
 
 KIND: Final = "Pod"
 RESOURCE: Final = "pods"
@@ -63,8 +70,12 @@ def claim_errors(pod: Obj, claim: Obj | None, ns: str) -> list[FieldError]:
             f'({EXTENDED_RESOURCE_CLAIM_ANNOTATION}: "true")'
         )
         errors.append(invalid(CLAIM_NAME_PATH, claim_name, detail))
-    owner = controller_ref(claim)
-    if owner is None or owner.get("kind") != "Pod" or owner.get("uid") != uid(pod):
+    owner = controller_ref(claim)  # as quota verifies it (core/api/specialclaims.py): a v1 Pod
+    if (
+        owner is None
+        or (owner.get("apiVersion"), owner.get("kind")) != ("v1", "Pod")
+        or owner.get("uid") != uid(pod)
+    ):
         detail = f"the ResourceClaim's controller owner is not this Pod (uid {go_quote(uid(pod))})"
         errors.append(invalid(CLAIM_NAME_PATH, claim_name, detail))
     request_names = {
@@ -115,5 +126,13 @@ def review_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
     ns = _pod_namespace(req, pod)
     claim_name = as_dict(new).get("resourceClaimName")
     claim = ctx.claims.get(ns, claim_name) if isinstance(claim_name, str) else None
-    errors = claim_errors(pod, claim, ns) + validate_mapped_requests(pod)
+    errors = claim_errors(pod, claim, ns)
+    if errors and claim is not None and isinstance(claim_name, str) and ctx.claims.live():
+        # The cache's copy may be of a claim deleted and made again under the same name: only
+        # the API's claim may refuse the mapping.
+        try:
+            errors = claim_errors(pod, ctx.claims.fresh(ns, claim_name), ns)
+        except (ApiError, OSError) as e:
+            log.warning("re-reading ResourceClaim %s/%s failed: %s", ns, claim_name, e)
+    errors += validate_mapped_requests(pod)
     return _invalid(req, pod, errors) if errors else Verdict()

@@ -43,7 +43,6 @@ from ..core.paths.explain import contention_warning
 from ..core.paths.patch import plan_patch
 from ..core.paths.requested import backing_classes, quantity_errors, requested_extended
 from ..core.paths.rewrite import TemplateRef, alignment, plan_rewrite, template
-from ..core.paths.routing import Routing
 from ..loader import (
     STDIN,
     Loaded,
@@ -58,9 +57,6 @@ from ..loader.roundtrip import DEFAULT_INDENT, RoundTripError, YamlFile, apply_p
 from .flags import add_filename, fail, non_empty, one_line
 
 OUTPUTS = ("yaml", "json")
-#: The webhook's default ``--route`` (``default-only``), with which the rewrite's patch leaves
-#: ``schedulerName`` alone.
-_ROUTING = Routing()
 
 
 class ConvertError(Exception):
@@ -228,10 +224,16 @@ def _convert_item(
     # say otherwise.
     align = alignment(pod, classes.get, _any_group)
     try:
-        plan = plan_rewrite(pod, dra, align, capacity_by_class(dra.values(), classes.get))
+        plan = plan_rewrite(
+            pod,
+            dra,
+            align,
+            tolerations=classes.tolerations,
+            capacity=capacity_by_class(dra.values(), classes.get),
+        )
     except ValueError:
         raise _claim_clash(pod, dra, where, prefix) from None
-    ops = plan_patch(pod, plan, _ROUTING)
+    ops = plan_patch(pod, plan)  # routing is the cluster's: a manifest keeps its schedulerName
     refs = plan.templates
     if not ops:
         return raw, []

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from ..core.allocation.policy import DEFAULT_POLICY, POLICIES
 from ..core.api import names
+from ..core.api.labels import LabelSelectorError, parse_label_selector
 from ..core.cel import DEFAULT_ENGINE, ENGINES
 from ..core.scheduling.sampling import ADAPTIVE
 
@@ -174,6 +175,15 @@ def ip_address(text: str) -> str:
         ipaddress.ip_address(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 or IPv6 address") from None
+    return text
+
+
+def label_selector(text: str) -> str:
+    """A label selector in kubectl's ``-l`` form (``tier=gpu,team in (a,b)``); "" selects all."""
+    try:
+        parse_label_selector(text)
+    except LabelSelectorError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a label selector: {e}") from None
     return text
 
 

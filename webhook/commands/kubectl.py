@@ -33,6 +33,7 @@ from ..core.api.constants import (
 from ..core.api.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.cluster.state import ClusterState
+from ..core.paths.nodevices import pods_without_devices
 from ..core.scheduling.framework import SCHEDULED
 from ..core.scheduling.scheduler import Scheduler
 from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
@@ -204,6 +205,14 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
                 }
             )
     pods = [o for o in objects if o.get("kind") == "Pod"]
+    doubles = [
+        {"device": "/".join(device), "claims": [f"{ns}/{n}" for ns, n in claims]}
+        for device, claims in state.allocated.holders.double_allocated().items()
+    ]
+    silent = [
+        {"pod": f"{r.namespace}/{r.pod}", "node": r.node, "why": r.why}
+        for r in pods_without_devices(list(state.allocated.pods.values()), state)
+    ]
     return {
         "namespace": draxr_ns,
         "webhooks": {
@@ -218,6 +227,8 @@ def status_report(client: KubeClient, draxr_ns: str) -> Obj:
         ),
         "classes": classes,
         "devices": devices,
+        "doubleAllocated": doubles,
+        "podsWithoutDevices": silent,
     }
 
 
@@ -242,8 +253,11 @@ def write_status(report: Obj, out: TextIO) -> None:
         out.write(f"mode: unknown (no Mode Event in {report['namespace']})\n")
     out.write(
         f"cluster: {plural(report['nodes'], 'node')}, "
-        f"{plural(report['pendingPods'], 'pending pod')} for draxr\n\n"
+        f"{plural(report['pendingPods'], 'pending pod')} for draxr\n"
     )
+    write_doubles(report["doubleAllocated"], out)
+    write_without_devices(report["podsWithoutDevices"], out)
+    out.write("\n")
     if report["classes"]:
         rows = [["DEVICECLASS", "BACKS", "NOTE"]]
         for c in report["classes"]:
@@ -258,6 +272,29 @@ def write_status(report: Obj, out: TextIO) -> None:
         out.write(table(rows) + "\n")
     else:
         out.write("no devices: no ResourceSlice offers a device of any class\n")
+
+
+def write_doubles(doubles: list[Obj], out: TextIO) -> None:
+    """The double-allocation line (core/cluster/doubles.py): a device two claims hold."""
+    if not doubles:
+        out.write("double allocations: none (no device is in two claims)\n")
+        return
+    held = "; ".join(f"{d['device']} in {' and '.join(d['claims'])}" for d in doubles)
+    out.write(
+        f"double allocations: {plural(len(doubles), 'device')} in two claims at once (two schedulers "
+        f"allocated from one pool): {held}\n"
+    )
+
+
+def write_without_devices(pods: list[Obj], out: TextIO) -> None:
+    """The no-device line (core/paths/nodevices.py): bound pods running without their devices."""
+    if not pods:
+        return
+    which = "; ".join(f"{p['pod']} on {p['node']}: {p['why']}" for p in pods)
+    out.write(
+        f"pods without devices: {plural(len(pods), 'pod')} asked for a DRA-backed name and run "
+        f"without it: {which}\n"
+    )
 
 
 # -- why --------------------------------------------------------------------------------------------

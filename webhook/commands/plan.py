@@ -179,7 +179,8 @@ def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
         pod,
         resolved,
         alignment(pod, state.classes.get, state.capacity.largest_group),
-        capacity_by_class(resolved.values(), state.classes.get),
+        tolerations=state.classes.tolerations,
+        capacity=capacity_by_class(resolved.values(), state.classes.get),
     )
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from ..core.paths.choice import MODES
-from ..core.paths.routing import Route
+from ..core.paths.routing import UNSUPPORTED_PODS, Route
 from ..runtime.logs import FORMATS, LEVELS
 from ..runtime.options import ServeOptions, default_writers
 from ..runtime.serve import run
@@ -23,6 +23,7 @@ from .flags import (
     duration,
     fail,
     format_duration,
+    label_selector,
     non_empty,
     non_negative_integer,
     non_negative_number,
@@ -67,6 +68,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     s.add_argument("--scheduler-name", type=non_empty, **setting("scheduler_name"))
     s.add_argument("--route", choices=get_args(Route), **setting("route"))
+    s.add_argument("--managed-classes", type=label_selector, metavar="SELECTOR", **setting("managed_classes"))
+    s.add_argument("--unsupported-pods", choices=UNSUPPORTED_PODS, **setting("unsupported_pods"))
     s.add_argument(
         "--class-read-timeout", type=non_negative_number, metavar="SECONDS", **setting("class_read_timeout")
     )
@@ -192,6 +195,8 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         snapshot=args.snapshot or [],
         scheduler_name=args.scheduler_name,
         route=args.route,
+        managed_classes=args.managed_classes,
+        unsupported_pods=args.unsupported_pods,
         class_read_timeout=args.class_read_timeout,
         allowed_writers=args.allowed_writers or default_writers(args.namespace),
         policy=args.policy,

@@ -4,11 +4,12 @@ Everything in the files forms the cluster the checks see (DeviceClasses decide w
 DRA-backed; claims are compared with each other). Checked: every DeviceClass against the others
 (a name declared twice is a finding on both), every Pod and workload pod template (DRA-backed
 quantities; the extended resource mapping when the pod carries one), every ResourceClaim
-carrying the extended-resource-claim annotation, and every ResourceQuota: one that limits a
-DRA-backed name (``requests.<name>``) while no quota of its namespace limits the class's devices
-gets the webhook's warning (a rewritten pod is charged as devices, not as the name). Checks that
-need the live request (who writes, whether the named claim exists in the cluster) are left to the
-webhook.
+carrying the extended-resource-claim annotation (a pod has one: the one quota verifies as its own),
+and every ResourceQuota: one that limits a DRA-backed name (``requests.<name>``) while no quota of
+its namespace limits the class's devices gets the webhook's warning where the release charges a
+rewritten pod's claims as devices only. ``--kubernetes-version`` (1.34-1.37) is the release whose
+quota rules apply (core/paths/quota.py), with the gate as it ships. Checks that need the live
+request (who writes, whether the named claim exists in the cluster) are left to the webhook.
 
 ``--strict`` adds, for every object: the OpenAPI schema of ``--kubernetes-version`` (1.34-1.37,
 from kubernetes-validate, the ``strict`` extra), unknown fields included; a compile of every CEL
@@ -35,12 +36,13 @@ from ..admission.pods import mapping_errors, mapping_status
 from ..core.api.constants import DEVICE_CLASS_PREFIX
 from ..core.api.fielderrors import FieldError, forbidden, invalid, not_supported, required
 from ..core.api.fielderrors import Path as FieldPath
-from ..core.api.objects import Obj, as_dict, as_list, controller_ref, name, namespace
+from ..core.api.objects import Obj, as_dict, as_list, name, namespace, uid
+from ..core.api.specialclaims import pod_owner
 from ..core.api.validation import carries_special_annotation, validate_special_claim
 from ..core.cel import CelCompileError, SelectorEngine
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.paths.explain import contention_warning, quota_warning
-from ..core.paths.quota import limits_by_name, unguarded
+from ..core.paths.quota import QuotaRules, limits_by_name, release_rules, unguarded
 from ..core.paths.requested import quantity_errors, requested_extended
 from ..kube.cache import ClusterCache
 from ..loader import (
@@ -51,7 +53,7 @@ from ..loader import (
     template_pod,
     with_identity,
 )
-from .flags import add_filename, fail, one_line
+from .flags import add_filename, one_line
 from .text import plural
 
 KUBERNETES_VERSIONS: Final = ("1.34", "1.35", "1.36", "1.37")
@@ -111,11 +113,14 @@ def _pod_findings(pod: Obj, classes: ClassResolver) -> tuple[list[FieldError], l
 # --- ResourceQuota -------------------------------------------------------------------------------
 
 
-def _quota_warnings(loaded: Sequence[Loaded], classes: ClassResolver) -> dict[int, list[str]]:
+def _quota_warnings(
+    loaded: Sequence[Loaded], classes: ClassResolver, rules: QuotaRules
+) -> dict[int, list[str]]:
     """Position in ``loaded`` of a ResourceQuota -> the webhook's quota warnings it gets.
 
-    Per namespace (the quotas of a namespace add up), each DRA-backed name limited by name but
-    not by its class's devices is reported once, on the first quota that limits the name."""
+    Per namespace (the quotas of a namespace add up), each DRA-backed name limited by name but not
+    by its class's devices, whose claims ``rules`` do not charge the name, is reported once, on the
+    first quota that limits the name."""
     backed: dict[str, str] = {}
     for dc in classes.classes():
         backed[DEVICE_CLASS_PREFIX + name(dc)] = name(dc)
@@ -130,7 +135,7 @@ def _quota_warnings(loaded: Sequence[Loaded], classes: ClassResolver) -> dict[in
     ]
     out: dict[int, list[str]] = {}
     for ns in dict.fromkeys(namespace(q) for _, q in quotas):
-        for resource, cls in unguarded([q for _, q in quotas], ns, backed):
+        for resource, cls in unguarded([q for _, q in quotas], ns, backed, rules, classes.field_name):
             for position, q in quotas:
                 if namespace(q) == ns and limits_by_name(q, resource):
                     out.setdefault(position, []).append(quota_warning(resource, cls))
@@ -313,17 +318,25 @@ def strict_check(version: str) -> StrictCheck:
     return run
 
 
-def check(loaded: Sequence[Loaded], strict: StrictCheck | None = None) -> Report:
-    """Every finding for the loaded objects, in input order."""
+def check(
+    loaded: Sequence[Loaded], strict: StrictCheck | None = None, *, release: str = DEFAULT_KUBERNETES_VERSION
+) -> Report:
+    """Every finding for the loaded objects, in input order, under the quota rules of ``release``
+    (with the gate as it ships: off in 1.34 and 1.35, on from 1.36)."""
+    rules = release_rules(release)
     objects: list[Obj] = expand_workloads([item.obj for item in loaded])
     cache = ClusterCache.from_objects(objects)
     classes = cache.state.classes
     all_classes = [item.obj for item in loaded if item.obj.get("kind") == "DeviceClass"]
-    quota_findings = _quota_warnings(loaded, classes)
-    first_claim: dict[str, Obj] = {}  # owner pod uid -> first extended resource claim in the files
+    quota_findings = _quota_warnings(loaded, classes, rules)
+    # (namespace, owner pod uid) -> the extended resource claims of the files so far, in input order
+    # (a claim without creationTimestamp counts as made after those before it).
+    owned: dict[tuple[str, str], list[Obj]] = {}
+    pods = {(namespace(p), name(p)): p for p in objects if p.get("kind") == "Pod"}
 
-    def find(_owner_name: str, owner_uid: str) -> Obj | None:
-        return first_claim.get(owner_uid)
+    def find(ns: str, owner_name: str, owner_uid: str) -> tuple[Obj | None, list[Obj]]:
+        pod = pods.get((ns, owner_name))
+        return (pod if pod is not None and uid(pod) == owner_uid else None), owned.get((ns, owner_uid), [])
 
     report = Report()
     for position, item in enumerate(loaded):
@@ -340,10 +353,10 @@ def check(loaded: Sequence[Loaded], strict: StrictCheck | None = None) -> Report
         elif kind == "ResourceClaim" and carries_special_annotation(obj):
             claim = with_identity(obj)
             plain_where = where = _where(item, claim)
-            errors = validate_special_claim(claim) or sibling_errors(claim, namespace(claim), find)
-            owner = controller_ref(claim)
+            errors = validate_special_claim(claim) or sibling_errors(claim, namespace(claim), find, rules)
+            owner = pod_owner(claim)
             if not errors and owner is not None and isinstance(owner.get("uid"), str):
-                first_claim.setdefault(owner["uid"], claim)
+                owned.setdefault((namespace(claim), owner["uid"]), []).append(claim)
         elif kind == "ResourceQuota":
             plain_where = where = _where(item, with_identity(obj))
             warnings = quota_findings.get(position, [])
@@ -375,7 +388,9 @@ def run(
         loaded = load_paths(paths)
         if strict and not loaded:
             raise LoadError(", ".join(str(p) for p in paths), None, None, "no objects to validate")
-        report = check(loaded, strict_check(kubernetes_version) if strict else None)
+        report = check(
+            loaded, strict_check(kubernetes_version) if strict else None, release=kubernetes_version
+        )
     except LoadError as e:
         print(f"draxr validate: error: {one_line(str(e))}", file=err)
         return 2
@@ -417,14 +432,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--kubernetes-version",
         choices=KUBERNETES_VERSIONS,
         default=None,
-        help=f"the schemas --strict checks against (default {DEFAULT_KUBERNETES_VERSION})",
+        help="the release whose ResourceQuota rules the quota and claim checks follow, and whose schemas "
+        f"--strict checks against (default {DEFAULT_KUBERNETES_VERSION})",
     )
     v.set_defaults(func=main, parser=v)
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.kubernetes_version is not None and not args.strict:
-        fail(args.parser, "--kubernetes-version applies only with --strict")
     return run(
         args.filename,
         sys.stdout,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .matchconditions import MATCH_CONDITIONS
+from .matchconditions import MATCH_CONDITIONS, MUTATE_NEVER_ROUTES, MUTATE_NEVER_ROUTES_KEY
 
 #: Where the Helm chart reads the hooks' CEL matchConditions from (written by ``make manifests``).
 CHART = Path("helm") / "draxr"
@@ -19,10 +19,11 @@ CHART_MATCH_CONDITIONS = CHART / "files" / "match-conditions.yaml"
 
 
 def chart_match_conditions() -> str:
-    """The CEL ``matchConditions`` of each hook, as the Helm chart includes them."""
+    """The CEL ``matchConditions`` of each hook, as the Helm chart includes them (and the mutating
+    hook's with ``route: never``)."""
     body = {
         hook: [{"name": n, "expression": e} for n, e in conditions]
-        for hook, conditions in MATCH_CONDITIONS.items()
+        for hook, conditions in [*MATCH_CONDITIONS.items(), (MUTATE_NEVER_ROUTES_KEY, MUTATE_NEVER_ROUTES)]
     }
     # The header names the module MATCH_CONDITIONS was written in when the chart took this file;
     # it is kept as it is, so that the chart's file stays byte for byte what it was.

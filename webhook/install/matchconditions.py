@@ -1,8 +1,10 @@
 """The CEL ``matchConditions`` that narrow each of draxr's hooks to what draxr is responsible for.
 
-Pod hooks see only pods that request names DRA may back, the claim hook only special claims (and
-only changes that matter), the DeviceClass hook only classes with an extended resource name: so a
-hook that fails closed blocks nothing else. The Helm chart reads the same expressions (chart.py).
+Pod hooks see only pods that request names DRA may back (the mutating hook also pods with claims
+of their own, which it routes to draxr when their class is draxr's, unless ``--route=never``), the
+claim hook only special claims (and only changes that matter), the DeviceClass hook only classes
+with an extended resource name: so a hook that fails closed blocks nothing else. The Helm chart
+reads the same expressions (chart.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ REQUESTS_DRA_NAME = (
     f"object.spec.containers.exists(c, {_lists('c')}) || "
     f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_lists('c')}))"
 )
+# Pods with claims of their own: routed by the classes their claims use (one allocator per pool).
+HAS_CLAIMS = "has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0"
+REQUESTS_DRA_NAME_OR_CLAIMS = f"{HAS_CLAIMS} || {REQUESTS_DRA_NAME}"
 # Used for UPDATEs only (oldObject is set). "request.operation" guards oldObject elsewhere: that
 # form evaluates the same in cel-go and in cel-python (which cannot compare a map with null).
 _ERCS_NEW = "(has(object.status) && has(object.status.extendedResourceClaimStatus))"
@@ -73,7 +78,7 @@ HAS_EXTENDED_NAME = (
 
 #: Each hook's CEL ``matchConditions`` (also read by the Helm chart from files/match-conditions.yaml).
 MATCH_CONDITIONS: dict[str, list[tuple[str, str]]] = {
-    "pods.mutate.draxr.io": [("requests-dra-backed-names", REQUESTS_DRA_NAME)],
+    "pods.mutate.draxr.io": [("dra-backed-names-or-claims", REQUESTS_DRA_NAME_OR_CLAIMS)],
     "deviceclasses.validate.draxr.io": [("extended-resource-names", HAS_EXTENDED_NAME)],
     "pods.validate.draxr.io": [
         (
@@ -86,3 +91,14 @@ MATCH_CONDITIONS: dict[str, list[tuple[str, str]]] = {
         ("guarded-fields-change", CLAIM_GUARDED_CHANGE),
     ],
 }
+
+#: The mutating hook's with ``--route=never``: nothing is routed, so pods with claims of their own
+#: (and no DRA-backed name) need not wait for draxr.
+MUTATE_NEVER_ROUTES: list[tuple[str, str]] = [("requests-dra-backed-names", REQUESTS_DRA_NAME)]
+#: Its key in the chart's files/match-conditions.yaml (not a hook's name).
+MUTATE_NEVER_ROUTES_KEY = "pods.mutate.draxr.io/route-never"
+
+
+def mutate_conditions(route: str) -> list[tuple[str, str]]:
+    """The mutating hook's ``matchConditions`` for the webhook's ``--route``."""
+    return MUTATE_NEVER_ROUTES if route == "never" else MATCH_CONDITIONS["pods.mutate.draxr.io"]

@@ -146,6 +146,26 @@ def rule_groups(timeout_seconds: float = WEBHOOK_TIMEOUT_SECONDS) -> list[Obj]:
                     "released by the worker's repair passes; their devices stay allocated.",
                 ),
                 _alert(
+                    "DraxrDoubleAllocatedDevices",
+                    "max(draxr_double_allocated_devices) > 0",
+                    "0m",
+                    "critical",
+                    "A device is allocated to two ResourceClaims",
+                    "{{ $value }} devices are held by two claims at once: two schedulers allocated from "
+                    "one pool. Each claim and pod has a DeviceAllocatedTwice Event; route every pod of "
+                    "the class to one scheduler (draxr serve --managed-classes) and delete one pod.",
+                ),
+                _alert(
+                    "DraxrPodsWithoutDevices",
+                    "max(draxr_pods_without_devices) > 0",
+                    "5m",
+                    "warning",
+                    "Pods run without the devices they asked for",
+                    "{{ $value }} bound pods ask for a DRA-backed name on a node that does not advertise it "
+                    "and have no valid mapping to an allocated claim: the kubelet gave them no device. Each "
+                    "has a NoDevicesAllocated Event; delete them so that a DRA-aware scheduler places them.",
+                ),
+                _alert(
                     "DraxrNoLeader",
                     "sum(draxr_leader) < 1",
                     "5m",

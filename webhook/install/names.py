@@ -16,6 +16,9 @@ DEFAULT_NAMESPACE = "draxr-system"
 WEBHOOK = "draxr-webhook"
 WORKER = "draxr-worker"
 LEASE = "draxr-worker"
+#: The worker's leader publishes the apiserver's gate answer here; every replica reads it
+#: (``kube/sharedgate.py``).
+GATE_CONFIGMAP = "draxr-apiserver-gate"
 TLS_SECRET = "draxr-webhook-tls"
 #: The CA the worker's leader signs renewed serving certificates with (self-managed certificates).
 CA_SECRET = "draxr-webhook-ca"

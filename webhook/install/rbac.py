@@ -1,7 +1,8 @@
 """Least-privilege RBAC of draxr's two ServiceAccounts.
 
 The webhook (``serve --no-worker``) only reads, besides the gate probe's dry-run create; the worker
-(``serve --no-webhook``) gets exactly the verbs its binding cycle, cleanup and leader election use;
+(``serve --no-webhook``) gets exactly the verbs its binding cycle, cleanup, leader election and the
+gate probe use; in draxr's namespace its leader writes the shared gate answer, which the webhook reads;
 with self-managed certificates, its leader may also update the two Secrets and the two webhook
 configurations it renews, by name. A test keeps each role equal to an explicit set of rules.
 """
@@ -9,7 +10,16 @@ configurations it renews, by name. A test keeps each role equal to an explicit s
 from __future__ import annotations
 
 from ..core.api.objects import Obj
-from .names import CA_SECRET, LEASE, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION, WORKER, metadata
+from .names import (
+    CA_SECRET,
+    GATE_CONFIGMAP,
+    LEASE,
+    TLS_SECRET,
+    WEBHOOK,
+    WEBHOOK_CONFIGURATION,
+    WORKER,
+    metadata,
+)
 
 
 def rbac(namespace: str) -> list[Obj]:
@@ -17,7 +27,13 @@ def rbac(namespace: str) -> list[Obj]:
         {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
         {
             "apiGroups": ["resource.k8s.io"],
-            "resources": ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceslices"],
+            "resources": [
+                "deviceclasses",
+                "devicetaintrules",
+                "resourceclaims",
+                "resourceclaimtemplates",
+                "resourceslices",
+            ],
             "verbs": ["get", "list", "watch"],
         },
         # The gate probe: a dry-run create of a DeviceClass (nothing is ever stored).
@@ -41,6 +57,8 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "list", "watch", "create", "update", "delete"],
         },
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        # The leader's gate probe (kube/gates.py): a dry-run create of a DeviceClass, nothing stored.
+        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["create"]},
         # 1.36+: writing status.allocation or status.reservedFor also needs this (the apiserver
         # checks it as a separate authorization; kube-scheduler's role has it since 1.36).
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update"]},
@@ -59,6 +77,27 @@ def rbac(namespace: str) -> list[Obj]:
             "verbs": ["get", "update"],
         },
     ]
+    # The shared gate answer (kube/sharedgate.py): the worker's leader creates and updates it, the
+    # webhook reads it; by name, in draxr's namespace only.
+    gate_rules = {
+        WORKER: [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [GATE_CONFIGMAP],
+                "verbs": ["get", "update"],
+            },
+        ],
+        WEBHOOK: [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [GATE_CONFIGMAP],
+                "verbs": ["get"],
+            }
+        ],
+    }
     out: list[Obj] = []
     for sa, rules in ((WEBHOOK, webhook_rules), (WORKER, worker_rules)):
         component = "webhook" if sa == WEBHOOK else "worker"
@@ -103,6 +142,26 @@ def rbac(namespace: str) -> list[Obj]:
             "subjects": [{"kind": "ServiceAccount", "name": WORKER, "namespace": namespace}],
         }
     )
+    for sa, rules in gate_rules.items():
+        component = "webhook" if sa == WEBHOOK else "worker"
+        role = f"{sa}-apiserver-gate"
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": metadata(role, namespace, component),
+                "rules": rules,
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": metadata(role, namespace, component),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+            }
+        )
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.api.objects import Obj
-from .matchconditions import MATCH_CONDITIONS
+from .matchconditions import MATCH_CONDITIONS, mutate_conditions
 from .names import WEBHOOK, WEBHOOK_CONFIGURATION, metadata
 from .options import InstallOptions, ManifestError
 
@@ -76,7 +76,7 @@ def configurations(opts: InstallOptions, ca_bundle: str | None, cert_manager: bo
         "/mutate/pods",
         ca_bundle,
         [pods_create],
-        MATCH_CONDITIONS["pods.mutate.draxr.io"],
+        mutate_conditions(opts.route),
     )
     mutating["reinvocationPolicy"] = "IfNeeded"
     validating = [

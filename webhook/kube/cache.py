@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.allocation.policy import DEFAULT_POLICY
-from ..core.api.objects import Obj, name, namespace, uid
+from ..core.api.objects import Obj, name, namespace, not_older, uid
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import ClusterState
@@ -46,9 +46,18 @@ KIND_OF = {
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
-WEBHOOK_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "ResourceQuota")
-#: The worker also keeps the ResourceClaimTemplates of the rewrite.
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod", "ResourceClaimTemplate")
+#: The webhook reads ResourceClaims and ResourceClaimTemplates to route pods by the classes their
+#: own claims use; the worker also keeps the rewrite's templates.
+WEBHOOK_KINDS = (
+    "DeviceClass",
+    "Node",
+    "ResourceSlice",
+    "ResourceClaim",
+    "DeviceTaintRule",
+    "ResourceQuota",
+    "ResourceClaimTemplate",
+)
+ALL_KINDS = (*WEBHOOK_KINDS, "Pod")
 
 
 class ClusterCache:
@@ -113,6 +122,18 @@ class ClusterCache:
                 return False
         return True
 
+    def unsynced(self, kinds: Iterable[str]) -> list[tuple[str, str | None]]:
+        """The kinds that have not synced yet, each with why its last list failed (None: no
+        failure, the list is under way or its informer has not started)."""
+        out: list[tuple[str, str | None]] = []
+        for kind in kinds:
+            if kind in self._static_synced:
+                continue
+            inf = self.informers.get(kind)
+            if inf is None or not inf.synced.is_set():
+                out.append((kind, inf.list_error if inf is not None else None))
+        return out
+
     def wait_synced(self, kinds: Iterable[str], timeout: float) -> bool:
         """True once every kind has synced; False after ``timeout`` seconds in all."""
         deadline = time.monotonic() + timeout
@@ -172,6 +193,10 @@ class ClusterCache:
         with self.lock:
             return (namespace, name) in self._templates
 
+    def template(self, namespace: str, name: str) -> Obj | None:
+        with self.lock:
+            return self._templates.get((namespace, name))
+
     def templates(self) -> dict[tuple[str, str], Obj]:
         """ResourceClaimTemplates by (namespace, name)."""
         with self.lock:
@@ -199,6 +224,18 @@ class ClusterCache:
         with self.lock:
             claims = self.state.allocated.claims
             return {k for k in keys if k in claims and allocated_devices(claims[k])}
+
+    def caught_up(self, written: Mapping[tuple[str, str], str]) -> set[tuple[str, str]]:
+        """Which claims (key: the resourceVersion a write left it at, "" unknown) the cache shows
+        allocated, or at that resourceVersion or later: deallocated since, it holds nothing."""
+        with self.lock:
+            claims = self.state.allocated.claims
+            out = set()
+            for k, rv in written.items():
+                claim = claims.get(k)
+                if claim is not None and (allocated_devices(claim) or not_older(claim, rv)):
+                    out.add(k)
+            return out
 
     def forget_claim(self, claim: Obj) -> None:
         """A claim this process deleted: gone from the engine's view before the watch says so."""

@@ -2,10 +2,16 @@
 
 The generated model classes are bypassed on purpose: deserialising into them is slow and the
 engine works on dicts. Configuration, authentication and TLS still come from the official client.
+
+A client ``fenced`` by the leader election's fence sends no write while the fence is down: it is
+asked before every attempt (retries of 429, 5xx and broken connections included) and again after
+the write rate limiter's wait, so a write of a process that lost the lease never leaves it. Reads
+are never fenced; the elector itself writes through the unfenced client.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import threading
@@ -59,6 +65,14 @@ def throttled(hook: Callable[[Any], None], interval: float) -> Callable[[Any], N
             configuration.refresh_api_key_hook = refresh
 
     return refresh
+
+
+class NotLeader(Exception):
+    """Writes are fenced: this process does not hold the lease (now)."""
+
+
+#: Verbs that only read: never rate limited, never fenced.
+READS = frozenset({"get", "list", "watch"})
 
 
 class ApiError(Exception):
@@ -121,6 +135,8 @@ class KubeClient:
         self.hook = hook
         self.timeout = timeout
         self.retries = retries
+        #: While this answers False no write is sent (``fenced``); None: never fenced.
+        self.fence: Callable[[], bool] | None = None
         # urllib3 would retry 429/503 itself (three times, sleeping the whole Retry-After): the
         # retries and their deadline are ``request``'s alone.
         pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
@@ -153,14 +169,37 @@ class KubeClient:
         api.user_agent = "draxr"
         return cls(api, **kwargs)
 
+    def fenced(self, fence: Callable[[], bool]) -> KubeClient:
+        """This client (its connections, write rate limit and hook shared) sending writes only
+        while ``fence()`` answers True; NotLeader otherwise."""
+        twin = copy.copy(self)
+        twin.fence = fence
+        return twin
+
+    def with_own_rate_limit(self) -> KubeClient:
+        """This client (connections, fence and hook shared) with a write rate limit of its own, of
+        the same qps and burst: kube-scheduler's Events go through a client of their own, so that
+        they never hold a binding back."""
+        twin = copy.copy(self)
+        twin.writes = TokenBucket(self.writes.qps, self.writes.burst)
+        return twin
+
+    def _check_fence(self, verb: str, path: str) -> None:
+        if self.fence is not None and not self.fence():
+            raise NotLeader(f"not the leader: {verb} {path} not sent")
+
     # -- transport ---------------------------------------------------------------------------
 
     def request(self, verb: str, path: str, *, retries: int | None = None, **kwargs: Any) -> Any:
         """One API call; transient failures (429, 5xx, a broken connection) are retried a few
-        times with a short exponential backoff, as client-go's rest client does for throttling."""
+        times with a short exponential backoff, as client-go's rest client does for throttling.
+        A fenced write asks the fence before every attempt."""
         delay = 0.05
         retries = self.retries if retries is None else retries
+        write = verb not in READS
         for attempt in range(retries + 1):
+            if write:
+                self._check_fence(verb, path)
             try:
                 return self._request_once(verb, path, **kwargs)
             except ApiError as e:
@@ -194,6 +233,7 @@ class KubeClient:
         }[verb]
         if method != "GET":
             self.writes.acquire()
+            self._check_fence(verb, path)  # the wait may have outlasted the lease
         headers = {"Accept": "application/json", "Content-Type": content_type}
         m, url, hdrs, _, post = self.api.param_serialize(
             method, path, query_params=list(query or []), header_params=headers, auth_settings=["BearerToken"]
@@ -320,14 +360,40 @@ class KubeClient:
         )
         return WatchStream(resp)
 
-    def create(self, res: Resource, obj: Obj, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        res: Resource,
+        obj: Obj,
+        namespace: str | None = None,
+        *,
+        dry_run: bool = False,
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> Obj:
         query = [("fieldManager", self.field_manager)]
         if dry_run:
             query.append(("dryRun", "All"))
-        result: Obj = self.request("create", res.path(namespace), query=query, body=obj, resource=res.plural)
+        result: Obj = self.request(
+            "create",
+            res.path(namespace),
+            query=query,
+            body=obj,
+            resource=res.plural,
+            timeout=timeout,
+            retries=retries,
+        )
         return result
 
-    def update(self, res: Resource, obj: Obj, *, subresource: str | None = None) -> Obj:
+    def update(
+        self,
+        res: Resource,
+        obj: Obj,
+        *,
+        subresource: str | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> Obj:
+        """``timeout`` and ``retries`` override the client's defaults (a caller with a deadline)."""
         meta = obj.get("metadata", {})
         path = res.path(meta.get("namespace"), meta["name"], subresource)
         result: Obj = self.request(
@@ -336,6 +402,8 @@ class KubeClient:
             query=[("fieldManager", self.field_manager)],
             body=obj,
             resource=_label(res, subresource),
+            timeout=timeout,
+            retries=retries,
         )
         return result
 

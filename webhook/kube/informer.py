@@ -2,9 +2,14 @@
 
 Each informer keeps its own store of plain dicts and calls a handler with ``(type, obj)`` for every
 change: on (re)list it emits the difference against what it knew, so handlers never miss a
-deletion that happened while the watch was down. Whatever version it lists, resource.k8s.io
-objects are stored and handed on in the v1 shape (``core.versions``), then through the informer's
-``transform`` (``kube.trim``: only the fields draxr reads are kept).
+deletion that happened while the watch was down. The store is keyed by namespace/name, its users
+often by uid: a key whose object now has another uid (a StatefulSet pod recreated under its name
+while the watch was down) is told as DELETED (the old object) then ADDED (the new one), where
+client-go hands ``UpdateFunc(old, new)`` and leaves the comparison of uids to its users.
+
+Whatever version it lists, resource.k8s.io objects are stored and handed on in the v1 shape
+(``core.versions``), then through the informer's ``transform`` (``kube.trim``: only the fields
+draxr reads are kept).
 
 Lists are paged (``kube.pager``: ``limit``/``continue``, ``page_size`` objects a page, an expired
 continue token starts the list over), each page transformed before the next is read, so a relist
@@ -20,13 +25,14 @@ from dataclasses import replace
 
 from ..core.api.objects import Obj
 from ..core.api.objects import key as object_key
+from ..core.api.objects import uid as object_uid
 from ..core.api.versions import to_v1
 from . import pager
 from .client import ApiError, KubeClient, WatchStream
 from .resources import Resource
 from .trim import Transform
 
-__all__ = ["PAGE_SIZE", "Informer"]
+__all__ = ["PAGE_SIZE", "Informer", "changes"]
 
 Handler = Callable[[str, Obj], None]  # ("ADDED" | "MODIFIED" | "DELETED", object)
 
@@ -68,6 +74,9 @@ class Informer:
         self.transform = transform
         self.page_size = page_size
         self.synced = threading.Event()
+        #: Why the last list (or discovery before it) failed; None once a list succeeds. What a
+        #: readiness check says of a cache that has not synced.
+        self.list_error: str | None = None
         self.resource_version = ""
         self.relists = 0
         self.pages = 0  # list pages read, in all
@@ -111,22 +120,28 @@ class Informer:
         backoff = self.min_backoff
         need_list = True
         while not self._stop.is_set():
+            listing = need_list
             try:
                 if self.versions is not None and not self._discover():
                     return
                 if need_list:
                     self._relist()
                     need_list = False
+                    listing = False
                 need_list = self._watch()
                 backoff = self.min_backoff
             except ApiError as e:
                 need_list = need_list or e.gone
+                if listing:
+                    self.list_error = str(e)
                 log.warning("informer %s: %s", self.resource.plural, e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
             except Exception as e:  # connection errors: keep the resourceVersion, watch again
                 if self._stop.is_set():
                     break
+                if listing:
+                    self.list_error = f"{type(e).__name__}: {e}"
                 log.warning("informer %s: %s: %s", self.resource.plural, type(e).__name__, e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
@@ -173,13 +188,11 @@ class Informer:
             if key not in fresh:
                 self.handler("DELETED", obj)
         for key, obj in fresh.items():
-            prev = old.get(key)
-            if prev is None:
-                self.handler("ADDED", obj)
-            elif _rv(prev) != _rv(obj):
-                self.handler("MODIFIED", obj)
+            for etype, changed in changes(old.get(key), obj):
+                self.handler(etype, changed)
         self.resource_version = resource_version
         self.relists += 1
+        self.list_error = None
         self.synced.set()
 
     def _watch(self) -> bool:
@@ -209,18 +222,44 @@ class Informer:
             if etype == "BOOKMARK":
                 self.resource_version = rv or self.resource_version
                 continue
+            if etype not in ("ADDED", "MODIFIED", "DELETED"):
+                continue
             obj = self._prepare(obj)
             key = object_key(obj)
             with self._lock:
                 if etype == "DELETED":
-                    self._store.pop(key, None)
+                    prev = self._store.pop(key, None)
                 else:
+                    prev = self._store.get(key)
                     self._store[key] = obj
-            if etype in ("ADDED", "MODIFIED", "DELETED"):
-                self.handler(etype, obj)
+            for told, changed in changes(prev, obj, deleted=etype == "DELETED"):
+                self.handler(told, changed)
             if rv:
                 self.resource_version = rv
         return False
+
+
+def changes(prev: Obj | None, obj: Obj | None, *, deleted: bool = False) -> list[tuple[str, Obj]]:
+    """What handlers are told when the object stored at one key goes from ``prev`` to ``obj``
+    (None: not there). ``deleted``: ``obj`` is a watch's DELETED, the object's last state.
+
+    An object under the same key with another uid is another object: the old one is DELETED, the
+    new one ADDED. An unchanged resourceVersion tells nothing (a relist of what the watch showed).
+    """
+    if deleted:
+        assert obj is not None
+        if prev is not None and object_uid(prev) != object_uid(obj):
+            return [("DELETED", prev), ("DELETED", obj)]
+        return [("DELETED", obj)]
+    if obj is None:
+        return [] if prev is None else [("DELETED", prev)]
+    if prev is None:
+        return [("ADDED", obj)]
+    if object_uid(prev) != object_uid(obj):
+        return [("DELETED", prev), ("ADDED", obj)]
+    if _rv(prev) == _rv(obj):
+        return []
+    return [("MODIFIED", obj)]
 
 
 def _rv(obj: Obj) -> str:

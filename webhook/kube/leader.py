@@ -5,6 +5,12 @@ Followers judge expiry by their own clock from the moment they last saw the leas
 the holder's timestamps), so clock skew cannot cut a lease short. A leader that fails to renew for
 the renew deadline steps down before the lease can expire: ``is_leader()`` turns false on its own,
 so writes are fenced even if the renewal thread is stuck.
+
+Each attempt to acquire or renew is bounded by the renew deadline (client-go runs ``renew`` under
+``RenewDeadline``): its requests get what is left of it as their timeout and are not retried (the
+elector tries again every retry period). A successful attempt counts from when it started, not from
+its answer: a follower may have seen the lease before the answer arrived, and an answer that comes
+after the renew deadline leaves the fence down.
 """
 
 from __future__ import annotations
@@ -112,10 +118,20 @@ class LeaderElector:
             self._set_leading(self.is_leader())
             self._stop.wait(self.retry_period)
 
+    def _left(self, started: float) -> float:
+        """Seconds left of an attempt that started at ``started``; ApiError (status 0) when none."""
+        left = started + self.renew_deadline - self._clock()
+        if left <= 0:
+            raise ApiError(
+                0, {"message": f"renew deadline of {self.renew_deadline}s passed"}, "renew", "lease"
+            )
+        return left
+
     def try_acquire_or_renew(self) -> bool:
+        started = self._clock()
         now_wall = _micro_time(self._wall())
         try:
-            lease = self.client.get(LEASES, self.name, self.namespace)
+            lease = self.client.get(LEASES, self.name, self.namespace, timeout=self._left(started), retries=0)
         except ApiError as e:
             if not e.not_found:
                 raise
@@ -126,12 +142,12 @@ class LeaderElector:
                 "spec": self._spec(now_wall, acquire=now_wall, transitions=0),
             }
             try:
-                self.client.create(LEASES, body, self.namespace)
+                self.client.create(LEASES, body, self.namespace, timeout=self._left(started), retries=0)
             except ApiError as ce:
                 if ce.conflict:  # someone else created it first
                     return False
                 raise
-            self._renewed_at = self._clock()
+            self._renewed_at = started
             return True
         spec: dict[str, Any] = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
@@ -152,14 +168,14 @@ class LeaderElector:
             acquire = str(spec.get("acquireTime") or now_wall)
         lease["spec"] = self._spec(now_wall, acquire=acquire, transitions=transitions)
         try:
-            self.client.update(LEASES, lease)
+            self.client.update(LEASES, lease, timeout=self._left(started), retries=0)
         except ApiError as e:
             if e.conflict:
                 return False
             raise
-        self._renewed_at = self._clock()
+        self._renewed_at = started
         self._observed = (self.identity, now_wall)
-        self._observed_at = self._renewed_at
+        self._observed_at = started
         return True
 
     def _spec(self, renew: str, *, acquire: str, transitions: int) -> dict[str, Any]:
@@ -172,16 +188,18 @@ class LeaderElector:
         }
 
     def _release(self) -> None:
-        """Give the lease up on a clean shutdown so a follower takes over at once."""
+        """Give the lease up on a clean shutdown so a follower takes over at once (within the renew
+        deadline, as client-go's ``release``)."""
+        started = self._clock()
         try:
-            lease = self.client.get(LEASES, self.name, self.namespace)
+            lease = self.client.get(LEASES, self.name, self.namespace, timeout=self._left(started), retries=0)
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != self.identity:
                 return
             spec["holderIdentity"] = ""
             spec["leaseDurationSeconds"] = 1
             lease["spec"] = spec
-            self.client.update(LEASES, lease)
+            self.client.update(LEASES, lease, timeout=self._left(started), retries=0)
         except ApiError as e:
             log.info("lease release: %s", e)
         self._renewed_at = None

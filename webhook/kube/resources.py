@@ -41,6 +41,7 @@ RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceC
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io",
     "v1",

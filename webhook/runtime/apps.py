@@ -22,13 +22,14 @@ def webhook_app(
     registry: CollectorRegistry | None = None,
     apiserver_gate: Callable[[], bool] | None = None,
     readiness: Readiness | None = None,
+    apiserver_version: Callable[[], str] | None = None,
 ) -> Starlette:
     """``readiness``: ``draxr serve``'s full check (caches, certificate, the lines ``/readyz`` adds);
     with it, the hooks answer 503 until it passes. Without it ``/readyz`` reports the caches and the
     hooks always answer (tests, the demo's snapshot)."""
     registry = registry if registry is not None else CollectorRegistry()
     health = health_routes(registry, readiness or Readiness(cache, WEBHOOK_READY_KINDS))
-    app = create_app(cache, config, registry, health, apiserver_gate)
+    app = create_app(cache, config, registry, health, apiserver_gate, apiserver_version)
     if readiness is not None:
         app.add_middleware(NotReadyGuard, readiness=readiness)
     return app

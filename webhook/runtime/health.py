@@ -60,9 +60,7 @@ class Readiness:
     details: list[Callable[[], list[str]]] = field(default_factory=list)
 
     def problems(self) -> list[str]:
-        out: list[str] = []
-        if not self.cache.synced(self.kinds):
-            out.append(f"{', '.join(self.kinds)} cache not synced")
+        out = not_synced(self.cache, self.kinds)
         if self.certificate is not None:
             problem = self.certificate()
             if problem:
@@ -71,6 +69,15 @@ class Readiness:
 
     def lines(self) -> list[str]:
         return [line for detail in self.details for line in detail()]
+
+
+def not_synced(cache: ClusterCache, kinds: Sequence[str]) -> list[str]:
+    """One line per kind whose cache has not synced: ``<Kind> cache not synced``, and why its last
+    list failed when one did."""
+    return [
+        f"{kind} cache not synced: {error}" if error else f"{kind} cache not synced"
+        for kind, error in cache.unsynced(kinds)
+    ]
 
 
 def health_routes(registry: CollectorRegistry, ready: Readiness) -> list[BaseRoute]:

@@ -71,6 +71,8 @@ FLAT: Final[Mapping[str, tuple[str, ...]]] = {
     "gate_probe_interval": ("gate.interval",),
     "scheduler_name": ("admission.scheduler_name", "scheduling.scheduler_name"),
     "route": ("admission.route",),
+    "managed_classes": ("admission.managed_classes",),
+    "unsupported_pods": ("admission.unsupported_pods",),
     "class_read_timeout": ("admission.class_read_seconds",),
     "allowed_writers": ("admission.allowed_writers",),
     "mode": ("admission.mode",),

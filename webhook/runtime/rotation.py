@@ -58,7 +58,7 @@ from ..install.pki import (
     signed_by,
     trust_bundle,
 )
-from ..kube.client import ApiError, KubeClient
+from ..kube.client import ApiError, KubeClient, NotLeader
 from ..kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from ..worker.events import create_event
 
@@ -395,7 +395,7 @@ class CertRotator:
         involved = {"apiVersion": "v1", "kind": "Secret", "name": cfg.tls_secret, "namespace": cfg.namespace}
         try:
             create_event(self.client, involved, kind, reason, message, now=format_time(self._clock()))
-        except (ApiError, OSError) as e:
+        except (ApiError, OSError, NotLeader) as e:  # NotLeader: the client is fenced (serve)
             log.info("could not record the %s Event: %s", reason, e)
 
 

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -31,6 +32,11 @@ from .timeouts import deadline_protocol
 from .tls import CertificateExpiry
 
 log = logging.getLogger("draxr.serve")
+
+#: Seconds between two looks at the caches while the worker waits for them to sync, and between
+#: two log lines saying what it waits for.
+SYNC_POLL = 0.2
+SYNC_LOG_INTERVAL = 30.0
 
 #: ``ServeOptions`` and ``default_writers`` are named here too: ``runtime.serve`` is where callers
 #: have always found them.
@@ -56,6 +62,10 @@ class Process:
         self.address: tuple[str, int] = (opts.server.host, opts.server.port)
         self._announced = threading.Event()
         self._stopping = threading.Event()
+        #: Set once the worker (and its Lease campaign) started: after every cache synced.
+        self.worker_started = threading.Event()
+        self._worker_gone = threading.Event()  # stopped or killed: it must not start any more
+        self._worker_lock = threading.Lock()
         self.tls: Any = None
         self.rotator: Any = None
         self.expiry = CertificateExpiry()
@@ -79,18 +89,19 @@ class Process:
                 connection.kubeconfig, qps=connection.qps, burst=connection.burst, hook=hook
             )
             self.cache = ClusterCache(self._state())
+        identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
         if opts.worker:
             from ..kube.leader import LeaderElector
             from ..worker.worker import Worker
 
             assert self.metrics is not None
-            identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
             cfg = replace(opts.scheduling, identity=identity)
             self.worker = Worker(self.client, self.cache, cfg, self.metrics)
             #: What follows the Lease (or, without leader election, is told once it leads).
             self.on_leadership: Callable[[bool], None] = self.worker.on_leadership
             if opts.tls.rotate:
                 self.on_leadership = self._rotation(self.worker.on_leadership)
+            self.on_leadership = self._waking_the_gate(self.on_leadership)
             election = opts.leader_election
             if election.leader_elect:
                 self.leader = LeaderElector(
@@ -105,16 +116,27 @@ class Process:
                 )
                 self.worker.leader = self.leader
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
+        # The worker's leader probes the apiserver's gate and publishes the answer; every other
+        # replica reads it (kube/sharedgate.py), so all report the same mode.
+        from ..install.names import GATE_CONFIGMAP
+        from ..kube.gates import ApiserverGate
+        from ..kube.sharedgate import SharedGateRecord
+
+        self.gate = ApiserverGate(
+            self.client,
+            opts.gate.setting,
+            interval=opts.gate.interval,
+            on_change=lambda enabled, source: self.mode.refresh() if self.mode is not None else None,
+            shared=SharedGateRecord(self.client, opts.namespace, GATE_CONFIGMAP)
+            if self.client is not None
+            else None,
+            publishes=self._publishes_gate,
+            identity=identity,
+            reads=opts.webhook,
+        )
         if opts.webhook:
-            from ..kube.gates import ApiserverGate
             from .mode import ModeReporter
 
-            self.gate = ApiserverGate(
-                self.client,
-                opts.gate.setting,
-                interval=opts.gate.interval,
-                on_change=lambda enabled, source: self.mode.refresh(),
-            )
             self.mode = ModeReporter(
                 self.cache,
                 self.gate,
@@ -131,6 +153,20 @@ class Process:
             components=self.components(),
             cel_engine=self.cache.state.cel.engine,
         )
+
+    def _waking_the_gate(self, leadership: Callable[[bool], None]) -> Callable[[bool], None]:
+        """``leadership``, then, on leading, the gate refreshed at once: it publishes its answer."""
+
+        def leading(now: bool) -> None:
+            leadership(now)
+            if now and self.gate is not None:
+                self.gate.wake()
+
+        return leading
+
+    def _publishes_gate(self) -> bool:
+        """This replica writes the cluster's gate answer: the worker's leader (or its only worker)."""
+        return self.worker is not None and (self.leader is None or self.leader.is_leader())
 
     def components(self) -> str:
         """``webhook``, ``worker`` or ``webhook+worker``."""
@@ -198,9 +234,11 @@ class Process:
             renew_before=tls.renew_before,
             ca_validity=tls.ca_validity,
         )
-        self.rotator = CertRotator(
-            self.client, config, is_leader=lambda: self.leader is None or self.leader.is_leader()
-        )
+
+        def is_leader() -> bool:
+            return self.leader is None or bool(self.leader.is_leader())
+
+        self.rotator = CertRotator(self.client.fenced(is_leader), config, is_leader=is_leader)
         self.expiry.track("ca", lambda: self.rotator.ca)
 
         def both(leading: bool) -> None:
@@ -237,10 +275,19 @@ class Process:
             from .health import Readiness
 
             readiness = Readiness(self.cache, WEBHOOK_READY_KINDS, details=[self.mode.details])
+            if self.worker is not None:
+                readiness.details.append(self.worker_waits)
             if self.tls is not None:
                 readiness.certificate = self.tls.problem
                 readiness.details.append(lambda: [self.tls.describe()])
-            return webhook_app(self.cache, self.opts.admission, self.registry, self.gate, readiness=readiness)
+            return webhook_app(
+                self.cache,
+                self.opts.admission,
+                self.registry,
+                self.gate,
+                readiness=readiness,
+                apiserver_version=lambda: self.gate.version,
+            )
         from .apps import health_app
 
         return health_app(self.cache, self.registry, self.kinds())
@@ -251,9 +298,29 @@ class Process:
             self.cache.start(self.client, self.kinds())
         if self.gate is not None:
             self.gate.start()
+        if self.mode is not None:
             self.mode.refresh()
         if self.worker is not None:
-            self.cache.wait_synced(self.kinds(), timeout=60)
+            threading.Thread(target=self._start_worker_when_synced, name="worker-start", daemon=True).start()
+
+    def _start_worker_when_synced(self) -> None:
+        """The worker, its certificate rotation and its Lease campaign start once every kind the
+        worker reads has synced, as kube-scheduler waits for every handler: a worker that scheduled
+        with, say, no claims cached would give a running pod's device to another. It waits as long
+        as it takes (the informers retry their lists with backoff), saying every 30 s what for."""
+        kinds = self.kinds()
+        next_log = time.monotonic() + SYNC_LOG_INTERVAL
+        while not self.cache.wait_synced(kinds, timeout=SYNC_POLL):
+            if self._worker_gone.is_set():
+                return
+            if time.monotonic() >= next_log:
+                next_log = time.monotonic() + SYNC_LOG_INTERVAL
+                log.warning(
+                    "the worker waits for its caches", extra={"reason": "; ".join(self.worker_waits())}
+                )
+        with self._worker_lock:
+            if self._worker_gone.is_set():
+                return
             self.worker.start()
             if self.rotator is not None:
                 self.rotator.start()
@@ -261,9 +328,26 @@ class Process:
                 self.leader.start()
             else:
                 self.on_leadership(True)
+            self.worker_started.set()
+
+    def worker_waits(self) -> list[str]:
+        """``/readyz``'s line while the worker waits for its caches (nothing once it runs)."""
+        if self.worker is None or self.worker_started.is_set():
+            return []
+        from .health import not_synced
+
+        waiting = not_synced(self.cache, self.kinds())
+        return [f"worker not started: {'; '.join(waiting)}"] if waiting else []
+
+    def _worker_ends(self) -> None:
+        """The worker will never start (stop, kill): a start still waiting for the caches gives up."""
+        self._worker_gone.set()
+        with self._worker_lock:
+            pass
 
     def stop(self) -> None:
         self._stopping.set()
+        self._worker_ends()
         if self.server is not None:
             self.server.should_exit = True
         if self._thread is not None:
@@ -282,6 +366,7 @@ class Process:
 
     def kill_worker(self) -> None:
         """The worker dies (no lease release, no cleanup writes); the webhook keeps serving."""
+        self._worker_ends()
         if self.leader is not None:
             self.leader.stop(release=False)
         if self.worker is not None:
@@ -289,6 +374,7 @@ class Process:
 
     def kill(self) -> None:
         """Stop as if the process died: no lease release, no cleanup writes (tests, failover)."""
+        self._worker_ends()
         if self.leader is not None:
             self.leader.stop(release=False)
         if self.rotator is not None:

@@ -9,8 +9,9 @@ devices stays until the cache shows the claims that hold them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
-from ..core.api.objects import Obj, name, namespace, spec, uid
+from ..core.api.objects import Obj, name, namespace, not_older, spec, uid
 from ..core.cluster.allocated import allocated_devices
 from ..kube.cache import ClusterCache
 
@@ -54,19 +55,22 @@ class AssumedPods:
 
 class AssumedClaims:
     """Each bound pod's in-flight reservation, until the cache shows every claim its binding cycle
-    wrote allocated (or gone, which a relist may show without the update in between); then the cache
-    forgets the reservation and counts the claims instead."""
+    wrote as written or later: allocated, deallocated since (at a newer resourceVersion: a relist
+    after a watch gap may show only that), or gone. Then the cache forgets the reservation and
+    counts the claims instead. An older event (the creation, before the status write) keeps it."""
 
     def __init__(self, cache: ClusterCache) -> None:
         self._cache = cache
-        self._waiting: dict[str, set[ClaimKey]] = {}
+        #: token -> the claims it waits for, each with the resourceVersion the cycle left it at.
+        self._waiting: dict[str, dict[ClaimKey, str]] = {}
         self._lock = threading.Lock()
 
-    def hold(self, token: str, written: list[ClaimKey]) -> None:
-        """Keep the reservation ``token`` until the cache shows ``written``; forget it at once when
-        it already does (the watch was faster than the binding cycle)."""
+    def hold(self, token: str, written: Mapping[ClaimKey, str]) -> None:
+        """Keep the reservation ``token`` until the cache shows ``written`` (key: resourceVersion,
+        "" unknown); forget it at once when it already does (the watch was faster)."""
         with self._lock:
-            waiting = set(written) - self._cache.allocated(written)
+            shown = self._cache.caught_up(written)
+            waiting = {k: rv for k, rv in written.items() if k not in shown}
             if waiting:
                 self._waiting[token] = waiting
         if not waiting:
@@ -74,13 +78,15 @@ class AssumedClaims:
 
     def seen(self, etype: str, claim: Obj) -> None:
         """A claim event: the reservations that waited only for this claim are forgotten."""
-        if etype != "DELETED" and not allocated_devices(claim):
-            return
+        deleted_or_allocated = etype == "DELETED" or bool(allocated_devices(claim))
         written = (namespace(claim), name(claim))
         done: list[str] = []
         with self._lock:
             for token, keys in self._waiting.items():
-                keys.discard(written)
+                rv = keys.get(written)
+                if rv is None or not (deleted_or_allocated or not_older(claim, rv)):
+                    continue
+                del keys[written]
                 if not keys:
                     done.append(token)
             for token in done:

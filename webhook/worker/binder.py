@@ -10,6 +10,15 @@
 
 Every step is idempotent. Unreserve undoes what this cycle wrote: it deletes the special claim it
 created (finalizer first, NotFound is success) and takes the pod out of user claims' reservedFor.
+
+A bound pod is never touched: PreBind reads the pod before its first write and stops when the pod
+is bound already (a worker with a lagging view, a new leader, decided for it), gone or recreated
+under its name; Unreserve reads it too and undoes nothing of a pod that got bound, and clears its
+mapping only on the pod it was written to (uid), unbound, still naming this cycle's claim, at the
+resourceVersion it checked. Every pod status patch carries the pod's uid, as upstream's
+``PatchPodStatus`` does: the apiserver refuses it for a pod recreated under the same name. A copy
+of a claim from the cache that says nothing is left to write is confirmed by a fresh read: a
+claim an earlier attempt wrote and its Unreserve deleted must not be resumed from the cache.
 """
 
 from __future__ import annotations
@@ -22,9 +31,10 @@ from typing import TypeVar
 
 from ..core.allocation.claims import extended_resource_claim_status, reserved_for, special_claim
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
-from ..core.api.objects import Obj, as_dict, as_list, key, name, namespace, status, uid
+from ..core.api.objects import Obj, as_dict, as_list, key, meta, name, namespace, spec, status, uid
+from ..core.api.orphans import special_claim_name
 from ..core.scheduling.framework import Decision
-from ..kube.client import MERGE_PATCH, ApiError, KubeClient
+from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import PODS, RESOURCE_CLAIMS
 from ..kube.retry import retry_on_conflict
 
@@ -34,12 +44,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class NotLeader(Exception):
-    """Writes are fenced: this process no longer holds the lease."""
-
-
 class BindError(Exception):
     """A PreBind or Bind step failed; the cycle must be undone."""
+
+
+class AlreadyBound(BindError):
+    """The pod the cycle is for is bound already (this worker's view lagged): nothing was written,
+    and nothing of the pod may be undone."""
 
 
 @dataclass
@@ -50,6 +61,8 @@ class Written:
     reused_claim: Obj | None = None
     user_claims: list[tuple[str, str, bool]] = field(default_factory=list)  # (ns, name, allocated here)
     pod_status: bool = False
+    #: Each claim's resourceVersion once this cycle had written (or found) it allocated and reserved.
+    versions: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def claim_keys(self) -> list[tuple[str, str]]:
@@ -58,6 +71,11 @@ class Written:
         if claim is not None:
             keys.append((namespace(claim), name(claim)))
         return keys
+
+    @property
+    def claim_versions(self) -> dict[tuple[str, str], str]:
+        """``claim_keys`` with the resourceVersion each was written at ("": not known)."""
+        return {k: self.versions.get(k, "") for k in self.claim_keys}
 
 
 class Binder:
@@ -88,6 +106,9 @@ class Binder:
     # -- PreBind ---------------------------------------------------------------------------------
 
     def pre_bind(self, pod: Obj, decision: Decision, written: Written) -> None:
+        special = decision.special_allocation()
+        if decision.user_claims or special is not None:
+            self._unbound(pod)  # before the first write
         for uc in decision.user_claims:
             allocation = uc.allocation.to_api() if uc.allocation is not None else None
             ns, cname = namespace(uc.claim), name(uc.claim)
@@ -96,17 +117,37 @@ class Binder:
                 # ``bindClaim``: an allocated claim is protected from deletion while in use.
                 known = self._ensure_finalizer(copy.deepcopy(uc.claim))
             written.user_claims.append((ns, cname, allocation is not None))
-            self._update_claim_status(ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known)
-        allocation = decision.special_allocation()
-        if allocation is not None:
+            written.versions[(ns, cname)] = self._update_claim_status(
+                ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known
+            )
+        if special is not None:
             claim = self._special_claim(pod, decision, written, decision.reuse or decision.resumed)
-            self._update_claim_status(
-                namespace(claim), name(claim), pod, allocation, expected_uid=uid(claim), known=claim
+            written.versions[(namespace(claim), name(claim))] = self._update_claim_status(
+                namespace(claim), name(claim), pod, special, expected_uid=uid(claim), known=claim
             )
             self._observe("claim-allocated", pod)
             self._patch_pod_status(pod, extended_resource_claim_status(name(claim), decision.mappings))
             written.pod_status = True
             self._observe("pod-status", pod)
+
+    def _unbound(self, pod: Obj) -> None:
+        """The pod as the API holds it now is this one (uid), and unbound; else BindError."""
+        live = self.read_pod(pod)
+        if live is None:
+            raise BindError(f"pod {key(pod)} was deleted in the meantime")
+        node = spec(live).get("nodeName")
+        if node:
+            raise AlreadyBound(f"pod {key(pod)} is already bound to node {node}")
+
+    def read_pod(self, pod: Obj) -> Obj | None:
+        """A fresh copy of the pod; None when it is gone or another pod has its name now."""
+        try:
+            live = self.client.get(PODS, name(pod), namespace(pod))
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise BindError(f"get pod {key(pod)}: {e.message}") from e
+        return live if uid(live) == uid(pod) else None
 
     def _special_claim(self, pod: Obj, decision: Decision, written: Written, reuse: Obj | None) -> Obj:
         if reuse is not None and _devices(reuse) == (decision.requests, decision.constraints):
@@ -190,15 +231,26 @@ class Binder:
         allocation: Obj | None,
         expected_uid: str,
         known: Obj | None = None,
-    ) -> None:
-        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict.
+    ) -> str:
+        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict. The
+        claim's resourceVersion once written (or found settled) is returned.
 
         ``known`` is the newest copy we hold (the POST answer, or the cache's): an up-to-date one
-        saves a read, a stale one costs a 409 and a fresh read.
+        saves a read, a stale one costs a 409 and a fresh read. A copy that says there is nothing
+        to write is not taken at its word: the API is read (the claim may be gone, or deallocated).
         """
-        claim = copy.deepcopy(known) if known is not None else self._get_claim(ns, cname)
 
-        def reserve(claim: Obj) -> None:
+        def settled(claim: Obj) -> bool:
+            st = as_dict(claim.get("status"))
+            reserved = any(as_dict(r).get("uid") == uid(pod) for r in as_list(st.get("reservedFor")))
+            return reserved and bool(st.get("allocation"))
+
+        if known is not None and not settled(known):
+            claim = copy.deepcopy(known)
+        else:
+            claim = self._get_claim(ns, cname)
+
+        def reserve(claim: Obj) -> str:
             if expected_uid and uid(claim) != expected_uid:
                 raise BindError(f"claim {ns}/{cname} got deleted in the meantime")
             st = claim.setdefault("status", {})
@@ -210,22 +262,23 @@ class Binder:
             reserved = as_list(st.get("reservedFor"))
             already = any(as_dict(r).get("uid") == uid(pod) for r in reserved)
             if already and (allocation is None or current):
-                return  # allocated as wanted and reserved for this pod: nothing to write
+                return str(meta(claim).get("resourceVersion") or "")  # nothing to write
             if allocation is not None and not current:
                 st["allocation"] = allocation
             if not already:
                 st["reservedFor"] = [*reserved, reserved_for(pod)]
             self._check()
             try:
-                self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
+                answer = self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
             except ApiError as e:
                 if e.conflict:
                     raise
                 if e.not_found:
                     raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
                 raise BindError(f"update claim {ns}/{cname} status: {e.message}") from e
+            return str(meta(answer).get("resourceVersion") or "")
 
-        self._on_conflict(
+        return self._on_conflict(
             reserve, claim, lambda: self._get_claim(ns, cname), f"update claim {ns}/{cname} status"
         )
 
@@ -252,12 +305,17 @@ class Binder:
                 "(DRAExtendedResource is off): recreate the pod, draxr's webhook rewrites it into claims"
             )
 
-    def _patch_mapping(self, pod: Obj, erc_status: Obj | None) -> Obj:
-        """Set (or, with None, clear) the pod's ``status.extendedResourceClaimStatus``."""
+    def _patch_mapping(self, pod: Obj, erc_status: Obj | None, resource_version: str | None = None) -> Obj:
+        """Set (or, with None, clear) the pod's ``status.extendedResourceClaimStatus``; the pod's uid
+        is in the patch (a precondition: refused for another pod of the same name) and, when given,
+        the resourceVersion (refused with 409 once the pod changed)."""
+        metadata: Obj = {"uid": uid(pod)}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
         return self.client.patch(
             PODS,
             name(pod),
-            {"status": {"extendedResourceClaimStatus": erc_status}},
+            {"metadata": metadata, "status": {"extendedResourceClaimStatus": erc_status}},
             namespace=namespace(pod),
             subresource="status",
             patch_type=MERGE_PATCH,
@@ -298,7 +356,20 @@ class Binder:
 
     def roll_back(self, pod: Obj, written: Written) -> None:
         """The API half of Unreserve: undo this cycle's writes; best effort, every step
-        tolerates NotFound."""
+        tolerates NotFound. Nothing is undone of a pod that got bound (its binding went through
+        although Bind failed): it runs with what this cycle wrote."""
+        if written.user_claims or written.special_claim is not None or written.pod_status:
+            try:
+                live = self.read_pod(pod)
+            except BindError as e:
+                log.warning("unreserve: %s: nothing undone", e, extra={"pod": key(pod)})
+                return
+            if live is not None and spec(live).get("nodeName"):
+                log.warning(
+                    "unreserve: the pod is bound: nothing undone",
+                    extra={"pod": key(pod), "node": spec(live).get("nodeName")},
+                )
+                return
         claim = written.special_claim
         if claim is not None:
             try:
@@ -310,12 +381,31 @@ class Binder:
                 self.unreserve_claim(ns, cname, uid(pod), deallocate=allocated_here)
             except (ApiError, BindError, NotLeader) as e:
                 log.warning("unreserve: release claim: %s", e, extra={"pod": key(pod), "claim": cname})
-        if written.pod_status:
+        mapped = written.special_claim or written.reused_claim
+        if written.pod_status and mapped is not None:
             try:
-                self._check()
-                self._patch_mapping(pod, None)
-            except (ApiError, NotLeader) as e:
+                self.clear_mapping(pod, name(mapped))
+            except (ApiError, BindError, NotLeader) as e:
                 log.info("unreserve: clear pod status: %s", e, extra={"pod": key(pod)})
+
+    def clear_mapping(self, pod: Obj, claim_name: str) -> None:
+        """Clear the pod's ``status.extendedResourceClaimStatus`` if it still names ``claim_name``,
+        the pod is still this one (uid) and unbound, at the resourceVersion read (a conflict reads
+        again): never the mapping of a bound pod, nor one someone else wrote."""
+
+        def clear(live: Obj | None) -> None:
+            if live is None or spec(live).get("nodeName") or special_claim_name(live) != claim_name:
+                return
+            self._check()
+            try:
+                self._patch_mapping(pod, None, str(meta(live).get("resourceVersion") or ""))
+            except ApiError as e:
+                if not e.not_found:
+                    raise
+
+        self._on_conflict(
+            clear, self.read_pod(pod), lambda: self.read_pod(pod), f"clear pod {key(pod)} status"
+        )
 
     def read_claim(self, ns: str, cname: str) -> Obj | None:
         """A fresh copy, or None when the claim is gone (cleanup treats that as done)."""

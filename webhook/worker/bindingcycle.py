@@ -2,9 +2,10 @@
 
 PreBind and Bind are ``binder.py``'s API writes. Any failure runs Unreserve, both halves: the API
 writes undone (``Binder.roll_back``), then the decision's reservation (``SharedScheduler.unreserve``),
-and the pod goes back to the queue. A bound pod is assumed until the cache shows its node, and its
-reservation is held until the cache shows the claims the cycle wrote (``assumed.py``); then one log
-line, the ``Scheduled`` Event and, for a relaxed alignment, ``AlignmentRelaxed``.
+and the pod goes back to the queue; a pod PreBind finds bound already (this worker's view lagged)
+only loses the reservation and leaves the queue. A bound pod is assumed until the cache shows its
+node, and its reservation is held until the cache shows the claims the cycle wrote (``assumed.py``);
+then one log line, the ``Scheduled`` Event and, for a relaxed alignment, ``AlignmentRelaxed``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from datetime import UTC, datetime
 from ..core.api.objects import Obj, key, name, namespace, parse_time, uid
 from ..core.scheduling.framework import Decision
 from ..kube.cache import SharedScheduler
-from ..kube.client import ApiError
+from ..kube.client import ApiError, NotLeader
 from .assumed import AssumedClaims, AssumedPods
-from .binder import Binder, BindError, NotLeader, Written
+from .binder import AlreadyBound, Binder, BindError, Written
 from .events import ALIGNMENT_RELAXED, EventRecorder, relaxed_alignment_message, scheduled_message
 from .metrics import WorkerMetrics
 from .queue import SchedulingQueue
@@ -55,6 +56,14 @@ class BindingCycle:
         try:
             self.binder.pre_bind(pod, decision, written)
             self.binder.bind(pod, decision.node)
+        except AlreadyBound as e:
+            # This worker's view lagged (a new leader): nothing was written, nothing is undone but
+            # the reservation, and the pod leaves the queue (its next event shows it bound).
+            log.info("already bound", extra={"pod": key(pod), "reason": str(e)})
+            self.scheduler.unreserve(decision, token)
+            self.metrics.attempts.labels("already_bound").inc()
+            self.queue.done(uid(pod))
+            return
         except Exception as e:
             log.warning(
                 "binding failed",
@@ -77,7 +86,7 @@ class BindingCycle:
         self.assumed_pods.assume(uid(pod), decision.node)
         claim = written.special_claim or written.reused_claim
         # The reservation stays until the cache shows every claim this cycle wrote.
-        self.assumed_claims.hold(token, written.claim_keys)
+        self.assumed_claims.hold(token, written.claim_versions)
         self.queue.done(uid(pod))
         self.bound += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from ..core.api.objects import Obj, as_dict, controller_ref, name, namespace, uid
 from ..core.api.orphans import orphaned, owner_pod_uid
 from ..core.api.specialclaims import is_special_claim
-from ..kube.client import ApiError, KubeClient
+from ..kube.client import ApiError, KubeClient, NotLeader
 from ..kube.resources import PODS
-from .binder import Binder, BindError, NotLeader
+from .binder import Binder, BindError
 
 log = logging.getLogger("draxr.cleanup")
 

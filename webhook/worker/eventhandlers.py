@@ -2,23 +2,26 @@
 
 A pending pod of ours enters the scheduling queue and leaves it once bound or gone; an event that may
 free or add capacity sends unschedulable pods back; a finished or deleted pod's special claims, and
-an orphan's (``core/api/orphans.py``), go to the maintenance thread to be freed; a rewritten pod's
+an orphan's (``core/api/orphans.py``), go to the maintenance thread to be freed (a bound pod whose
+status names no claim frees none: it is reported, ``unmapped.py``); a rewritten pod's
 missing templates are wanted; a claim the cache now shows written ends its assumption. Events run
 on the informers' threads and only queue work: nothing here writes to the API.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
-from ..core.api.objects import Obj, as_dict, is_terminating, key, name, namespace, spec, status, uid
-from ..core.api.orphans import orphaned, owner_pod_uid, pod_is_done, special_claim_name
+from ..core.api.objects import Obj, as_dict, is_terminating, key, meta, name, namespace, spec, status, uid
+from ..core.api.orphans import orphaned, owner_pod_uid, pod_is_done, special_claim_name, unmapped
 from ..core.api.specialclaims import is_special_claim
 from ..kube.cache import ClusterCache
 from .assumed import AssumedClaims, AssumedPods
 from .maintenance import Cleanup
 from .queue import SchedulingQueue
 from .templates import TemplateKeeper
+from .unmapped import UnmappedPods
 
 
 def is_ours(pod: Obj, scheduler_name: str) -> bool:
@@ -34,6 +37,22 @@ def is_ours(pod: Obj, scheduler_name: str) -> bool:
     )
 
 
+def scheduling_signature(pod: Obj) -> str:
+    """What of a pending pod its scheduling depends on: its labels, annotations and spec, and the
+    claim statuses of its status (kube-scheduler's pod update events: labels, resources,
+    scheduling gates, tolerations, generated claims). Conditions, phase and the rest of the status
+    are not in it: updating them alone does not send an unschedulable pod round again."""
+    m, st = meta(pod), status(pod)
+    parts = (
+        m.get("labels"),
+        m.get("annotations"),
+        spec(pod),
+        st.get("extendedResourceClaimStatus"),
+        st.get("resourceClaimStatuses"),
+    )
+    return json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+
+
 class EventHandlers:
     def __init__(
         self,
@@ -44,6 +63,7 @@ class EventHandlers:
         assumed_claims: AssumedClaims,
         clean_up: Callable[[Cleanup], None],
         scheduler_name: str,
+        unmapped: UnmappedPods,
     ) -> None:
         self.cache = cache
         self.queue = queue
@@ -52,12 +72,13 @@ class EventHandlers:
         self.assumed_claims = assumed_claims
         self.clean_up = clean_up
         self.scheduler_name = scheduler_name
+        self.unmapped = unmapped
 
     def resync(self) -> None:
         """Every cached pod again, as if modified: pending pods are queued, finished pods' claims
         freed (after start or on leading)."""
         for pod in self.cache.all_pods().values():
-            self.on_event("Pod", "MODIFIED", pod)
+            self._on_pod("MODIFIED", pod, resync=True)
 
     def on_event(self, kind: str, etype: str, obj: Obj) -> None:
         if kind == "Pod":
@@ -69,7 +90,8 @@ class EventHandlers:
         else:
             self.queue.cluster_changed()
 
-    def _on_pod(self, etype: str, pod: Obj) -> None:
+    def _on_pod(self, etype: str, pod: Obj, *, resync: bool = False) -> None:
+        """``resync``: queue a pending pod as changed, whatever changed."""
         pod_uid = uid(pod)
         if etype != "DELETED":
             self.templates.want(pod)  # a rewritten pod's templates, if any are missing
@@ -77,10 +99,12 @@ class EventHandlers:
             return
         if etype != "DELETED" and is_ours(pod, self.scheduler_name):
             prio = spec(pod).get("priority")
-            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod))
+            signature = None if resync else scheduling_signature(pod)
+            self.queue.add(pod_uid, prio if isinstance(prio, int) else 0, key(pod), signature)
             return
         self.queue.remove(pod_uid)
         if etype == "DELETED" or pod_is_done(pod):
+            self.unmapped.forget(pod_uid)
             # Every special claim the pod owns goes, the one its status names first.
             names = [n for n in (special_claim_name(pod),) if n]
             names += [name(c) for c in self.cache.special_claims_of(pod) if name(c) not in names]
@@ -89,8 +113,14 @@ class EventHandlers:
             if spec(pod).get("nodeName"):
                 self.queue.cluster_changed()
         elif spec(pod).get("nodeName"):
-            # Bound: special claims besides the one its status names are leftovers of a failed cycle.
-            for claim in self.cache.special_claims_of(pod):
+            # Bound: special claims besides the one its status names are leftovers of a failed cycle;
+            # one that names none keeps them all, and is reported.
+            claims = self.cache.special_claims_of(pod)
+            if claims and unmapped(pod):
+                self.unmapped.observe(pod, [name(c) for c in claims])
+            else:
+                self.unmapped.forget(pod_uid)
+            for claim in claims:
                 if orphaned(claim, pod):
                     self.clean_up(Cleanup(namespace(claim), name(claim), pod_uid, claim))
 

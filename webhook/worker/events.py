@@ -16,8 +16,7 @@ from typing import Any
 from ..core.allocation.placement import describe, relaxed_message
 from ..core.api.objects import Obj, format_time, key, name, namespace, uid
 from ..core.scheduling.framework import Decision
-from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient
-from ..kube.ratelimit import TokenBucket
+from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import EVENTS, PODS
 
 
@@ -32,9 +31,10 @@ def pod_scheduled_condition(pod: Obj) -> Obj | None:
     return None
 
 
-def unschedulable_patch(reason: str, message: str, now: str) -> Obj:
-    """Strategic merge patch: conditions merge by ``type``, so other conditions stay."""
-    return {
+def unschedulable_patch(reason: str, message: str, now: str, pod_uid: str | None = None) -> Obj:
+    """Strategic merge patch: conditions merge by ``type``, so other conditions stay. ``pod_uid``:
+    a precondition, as in upstream's ``PatchPodStatus`` (refused for a pod recreated under the name)."""
+    patch: Obj = {
         "status": {
             "conditions": [
                 {
@@ -48,10 +48,20 @@ def unschedulable_patch(reason: str, message: str, now: str) -> Obj:
             ]
         }
     }
+    if pod_uid:
+        patch["metadata"] = {"uid": pod_uid}
+    return patch
+
+
+#: client-go's ``EventSourceObjectSpamFilter``: each object a burst of 25 Events, then one every
+#: 5 minutes (one bucket for all, 5/s, left 27 ``Scheduled`` Events for 1,000 binds).
+SPAM_BURST = 25
+SPAM_QPS = 1.0 / 300.0
 
 
 class EventRecorder:
-    """Creates core/v1 Events; the same (object, reason, message) at most once per ``interval``."""
+    """Creates core/v1 Events; the same (object, reason, message) at most once per ``interval``, and
+    per object at most ``burst`` at once then ``qps`` (client-go's spam filter)."""
 
     def __init__(
         self,
@@ -60,17 +70,20 @@ class EventRecorder:
         instance: str,
         *,
         interval: float = 30.0,
-        qps: float = 5.0,
-        burst: int = 25,
+        qps: float = SPAM_QPS,
+        burst: int = SPAM_BURST,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.component = component
         self.instance = instance
         self.interval = interval
+        self.qps = qps
+        self.burst = burst
         self._clock = clock
-        self._bucket = TokenBucket(qps, burst, clock)
         self._last: dict[tuple[str, str, str], float] = {}
+        #: Each object's bucket: (tokens, when last counted).
+        self._spam: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
         self.dropped = 0
 
@@ -82,20 +95,39 @@ class EventRecorder:
             if last is not None and now - last < self.interval:
                 self.dropped += 1
                 return False
-            if self._bucket.reserve() > 0:
+            tokens, counted = self._spam.get(obj_uid, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - counted) * self.qps)
+            if tokens < 1:  # a dropped Event costs no token (TryAccept)
+                self._spam[obj_uid] = (tokens, now)
                 self.dropped += 1
                 return False
+            self._spam[obj_uid] = (tokens - 1, now)
             self._last[key] = now
             if len(self._last) > 10_000:
                 self._last = {k: t for k, t in self._last.items() if now - t < self.interval}
+            if len(self._spam) > 10_000:  # a full bucket is what a new object gets anyway
+                self._spam = {
+                    k: (t, c) for k, (t, c) in self._spam.items() if t + (now - c) * self.qps < self.burst
+                }
             return True
 
-    def event(self, pod: Obj, event_type: str, reason: str, message: str) -> bool:
+    def event(
+        self,
+        pod: Obj,
+        event_type: str,
+        reason: str,
+        message: str,
+        *,
+        kind: str = "Pod",
+        api_version: str = "v1",
+    ) -> bool:
+        """An Event about ``pod`` (or another namespaced object of ``kind``); False when filtered
+        or the create failed."""
         if not self.allow(uid(pod), reason, message):
             return False
         involved = {
-            "apiVersion": "v1",
-            "kind": "Pod",
+            "apiVersion": api_version,
+            "kind": kind,
             "name": name(pod),
             "namespace": namespace(pod),
             "uid": uid(pod),
@@ -111,8 +143,8 @@ class EventRecorder:
                 component=self.component,
                 instance=self.instance,
             )
-        except ApiError:
-            return False  # events are best effort, like client-go's broadcaster
+        except (ApiError, NotLeader):
+            return False  # events are best effort, like client-go's broadcaster (and fenced)
         return True
 
 
@@ -180,7 +212,7 @@ def set_unschedulable(client: KubeClient, pod: Obj, reason: str, message: str) -
     client.patch(
         PODS,
         name(pod),
-        unschedulable_patch(reason, message, now_rfc3339()),
+        unschedulable_patch(reason, message, now_rfc3339(), uid(pod)),
         namespace=namespace(pod),
         subresource="status",
         patch_type=STRATEGIC_PATCH,

@@ -4,7 +4,8 @@ controller, and a garbage collection of its own).
 Special claims the event handlers queue (a finished or deleted pod's, an orphan's) are freed one at
 a time, a failed one again after two seconds; the rewrite's ResourceClaimTemplates are made when
 wanted and collected every few seconds; orphans are repaired every ``orphan_interval`` seconds, and
-at once when this worker starts to lead. Only the leader writes.
+at once when this worker starts to lead; the reports (``doubles.py``, ``nodevices.py``) look at the
+cache every ``every`` seconds. Only the leader writes.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import logging
 import queue as stdqueue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..core.api.objects import Obj
 from ..kube.cache import ClusterCache
@@ -26,6 +28,14 @@ log = logging.getLogger("draxr.worker")
 
 #: A special claim that could not be freed is tried again after this many seconds.
 RETRY_AFTER = 2.0
+
+
+class Report(Protocol):
+    """A periodic look at the cache that reports what it finds (doubles.py, nodevices.py)."""
+
+    every: float
+
+    def check(self) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +60,11 @@ class Maintenance:
         *,
         orphan_interval: float,
         template_grace: float,
+        report: Callable[[], None] = lambda: None,
+        reports: Sequence[Report] = (),
     ) -> None:
+        """``report``: called every turn, writes the Events of anomalies the event handlers saw
+        (``UnmappedPods.report``)."""
         self.cleaner = cleaner
         self.templates = templates
         self.cache = cache
@@ -58,6 +72,8 @@ class Maintenance:
         self.is_leader = is_leader
         self.orphan_interval = orphan_interval
         self.template_grace = template_grace
+        self.report = report
+        self.reports = reports
         #: Special claims to free, in the order their events came.
         self.cleanups: stdqueue.Queue[Cleanup] = stdqueue.Queue()
         self._repair_now = threading.Event()
@@ -73,6 +89,7 @@ class Maintenance:
         next_repair = time.monotonic() + self.orphan_interval
         collect_every = min(max(self.template_grace / 2, 0.1), 5.0)
         next_collect = time.monotonic() + collect_every
+        next_report = [time.monotonic()] * len(self.reports)
         while not stop.is_set():
             try:
                 item = self.cleanups.get(timeout=0.1)
@@ -82,10 +99,15 @@ class Maintenance:
                 self._retry_later(item)
             if self.templates.wanted() and self.is_leader():
                 self.templates.ensure()
+            self.report()
             if time.monotonic() >= next_collect:
                 next_collect = time.monotonic() + collect_every
                 if self.is_leader():
                     self.templates.collect()
+            for i, report in enumerate(self.reports):
+                if time.monotonic() >= next_report[i]:
+                    next_report[i] = time.monotonic() + report.every
+                    report.check()
             if self._repair_now.is_set() or time.monotonic() >= next_repair:
                 self._repair_now.clear()
                 next_repair = time.monotonic() + self.orphan_interval

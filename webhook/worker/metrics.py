@@ -9,6 +9,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 ORPHANED_CLAIMS = "draxr_orphaned_claims"
+UNMAPPED_BOUND_PODS = "draxr_unmapped_bound_pods"
+DOUBLE_ALLOCATED_DEVICES = "draxr_double_allocated_devices"
+PODS_WITHOUT_DEVICES = "draxr_pods_without_devices"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -53,6 +56,24 @@ class WorkerMetrics:
             ORPHANED_CLAIMS,
             "Special claims whose pod is gone, finished or bound with another claim, that the last "
             "repair pass (every --orphan-interval, and on leadership) could not release",
+            registry=registry,
+        )
+        self.unmapped = Gauge(
+            UNMAPPED_BOUND_PODS,
+            "Bound pods that own special claims while their status.extendedResourceClaimStatus names "
+            "none: their claims are never freed while they run (an anomaly: see the pods' Events)",
+            registry=registry,
+        )
+        self.double_allocated = Gauge(
+            DOUBLE_ALLOCATED_DEVICES,
+            "Devices held by two or more ResourceClaims' allocations at once (not shares, not admin "
+            "access): two schedulers allocated from one pool",
+            registry=registry,
+        )
+        self.pods_without_devices = Gauge(
+            PODS_WITHOUT_DEVICES,
+            "Bound pods asking for a DRA-backed name on a node without it in allocatable and without "
+            "a valid mapping to an allocated claim: they run without their devices",
             registry=registry,
         )
         self.orphans_repaired = Counter(

@@ -31,6 +31,8 @@ class Entry:
     attempts: int = 0
     backoff_until: float = 0.0
     key: str = ""  # namespace/name, for logs
+    #: What of the pod its scheduling depends on, as last queued (``add``); None: unknown.
+    signature: str | None = None
 
 
 @dataclass(order=True)
@@ -62,15 +64,23 @@ class SchedulingQueue:
 
     # -- producers ---------------------------------------------------------------------------
 
-    def add(self, uid: str, priority: int = 0, key: str = "") -> None:
-        """A pending pod appeared or changed: make it active unless it is backing off."""
+    def add(self, uid: str, priority: int = 0, key: str = "", signature: str | None = None) -> None:
+        """A pending pod appeared or changed: make it active unless it is backing off.
+
+        A queued pod whose ``signature`` (what its scheduling depends on) did not change stays
+        where it is: an update of its status alone (the worker's own PodScheduled=False among
+        them) cannot make it fit, as kube-scheduler's queueing hints for a pod's own update. No
+        signature: always a change (a resync)."""
         with self._cond:
             entry = self._entries.get(uid)
             if entry is None:
-                entry = Entry(uid, priority, next(self._seq), key=key)
+                entry = Entry(uid, priority, next(self._seq), key=key, signature=signature)
                 self._entries[uid] = entry
             else:
                 entry.priority = priority
+                if signature is not None and signature == entry.signature:
+                    return
+                entry.signature = signature
             if uid in self._in_flight:
                 self._moved_while_in_flight.add(uid)
                 return

@@ -18,9 +18,9 @@ from concurrent.futures import Executor
 from ..core.api.objects import Obj, key, name, namespace, uid
 from ..core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache, SharedScheduler
-from ..kube.client import ApiError, KubeClient
+from ..kube.client import ApiError, KubeClient, NotLeader
 from .assumed import AssumedPods
-from .binder import Binder, BindError, NotLeader
+from .binder import Binder, BindError
 from .bindingcycle import BindingCycle
 from .eventhandlers import is_ours
 from .events import EventRecorder, set_unschedulable
@@ -132,6 +132,6 @@ class SchedulingLoop:
             return
         try:
             set_unschedulable(self.client, pod, reason, decision.message)
-        except ApiError as e:
+        except (ApiError, NotLeader) as e:
             log.warning("set PodScheduled=False: %s", e, extra={"pod": key(pod)})
         self.events.event(pod, "Warning", "FailedScheduling", decision.message)

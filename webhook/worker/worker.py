@@ -8,7 +8,8 @@ It is made of one part per concern, each in its own module, wired here:
 - ``bindingcycle``: a pool runs binding cycles (PreBind, Bind; Unreserve on failure) concurrently;
 - ``maintenance``: a thread frees the claims of finished pods, keeps the rewrite's templates and
   repairs orphans;
-- ``leadership``: only the leader writes; leading, the worker catches up at once.
+- ``leadership``: only the leader writes (its client is fenced: no write, no retry of one, leaves a
+  worker that lost the lease); leading, the worker catches up at once.
 """
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ from .binder import Binder
 from .bindingcycle import BindingCycle
 from .cleanup import Cleaner
 from .config import WorkerConfig
+from .doubles import DoubleAllocations
 from .eventhandlers import EventHandlers, is_ours
 from .events import EventRecorder
 from .leadership import Leadership
 from .maintenance import Maintenance
 from .metrics import WorkerMetrics
+from .nodevices import PodsWithoutDevices
 from .queue import SchedulingQueue
 from .scheduling import SchedulingLoop
 from .templates import TemplateKeeper
+from .unmapped import UnmappedPods
 
 
 class Worker:
@@ -48,20 +52,23 @@ class Worker:
         leader: LeaderElector | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
         self.cache = cache
         self.config = config
         self.metrics = metrics
         self.leadership = Leadership(leader, metrics.leader, self._on_leading)
         fence = self.leadership.is_leader
+        #: Every write of the worker is fenced, retries included (``KubeClient.fenced``).
+        self.client = client = client.fenced(fence)
         self.queue = SchedulingQueue(clock, config.initial_backoff, config.max_backoff)
         self.scheduler = cache.scheduler(
             config.policy, config.scheduler_name, config.percentage_of_nodes_to_score
         )
         self.binder = Binder(client, config.scheduler_name, fence, metrics.on_claim)
         self.cleaner = Cleaner(client, self.binder)
-        self.events = EventRecorder(client, config.scheduler_name, config.identity)
+        # Its own write rate limit: an Event for every pod bound must not slow the bindings.
+        self.events = EventRecorder(client.with_own_rate_limit(), config.scheduler_name, config.identity)
         self.templates = TemplateKeeper(client, cache, fence, grace=config.template_grace)
+        self.unmapped = UnmappedPods(metrics.unmapped, self.events, fence)
         self.maintenance = Maintenance(
             self.cleaner,
             self.templates,
@@ -70,6 +77,11 @@ class Worker:
             fence,
             orphan_interval=config.orphan_interval,
             template_grace=config.template_grace,
+            report=self.unmapped.report,
+            reports=(
+                DoubleAllocations(cache, self.events, metrics.double_allocated, fence),
+                PodsWithoutDevices(cache, self.events, metrics.pods_without_devices, fence),
+            ),
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)
@@ -99,6 +111,7 @@ class Worker:
             assumed_claims,
             self.maintenance.clean_up,
             config.scheduler_name,
+            self.unmapped,
         )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from webhook.core.api.objects import Obj
-from webhook.core.api.orphans import orphaned, owner_pod_uid, pod_is_done, special_claim_name, superseded
+from webhook.core.api.orphans import (
+    orphaned,
+    owner_pod_uid,
+    pod_is_done,
+    special_claim_name,
+    superseded,
+    unmapped,
+)
 
 
 def pod(
@@ -41,7 +48,7 @@ def claim(
         (pod(node_name="n", phase="Succeeded", uses="c"), True),
         (pod(node_name="n", phase="Failed", uses="c"), True),
         (pod(node_name="n", uses="another"), True),  # bound with the claim it uses, not this one
-        (pod(node_name="n"), True),  # bound, and its status names no claim
+        (pod(node_name="n"), False),  # bound, its status names no claim: an anomaly, not a licence
         (pod(node_name="n", uses="c"), False),  # in use
         (pod(), False),  # pending: a binding cycle may be using it
         (pod(uses="another"), False),  # pending, even when its status names another
@@ -69,5 +76,21 @@ def test_pod_state_helpers() -> None:
     assert not pod_is_done(pod(phase="Running"))
     assert special_claim_name(pod(uses="c")) == "c"
     assert special_claim_name(pod()) is None
-    assert superseded(pod(node_name="n"), claim(owner_uid=None))  # bound, names no claim
+    assert superseded(pod(node_name="n", uses="another"), claim())
+    assert not superseded(
+        pod(node_name="n"), claim()
+    )  # bound, names no claim: which one it runs with is unknown
     assert not superseded(pod(uses="another"), claim())  # not bound yet
+
+
+@pytest.mark.parametrize(
+    ("found", "anomaly"),
+    [
+        (pod(node_name="n"), True),  # bound, running, and its status names no claim
+        (pod(node_name="n", uses="c"), False),
+        (pod(), False),  # pending: PreBind writes the mapping before the binding
+        (pod(node_name="n", phase="Succeeded"), False),  # done: its claims are freed anyway
+    ],
+)
+def test_unmapped(found: Obj, anomaly: bool) -> None:
+    assert unmapped(found) is anomaly

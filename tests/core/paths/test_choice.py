@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
-from webhook.core.paths.choice import decide_path, path_for
+from webhook.core.paths.choice import BOUND_AT_CREATION, decide_path, path_for
 
 GPU = "example.com/gpu"
 CLASSES = {GPU: "gpu.example.com"}
@@ -127,3 +128,48 @@ def test_with_no_node_known_the_apiservers_gate_decides() -> None:
     empty = state_of(device_class("gpu.example.com", ext=GPU))
     assert path_for(empty, CLASSES, "auto", apiserver_gate=True).kind == "native"
     assert path_for(empty, CLASSES, "auto", apiserver_gate=False).kind == "rewrite"
+
+
+def test_a_pod_created_with_a_node_name_is_left_alone_in_every_mode_but_off() -> None:
+    """No scheduler sees it: neither path's claims would be allocated (issue 23)."""
+    cls = device_class("gpu.example.com", ext=GPU)
+    state = state_of(kubelet("dra", "v1.36.1"), cls, resource_slice("s", gpus(2), node_name="dra"))
+    bound = pod("bound", [container("c", {GPU: "1"})], nodeName="dra")
+    for mode in ("auto", "native", "rewrite"):
+        choice = path_for(state, CLASSES, mode, apiserver_gate=True, pod=bound)
+        assert (choice.kind, choice.why) == ("none", BOUND_AT_CREATION)
+    assert path_for(state, CLASSES, "off", apiserver_gate=True, pod=bound).why == "draxr --mode=off"
+
+
+def upgrading(upgraded: int, old: int) -> Any:
+    """A node-by-node 1.35 -> 1.36 upgrade: ``upgraded`` kubelets with the gate, ``old`` without,
+    8 GPUs each, the apiserver already on 1.36."""
+    objects: list[Obj] = [device_class("gpu.example.com", ext=GPU)]
+    for i in range(upgraded + old):
+        n = f"n{i}"
+        objects.append(kubelet(n, "v1.36.3" if i < upgraded else "v1.35.4"))
+        objects.append(resource_slice(f"s{i}", gpus(8), node_name=n))
+    return state_of(*objects)
+
+
+def test_during_an_upgrade_native_only_where_an_upgraded_node_can_hold_the_pod_now() -> None:
+    """Reproduced (issue 23): with 1 upgraded and 9 old nodes the pod took the native path as soon as
+    one DRA node had the gate, and the worker then refused every old node: once the upgraded node was
+    full, new pods went Unschedulable with 72 GPUs free. Now native only where a gated node has room
+    for the pod now, otherwise rewrite (which any node can serve), as the mixed-cluster rule decides
+    by room."""
+    state = upgrading(1, 9)
+    assert path_for(state, CLASSES, "auto", apiserver_gate=True, pod=gpu_pod(8)).kind == "native"
+    state.reserve("t", [("gpu.example.com", "n0", f"gpu-{i}") for i in range(7)], gpu_pod(7), "n0")
+    assert path_for(state, CLASSES, "auto", apiserver_gate=True, pod=gpu_pod(1)).kind == "native"
+    two = path_for(state, CLASSES, "auto", apiserver_gate=True, pod=gpu_pod(2))
+    assert (two.kind, two.why) == (
+        "rewrite",
+        "no node whose kubelet has DRAExtendedResource has room for it now",
+    )
+    assert path_for(state, CLASSES, "auto", apiserver_gate=True, pod=gpu_pod(9)).kind == "rewrite"
+    # every DRA node upgraded: native, and a pod that fits nowhere now waits natively
+    done = upgrading(3, 0)
+    assert path_for(done, CLASSES, "auto", apiserver_gate=True, pod=gpu_pod(9)).kind == "native"
+    # none upgraded yet: rewrite, as before
+    assert "no DRA node's kubelet" in path_for(upgrading(0, 3), CLASSES, "auto", apiserver_gate=True).why

@@ -3,14 +3,19 @@ webhook: the facts read under the cache's lock, then the decision."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import jsonpatch
+
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
+from webhook.core.api.labels import parse_label_selector
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 from webhook.core.paths.choice import PathChoice
+from webhook.core.paths.consumed import CLAIM, ClaimClasses, ClaimSource, ManagedClasses
 from webhook.core.paths.explain import contention_warning, path_warning, quota_warning, unserved_warning
 from webhook.core.paths.outcome import ClusterFacts, cluster_facts, pod_outcome
 from webhook.core.paths.patch import native_patch, rewrite_patch
@@ -48,6 +53,8 @@ def facts(
     gate: bool = True,
     complete: bool = True,
     quotas: Sequence[Obj] = (),
+    claims: ClaimClasses | None = None,
+    managed: ManagedClasses | None = None,
 ) -> ClusterFacts:
     resolved = {n: c for n in names if (c := state.classes.class_name(n)) is not None}
     return cluster_facts(
@@ -61,6 +68,8 @@ def facts(
         force_rewrite=False,
         quotas=lambda: quotas,
         namespace="default",
+        claims=claims,
+        managed=managed or ManagedClasses(),
     )
 
 
@@ -92,7 +101,7 @@ def test_the_native_path_patches_routes_and_asks_for_fit_advice() -> None:
     p = gpu_pod()
     out = pod_outcome(p, facts(state, p, [GPU]), Routing())
     assert out.kind == "native"
-    assert out.patch == native_patch(p, {GPU: CLASS}, Routing())
+    assert out.patch == native_patch(p, {GPU: CLASS}, "draxr")
     assert {op["path"] for op in out.patch} == {"/metadata/annotations", "/spec/schedulerName"}
     assert out.warnings == []
     assert out.fit_check
@@ -120,9 +129,10 @@ def test_the_rewrite_explains_its_path_and_the_quota_it_escapes() -> None:
     p = gpu_pod()
     seen = facts(state, p, [GPU], gate=False, quotas=[QUOTA])
     assert seen.choice == PathChoice("rewrite", "DRAExtendedResource is off in the apiserver")
-    out = pod_outcome(p, seen, Routing("always"))
+    out = pod_outcome(p, seen, Routing())
     assert out.kind == "rewrite"
-    assert out.patch == rewrite_patch(p, {GPU: CLASS}, Routing("always"))
+    # Its claims are of a class draxr manages: routed, one allocator per pool (issue 20).
+    assert out.patch == rewrite_patch(p, {GPU: CLASS}, "draxr")
     assert out.warnings == [path_warning([GPU], seen.choice), quota_warning(GPU, CLASS)]
     assert (
         out.warnings[0] == f"{GPU}: rewritten into DRA claims (DRAExtendedResource is off in the apiserver)"
@@ -153,9 +163,154 @@ def test_the_rewrite_carries_the_class_capacity_requests_into_its_patch() -> Non
     seen = facts(state, p, [GPU], gate=False)
     assert seen.capacity == {CLASS: {"memory": "10Gi"}}
     out = pod_outcome(p, seen, Routing("always"))
-    assert out.patch == rewrite_patch(
-        p, {GPU: CLASS}, Routing("always"), capacity={CLASS: {"memory": "10Gi"}}
-    )
-    assert out.patch != rewrite_patch(p, {GPU: CLASS}, Routing("always"))
+    assert out.patch == rewrite_patch(p, {GPU: CLASS}, "draxr", capacity={CLASS: {"memory": "10Gi"}})
+    assert out.patch != rewrite_patch(p, {GPU: CLASS}, "draxr")
     claims = [op["value"] for op in out.patch if op["path"].startswith("/spec/resourceClaims")]
     assert "-cap-" in str(claims)
+
+
+def test_the_rewrite_carries_both_the_class_tolerations_and_capacity_requests() -> None:
+    """Issue 23, both annotations on one class: the template is tolerating and a share, in that
+    order in its name, and the pod's ``draxr.io/rewritten`` entry records both for the worker."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    shared = device_class(CLASS, ext=GPU)
+    shared["metadata"]["annotations"] = {
+        "draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}',
+        "draxr.io/extended-resource-tolerations": json.dumps([toleration]),
+    }
+    n = node("dra")
+    n["status"]["nodeInfo"] = {"kubeletVersion": "v1.36.1"}
+    state = state_of(n, shared, resource_slice("s", gpus(2), node_name="dra"))
+    p = gpu_pod()
+    seen = facts(state, p, [GPU], gate=False)
+    assert seen.capacity == {CLASS: {"memory": "10Gi"}}
+    assert seen.tolerations == {CLASS: [toleration]}
+    out = pod_outcome(p, seen, Routing("always"))
+    patched = jsonpatch.apply_patch(p, out.patch)
+    ((name, entry),) = json.loads(patched["metadata"]["annotations"]["draxr.io/rewritten"]).items()
+    assert name.startswith(f"draxr-{CLASS}-1-tolerating-")
+    assert "-cap-" in name.split("-tolerating-")[1]
+    assert entry == [CLASS, 1, [], [toleration], {"memory": "10Gi"}]
+
+
+# -- one allocator per device pool (issue 20) ------------------------------------------------------
+
+SCHEDULER_OP = {"op": "add", "path": "/spec/schedulerName", "value": "draxr"}
+GANG = {"podGroupName": "trainers"}
+
+
+def claim_pod(**spec: Any) -> Obj:
+    return pod(
+        containers=[container("c", {"cpu": "1"})],
+        resourceClaims=[{"name": "gpu", "resourceClaimName": "mine"}],
+        **spec,
+    )
+
+
+def claims_of(*classes: str) -> ClaimClasses:
+    return ClaimClasses(list(classes))
+
+
+def test_a_pod_whose_own_claims_use_a_managed_class_is_routed() -> None:
+    state = dra_cluster()
+    p = claim_pod()
+    seen = facts(state, p, [], claims=claims_of(CLASS))
+    assert seen.managed == [CLASS]
+    assert pod_outcome(p, seen, Routing()) == pod_outcome(p, seen, Routing("always"))
+    assert pod_outcome(p, seen, Routing()).patch == [SCHEDULER_OP]
+    assert pod_outcome(p, seen, Routing("never")).patch == []
+    other = claim_pod(schedulerName="volcano")
+    assert pod_outcome(other, facts(state, other, [], claims=claims_of(CLASS)), Routing()).patch == []
+
+
+def test_a_claim_not_there_yet_routes_the_pod_to_draxr() -> None:
+    state = dra_cluster()
+    p = claim_pod()
+    seen = facts(state, p, [], claims=ClaimClasses(missing=[ClaimSource(CLAIM, "mine")]))
+    assert seen.managed == []
+    assert seen.claims_unknown
+    assert pod_outcome(p, seen, Routing()).patch == [SCHEDULER_OP]
+
+
+def test_only_the_managed_classes_route() -> None:
+    gpu_only = ManagedClasses(parse_label_selector("draxr.io/managed=true"))
+    labelled = device_class("nic.example.com", ext="example.com/nic")
+    labelled["metadata"]["labels"] = {"draxr.io/managed": "true"}
+    state = dra_cluster(labelled)
+    p = claim_pod()
+    assert facts(state, p, [], claims=claims_of(CLASS), managed=gpu_only).managed == []
+    assert (
+        pod_outcome(p, facts(state, p, [], claims=claims_of(CLASS), managed=gpu_only), Routing()).patch == []
+    )
+    both = facts(state, p, [], claims=claims_of(CLASS, "nic.example.com"), managed=gpu_only)
+    assert both.managed == ["nic.example.com"]
+    assert pod_outcome(p, both, Routing()).patch == [SCHEDULER_OP]
+    # A name backed by a class draxr does not manage is annotated, and left with its scheduler.
+    g = gpu_pod()
+    native = pod_outcome(g, facts(state, g, [GPU], managed=gpu_only), Routing())
+    assert native.kind == "native"
+    assert native.patch == native_patch(g, {GPU: CLASS})
+
+
+def test_a_name_served_by_a_device_plugin_consumes_no_dra_device() -> None:
+    state = state_of(node("dra"), device_class(CLASS, ext=GPU), node("dp", {GPU: 2}))
+    p = gpu_pod()
+    seen = facts(state, p, [GPU], gate=False)
+    assert seen.choice is not None
+    assert seen.choice.kind == "device-plugin"
+    assert seen.managed == []
+    assert pod_outcome(p, seen, Routing()).patch == []
+    with_claims = gpu_pod(resourceClaims=[{"name": "x", "resourceClaimName": "mine"}])
+    seen = facts(state, with_claims, [GPU], gate=False, claims=claims_of(CLASS))
+    assert pod_outcome(with_claims, seen, Routing()).patch == [SCHEDULER_OP]
+
+
+def test_what_the_worker_cannot_honour_is_denied_by_default() -> None:
+    state = dra_cluster()
+    p = gpu_pod(schedulingGroup=GANG)
+    out = pod_outcome(p, facts(state, p, [GPU]), Routing())
+    assert out.patch == []
+    assert out.denial == (
+        "draxr's worker does not implement workload-aware scheduling of a PodGroup "
+        '(spec.schedulingGroup), and the pod consumes devices of DeviceClass "gpu.example.com", which '
+        "draxr allocates: another scheduler would allocate them beside draxr, two allocators sharing "
+        "one pool (draxr serve --unsupported-pods=deny)"
+    )
+    claims = claim_pod(workloadRef={"name": "w", "podGroup": "g"})
+    denied = pod_outcome(claims, facts(state, claims, [], claims=claims_of(CLASS)), Routing())
+    assert denied.denial is not None
+    assert "(spec.workloadRef)" in denied.denial
+
+
+def test_what_the_worker_cannot_honour_can_be_left_to_kube_scheduler() -> None:
+    state = dra_cluster()
+    p = gpu_pod(schedulingGroup=GANG)
+    out = pod_outcome(p, facts(state, p, [GPU]), Routing(unsupported="default-scheduler"))
+    assert out.denial is None
+    assert out.patch == native_patch(p, {GPU: CLASS})  # annotated, not routed
+    assert out.warnings == [
+        "left to default-scheduler: draxr's worker lacks workload-aware scheduling of a PodGroup "
+        "(spec.schedulingGroup)"
+    ]
+    rewritten = pod_outcome(p, facts(state, p, [GPU], gate=False), Routing(unsupported="default-scheduler"))
+    assert rewritten.kind == "rewrite"
+    assert rewritten.patch == rewrite_patch(p, {GPU: CLASS})  # rewritten, as today, and not routed
+
+
+def test_a_pod_naming_draxr_with_what_it_cannot_honour_is_denied() -> None:
+    state = dra_cluster()
+    p = gpu_pod(schedulerName="draxr", schedulingGroup=GANG)
+    out = pod_outcome(p, facts(state, p, [GPU]), Routing(unsupported="default-scheduler"))
+    assert out.denial is not None
+    assert out.denial.startswith('spec.schedulerName is "draxr"')
+
+
+def test_a_pod_draxr_does_not_route_is_not_checked() -> None:
+    state = dra_cluster()
+    for p, route in (
+        (gpu_pod(schedulingGroup=GANG), "never"),
+        (gpu_pod(schedulingGroup=GANG, schedulerName="x"), "default-only"),
+    ):
+        out = pod_outcome(p, facts(state, p, [GPU]), Routing(route))  # type: ignore[arg-type]
+        assert out.denial is None
+        assert out.warnings == []

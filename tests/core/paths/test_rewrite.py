@@ -333,3 +333,95 @@ def test_a_class_with_capacity_requests_gets_templates_whose_devices_are_shares(
     assert templates_of(out) == rw.templates
     # Unchanged for classes without capacity requests: old annotations still read the same.
     assert json.loads(rewritten_annotation(plain)) == {r.name: ["gpu", r.count] for r in plain.templates}
+
+
+TOLERATION = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_class_that_tolerates_taints_gets_tolerating_templates() -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): the templates' requests carry the
+    class's tolerations, as the special claim's do natively; other tolerations, another template."""
+    tolerations = {"gpu.example.com": [TOLERATION]}
+    p = pod("p", [container("c", {ER: "2"}), container("d", {"example.com/nic": "1"})])
+    rw = plan_rewrite(
+        p, {ER: "gpu.example.com", "example.com/nic": "nic"}, tolerations=lambda c: tolerations.get(c, [])
+    )
+    gpu, nic = sorted(rw.templates, key=lambda r: r.device_class)
+    assert gpu.name.startswith("draxr-gpu.example.com-2-tolerating-")
+    assert nic == TemplateRef("nic", 1)
+    body = template(gpu, "ns")
+    assert body["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [TOLERATION]
+    assert "tolerations" not in template(nic, "ns")["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert template_ref(body) == gpu  # the worker reads back what it wrote
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(rw)}
+    assert templates_of(annotated) == sorted(rw.templates)
+    other = TemplateRef("gpu.example.com", 2, (), json.dumps([{**TOLERATION, "effect": "NoExecute"}]))
+    assert len({gpu.name, other.name, TemplateRef("gpu.example.com", 2).name}) == 3
+    # aligned and tolerating: both in the name, both in the annotation, read back alike
+    both = TemplateRef("gpu.example.com", 4, (ROOT,), gpu.tolerations)
+    assert both.name.startswith("draxr-gpu.example.com-4-aligned-")
+    assert "-tolerating-" in both.name
+    assert template_ref(template(both, "ns")) == both
+    annotated["metadata"]["annotations"] = {
+        REWRITTEN_ANNOTATION: json.dumps({both.name: ["gpu.example.com", 4, [ROOT], [TOLERATION]]})
+    }
+    assert templates_of(annotated) == [both]
+
+
+def test_a_class_with_tolerations_and_capacity_requests_gets_templates_with_both() -> None:
+    """Both of issue 23's class annotations at once: the template's request carries the tolerations
+    and the capacity requests, its name says ``-tolerating-`` then ``-cap-``, and the pod's
+    ``draxr.io/rewritten`` entry is ``[class, count, align, tolerations, {capacity}]``."""
+    p = pod("p", [container("c", {ER: "2"})])
+    tolerations = {"gpu.example.com": [TOLERATION]}
+    rw = plan_rewrite(
+        p,
+        {ER: "gpu.example.com"},
+        tolerations=lambda c: tolerations.get(c, []),
+        capacity={"gpu.example.com": {"memory": "10Gi"}},
+    )
+    (ref,) = rw.templates
+    assert ref.toleration_list() == [TOLERATION]
+    assert ref.capacity == (("memory", "10Gi"),)
+    tolerating_only = TemplateRef("gpu.example.com", 2, (), ref.tolerations)
+    shares_only = TemplateRef("gpu.example.com", 2, capacity=ref.capacity)
+    assert ref.name.startswith(tolerating_only.name + "-cap-")
+    assert ref.name.endswith(shares_only.name.removeprefix("draxr-gpu.example.com-2"))
+    assert len({ref.name, tolerating_only.name, shares_only.name}) == 3
+    body = template(ref, "ns")
+    (request,) = body["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["tolerations"] == [TOLERATION]
+    assert request["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+    assert template_ref(body) == ref
+    assert json.loads(rewritten_annotation(rw)) == {
+        ref.name: ["gpu.example.com", 2, [], [TOLERATION], {"memory": "10Gi"}]
+    }
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(rw)}
+    assert templates_of(annotated) == [ref]
+    # tolerations without capacity requests: no capacity dict, as main's annotations are
+    assert json.loads(
+        rewritten_annotation(
+            plan_rewrite(p, {ER: "gpu.example.com"}, tolerations=lambda c: tolerations.get(c, []))
+        )
+    )[tolerating_only.name] == ["gpu.example.com", 2, [], [TOLERATION]]
+
+
+def test_the_consumable_branchs_older_annotation_entry_is_still_read() -> None:
+    """``[class, count, align, {capacity}]``, written before tolerations had a place: a dict in the
+    fourth place is capacity requests; the same entry with ``[]`` tolerations reads the same."""
+    shares = TemplateRef("gpu.example.com", 4, (ROOT,), capacity=(("memory", "10Gi"),))
+    for entry in (
+        ["gpu.example.com", 4, [ROOT], {"memory": "10Gi"}],
+        ["gpu.example.com", 4, [ROOT], [], {"memory": "10Gi"}],
+    ):
+        annotated = pod("p")
+        annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: json.dumps({shares.name: entry})}
+        assert templates_of(annotated) == [shares]
+    unaligned = TemplateRef("gpu.example.com", 1, capacity=(("memory", "10Gi"),))
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {
+        REWRITTEN_ANNOTATION: json.dumps({unaligned.name: ["gpu.example.com", 1, [], {"memory": "10Gi"}]})
+    }
+    assert templates_of(annotated) == [unaligned]

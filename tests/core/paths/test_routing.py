@@ -1,32 +1,31 @@
-"""``--route``: which pods get draxr as their scheduler, on the native path and on the rewrite."""
+"""``--route``: which pods that consume devices draxr manages get draxr as their scheduler, on any
+path (what they consume and the unsupported features: tests/core/paths/test_outcome.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.core.podfactory import pod
-from webhook.core.paths.routing import Route, Routing, routes_rewritten, wants_route
+from webhook.core.paths.routing import Route, Routing, wants_route
 
-CASES = [  # route, the pod's schedulerName (None: unset), native routed, rewritten routed
-    ("default-only", None, True, False),
-    ("default-only", "", True, False),
-    ("default-only", "default-scheduler", True, False),
-    ("default-only", "volcano", False, False),
-    ("default-only", "draxr", False, False),
-    ("always", None, True, True),
-    ("always", "volcano", True, True),
-    ("always", "draxr", False, False),
-    ("never", None, False, False),
-    ("never", "default-scheduler", False, False),
+CASES = [  # route, the pod's schedulerName (None: unset), routed
+    ("default-only", None, True),
+    ("default-only", "", True),
+    ("default-only", "default-scheduler", True),
+    ("default-only", "volcano", False),
+    ("default-only", "draxr", False),
+    ("always", None, True),
+    ("always", "volcano", True),
+    ("always", "draxr", False),
+    ("never", None, False),
+    ("never", "default-scheduler", False),
 ]
 
 
-@pytest.mark.parametrize(("route", "current", "native", "rewritten"), CASES)
-def test_which_pods_are_routed(route: Route, current: str | None, native: bool, rewritten: bool) -> None:
+@pytest.mark.parametrize(("route", "current", "routed"), CASES)
+def test_which_pods_are_routed(route: Route, current: str | None, routed: bool) -> None:
     p = pod() if current is None else pod(schedulerName=current)
-    routing = Routing(route)
-    assert wants_route(p, routing) is native
-    assert routes_rewritten(p, routing) is rewritten
+    assert wants_route(p, Routing(route)) is routed
 
 
 def test_the_scheduler_name_is_routings_own() -> None:

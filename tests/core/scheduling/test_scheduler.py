@@ -1,5 +1,6 @@
 """The engine's decisions (spec §3, scenarios 16-26) and kube-scheduler-style filters."""
 
+import json
 from typing import Any
 
 from tests.core.harness import claim, exactly, scheduler, state_of
@@ -355,3 +356,33 @@ def test_invalid_pools_give_upstreams_reason_instead_of_the_precheck_reason() ->
     assert d.message == (
         "0/2 nodes are available: 1 cannot allocate all claims, 1 invalid resource pools were encountered."
     )
+
+
+def test_a_tainted_device_serves_the_extended_resource_only_through_a_class_that_tolerates_it() -> None:
+    """Upstream's special claim has no tolerations (issue 23): a NoSchedule-tainted device never
+    served these pods. ``draxr.io/extended-resource-tolerations`` puts the class's tolerations on
+    each request of the special claim; the allocator honours them as upstream's does, the allocation
+    records them, and the free-device counts count the device."""
+    taint = {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"}
+    tainted = resource_slice("s", [{"name": "gpu-0", "taints": [taint]}], node_name="n")
+    d = scheduler(node("n", {GPU: 0}), CLASS, tainted).schedule(gpu_pod())
+    assert d.status == UNSCHEDULABLE
+    tolerating = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    tolerating["metadata"]["annotations"] = {
+        "draxr.io/extended-resource-tolerations": json.dumps([toleration])
+    }
+    s = scheduler(node("n", {GPU: 0}), tolerating, tainted)
+    assert s.state.capacity.free("gpu.example.com") == {"n": 1}
+    d = s.schedule(gpu_pod())
+    assert d.status == SCHEDULED
+    assert d.requests[0]["exactly"]["tolerations"] == [toleration]
+    assert d.special is not None
+    assert d.special.to_api()["devices"]["results"][0]["tolerations"] == [toleration]
+    # an untolerated NoExecute taint on it as well: no longer a candidate
+    both = resource_slice(
+        "s", [{"name": "gpu-0", "taints": [taint, {**taint, "effect": "NoExecute"}]}], node_name="n"
+    )
+    s = scheduler(node("n", {GPU: 0}), tolerating, both)
+    assert s.state.capacity.free("gpu.example.com") == {}
+    assert s.schedule(gpu_pod()).status == UNSCHEDULABLE

@@ -7,6 +7,7 @@ import copy
 import json
 
 import jsonpatch
+import pytest
 
 from tests.admission.builders import (
     GPU,
@@ -46,7 +47,8 @@ def test_with_the_apiservers_gate_off_the_kep_example_pod_is_rewritten(webhook: 
     assert out["spec"]["resourceClaims"] == [
         {"name": "draxr-container-0-request-1", "resourceClaimTemplateName": f"draxr-{GPU_CLASS}-1"}
     ]
-    assert "schedulerName" not in out["spec"]  # any DRA-aware scheduler places it
+    # Its claims are of a class draxr manages: draxr's worker places it, one allocator per pool.
+    assert out["spec"]["schedulerName"] == "draxr"
     assert [(t.device_class, t.count) for t in templates_of(out)] == [(GPU_CLASS, 1)]
     assert json.loads(out["metadata"]["annotations"][REWRITTEN_ANNOTATION]) == {
         f"draxr-{GPU_CLASS}-1": [GPU_CLASS, 1]
@@ -64,8 +66,15 @@ def test_the_rewrite_is_a_fixed_point(webhook: Webhook) -> None:
 
 def test_route_always_still_sends_rewritten_pods_to_draxrs_worker(webhook: Webhook) -> None:
     webhook.install(gpu_cluster(), config=AdmissionConfig(route="always"), apiserver_gate=False)
-    out, _ = mutated(webhook, gpu_pod())
+    out, _ = mutated(webhook, gpu_pod(schedulerName="volcano"))
     assert out["spec"]["schedulerName"] == "draxr"
+
+
+def test_route_never_leaves_rewritten_pods_to_any_dra_aware_scheduler(webhook: Webhook) -> None:
+    webhook.install(gpu_cluster(), config=AdmissionConfig(route="never"), apiserver_gate=False)
+    out, _ = mutated(webhook, gpu_pod())
+    assert "schedulerName" not in out["spec"]
+    assert out["spec"]["resourceClaims"]
 
 
 def test_with_both_gates_on_the_native_path_stays_unchanged(webhook: Webhook) -> None:
@@ -167,6 +176,68 @@ def test_a_quota_on_the_name_alone_is_named_in_a_warning(webhook: Webhook) -> No
     assert warnings[-1] == (
         f"quota on {GPU} does not limit rewritten pods; add {GPU_CLASS}.deviceclass.resource.k8s.io/devices"
     )
+
+
+def _old_kubelets(objects: list[Obj]) -> list[Obj]:
+    for o in objects:
+        if o["kind"] == "Node":
+            o["status"]["nodeInfo"] = {"kubeletVersion": "v1.35.4"}
+    return objects
+
+
+@pytest.mark.parametrize(("version", "warned"), [("v1.37.2", False), ("v1.36.3", False), ("v1.34.4", True)])
+def test_where_the_served_release_charges_claims_the_name_no_quota_warning(
+    webhook: Webhook, version: str, warned: bool
+) -> None:
+    """1.37 unified quota (``resource_claims.go`` ``addExtendedResourceQuota``): with the gate on, a
+    rewritten pod's claims are charged ``requests.example.com/gpu``; the warning written for 1.34's
+    rules said otherwise. Rewritten here with the apiserver's gate on: no kubelet has it yet."""
+    quota: Obj = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": "default"},
+        "spec": {"hard": {f"requests.{GPU}": "4"}},
+    }
+    webhook.install([*_old_kubelets(gpu_cluster()), quota], apiserver_version=version)
+    out, warnings = mutated(webhook, gpu_pod())
+    assert "resourceClaims" in out["spec"]
+    assert any(w.startswith(f"quota on {GPU}") for w in warnings) is warned
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_a_pod_with_a_node_name_is_left_alone_with_a_warning_when_its_node_cannot_serve_it(
+    webhook: Webhook, gate: bool
+) -> None:
+    """Reproduced: a pod created with ``spec.nodeName`` skips every scheduler, so the claims of its
+    rewrite were never allocated and it hung in ContainerCreating (natively, a gated kubelet would
+    run it without a device). Left alone, its author is told when the node does not advertise the
+    name (a device plugin would serve it there)."""
+    webhook.install([*gpu_cluster(), node("dp-node", {GPU: "2"})], apiserver_gate=gate)
+    out, warnings = mutated(webhook, gpu_pod("p", nodeName="dra-node"))
+    assert out == gpu_pod("p", nodeName="dra-node")
+    assert warnings == [
+        f'{GPU}: node "dra-node" does not advertise it; a pod with spec.nodeName gets no DRA device',
+        f"{GPU}: left alone (spec.nodeName is set: no scheduler allocates its devices)",
+    ]
+    out, warnings = mutated(webhook, gpu_pod("q", nodeName="dp-node"))
+    assert out == gpu_pod("q", nodeName="dp-node")
+    assert warnings == [f"{GPU}: left alone (spec.nodeName is set: no scheduler allocates its devices)"]
+
+
+def test_a_class_that_tolerates_taints_rewrites_into_tolerating_templates(webhook: Webhook) -> None:
+    """``draxr.io/extended-resource-tolerations`` (issue 23): the rewrite names a template whose
+    request tolerates what the class tolerates, and the annotation the worker makes it from says so."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    cluster = gpu_cluster()
+    cluster[0]["metadata"]["annotations"] = {
+        "draxr.io/extended-resource-tolerations": json.dumps([toleration])
+    }
+    webhook.install(cluster, apiserver_gate=False)
+    out, _ = mutated(webhook, gpu_pod())
+    [ref] = templates_of(out)
+    assert out["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == ref.name
+    assert ref.name.startswith(f"draxr-{GPU_CLASS}-1-tolerating-")
+    assert ref.toleration_list() == [toleration]
 
 
 def test_a_fractional_quantity_is_not_rewritten_away_so_validation_denies_it(webhook: Webhook) -> None:

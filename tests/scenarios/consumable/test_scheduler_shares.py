@@ -4,6 +4,7 @@ user claims with capacity requests, and where share IDs come from."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from tests.core.harness import claim, exactly, state_of
@@ -212,3 +213,42 @@ def test_changing_the_annotation_recounts_free_shares() -> None:
     assert st.capacity.free(DRIVER) == {"n": 1}
     st.apply("DeviceClass", SHARED_CLASS)
     assert st.capacity.free(DRIVER) == {"n": 4}
+
+
+def test_a_class_with_tolerations_and_capacity_requests_puts_both_on_the_special_claim() -> None:
+    """Both of issue 23's class annotations at once: the special claim's request carries the
+    class's tolerations and its capacity requests, so a tainted multi-allocatable device serves
+    four pods, a 10Gi share each; without the tolerations, none."""
+    taint = {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"}
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    tainted = {**plain_shared_gpu(), "taints": [taint]}
+    both = {
+        **CLASS,
+        "metadata": {
+            **CLASS["metadata"],
+            "annotations": {
+                "draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}',
+                "draxr.io/extended-resource-tolerations": json.dumps([toleration]),
+            },
+        },
+    }
+    untolerated = state_of(
+        node("n"), SHARED_CLASS, resource_slice("n-gpus", [tainted], node_name="n", pool="n")
+    )
+    assert Scheduler(untolerated, share_ids=share_id_sequence()).schedule(containers_pod("p", 1)).status == (
+        UNSCHEDULABLE
+    )
+    st = state_of(node("n"), both, resource_slice("n-gpus", [tainted], node_name="n", pool="n"))
+    s = Scheduler(st, share_ids=share_id_sequence())
+    assert st.capacity.free(DRIVER) == {"n": 4}
+    for i in range(4):
+        d = s.schedule(containers_pod(f"p{i}", 1))
+        assert d.status == SCHEDULED, d.message
+        assert d.requests[0]["exactly"]["tolerations"] == [toleration]
+        assert d.requests[0]["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+        assert d.special is not None
+        (result,) = d.special.to_api()["devices"]["results"]
+        assert (result["device"], result["consumedCapacity"]) == ("shared", {"memory": "10Gi"})
+        assert result["tolerations"] == [toleration]
+        s.reserve(d)
+    assert s.schedule(containers_pod("p4", 1)).status == UNSCHEDULABLE

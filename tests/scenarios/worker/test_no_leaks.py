@@ -274,3 +274,30 @@ def test_a_pending_pod_keeps_no_leftover_claim(kube: Cluster) -> None:
     kube.em.wait_for(lambda: kube.condition("waiting") is not None, 10)
     kube.em.wait_for(lambda: not kube.claims(), 10, "the leftover claim is removed")
     assert "cannot allocate all claims" in (kube.condition("waiting") or {}).get("message", "")
+
+
+def test_a_pod_recreated_under_its_name_while_the_watch_was_down_frees_the_old_ones_devices(
+    kube: Cluster,
+) -> None:
+    """A StatefulSet pod deleted and recreated under its name while the pod watch was down: the
+    relist (410 Gone) finds the same key with another uid. The old pod left (its special claim is
+    released), the new one came (it binds on the one-GPU node)."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    kube.worker()
+    old_uid = kube.pod("web-0")["metadata"]["uid"]
+    kube.wait_bound(1)
+    blocked = kube.em.inject(verbs="watch", resource="pods", error=503)  # keep the pod watch down
+    kube.em.drop_watches(abort=True)
+    kube.em.delete("pods", "web-0", "default")
+    new_uid = kube.pod("web-0")["metadata"]["uid"]
+    kube.em.compact()  # the pod watch's resourceVersion is gone: it relists
+    kube.em.faults.remove(blocked)
+
+    def new_pod_bound() -> bool:
+        pod = kube.em.get("pods", "web-0", "default")
+        return pod["metadata"]["uid"] == new_uid and bool(pod["spec"].get("nodeName"))
+
+    kube.em.wait_for(new_pod_bound, 20, "the new web-0 binds on the only GPU")
+    kube.em.wait_for(lambda: not _held_by_absent_pods(kube), 10, "the old web-0's device is free")
+    assert old_uid not in {c["metadata"]["ownerReferences"][0]["uid"] for c in kube.claims()}
+    kube.check_consistent()

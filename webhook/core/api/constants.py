@@ -28,6 +28,11 @@ CEL_SELECTOR_MAX_LENGTH: Final = 10 * 1024
 #: (``DRAExtendedResource`` off). Same syntax and uniqueness; the field wins when both agree.
 EXTENDED_RESOURCE_NAME_ANNOTATION: Final = "draxr.io/extended-resource-name"
 
+#: On a DeviceClass: a JSON list of DeviceTolerations (resource.k8s.io/v1) put on every request draxr
+#: writes for the class's extended resource (the special claim's, the rewrite's templates'), so that
+#: devices with a NoSchedule or NoExecute taint can serve such pods (upstream gives them none).
+EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION: Final = "draxr.io/extended-resource-tolerations"
+
 #: The apiserver gate probe's DeviceClasses (dry runs, never stored) are named so; the DeviceClass
 #: hook's matchConditions skip them, so the probe never waits for draxr's own webhook.
 GATE_PROBE_PREFIX: Final = "draxr-gate-probe-"

@@ -25,7 +25,15 @@ _DNS1123_SUBDOMAIN_MSG = (
     "and must start and end with an alphanumeric character"
 )
 
+_LABEL_VALUE_FMT = "(" + _LABEL_KEY_FMT + ")?"
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+LABEL_VALUE_MAX = 63
+
 _LABEL_KEY_RE = re.compile(_LABEL_KEY_FMT)
+_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
 _DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
 
@@ -100,6 +108,16 @@ def is_qualified_name(value: str) -> list[str]:
         errs.append(
             "name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
         )
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    """``IsValidLabelValue``."""
+    errs: list[str] = []
+    if _nbytes(value) > LABEL_VALUE_MAX:
+        errs.append(max_len_error(LABEL_VALUE_MAX))
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errs.append(regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
 
 

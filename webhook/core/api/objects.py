@@ -91,3 +91,13 @@ def controller_ref(obj: Any) -> Obj | None:
         if isinstance(ref, dict) and ref.get("controller") is True:
             return ref
     return None
+
+
+def not_older(obj: Any, resource_version: str) -> bool:
+    """Whether ``obj`` is the version ``resource_version`` names, or a later one. resourceVersions
+    are opaque to clients, yet kube-apiserver's are etcd revisions and the DRA assume cache
+    (``assumecache``) compares them as integers; so does this. False when either is no integer."""
+    try:
+        return int(as_str(meta(obj).get("resourceVersion"))) >= int(resource_version)
+    except ValueError:
+        return False

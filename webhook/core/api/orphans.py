@@ -6,7 +6,9 @@ runs with it. It is an orphan once that pod is gone (deleted, or replaced by a n
 name, with another uid), finished (``Succeeded`` or ``Failed``), or bound with another special
 claim: the one its ``status.extendedResourceClaimStatus`` names (written before the binding) is the
 one it uses, and any other it owns was left by a binding cycle that failed half-way. A pending
-pod's claims are no orphans: a binding cycle may be using one.
+pod's claims are no orphans: a binding cycle may be using one. Nor are those of a bound pod whose
+status names no claim (``unmapped``): which one it runs with, the API no longer says, so that is an
+anomaly to report, never a licence to free a device from under a running container.
 
 The test takes the pod as found, not a way to find it: its inputs are two API objects, so it sits
 here beside them. Where to look (the cache by the owner's uid, the API by its name) and whether to
@@ -34,8 +36,16 @@ def special_claim_name(pod: Obj) -> str | None:
 
 def superseded(pod: Obj, claim: Obj) -> bool:
     """A bound pod uses the claim its ``extendedResourceClaimStatus`` names (written before the
-    binding); any other special claim it owns is a leftover of a failed binding cycle."""
-    return bool(spec(pod).get("nodeName")) and special_claim_name(pod) != name(claim)
+    binding); any other special claim it owns is a leftover of a failed binding cycle. A bound pod
+    that names none supersedes nothing (``unmapped``)."""
+    named = special_claim_name(pod)
+    return bool(spec(pod).get("nodeName")) and named is not None and named != name(claim)
+
+
+def unmapped(pod: Obj) -> bool:
+    """A bound, running pod whose status names no special claim: if it owns any, one of them may be
+    what its containers run with."""
+    return bool(spec(pod).get("nodeName")) and not pod_is_done(pod) and special_claim_name(pod) is None
 
 
 def owner_pod_uid(claim: Obj) -> str | None:

@@ -8,9 +8,11 @@ Upstream rules (spec §1 and §2) keep upstream's paths, messages and order of c
 draxr's own rules go beyond upstream where the upstream behaviour is silent or exploitable:
 
 * ``validate_device_class``: an explicit name declared by only one class (upstream resolves clashes
-  at runtime, silently, by creation time), and draxr's ``draxr.io/align-by`` annotation (fully
-  qualified attribute names, ``topology.align_by_problems``), and ``draxr.io/capacity-requests``
-  (KEP-6406's ``CapacityRequirements`` as JSON, ``capacityrequests.annotation_problems``);
+  at runtime, silently, by creation time), draxr's ``draxr.io/align-by`` annotation (fully
+  qualified attribute names, ``topology.align_by_problems``), its
+  ``draxr.io/extended-resource-tolerations`` (``tolerations.validate_class_tolerations``) and
+  ``draxr.io/capacity-requests`` (KEP-6406's ``CapacityRequirements`` as JSON,
+  ``capacityrequests.annotation_problems``);
 * ``validate_mapped_requests``: a mapped request the kubelet would ignore;
 * ``validate_dra_quantities``: upstream's ``ValidateResourceQuantityValue`` for every DRA-backed name
   (implicit ones too, which upstream treats as native), with ``AsInt64`` as the integer test, so
@@ -34,6 +36,7 @@ from .constants import (
     DEVICE_CLASS_PREFIX,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     EXTENDED_RESOURCE_NAME_ANNOTATION,
+    EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION,
 )
 from .fielderrors import (
     OMITTED,
@@ -52,6 +55,7 @@ from .fielderrors import (
 from .messages import clip
 from .objects import Obj, as_dict, as_list, as_str, meta
 from .quantity import INT64_MAX, QuantityError, parse_quantity
+from .tolerations import validate_class_tolerations
 
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
 ANNOTATED_NAME_PATH: Final = Path("metadata", "annotations").key(EXTENDED_RESOURCE_NAME_ANNOTATION)
@@ -182,16 +186,23 @@ def validate_device_class(
         warnings.extend(clip(f"draxr ignores {CAPACITY_REQUESTS_PATH}: {e.detail}") for e in capacity_errors)
     else:
         errors.extend(capacity_errors)
+    toleration_errors = validate_class_tolerations(new)
+    if toleration_errors and _annotation_of(old, EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION) == _annotation_of(
+        new, EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION
+    ):
+        warnings.extend(clip(f"draxr ignores {e.field}: {e.error_body()}") for e in toleration_errors)
+    else:
+        errors.extend(toleration_errors)
     return errors, warnings
-
-
-def _align_by_of(device_class: Any) -> Any:
-    return _annotation_of(device_class, ALIGN_BY_ANNOTATION)
 
 
 def _annotation_of(device_class: Any, key: str) -> Any:
     annotations = meta(device_class).get("annotations") if isinstance(device_class, dict) else None
     return annotations.get(key, OMITTED) if isinstance(annotations, dict) else OMITTED
+
+
+def _align_by_of(device_class: Any) -> Any:
+    return _annotation_of(device_class, ALIGN_BY_ANNOTATION)
 
 
 def validate_capacity_requests(device_class: Any) -> list[FieldError]:

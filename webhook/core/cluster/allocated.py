@@ -14,6 +14,7 @@
   requests and host ports on their node's ``NodeInfo``; a pod bound to a node the cache has not
   seen yet counts as soon as the node appears.
 * Special claims by their owner pod's uid (``findExtendedResourceClaim``).
+* Devices two claims' allocations hold (``doubles.py``): reported, not counted as one.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ..api.objects import Obj, as_dict, as_list, controller_ref, name, namespace
 from ..api.orphans import TERMINAL_PHASES
 from ..api.podresources import pod_requests_nonzero
 from ..api.quantity import Quantity, try_parse
-from ..api.specialclaims import is_special_claim
+from ..api.specialclaims import is_special_claim, pod_owner
+from .doubles import DeviceHolders
 from .nodeinfo import NodeInfo, Nodes, host_ports
 from .slices import DeviceKey, Pool
 
@@ -140,6 +142,8 @@ class AllocatedState:
         self.devices = TakenDevices(self._refs)
         #: Devices with at least one share, and what their shares consume (the allocator's view).
         self.shares: Mapping[DeviceKey, SharedUse] = self._shares
+        #: Which claims hold each device: two on one is a double allocation.
+        self.holders = DeviceHolders()
 
     # -- devices -----------------------------------------------------------------------------------
 
@@ -234,6 +238,7 @@ class AllocatedState:
             self._claim_shares[key] = shares
             for share in shares:
                 self._share(share, +1)
+        self.holders.set_claim(key, claim)
         if is_special_claim(claim):
             owner = controller_ref(claim)
             if owner is not None and isinstance(owner.get("uid"), str):
@@ -250,6 +255,7 @@ class AllocatedState:
             self._ref(d, -1)
         for share in self._claim_shares.pop(key, []):
             self._share(share, -1)
+        self.holders.drop_claim(key)
         owner_uid = str(as_dict(controller_ref(old)).get("uid"))
         owned = self._special_by_owner.get(owner_uid)
         if owned is not None:
@@ -265,6 +271,17 @@ class AllocatedState:
             claim = self.claims.get(key)
             owner = controller_ref(claim) if claim is not None else None
             if claim is not None and owner is not None and owner.get("name") == name(pod):
+                out.append(claim)
+        return out
+
+    def owned_special_claims(self, ns: str, pod_uid: str) -> list[Obj]:
+        """The special claims of namespace ``ns`` whose controller is the ``v1`` Pod ``pod_uid``, by
+        name: upstream quota's owner index (``extendedResourceClaimPodUIDOwnerIndex``), which does not
+        compare the owner's name."""
+        out: list[Obj] = []
+        for key in sorted(self._special_by_owner.get(pod_uid, ())):
+            claim = self.claims.get(key)
+            if claim is not None and key[0] == ns and pod_owner(claim) is not None:
                 out.append(claim)
         return out
 

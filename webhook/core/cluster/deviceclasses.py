@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from ..api.constants import DEVICE_CLASS_PREFIX, EXTENDED_RESOURCE_NAME_ANNOTATION
 from ..api.objects import Obj, annotations_of, meta, name, parse_time, spec
+from ..api.tolerations import class_tolerations
 
 
 def explicit_name(device_class: Obj) -> str | None:
@@ -37,6 +38,7 @@ class ClassResolver:
         self._classes: dict[str, Obj] = {}
         self._claimants: dict[str, set[str]] = {}  # explicit name -> class names declaring it
         self._winner: dict[str, str] = {}
+        self._tolerations: dict[str, list[Obj]] = {}  # class -> its extended resource's tolerations
         for dc in classes:
             self.upsert(dc)
 
@@ -49,6 +51,11 @@ class ClassResolver:
         old = self._classes.get(cname)
         old_name = explicit_name(old) if old is not None else None
         self._classes[cname] = device_class
+        tolerations = class_tolerations(device_class)
+        if tolerations:
+            self._tolerations[cname] = tolerations
+        else:
+            self._tolerations.pop(cname, None)
         new_name = explicit_name(device_class)
         if old_name is not None and old_name != new_name:
             self._claimants[old_name].discard(cname)
@@ -59,6 +66,7 @@ class ClassResolver:
 
     def remove(self, class_name: str) -> None:
         old = self._classes.pop(class_name, None)
+        self._tolerations.pop(class_name, None)
         if old is None:
             return
         old_name = explicit_name(old)
@@ -88,6 +96,17 @@ class ClassResolver:
             return self._classes.get(resource_name[len(DEVICE_CLASS_PREFIX) :])
         winner = self._winner.get(resource_name)
         return self._classes[winner] if winner is not None else None
+
+    def tolerations(self, class_name: str) -> list[Obj]:
+        """The tolerations draxr puts on every request it writes for the class's extended resource
+        (``draxr.io/extended-resource-tolerations``, ``api/tolerations.py``); never mutate them."""
+        return self._tolerations.get(class_name, [])
+
+    def field_name(self, class_name: str) -> str | None:
+        """``GetExtendedResource``: the class's ``spec.extendedResourceName`` as the apiserver stores
+        it (draxr's annotation is not the apiserver's; quota reads only the field)."""
+        value = spec(self._classes.get(class_name)).get("extendedResourceName")
+        return value if isinstance(value, str) and value else None
 
     def class_name(self, resource_name: str) -> str | None:
         dc = self.resolve(resource_name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..api.nodematch import untolerated
 from ..api.objects import Obj, as_dict, as_list, name, spec
 from ..cel import CelError, SelectorEngine, collector_paused
 from .deviceclasses import ClassResolver
@@ -85,12 +86,15 @@ class NodeDevices:
         ]
 
     def special_candidates(self, class_name: str) -> list[Device]:
-        """Candidates a selector-less, toleration-less request could take (for counting)."""
+        """Candidates a selector-less request of the class could take (for counting), with the
+        tolerations draxr gives such requests (``draxr.io/extended-resource-tolerations``; none by
+        default, as upstream)."""
         out: list[Device] = []
+        tolerations = self._index.classes.tolerations(class_name)
         for device, err in self.class_candidates(class_name):
             if device.binding_conditions:
                 continue
-            if err is None and any(t.get("effect") in ("NoSchedule", "NoExecute") for t in device.taints):
+            if err is None and device.taints and untolerated(device.taints, tolerations) is not None:
                 continue
             if (device.node_name or device.all_nodes or device.node_selector is not None) and not (
                 device_selects_node(device, self.node)

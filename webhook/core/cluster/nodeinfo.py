@@ -141,6 +141,9 @@ class Nodes(Mapping[str, NodeInfo]):
         self._serving: dict[str, set[str]] = {}
         self._room: dict[str, list[str]] = {}
         self._has_room: dict[str, set[str]] = {}
+        #: Nodes whose kubelet lacks ``DRAExtendedResource`` (a cluster mid-upgrade has a few, an
+        #: old one all): what the native path must keep away from.
+        self.ungated: set[str] = set()
 
     def __getitem__(self, node_name: str) -> NodeInfo:
         return self.by_name[node_name]
@@ -173,10 +176,15 @@ class Nodes(Mapping[str, NodeInfo]):
             change = NodeChange(added=False, relabelled=labels(info.node) != labels(node))
             info.refresh(node)
         self._index(n, info.allocatable_names, info.allocatable)
+        if info.kubelet_gate:
+            self.ungated.discard(n)
+        else:
+            self.ungated.add(n)
         return change
 
     def remove(self, node_name: str) -> NodeInfo | None:
         self._index(node_name, (), {})
+        self.ungated.discard(node_name)
         info = self.by_name.pop(node_name, None)
         if info is not None:
             info.watch = None

@@ -97,12 +97,14 @@ class ClusterState:
 
     def upsert_class(self, device_class: Obj) -> None:
         old = self.classes.get(name(device_class))
+        tolerated = self.classes.tolerations(name(device_class))
         self.classes.upsert(device_class)
         if (
             old is None
             or class_selectors(old) != class_selectors(device_class)
             or align_by(old) != align_by(device_class)
             or class_capacity_requests(old) != class_capacity_requests(device_class)
+            or tolerated != self.classes.tolerations(name(device_class))
         ):
             self._class_changed(name(device_class))
 

@@ -1,10 +1,11 @@
 """The JSONPatch a pod is answered with: the native path's and the rewrite's.
 
 * native: draxr's annotation ``draxr.io/extended-resources`` (resource name -> DeviceClass, as
-  resolved at admission) and, per ``--route``, draxr as the scheduler;
+  resolved at admission);
 * rewrite: the rewrite's own operations (``rewrite.rewrite_ops``: the names out of requests and
-  limits, DRA claims in), both annotations (``draxr.io/rewritten`` names the templates), and the
-  scheduler with ``--route=always``.
+  limits, DRA claims in) and both annotations (``draxr.io/rewritten`` names the templates);
+* either, and a pod with only claims of its own: draxr as the scheduler, when the caller routes the
+  pod (``outcome.py`` decides, per ``--route``; ``draxr convert`` never does).
 
 ``draxr convert`` applies the very patch the webhook answers with, so a converted pod passes through
 the webhook unchanged. Every patch is built as operations on the pod as the apiserver decoded it, not
@@ -15,7 +16,7 @@ point: applied, and asked again, it is empty (the apiserver may call a webhook t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from ..api.constants import DRAXR_RESOURCES_ANNOTATION
 from ..api.objects import Obj, meta, spec
@@ -29,7 +30,6 @@ from .rewrite import (
     rewrite_ops,
     rewritten_annotation,
 )
-from .routing import Routing, routes_rewritten, wants_route
 
 
 def annotation_value(resolved: dict[str, str]) -> str:
@@ -37,31 +37,37 @@ def annotation_value(resolved: dict[str, str]) -> str:
     return json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def native_patch(pod: Obj, resolved: dict[str, str], routing: Routing) -> list[Obj]:
+def native_patch(pod: Obj, resolved: dict[str, str], scheduler: str | None = None) -> list[Obj]:
     """The JSONPatch of the native path (empty when there is nothing to do): draxr's annotation and,
-    per ``--route``, the scheduler name."""
+    given one, the scheduler name."""
     if not resolved:
-        return []
+        return route_patch(pod, scheduler)
     ops = annotation_ops(pod, {DRAXR_RESOURCES_ANNOTATION: annotation_value(resolved)})
-    if wants_route(pod, routing):
-        ops.append(scheduler_op(pod, routing.scheduler_name))
-    return ops
+    return ops + route_patch(pod, scheduler)
 
 
 def rewrite_patch(
     pod: Obj,
     resolved: dict[str, str],
-    routing: Routing,
+    scheduler: str | None = None,
     align: Alignment = no_alignment,
+    tolerations: Callable[[str], Sequence[Obj]] | None = None,
     capacity: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Obj]:
-    """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in, the
-    annotations, and the scheduler name per ``--route``. ``capacity``: each class's capacity
-    requests (``draxr.io/capacity-requests``)."""
-    return plan_patch(pod, plan_rewrite(pod, resolved, align, capacity), routing)
+    """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in (with the
+    classes' ``tolerations`` and ``capacity`` requests, ``draxr.io/capacity-requests``), the
+    annotations, and, given one, the scheduler name."""
+    return plan_patch(pod, plan_rewrite(pod, resolved, align, tolerations, capacity), scheduler)
 
 
-def plan_patch(pod: Obj, plan: Rewrite, routing: Routing) -> list[Obj]:
+def route_patch(pod: Obj, scheduler: str | None) -> list[Obj]:
+    """The operation setting ``spec.schedulerName`` to ``scheduler`` (none for None, or when set)."""
+    if scheduler is None or spec(pod).get("schedulerName") == scheduler:
+        return []
+    return [scheduler_op(pod, scheduler)]
+
+
+def plan_patch(pod: Obj, plan: Rewrite, scheduler: str | None = None) -> list[Obj]:
     """``rewrite_patch`` for a rewrite already planned (``draxr convert`` also needs its templates)."""
     ops = rewrite_ops(pod, plan)
     added = {
@@ -69,9 +75,7 @@ def plan_patch(pod: Obj, plan: Rewrite, routing: Routing) -> list[Obj]:
         REWRITTEN_ANNOTATION: rewritten_annotation(plan),
     }
     ops += annotation_ops(pod, added)
-    if routes_rewritten(pod, routing):
-        ops.append(scheduler_op(pod, routing.scheduler_name))
-    return ops
+    return ops + route_patch(pod, scheduler)
 
 
 def annotation_ops(pod: Obj, added: dict[str, str]) -> list[Obj]:

@@ -16,6 +16,10 @@ Templates are shared: one per (namespace, class, count, alignment), with a deter
 the webhook can name them without writing anything (dry runs stay exact) and the worker creates the
 ones that are missing. The pod's own claims are kept; nothing else changes.
 
+Tolerations (``draxr.io/extended-resource-tolerations`` on the class, issue 23): each template's
+request carries them, as the special claim's requests do in native mode, and its name says so
+(``-tolerating-<hash>``): a template never changes, so other tolerations make another one.
+
 Alignment (``draxr.io/align-by`` on the class, issue 13): a request of two or more devices whose
 class aligns by attributes gets a template whose claim carries a ``matchAttribute`` constraint per
 attribute, so its devices share a PCIe root or NUMA node as in native mode. A template claim holds
@@ -26,7 +30,8 @@ a ``required`` one does).
 
 Capacity requests (``draxr.io/capacity-requests`` or KEP-6406's field on the class): the template's
 request carries them (``exactly.capacity``), so each device of the request is one share of that size;
-the template name then ends in ``-cap-<hash of the requests>``.
+the template name then ends in ``-cap-<hash of the requests>`` (after ``-aligned-`` and
+``-tolerating-``, when those apply too).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -42,6 +47,7 @@ from ..api.alignment import REQUIRED, align_by, pod_alignment
 from ..api.names import is_dns1123_subdomain
 from ..api.objects import Obj, as_dict, as_list, spec
 from ..api.podresources import containers
+from ..api.tolerations import tolerations_key
 from ..scheduling.plugins.dynamicresources.mappings import create_requests_and_mappings
 
 #: Labels and annotations draxr puts on what it writes for the rewrite.
@@ -58,17 +64,27 @@ TEMPLATE_PREFIX: Final = "draxr-"
 
 @dataclass(frozen=True, slots=True, order=True)
 class TemplateRef:
-    """A shared template: (class, count, the attributes its devices share, the capacity requests of
-    each device as sorted (name, quantity) pairs) in a namespace."""
+    """A shared template: (class, count, the attributes its devices share, the tolerations of its
+    request as canonical JSON (``tolerations.tolerations_key``), the capacity requests of each
+    device as sorted (name, quantity) pairs) in a namespace."""
 
     device_class: str
     count: int
     align: tuple[str, ...] = ()
+    tolerations: str = ""
     capacity: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
-        return template_name(self.device_class, self.count, self.align, self.capacity)
+        return template_name(self.device_class, self.count, self.align, self.tolerations, self.capacity)
+
+    def toleration_list(self) -> list[Obj]:
+        return list(json.loads(self.tolerations)) if self.tolerations else []
+
+
+def _capacity_key(wanted: Mapping[Any, Any]) -> tuple[tuple[str, str], ...]:
+    """Capacity requests as ``TemplateRef.capacity``: sorted (name, quantity) pairs."""
+    return tuple(sorted((str(k), str(v)) for k, v in wanted.items()))
 
 
 #: (class, count) -> the attributes a request's devices must share; () for none.
@@ -124,12 +140,19 @@ class Rewrite:
 
 
 def template_name(
-    device_class: str, count: int, align: tuple[str, ...] = (), capacity: tuple[tuple[str, str], ...] = ()
+    device_class: str,
+    count: int,
+    align: tuple[str, ...] = (),
+    tolerations: str = "",
+    capacity: tuple[tuple[str, str], ...] = (),
 ) -> str:
     """``draxr-<class>-<count>``, with ``-aligned-<hash of the attributes>`` when the devices must
-    share attributes and ``-cap-<hash of the capacity requests>`` when each is a share; a name that
-    would not be a valid object name is shortened and made unique by a hash of the class."""
+    share attributes, ``-tolerating-<hash of the tolerations>`` when its request tolerates taints
+    (a template cannot change: other tolerations, another template) and ``-cap-<hash of the
+    capacity requests>`` when each device is a share; a name that would not be a valid object name
+    is shortened and made unique by a hash of the class."""
     suffix = f"-aligned-{_digest(','.join(align))[:8]}" if align else ""
+    suffix += f"-tolerating-{_digest(tolerations)[:8]}" if tolerations else ""
     if capacity:
         suffix += f"-cap-{_digest(','.join(f'{k}={v}' for k, v in capacity))[:8]}"
     plain = f"{TEMPLATE_PREFIX}{device_class}-{count}{suffix}"
@@ -150,26 +173,26 @@ def plan_rewrite(
     pod: Obj,
     dra: Mapping[str, str],
     align: Alignment = no_alignment,
+    tolerations: Callable[[str], Sequence[Obj]] | None = None,
     capacity: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Rewrite:
     """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class);
-    ``align`` says which attributes a request's devices must share; ``capacity`` (class name ->
-    capacity requests) what each device of a class's request consumes."""
+    ``align`` says which attributes a request's devices must share, ``tolerations`` which taints a
+    class's requests tolerate (its ``draxr.io/extended-resource-tolerations``), ``capacity`` (class
+    name -> capacity requests) what each device of a class's request consumes."""
     out = Rewrite(resources=dict(dra))
     if not dra:
         return out
-    requests, mappings = create_requests_and_mappings(pod, dra, capacity)
+    requests, mappings = create_requests_and_mappings(pod, dra, tolerations=tolerations, capacity=capacity)
     taken = {as_dict(pc).get("name") for pc in as_list(spec(pod).get("resourceClaims"))}
     templates: set[TemplateRef] = set()
     for request in requests:
         exactly = request["exactly"]
         cls, count = str(exactly["deviceClassName"]), int(exactly["count"])
+        tolerated = tolerations_key(as_list(exactly.get("tolerations")))
         wanted = as_dict(as_dict(exactly.get("capacity")).get("requests"))
         ref = TemplateRef(
-            cls,
-            count,
-            align(cls, count) if count > 1 else (),
-            tuple(sorted((str(k), str(v)) for k, v in wanted.items())),
+            cls, count, align(cls, count) if count > 1 else (), tolerated, _capacity_key(wanted)
         )
         templates.add(ref)
         claim_name = pod_claim_name(str(request["name"]))
@@ -256,19 +279,32 @@ def pointer_token(key: str) -> str:
 
 def rewritten_annotation(rewrite: Rewrite) -> str:
     """The value of ``draxr.io/rewritten``: template name -> [class, count] (then the aligned
-    attributes and the capacity requests, if any), all the worker needs to create the templates the
-    pod's claims come from."""
-    body = {ref.name: _annotation_entry(ref) for ref in rewrite.templates}
+    attributes, the tolerations and the capacity requests, as apply), all the worker needs to
+    create the templates the pod's claims come from."""
+    body = {ref.name: _annotated(ref) for ref in rewrite.templates}
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-def _annotation_entry(ref: TemplateRef) -> list[Any]:
-    entry: list[Any] = [ref.device_class, ref.count]
-    if ref.align or ref.capacity:
-        entry.append(list(ref.align))
+def _annotated(ref: TemplateRef) -> list[Any]:
+    """[class, count], then the aligned attributes if any of the three applies, then the
+    tolerations if they or capacity requests do (``[]`` for none), then the capacity requests."""
+    out: list[Any] = [ref.device_class, ref.count]
+    if ref.align or ref.tolerations or ref.capacity:
+        out.append(list(ref.align))
+    if ref.tolerations or ref.capacity:
+        out.append(ref.toleration_list())
     if ref.capacity:
-        entry.append(dict(ref.capacity))
-    return entry
+        out.append(dict(ref.capacity))
+    return out
+
+
+def _annotated_rest(rest: list[Any]) -> tuple[Any, Any]:
+    """The (tolerations, capacity requests) after the attributes of an entry: ``[tolerations]``,
+    ``[tolerations, {capacity}]``, or the older ``[{capacity}]`` (a dict in the 4th place is
+    capacity requests)."""
+    if rest and isinstance(rest[0], dict):
+        return [], rest[0]
+    return (rest[0] if rest else []), (rest[1] if len(rest) > 1 else {})
 
 
 def templates_of(pod: Obj) -> list[TemplateRef]:
@@ -280,21 +316,23 @@ def templates_of(pod: Obj) -> list[TemplateRef]:
         return []
     out: list[TemplateRef] = []
     for name, value in as_dict(body).items():
-        if not isinstance(value, list) or len(value) not in (2, 3, 4):
+        if not isinstance(value, list) or len(value) not in (2, 3, 4, 5):
             continue
         cls, count, *rest = value
         attrs = rest[0] if rest else []
-        wanted = rest[1] if len(rest) > 1 else {}
+        tols, wanted = _annotated_rest(rest[1:])
         if (
             isinstance(cls, str)
             and isinstance(count, int)
             and not isinstance(count, bool)
             and isinstance(attrs, list)
             and all(isinstance(a, str) for a in attrs)
+            and isinstance(tols, list)
+            and all(isinstance(t, dict) for t in tols)
             and isinstance(wanted, dict)
             and all(isinstance(v, str) for v in wanted.values())
         ):
-            ref = TemplateRef(cls, count, tuple(attrs), tuple(sorted((str(k), v) for k, v in wanted.items())))
+            ref = TemplateRef(cls, count, tuple(attrs), tolerations_key(tols), _capacity_key(wanted))
             if ref.name == name and ref.count > 0:
                 out.append(ref)
     return sorted(out)
@@ -320,6 +358,7 @@ def template(ref: TemplateRef, namespace: str) -> Obj:
                                 "deviceClassName": ref.device_class,
                                 "allocationMode": "ExactCount",
                                 "count": ref.count,
+                                **({"tolerations": ref.toleration_list()} if ref.tolerations else {}),
                                 **({"capacity": {"requests": dict(ref.capacity)}} if ref.capacity else {}),
                             },
                         }
@@ -353,8 +392,13 @@ def template_ref(obj: Obj) -> TemplateRef | None:
     if not isinstance(cls, str) or not isinstance(count, int) or isinstance(count, bool):
         return None
     attrs = tuple(str(as_dict(c).get("matchAttribute")) for c in as_list(devices.get("constraints")))
-    wanted = as_dict(as_dict(exactly.get("capacity")).get("requests"))
-    ref = TemplateRef(cls, count, attrs, tuple(sorted((str(k), str(v)) for k, v in wanted.items())))
+    ref = TemplateRef(
+        cls,
+        count,
+        attrs,
+        tolerations_key(as_list(exactly.get("tolerations"))),
+        _capacity_key(as_dict(as_dict(exactly.get("capacity")).get("requests"))),
+    )
     return ref if ref.name == meta.get("name") else None
 
 

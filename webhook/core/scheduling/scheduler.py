@@ -452,7 +452,9 @@ class Scheduler:
         if plan is None or not plan.dra:
             return None
         capacity = capacity_by_class(plan.dra.values(), self.state.classes.get)
-        requests, mappings = create_requests_and_mappings(pod, plan.dra, capacity)
+        requests, mappings = create_requests_and_mappings(
+            pod, plan.dra, tolerations=self.state.classes.tolerations, capacity=capacity
+        )
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
         return Decision(

@@ -44,7 +44,9 @@ def allocate(
         requests, mappings = dra.built
     elif plan.dra:
         capacity = capacity_by_class(plan.dra.values(), state.classes.get)
-        requests, mappings = create_requests_and_mappings(pod, plan.dra, capacity)
+        requests, mappings = create_requests_and_mappings(
+            pod, plan.dra, tolerations=state.classes.tolerations, capacity=capacity
+        )
     placement = None
     constraints: list[Obj] = []
     scopes = dra.scopes

@@ -9,14 +9,16 @@ For each resource that needs DRA on the chosen node (sorted by name):
   containers have not started yet), then asks for the remainder; only the largest remainder over all
   short-lived containers is kept and their mappings are rewritten to it.
 
-Requests come out sorted by name; mappings long-lived first, then short-lived, per resource.
-A class with capacity requests (``draxr.io/capacity-requests``, KEP-6406's field) has them copied
-onto each of its requests (``exactly.capacity``), as KEP-6406 does.
+Requests come out sorted by name; mappings long-lived first, then short-lived, per resource. Each
+request carries the tolerations the class's ``draxr.io/extended-resource-tolerations`` names, if any
+(draxr's, ahead of upstream: tainted devices can then serve these pods). A class with capacity
+requests (``draxr.io/capacity-requests``, KEP-6406's field) has them copied onto each of its
+requests (``exactly.capacity``), as KEP-6406 does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ....api.constants import REQUEST_NAME_FORMAT
@@ -43,6 +45,7 @@ def _container_request(
     resource: str,
     class_name: str,
     reusable: list[DeviceRequest | None],
+    tolerations: Sequence[Obj] = (),
     capacity: Mapping[str, str] | None = None,
 ) -> tuple[DeviceRequest | None, list[Mapping_]]:
     requests = raw_requests(ref.container)
@@ -67,6 +70,8 @@ def _container_request(
         "name": name,
         "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": need - reused},
     }
+    if tolerations:
+        request["exactly"]["tolerations"] = [dict(t) for t in tolerations]
     if capacity:
         request["exactly"]["capacity"] = {"requests": dict(capacity)}
     mappings.append({"containerName": ref.name, "resourceName": resource, "requestName": name})
@@ -74,10 +79,15 @@ def _container_request(
 
 
 def create_requests_and_mappings(
-    pod: Obj, dra_resources: Mapping[str, str], capacity: Mapping[str, Mapping[str, str]] | None = None
+    pod: Obj,
+    dra_resources: Mapping[str, str],
+    tolerations: Callable[[str], Sequence[Obj]] | None = None,
+    capacity: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[DeviceRequest], list[Mapping_]]:
-    """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node;
-    ``capacity``: class name -> the capacity requests each of its requests carries."""
+    """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node.
+    ``tolerations``: class -> the tolerations of its requests (draxr's
+    ``draxr.io/extended-resource-tolerations``; upstream's requests have none). ``capacity``: class
+    name -> the capacity requests each of its requests carries."""
     refs = containers(pod)
     long_lived = [r for r in refs if r.long_lived]
     short_lived = [r for r in refs if not r.long_lived]
@@ -85,18 +95,21 @@ def create_requests_and_mappings(
     all_mappings: list[Mapping_] = []
     for resource in sorted(dra_resources):
         class_name = dra_resources[resource]
+        tolerated = tolerations(class_name) if tolerations is not None else ()
         per_class = capacity.get(class_name) if capacity else None
         long_requests: list[DeviceRequest | None] = [None] * len(refs)
         long_mappings: list[Mapping_] = []
         for ref in long_lived:
-            req, maps = _container_request(ref, resource, class_name, [], per_class)
+            req, maps = _container_request(ref, resource, class_name, [], tolerated, per_class)
             long_requests[ref.index] = req
             long_mappings.extend(maps)
         largest: DeviceRequest | None = None
         short_names: set[str] = set()
         short_mappings: list[Mapping_] = []
         for ref in short_lived:
-            req, maps = _container_request(ref, resource, class_name, long_requests[ref.index :], per_class)
+            req, maps = _container_request(
+                ref, resource, class_name, long_requests[ref.index :], tolerated, per_class
+            )
             if req is not None:
                 short_names.add(req["name"])
                 if largest is None or _count(largest) < _count(req):

@@ -61,7 +61,11 @@ def pre_filter(state: ClusterState, pod: Obj, reqs: Units, policy: str, *, ignor
     constraints: list[Obj] = []
     notes: list[str] = []
     capacity = capacity_by_class(classes.values(), state.classes.get) if classes else None
-    built = create_requests_and_mappings(pod, classes, capacity) if classes else None
+    built = (
+        create_requests_and_mappings(pod, classes, tolerations=state.classes.tolerations, capacity=capacity)
+        if classes
+        else None
+    )
     if align != NONE and built is not None:
         requests = built[0]
         constraints, notes = alignment_constraints(requests, groups, state.capacity.largest_group)

@@ -1,0 +1,109 @@
+"""The pod features draxr's worker does not implement: each detected, named, and nothing else."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.core.podfactory import container, pod
+from webhook.core.api.objects import Obj
+from webhook.core.scheduling.unsupported import UNSUPPORTED, unsupported_features
+
+TERM: Obj = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}
+PVC: Obj = {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+EPHEMERAL: Obj = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
+REQUIRED_NODES: Obj = {"nodeSelectorTerms": []}
+NO_TERMS: list[Obj] = []
+WORKLOAD: Obj = {"name": "w", "podGroup": "g"}
+#: A pod spec showing each entry of UNSUPPORTED (by name and field): an entry deleted from the list
+#: leaves its example here unused, and that is all.
+EXAMPLES: dict[tuple[str, str], Obj] = {
+    ("InterPodAffinity", "spec.affinity.podAffinity"): {
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}
+    },
+    ("InterPodAffinity", "spec.affinity.podAntiAffinity"): {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": TERM}]
+            }
+        }
+    },
+    ("PodTopologySpread", "spec.topologySpreadConstraints"): {
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
+        ]
+    },
+    ("VolumeBinding", "spec.volumes[].persistentVolumeClaim, .ephemeral"): {"volumes": [PVC]},
+    ("VolumeZone", "spec.volumes[].persistentVolumeClaim, .ephemeral"): {"volumes": [EPHEMERAL]},
+    ("NodeVolumeLimits", "spec.volumes[].persistentVolumeClaim, .ephemeral, .csi"): {
+        "volumes": [{"name": "v", "csi": {"driver": "csi.example.com"}}]
+    },
+    ("VolumeRestrictions", "spec.volumes[].persistentVolumeClaim, .ephemeral, inline disks"): {
+        "volumes": [{"name": "v", "gcePersistentDisk": {"pdName": "d"}}]
+    },
+    ("workload-aware scheduling of a PodGroup", "spec.schedulingGroup"): {
+        "schedulingGroup": {"podGroupName": "trainers"}
+    },
+    ("workload-aware scheduling of a Workload", "spec.workloadRef"): {
+        "workloadRef": {"name": "w", "podGroup": "g"}
+    },
+}
+#: What every worker honours: none of it is unsupported.
+SUPPORTED: list[Obj] = [
+    {},
+    {
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+        }
+    },
+    {
+        "affinity": {
+            "podAffinity": {},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
+        }
+    },
+    {"topologySpreadConstraints": []},
+    {"volumes": [{"name": "c", "configMap": {"name": "x"}}, {"name": "e", "emptyDir": {}}]},
+    {"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}], "priorityClassName": "high"},
+]
+
+
+def gpu_pod(**spec: object) -> Obj:
+    return pod(containers=[container("c", {"example.com/gpu": 1})], **spec)  # type: ignore[arg-type]
+
+
+def test_every_unsupported_feature_is_detected_and_named() -> None:
+    for feature in UNSUPPORTED:
+        example = gpu_pod(**EXAMPLES[(feature.name, feature.field)])
+        assert feature in unsupported_features(example), feature
+        assert feature.describe() == f"{feature.name} ({feature.field})"
+
+
+def test_what_the_worker_honours_is_not_unsupported() -> None:
+    for spec in SUPPORTED:
+        assert unsupported_features(gpu_pod(**spec)) == [], spec
+
+
+def test_a_pvc_names_every_volume_plugin_in_order() -> None:
+    names = [f.name for f in unsupported_features(gpu_pod(volumes=[PVC]))]
+    assert names == ["VolumeBinding", "VolumeZone", "NodeVolumeLimits", "VolumeRestrictions"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(sorted(EXAMPLES)), unique=True), st.sampled_from(SUPPORTED))
+def test_features_are_found_whatever_else_the_pod_has(keys: list[tuple[str, str]], base: Obj) -> None:
+    """Property: a pod with some examples' fields (merged on a supported spec) has at least those
+    features, reported in the list's order, each once."""
+    spec: Obj = dict(base)
+    for key in keys:
+        for field, value in EXAMPLES[key].items():
+            if field == "volumes":
+                spec["volumes"] = [*spec.get("volumes", []), *value]
+            elif field == "affinity":
+                spec["affinity"] = {**spec.get("affinity", {}), **value}
+            else:
+                spec[field] = value
+    found = unsupported_features(gpu_pod(**spec))
+    assert found == [u for u in UNSUPPORTED if u in found]
+    live = {(u.name, u.field) for u in UNSUPPORTED}
+    assert {k for k in keys if k in live} <= {(u.name, u.field) for u in found}

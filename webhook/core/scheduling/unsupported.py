@@ -1,0 +1,98 @@
+"""What draxr's worker cannot honour: the pod features kube-scheduler implements and the worker does
+not, each with a detector and the name a pod's author is told. The webhook keeps such pods away from
+the worker (core/paths/outcome.py), so the list is short by design: what the worker learns to do
+leaves it, one entry per upstream plugin (delete the plugin's line in ``UNSUPPORTED``).
+
+Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework/plugins``):
+
+* honoured by the worker: PrioritySort, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
+  NodePorts, NodeResourcesFit (pod-level resources and overhead included), SchedulingGates (a gated
+  pod is not the worker's until its gates are gone), DynamicResources (``firstAvailable``,
+  ``adminAccess``, request tolerations, ``allocationMode: All``, partitionable devices);
+* listed until the worker implements them: InterPodAffinity (``podAffinity``,
+  ``podAntiAffinity``), PodTopologySpread (the pod's own ``topologySpreadConstraints``; the
+  cluster's default constraints only score), and the volume plugins VolumeBinding, VolumeZone,
+  NodeVolumeLimits and VolumeRestrictions (PVC and generic ephemeral volumes; inline CSI volumes
+  count against CSINode limits; inline GCE PD, EBS, RBD and iSCSI volumes conflict per node);
+* listed: workload-aware scheduling, the GangScheduling, TopologyAware and PodGroupPodsCount plugins
+  (KEP-4671, ``GenericWorkload``): a pod of a PodGroup is placed with its group, all or nothing;
+  the worker would place it alone. ``spec.workloadRef`` is 1.35's field, ``spec.schedulingGroup``
+  1.36's (which tombstoned the former).
+
+Not a pod's feature, so not here: preemption (DefaultPreemption's PostFilter) and the nominated
+pods kube-scheduler counts as taking room; a routed pod is never preempted for nor preempts.
+Device features the worker lacks are not a pod's either: devices with binding conditions are never
+picked (README, Limitations), so a class whose devices carry them is one to leave out of
+``--managed-classes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from ..api.objects import Obj, as_dict, as_list, spec
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """A pod feature the worker does not implement: the upstream plugin (or feature) that
+    implements it, the field that shows it, and its detector."""
+
+    name: str
+    field: str
+    detect: Callable[[Obj], bool]
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.field})"
+
+
+def _set(field: str) -> Callable[[Obj], bool]:
+    def detect(pod: Obj) -> bool:
+        return spec(pod).get(field) not in (None, {}, "", [])
+
+    return detect
+
+
+def _affinity(kind: str) -> Callable[[Obj], bool]:
+    def detect(pod: Obj) -> bool:
+        terms = as_dict(as_dict(spec(pod).get("affinity")).get(kind))
+        return any(
+            as_list(terms.get(f"{when}DuringSchedulingIgnoredDuringExecution"))
+            for when in ("required", "preferred")
+        )
+
+    return detect
+
+
+def _volumes(*kinds: str) -> Callable[[Obj], bool]:
+    def detect(pod: Obj) -> bool:
+        return any(as_dict(v).get(k) is not None for v in as_list(spec(pod).get("volumes")) for k in kinds)
+
+    return detect
+
+
+_CLAIMED = ("persistentVolumeClaim", "ephemeral")
+_INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+_PVCS = "spec.volumes[].persistentVolumeClaim, .ephemeral"
+
+#: Every pod feature the worker does not implement, in the order a pod's author is told them.
+#: One line per upstream plugin (two for InterPodAffinity): when the worker implements one,
+#: delete its line.
+UNSUPPORTED: Final[tuple[Unsupported, ...]] = (
+    Unsupported("InterPodAffinity", "spec.affinity.podAffinity", _affinity("podAffinity")),
+    Unsupported("InterPodAffinity", "spec.affinity.podAntiAffinity", _affinity("podAntiAffinity")),
+    Unsupported("PodTopologySpread", "spec.topologySpreadConstraints", _set("topologySpreadConstraints")),
+    Unsupported("VolumeBinding", _PVCS, _volumes(*_CLAIMED)),
+    Unsupported("VolumeZone", _PVCS, _volumes(*_CLAIMED)),
+    Unsupported("NodeVolumeLimits", f"{_PVCS}, .csi", _volumes(*_CLAIMED, "csi")),
+    Unsupported("VolumeRestrictions", f"{_PVCS}, inline disks", _volumes(*_CLAIMED, *_INLINE_DISKS)),
+    Unsupported("workload-aware scheduling of a PodGroup", "spec.schedulingGroup", _set("schedulingGroup")),
+    Unsupported("workload-aware scheduling of a Workload", "spec.workloadRef", _set("workloadRef")),
+)
+
+
+def unsupported_features(pod: Obj) -> list[Unsupported]:
+    """The features of ``pod`` draxr's worker cannot honour (none for almost every pod)."""
+    return [u for u in UNSUPPORTED if u.detect(pod)]
