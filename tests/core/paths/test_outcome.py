@@ -33,6 +33,15 @@ def dra_cluster(*extra: Obj) -> ClusterState:
     return state_of(n, device_class(CLASS, ext=GPU), resource_slice("s", gpus(2), node_name="dra"), *extra)
 
 
+def annotated_cluster(annotations: dict[str, str]) -> ClusterState:
+    """``dra_cluster`` with its class annotated."""
+    state = dra_cluster()
+    annotated = device_class(CLASS, ext=GPU)
+    annotated["metadata"]["annotations"] = annotations
+    state.upsert_class(annotated)
+    return state
+
+
 def gpu_pod(quantity: object = 1, **spec: Any) -> Obj:
     return pod(containers=[container("c", {GPU: quantity})], **spec)
 
@@ -154,11 +163,7 @@ def test_a_fractional_quantity_is_not_rewritten_away() -> None:
 def test_the_rewrite_carries_the_class_capacity_requests_into_its_patch() -> None:
     """Issue 23: the webhook's rewrite of a pod whose class has ``draxr.io/capacity-requests``
     names the share template (``-cap-``) and records its capacity requests for the worker."""
-    shared = device_class(CLASS, ext=GPU)
-    shared["metadata"]["annotations"] = {"draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}'}
-    n = node("dra")
-    n["status"]["nodeInfo"] = {"kubeletVersion": "v1.36.1"}
-    state = state_of(n, shared, resource_slice("s", gpus(2), node_name="dra"))
+    state = annotated_cluster({"draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}'})
     p = gpu_pod()
     seen = facts(state, p, [GPU], gate=False)
     assert seen.capacity == {CLASS: {"memory": "10Gi"}}
@@ -173,14 +178,12 @@ def test_the_rewrite_carries_both_the_class_tolerations_and_capacity_requests() 
     """Issue 23, both annotations on one class: the template is tolerating and a share, in that
     order in its name, and the pod's ``draxr.io/rewritten`` entry records both for the worker."""
     toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
-    shared = device_class(CLASS, ext=GPU)
-    shared["metadata"]["annotations"] = {
-        "draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}',
-        "draxr.io/extended-resource-tolerations": json.dumps([toleration]),
-    }
-    n = node("dra")
-    n["status"]["nodeInfo"] = {"kubeletVersion": "v1.36.1"}
-    state = state_of(n, shared, resource_slice("s", gpus(2), node_name="dra"))
+    state = annotated_cluster(
+        {
+            "draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}',
+            "draxr.io/extended-resource-tolerations": json.dumps([toleration]),
+        }
+    )
     p = gpu_pod()
     seen = facts(state, p, [GPU], gate=False)
     assert seen.capacity == {CLASS: {"memory": "10Gi"}}

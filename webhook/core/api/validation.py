@@ -173,26 +173,26 @@ def validate_device_class(
     problems = names.implicit_name_problems(class_name) if class_name else []
     if problems:
         warnings.append(clip(f"implicit name {DEVICE_CLASS_PREFIX}<name> unusable in pods: {problems[0]}"))
-    align_errors = validate_align_by(new)
-    if align_errors and _align_by_of(old) == _align_by_of(new):
-        # Stored before draxr checked it: an unrelated edit is not blocked; the engine ignores it.
-        warnings.extend(clip(f"draxr ignores {ALIGN_BY_PATH}: {e.detail}") for e in align_errors)
-    else:
-        errors.extend(align_errors)
-    capacity_errors = validate_capacity_requests(new)
-    if capacity_errors and _annotation_of(old, CAPACITY_REQUESTS_ANNOTATION) == _annotation_of(
-        new, CAPACITY_REQUESTS_ANNOTATION
-    ):
-        warnings.extend(clip(f"draxr ignores {CAPACITY_REQUESTS_PATH}: {e.detail}") for e in capacity_errors)
-    else:
-        errors.extend(capacity_errors)
-    toleration_errors = validate_class_tolerations(new)
-    if toleration_errors and _annotation_of(old, EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION) == _annotation_of(
-        new, EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION
-    ):
-        warnings.extend(clip(f"draxr ignores {e.field}: {e.error_body()}") for e in toleration_errors)
-    else:
-        errors.extend(toleration_errors)
+    # draxr's own annotations: one stored before draxr checked it does not block an unrelated
+    # edit; the engine ignores it, and the warning says so.
+    checked: list[tuple[list[FieldError], str, Callable[[FieldError], str]]] = [
+        (validate_align_by(new), ALIGN_BY_ANNOTATION, lambda e: f"{ALIGN_BY_PATH}: {e.detail}"),
+        (
+            validate_capacity_requests(new),
+            CAPACITY_REQUESTS_ANNOTATION,
+            lambda e: f"{CAPACITY_REQUESTS_PATH}: {e.detail}",
+        ),
+        (
+            validate_class_tolerations(new),
+            EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION,
+            lambda e: f"{e.field}: {e.error_body()}",
+        ),
+    ]
+    for found, key, said in checked:
+        if found and _annotation_of(old, key) == _annotation_of(new, key):
+            warnings.extend(clip(f"draxr ignores {said(e)}") for e in found)
+        else:
+            errors.extend(found)
     return errors, warnings
 
 
