@@ -7,10 +7,12 @@ the cold-start cost of evaluating every class selector over every device, and wh
 DeviceTaintRule change costs (one pool, then every device: the slices it touches are read again).
 
     python bench/allocate.py [--nodes 500] [--devices 10] [--classes 25] [--pods 5000] [--unique]
-        [--cel-engine cel-python|cel-rust]
+        [--capacity] [--cel-engine cel-python|cel-rust]
 
 ``--unique`` gives every device a distinct attribute (a UUID, as real GPUs publish), which
-defeats the CEL result cache's de-duplication of identical devices.
+defeats the CEL result cache's de-duplication of identical devices. ``--capacity`` gives every
+device a ``memory`` capacity (as real GPUs publish), which consumable capacity checks for every
+device, shared or not.
 """
 
 from __future__ import annotations
@@ -40,9 +42,12 @@ DRIVER = "gpu.example.com"
 ZONE = "topology.kubernetes.io/zone"
 
 
-def build(nodes: int, devices: int, classes: int, unique: bool, zones: int = 0) -> ClusterState:
+def build(
+    nodes: int, devices: int, classes: int, unique: bool, zones: int = 0, capacity: bool = False
+) -> ClusterState:
     """``zones`` > 0: nodes carry ``kubernetes.io/hostname`` and ``topology.kubernetes.io/zone``
-    (``zone-<n mod zones>``), for pod placement (``bench/scale.py --stream placement``)."""
+    (``zone-<n mod zones>``), for pod placement (``bench/scale.py --stream placement``);
+    ``capacity``: every device has 80Gi of memory to share (consumable capacity)."""
     st = ClusterState()
     for k in range(classes):
         st.upsert_class(
@@ -74,7 +79,10 @@ def build(nodes: int, devices: int, classes: int, unique: bool, zones: int = 0) 
             attrs: Obj = {"type": {"string": f"gpu-{(n * devices + d) % classes}"}, "index": {"int": d}}
             if unique:
                 attrs["uuid"] = {"string": str(uuid.UUID(int=n * devices + d))}
-            devs.append({"name": f"gpu-{d}", "attributes": attrs})
+            dev: Obj = {"name": f"gpu-{d}", "attributes": attrs}
+            if capacity:
+                dev["capacity"] = {"memory": {"value": "80Gi"}}
+            devs.append(dev)
         st.apply(
             "ResourceSlice",
             {
@@ -132,12 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", type=int, default=25)
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--unique", action="store_true")
+    ap.add_argument("--capacity", action="store_true")
     ap.add_argument("--cel-engine", choices=ENGINES, default=DEFAULT_ENGINE)
     args = ap.parse_args(argv)
     set_default_engine(args.cel_engine)
 
     t0 = time.perf_counter()
-    st = build(args.nodes, args.devices, args.classes, args.unique)
+    st = build(args.nodes, args.devices, args.classes, args.unique, capacity=args.capacity)
     build_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -167,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             "classes": args.classes,
             "pods": args.pods,
             "unique_devices": args.unique,
+            "device_capacity": args.capacity,
         },
         "decisions_per_second": round(args.pods / total, 1),
         "decision_p50_ms": round(percentile(latencies, 0.50) * 1000, 3),

@@ -179,6 +179,25 @@ def test_a_malformed_align_by_annotation_is_denied_with_its_field(webhook: Webho
     assert webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))["allowed"] is True
 
 
+def test_a_malformed_capacity_requests_annotation_is_denied_with_its_path(webhook: Webhook) -> None:
+    """Issue 23: ``draxr.io/capacity-requests`` is KEP-6406's CapacityRequirements as JSON."""
+    obj = device_class("c")
+    obj["metadata"]["annotations"] = {"draxr.io/capacity-requests": '{"requests": {"memory": "-10Gi"}}'}
+    response = webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert causes(response) == [
+        (
+            "metadata.annotations[draxr.io/capacity-requests]",
+            "FieldValueInvalid",
+            'Invalid value: "{\\"requests\\": {\\"memory\\": \\"-10Gi\\"}}": '
+            "requests[memory]: must be greater than or equal to 0",
+        )
+    ]
+    obj["metadata"]["annotations"]["draxr.io/capacity-requests"] = '{"requests": {"memory": "10Gi"}}'
+    assert webhook.respond(PATH, review(obj, resource=DEVICE_CLASS))["allowed"] is True
+
+
 def test_tolerations_for_the_extended_resource_are_validated_as_upstreams_device_tolerations(
     webhook: Webhook,
 ) -> None:

@@ -747,3 +747,25 @@ def test_a_file_named_twice_is_converted_once(tmp_path: Path) -> None:
     assert [o["kind"] for o in objs] == ["Job", "DeviceClass", "DeviceClass", "ResourceClaimTemplate"]
     assert "annotations" in objs[0]["spec"]["template"]["metadata"]  # a null template metadata filled in
     validate_all(objs, "1.36")
+
+
+REQUESTS = '{"requests": {"memory": "10Gi"}}'
+
+
+def test_a_class_with_capacity_requests_gets_templates_of_shares(tmp_path: Path) -> None:
+    """Issue 23: ``draxr.io/capacity-requests`` goes onto the template's request in ``convert`` as
+    in the webhook's rewrite, so the converted workload takes shares, not whole devices."""
+    shared = CLASSES.replace(  # REQUESTS: KEP-6406's CapacityRequirements as JSON
+        f"  name: {GPU_CLASS}\n",
+        f"  name: {GPU_CLASS}\n  annotations:\n    draxr.io/capacity-requests: '{REQUESTS}'\n",
+        1,
+    )
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump_all([workload("Deployment", _pod_spec(GPU, 1), "a")]) + "---\n" + shared)
+    code, out, err = convert(f)
+    assert (code, err) == (0, "")
+    (made,) = [o for o in docs(out) if o["kind"] == "ResourceClaimTemplate"]
+    assert made["metadata"]["name"].startswith(f"draxr-{GPU_CLASS}-1-cap-")
+    (request,) = made["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+    validate_all(docs(out), "1.37")

@@ -967,3 +967,32 @@ def test_a_zone_spread_puts_the_replicas_in_every_zone(tmp_path: Path) -> None:
     write(tmp_path, "all.yaml", [*gpu_cluster(3), deployment])
     nodes = [p["node"] for p in json.loads(plan([tmp_path], "json")[1])["pods"]]
     assert sorted(nodes) == ["n0", "n1", "n2"]
+
+
+def _shared_gpu_docs() -> list[Obj]:
+    cls = factory.device_class("gpu.example.com", ext="example.com/gpu")
+    cls["metadata"]["annotations"] = {"draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}'}
+    gpu = factory.device("gpu-0", capacity={"memory": {"value": "40Gi"}}, allowMultipleAllocations=True)
+    pods = [pod(f"p{i}", [container("c", {"example.com/gpu": 1})]) for i in range(4)]
+    return [factory.node("n"), cls, factory.resource_slice("n-gpus", [gpu], node_name="n", pool="n"), *pods]
+
+
+def test_plan_shows_each_pods_share_of_a_shared_device(tmp_path: Path) -> None:
+    """Issue 23: ``draxr plan`` shows shares, in both modes (four pods, one 40Gi device)."""
+    path = write(tmp_path, "shared.yaml", _shared_gpu_docs())
+    code, out, _ = plan([path])
+    assert code == 0, out
+    rows = [line.split(None, 3) for line in out.splitlines()[1:5]]
+    assert [r[3].split("  ")[0] for r in rows] == ["n/gpu-0 (share memory=10Gi)"] * 4
+    for mode in ("native", "rewrite"):
+        buf = io.StringIO()
+        assert run([path], "json", "binpack", buf, io.StringIO(), None, mode) == 0
+        pods = json.loads(buf.getvalue())["pods"]
+        if mode == "native":
+            results = [r for p in pods for r in p["claim"]["status"]["allocation"]["devices"]["results"]]
+        else:
+            results = [
+                r for p in pods for c in p["claims"] for r in c["status"]["allocation"]["devices"]["results"]
+            ]
+        assert [(r["device"], r["consumedCapacity"]) for r in results] == [("gpu-0", {"memory": "10Gi"})] * 4
+        assert len({r["shareID"] for r in results}) == 4

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from webhook.commands.text import plural, table, write_data
+from webhook.commands.text import plural, share_text, table, write_data
 
 
 @pytest.mark.parametrize(
@@ -44,3 +44,11 @@ def test_a_table_aligns_its_columns_without_trailing_blanks() -> None:
     rows = [["NAME", "NODE", "NOTE"], ["a-long-name", "n", ""], ["b", "node-2", "x"]]
     assert table(rows) == "NAME         NODE    NOTE\na-long-name  n\nb            node-2  x"
     assert table(rows, "  ").splitlines() == ["  " + line for line in table(rows).splitlines()]
+
+
+def test_share_text_marks_shares_and_what_they_consume() -> None:
+    result = {"device": "gpu-0", "shareID": "x", "consumedCapacity": {"memory": "10Gi", "cores": "2"}}
+    assert share_text(result) == " (share cores=2, memory=10Gi)"
+    assert share_text({"device": "gpu-0", "shareID": "x"}) == " (share)"
+    assert share_text({"device": "gpu-0"}) == ""
+    assert share_text("junk") == ""

@@ -93,5 +93,8 @@ def test_special_claim_and_device_class_match_conditions() -> None:
     assert matches(
         HAS_EXTENDED_NAME, {**named, "spec": {}}, {"spec": {"extendedResourceName": "x/y"}}, "UPDATE"
     )
+    # draxr.io/capacity-requests is validated on classes with only the implicit name too (issue 23)
+    annotated = {"metadata": {"name": "gpu", "annotations": {"draxr.io/capacity-requests": "{}"}}, "spec": {}}
+    assert matches(HAS_EXTENDED_NAME, annotated)
     # too long for the implicit name: the webhook's warning must be able to reach the user
     assert matches(HAS_EXTENDED_NAME, {"metadata": {"name": "a" * 64}, "spec": {}})

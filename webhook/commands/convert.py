@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.fielderrors import duplicate
 from ..core.api.objects import Obj, as_dict, as_list, name, spec
 from ..core.cluster.deviceclasses import ClassResolver
@@ -223,7 +224,13 @@ def _convert_item(
     # say otherwise.
     align = alignment(pod, classes.get, _any_group)
     try:
-        plan = plan_rewrite(pod, dra, align, classes.tolerations)
+        plan = plan_rewrite(
+            pod,
+            dra,
+            align,
+            tolerations=classes.tolerations,
+            capacity=capacity_by_class(dra.values(), classes.get),
+        )
     except ValueError:
         raise _claim_clash(pod, dra, where, prefix) from None
     ops = plan_patch(pod, plan)  # routing is the cluster's: a manifest keeps its schedulerName

@@ -58,7 +58,7 @@ from ..runtime.mode import MODE_REASONS, parse_mode_message
 from ..worker.events import pod_scheduled_condition
 from . import plan as plan_command
 from .flags import OneLineParser, add_filename, dns_label, non_empty, one_line
-from .text import MACHINE_FORMATS, plural, table, write_data
+from .text import MACHINE_FORMATS, plural, share_text, table, write_data
 
 PROG = "kubectl draxr"
 PAGE = 500
@@ -326,7 +326,9 @@ def why_report(client: KubeClient, pod_name: str, ns: str) -> Obj:
         report["claim"] = claim_name
         report["mappings"] = as_list(ercs.get("requestMappings"))
         report["devices"] = [
-            f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results if isinstance(r, dict)
+            f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}{share_text(r)}"
+            for r in results
+            if isinstance(r, dict)
         ]
     if _is_pending(pod):
         objects = read_cluster(client)
@@ -335,7 +337,9 @@ def why_report(client: KubeClient, pod_name: str, ns: str) -> Obj:
             "status": decision.status,
             "node": decision.node,
             "message": decision.message,
-            "devices": [f"{x.device.pool}/{x.device.name}" for x in decision.special.results]
+            "devices": [
+                f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in decision.special.results
+            ]
             if decision.special is not None and decision.status == SCHEDULED
             else [],
         }

@@ -52,6 +52,7 @@ from ..core.allocation.claims import (
 from ..core.allocation.placement import alignment_text
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.alignment import align_by
+from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
 from ..core.api.labelkeys import with_label_keys
 from ..core.api.objects import Obj, annotations_of, as_dict, as_list, name, namespace, spec, status, uid
@@ -79,7 +80,7 @@ from ..core.scheduling.scheduler import Scheduler
 from ..loader import FROM_CLAIM_TEMPLATE, Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
-from .text import MACHINE_FORMATS, plural, table, write_data
+from .text import MACHINE_FORMATS, plural, share_text, table, write_data
 
 MODES = ("native", "rewrite")
 
@@ -242,7 +243,8 @@ def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
         pod,
         resolved,
         alignment(pod, state.classes.get, state.capacity.largest_group),
-        state.classes.tolerations,
+        tolerations=state.classes.tolerations,
+        capacity=capacity_by_class(resolved.values(), state.classes.get),
     )
     rewritten = rewritten_pod(pod, rewrite)
     rewritten.setdefault("metadata", {}).setdefault("annotations", {})[REWRITTEN_ANNOTATION] = (
@@ -326,10 +328,12 @@ def _devices_text(r: PodResult) -> str:
         return d.message
     parts: list[str] = []
     if d.special is not None:
-        parts.extend(f"{x.device.pool}/{x.device.name}" for x in d.special.results)
+        parts.extend(f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in d.special.results)
     for uc in d.user_claims:
         if uc.allocation is not None:
-            parts.extend(f"{x.device.pool}/{x.device.name}" for x in uc.allocation.results)
+            parts.extend(
+                f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in uc.allocation.results
+            )
     for res, how in sorted(d.served.items()):
         if how.via == "device-plugin":
             parts.append(f"{res} (device plugin)")

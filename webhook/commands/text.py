@@ -34,3 +34,13 @@ def write_data(value: Any, fmt: str, out: TextIO) -> None:
         out.write(yaml.safe_dump(value, sort_keys=False, default_flow_style=False))
     else:
         raise ValueError(f"unknown output format {fmt!r}")
+
+
+def share_text(result: Any) -> str:
+    """`` (share memory=10Gi)`` for an allocation result with a ``shareID`` (one share of a
+    multi-allocatable device, and what it consumes), else empty: people see a device is shared."""
+    if not isinstance(result, dict) or not isinstance(result.get("shareID"), str):
+        return ""
+    consumed = result.get("consumedCapacity")
+    amounts = ", ".join(f"{k}={v}" for k, v in sorted(consumed.items())) if isinstance(consumed, dict) else ""
+    return f" (share {amounts})" if amounts else " (share)"

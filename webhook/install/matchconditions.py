@@ -9,6 +9,7 @@ reads the same expressions (chart.py).
 
 from __future__ import annotations
 
+from ..core.api.capacityrequests import CAPACITY_REQUESTS_ANNOTATION
 from ..core.api.constants import (
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     EXTENDED_RESOURCE_NAME_ANNOTATION,
@@ -59,8 +60,9 @@ CLAIM_GUARDED_CHANGE = (
     f"{_OWNERS.format(o='object')} != {_OWNERS.format(o='oldObject')} || "
     "object.spec != oldObject.spec"
 )
-# Classes that declare (or declared) an explicit name, and classes whose name is too long to serve
-# as the implicit name deviceclass.resource.kubernetes.io/<class> (the webhook warns about those).
+# Classes that declare (or declared) an explicit name, classes whose name is too long to serve
+# as the implicit name deviceclass.resource.kubernetes.io/<class> (the webhook warns about those),
+# and classes with draxr.io/capacity-requests (the webhook validates it, implicit names too).
 _NAMED = (
     "has({o}.spec.extendedResourceName) || (has({o}.metadata.annotations) && "
     f"'{EXTENDED_RESOURCE_NAME_ANNOTATION}' in {{o}}.metadata.annotations)"
@@ -68,6 +70,8 @@ _NAMED = (
 HAS_EXTENDED_NAME = (
     f"!object.metadata.name.startsWith('{GATE_PROBE_PREFIX}') && ("
     f"{_NAMED.format(o='object')} || size(object.metadata.name) > 63 || "
+    f"(has(object.metadata.annotations) && "
+    f"'{CAPACITY_REQUESTS_ANNOTATION}' in object.metadata.annotations) || "
     f"(request.operation == 'UPDATE' && ({_NAMED.format(o='oldObject')})))"
 )
 

@@ -5,6 +5,7 @@ their nodes."""
 from __future__ import annotations
 
 import copy
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from tests.core.podfactory import container, device, device_class, node, pod, re
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
-from webhook.core.cluster.allocated import AllocatedState, allocated_devices, claim_key
+from webhook.core.cluster.allocated import AllocatedState, Share, allocated_devices, claim_key, holdings
 from webhook.core.cluster.nodeinfo import Nodes
 from webhook.core.cluster.slices import DeviceKey
 from webhook.core.cluster.state import ClusterState
@@ -405,3 +406,110 @@ def test_placed_pods_follow_bound_assumed_and_forgotten_pods() -> None:
     st.apply("Pod", done)
     st.apply("Pod", elsewhere, deleted=True)
     assert len(placed) == 0
+
+
+# -- shares (consumable capacity) -----------------------------------------------------------------
+
+SHARE_A = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
+SHARE_B = "bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb"
+
+
+def test_holdings_split_taken_devices_from_shares() -> None:
+    """``foreachAllocatedDevice``: admin results hold nothing, a ``shareID`` makes a share (with
+    what it consumes), anything else takes the device; ``allocated_devices`` still lists both."""
+    c = allocated_claim(
+        "c",
+        result(D0),
+        result(D1, shareID=SHARE_A, consumedCapacity={"memory": "10Gi", "bad": "lots"}),
+        result(D2, shareID=SHARE_B, adminAccess=True, consumedCapacity={"memory": "1Gi"}),
+        result(D2, shareID=SHARE_B),
+    )
+    taken, shares = holdings(c)
+    assert taken == [D0]
+    assert shares == [Share(D1, SHARE_A, {"memory": Quantity.parse("10Gi")}), Share(D2, SHARE_B, {})]
+    assert allocated_devices(c) == [D0, D1, D2]
+
+
+class Changes:
+    def __init__(self) -> None:
+        self.seen: list[DeviceKey] = []
+
+    def __call__(self, key: DeviceKey) -> None:
+        self.seen.append(key)
+
+
+def test_shares_sum_what_they_consume_and_never_take_the_device() -> None:
+    changes = Changes()
+    st = AllocatedState(Nodes(), on_shares=changes)
+    st.upsert_claim(allocated_claim("a", result(D0, shareID=SHARE_A, consumedCapacity={"memory": "10Gi"})))
+    st.upsert_claim(
+        allocated_claim("b", result(D0, shareID=SHARE_B, consumedCapacity={"memory": "5Gi", "n": "1"}))
+    )
+    assert not st.is_allocated(D0)
+    assert D0 not in st.devices
+    assert st.shares[D0].shares == 2
+    assert st.consumed(D0) == {"memory": Fraction(15 * 2**30), "n": Fraction(1)}
+    st.remove_claim("default", "a")
+    assert st.consumed(D0) == {"memory": Fraction(5 * 2**30), "n": Fraction(1)}
+    st.upsert_claim(allocated_claim("b", result(D1)))  # b now takes D1 instead
+    assert st.consumed(D0) is None
+    assert D0 not in st.shares
+    assert st.is_allocated(D1)
+    assert changes.seen == [D0, D0, D0, D0]
+
+
+def test_reserved_shares_are_held_until_the_token_goes() -> None:
+    changes = Changes()
+    st = AllocatedState(Nodes(), on_shares=changes)
+    held = [
+        Share(D0, SHARE_A, {"memory": Quantity.parse("1Gi")}),
+        Share(D0, SHARE_B, {"memory": Quantity.parse("2Gi")}),
+    ]
+    st.reserve_devices("t", [D1], held)
+    assert st.consumed(D0) == {"memory": Fraction(3 * 2**30)}
+    assert st.is_allocated(D1)
+    st.reserve_devices("t", [], held[:1])  # the token again: replaced
+    assert st.consumed(D0) == {"memory": Fraction(2**30)}
+    assert not st.is_allocated(D1)
+    st.unreserve_devices("t")
+    assert st.consumed(D0) is None
+    assert len(changes.seen) == 6  # two shares held, let go, one held, let go
+
+
+def test_allocated_counters_count_a_shared_device_once() -> None:
+    """``IsDeviceAllocated``: a device with shares consumes its counters, once however many."""
+    state = _counter_state()
+    nd = state.node_devices("n")
+    assert nd is not None
+    (pool,) = nd.pools
+    key = (DRIVER, "p", "part-1")
+    state.allocated.upsert_claim(allocated_claim("a", result(key, shareID=SHARE_A)))
+    state.allocated.upsert_claim(allocated_claim("b", result(key, shareID=SHARE_B)))
+    assert state.allocated.allocated_counters(pool) == {"mem": {"memory": Quantity.parse("20Gi")}}
+    state.allocated.remove_claim("default", "a")
+    state.allocated.remove_claim("default", "b")
+    assert state.allocated.allocated_counters(pool) == {}
+
+
+def test_a_share_held_by_a_reservation_and_its_written_claim_counts_once() -> None:
+    """Between the write of a claim and Unreserve both hold the same share (same shareID): it
+    consumes once. Another share of the device (another shareID) adds to it."""
+    st = AllocatedState(Nodes())
+    dev: DeviceKey = ("d", "p", "gpu")
+    ten = {"memory": Quantity.parse("10Gi")}
+    st.reserve_devices("t", [], [Share(dev, "id-1", ten)])
+    result = {"request": "r", "driver": "d", "pool": "p", "device": "gpu", "shareID": "id-1"}
+    written = claim(
+        "c",
+        [exactly("r", "gpu")],
+        allocation={"devices": {"results": [{**result, "consumedCapacity": {"memory": "10Gi"}}]}},
+    )
+    st.upsert_claim(written)
+    assert st.consumed(dev) == {"memory": Quantity.parse("10Gi").value}
+    st.reserve_devices("u", [], [Share(dev, "id-2", ten)])
+    assert st.consumed(dev) == {"memory": Quantity.parse("20Gi").value}
+    st.unreserve_devices("t")
+    st.unreserve_devices("u")
+    assert st.consumed(dev) == {"memory": Quantity.parse("10Gi").value}
+    st.remove_claim("default", "c")
+    assert st.consumed(dev) is None

@@ -5,6 +5,7 @@ its counts equal a count made from scratch; free devices per topology group like
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -15,7 +16,9 @@ from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.alignment import ALIGN_BY_ANNOTATION
 from webhook.core.api.objects import Obj
+from webhook.core.api.quantity import Quantity
 from webhook.core.cel import SelectorEngine
+from webhook.core.cluster.allocated import Share
 from webhook.core.cluster.capacity import FreeDevices
 from webhook.core.cluster.deviceclasses import ClassResolver
 from webhook.core.cluster.devices import DeviceIndex, NodeDevices
@@ -473,3 +476,186 @@ def test_counts_always_equal_a_rescan(roots: list[list[int]], steps: list[tuple[
         elif not take and i in held:
             st_.unreserve(held.pop(i), pod(f"p{i}", uid=f"p{i}"))
         assert group_counts(st_, "n") == group_rescan(st_, "n")
+
+
+# --- multi-allocatable devices: counted in share slots ------------------------------------------
+
+SHARED_KEY: DeviceKey = (DRIVER, "n", "shared")
+PLAIN_KEY: DeviceKey = (DRIVER, "n", "plain")
+
+
+def shared_gpu(
+    name: str = "shared", memory: str = "40Gi", default: str | None = "10Gi", attrs: Obj | None = None
+) -> Obj:
+    """A multi-allocatable device whose memory a share takes ``default`` of (None: all of it)."""
+    cap: Obj = {"value": memory}
+    if default is not None:
+        cap["requestPolicy"] = {"default": default, "validRange": {"min": "1Gi", "step": "1Gi"}}
+    return device(name, attrs, capacity={"memory": cap}, allowMultipleAllocations=True)
+
+
+def share_claim(name: str, key: DeviceKey, memory: str | None, *, share_id: str | None = None) -> Obj:
+    result: Obj = {"request": "r", "driver": key[0], "pool": key[1], "device": key[2]}
+    # One ID per claim name, as real share IDs are unique (a share held twice counts once).
+    result["shareID"] = share_id or f"00000000-0000-0000-0000-{name.encode().hex()[-12:]:0>12}"
+    if memory is not None:
+        result["consumedCapacity"] = {"memory": memory}
+    return claim(name, [exactly("r", "gpu")], allocation={"devices": {"results": [result]}})
+
+
+def shared_state() -> ClusterState:
+    return state_of(
+        node("n"),
+        device_class("gpu", "example.com/gpu"),
+        resource_slice("n-gpus", [shared_gpu(), device("plain")], node_name="n", pool="n"),
+    )
+
+
+def test_a_shared_device_counts_the_default_shares_that_still_fit() -> None:
+    """40Gi in shares of the default 10Gi: four slots, and one for the plain device."""
+    st_ = shared_state()
+    assert st_.capacity.total("gpu") == {"n": 5}
+    assert st_.capacity.free("gpu") == {"n": 5}
+    st_.apply("ResourceClaim", share_claim("a", SHARED_KEY, "10Gi"))
+    assert st_.capacity.free("gpu") == {"n": 4}
+    st_.apply("ResourceClaim", share_claim("bb", SHARED_KEY, "25Gi"))  # 35Gi used: no 10Gi left
+    assert st_.capacity.free("gpu") == {"n": 1}
+    assert not st_.allocated.is_allocated(SHARED_KEY)  # shares never take it
+    st_.apply("ResourceClaim", _allocated("c", [PLAIN_KEY]))
+    assert st_.capacity.free("gpu") == {"n": 0}
+    assert st_.capacity.available("gpu") == []
+    st_.apply("ResourceClaim", share_claim("bb", SHARED_KEY, "25Gi"), deleted=True)
+    assert st_.capacity.free("gpu") == {"n": 3}
+    assert st_.capacity.available("gpu") == ["n"]
+    assert st_.capacity.total("gpu") == {"n": 5}
+
+
+def test_a_result_without_a_share_id_takes_a_shared_device() -> None:
+    """A claim allocated while consumable capacity was off holds the device whole."""
+    st_ = shared_state()
+    st_.apply("ResourceClaim", _allocated("old", [SHARED_KEY]))
+    assert st_.allocated.is_allocated(SHARED_KEY)
+    assert st_.capacity.free("gpu") == {"n": 1}
+    st_.apply("ResourceClaim", _allocated("old", []))
+    assert st_.capacity.free("gpu") == {"n": 5}
+
+
+def test_reserved_shares_count_until_released() -> None:
+    st_ = shared_state()
+    st_.capacity.free("gpu")
+    p = pod("p", [container("c", {"example.com/gpu": 1})])
+    shares = [Share(SHARED_KEY, "11111111-1111-1111-1111-111111111111", {"memory": Quantity.parse("20Gi")})]
+    st_.reserve("t", [PLAIN_KEY], p, "n", shares=shares)
+    assert st_.capacity.free("gpu") == {"n": 2}
+    assert st_.allocated.consumed(SHARED_KEY) == {"memory": Fraction(20 * 2**30)}
+    st_.unreserve("t", p)
+    assert st_.capacity.free("gpu") == {"n": 5}
+    assert st_.allocated.consumed(SHARED_KEY) is None
+
+
+def test_without_a_default_a_share_takes_the_whole_capacity() -> None:
+    st_ = state_of(
+        node("n"),
+        device_class("gpu", "example.com/gpu"),
+        resource_slice(
+            "n-gpus",
+            [shared_gpu(default=None), device("nocap", allowMultipleAllocations=True)],
+            node_name="n",
+        ),
+    )
+    assert st_.capacity.total("gpu") == {"n": 1 + 32}  # no capacity: as many shares as a claim holds
+    st_.apply("ResourceClaim", share_claim("a", (DRIVER, "n", "shared"), "1Gi"))
+    assert st_.capacity.free("gpu") == {"n": 32}
+
+
+def test_shared_devices_count_as_devices_in_groups_free_while_a_share_fits() -> None:
+    st_ = state_of(
+        node("n"),
+        aligned_class(),
+        resource_slice(
+            "n-gpus",
+            [shared_gpu("s0", attrs={ROOT: {"string": "r0"}}), device("g1", {ROOT: {"string": "r0"}})],
+            node_name="n",
+            pool="n",
+        ),
+    )
+    assert group_counts(st_, "n") == {"r0": (2, 2)}
+    assert st_.capacity.largest_group("gpu", ROOT) == 2
+    st_.apply("ResourceClaim", share_claim("a", (DRIVER, "n", "s0"), "30Gi"))
+    assert group_counts(st_, "n") == {"r0": (2, 2)}  # 10Gi left: one more share fits
+    st_.apply("ResourceClaim", share_claim("bb", (DRIVER, "n", "s0"), "10Gi"))
+    assert group_counts(st_, "n") == {"r0": (2, 1)}
+    st_.apply("ResourceClaim", share_claim("a", (DRIVER, "n", "s0"), "30Gi"), deleted=True)
+    assert group_counts(st_, "n") == {"r0": (2, 2)}
+
+
+SHARED_KEYS = [(DRIVER, "n", f"s{i}") for i in range(3)]
+share_ops = st.one_of(
+    st.tuples(
+        st.just("share"),
+        st.sampled_from(["a", "b", "c"]),
+        st.sampled_from(SHARED_KEYS),
+        st.sampled_from([None, "0", "5Gi", "10Gi", "30Gi"]),
+    ),
+    st.tuples(st.just("take"), st.sampled_from(["a", "b", "c"]), st.sampled_from(SHARED_KEYS)),
+    st.tuples(st.just("del"), st.sampled_from(["a", "b", "c"])),
+    st.tuples(
+        st.just("reserve"),
+        st.sampled_from(["t0", "t1"]),
+        st.sampled_from(SHARED_KEYS),
+        st.sampled_from(["5Gi", "20Gi"]),
+    ),
+    st.tuples(st.just("release"), st.sampled_from(["t0", "t1"])),
+    st.tuples(st.just("slice"), st.sampled_from(["20Gi", "40Gi"])),
+)
+
+
+def _shared_slice(memory: str) -> Obj:
+    devices = [
+        shared_gpu("s0", memory, attrs={ROOT: {"string": "r0"}}),
+        shared_gpu("s1", memory, None, attrs={ROOT: {"string": "r0"}}),
+        shared_gpu("s2", memory, "5Gi", attrs={ROOT: {"string": "r1"}}),
+        device("g0", {ROOT: {"string": "r1"}}),
+    ]
+    return resource_slice("n-gpus", devices, node_name="n", pool="n")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(share_ops, max_size=20))
+def test_share_counts_always_equal_a_count_from_scratch(steps: list[tuple[Any, ...]]) -> None:
+    """Whatever shares come and go (claims, reservations, a slice that changes the capacity), the
+    counts kept up by ``on_shares`` equal those of a state built from the final objects, and the
+    totals are the share slots of unused devices."""
+    objects: dict[str, Obj] = {"slice": _shared_slice("40Gi")}
+    memory = 40
+    tokens: dict[str, list[Share]] = {}
+    state = state_of(node("n"), aligned_class(), objects["slice"])
+    for step in steps:
+        kind = step[0]
+        if kind == "share":
+            objects[step[1]] = share_claim(step[1], step[2], step[3])
+            state.apply("ResourceClaim", objects[step[1]])
+        elif kind == "take":
+            objects[step[1]] = _allocated(step[1], [step[2]])
+            state.apply("ResourceClaim", objects[step[1]])
+        elif kind == "del" and step[1] in objects:
+            state.apply("ResourceClaim", objects.pop(step[1]), deleted=True)
+        elif kind == "reserve":
+            tokens[step[1]] = [Share(step[2], step[1], {"memory": Quantity.parse(step[3])})]
+            state.reserve(step[1], [], {"metadata": {"uid": step[1]}}, "nowhere", shares=tokens[step[1]])
+        elif kind == "release":
+            tokens.pop(step[1], None)
+            state.unreserve(step[1])
+        elif kind == "slice":
+            objects["slice"] = _shared_slice(step[1])
+            memory = int(step[1][:-2])
+            state.apply("ResourceSlice", objects["slice"])
+        fresh = state_of(node("n"), aligned_class(), *objects.values())
+        for token, shares in tokens.items():
+            fresh.reserve(token, [], {"metadata": {"uid": token}}, "nowhere", shares=shares)
+        assert state.capacity.free("gpu") == fresh.capacity.free("gpu"), step
+        assert state.capacity.total("gpu") == fresh.capacity.total("gpu"), step
+        assert group_counts(state, "n") == group_counts(fresh, "n"), step
+        assert state.capacity.available("gpu") == fresh.capacity.available("gpu"), step
+    # s0: 10Gi shares, s1: the whole device, s2: 5Gi shares, g0: one device.
+    assert state.capacity.total("gpu") == {"n": memory // 10 + 1 + memory // 5 + 1}

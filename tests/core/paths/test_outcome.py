@@ -3,8 +3,11 @@ webhook: the facts read under the cache's lock, then the decision."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import jsonpatch
 
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
@@ -28,6 +31,15 @@ def dra_cluster(*extra: Obj) -> ClusterState:
     n = node("dra")
     n["status"]["nodeInfo"] = {"kubeletVersion": "v1.36.1"}  # the kubelet's gate is on
     return state_of(n, device_class(CLASS, ext=GPU), resource_slice("s", gpus(2), node_name="dra"), *extra)
+
+
+def annotated_cluster(annotations: dict[str, str]) -> ClusterState:
+    """``dra_cluster`` with its class annotated."""
+    state = dra_cluster()
+    annotated = device_class(CLASS, ext=GPU)
+    annotated["metadata"]["annotations"] = annotations
+    state.upsert_class(annotated)
+    return state
 
 
 def gpu_pod(quantity: object = 1, **spec: Any) -> Obj:
@@ -146,6 +158,42 @@ def test_a_fractional_quantity_is_not_rewritten_away() -> None:
     assert out.warnings == [
         path_warning([GPU], PathChoice("rewrite", "DRAExtendedResource is off in the apiserver"))
     ]
+
+
+def test_the_rewrite_carries_the_class_capacity_requests_into_its_patch() -> None:
+    """Issue 23: the webhook's rewrite of a pod whose class has ``draxr.io/capacity-requests``
+    names the share template (``-cap-``) and records its capacity requests for the worker."""
+    state = annotated_cluster({"draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}'})
+    p = gpu_pod()
+    seen = facts(state, p, [GPU], gate=False)
+    assert seen.capacity == {CLASS: {"memory": "10Gi"}}
+    out = pod_outcome(p, seen, Routing("always"))
+    assert out.patch == rewrite_patch(p, {GPU: CLASS}, "draxr", capacity={CLASS: {"memory": "10Gi"}})
+    assert out.patch != rewrite_patch(p, {GPU: CLASS}, "draxr")
+    claims = [op["value"] for op in out.patch if op["path"].startswith("/spec/resourceClaims")]
+    assert "-cap-" in str(claims)
+
+
+def test_the_rewrite_carries_both_the_class_tolerations_and_capacity_requests() -> None:
+    """Issue 23, both annotations on one class: the template is tolerating and a share, in that
+    order in its name, and the pod's ``draxr.io/rewritten`` entry records both for the worker."""
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    state = annotated_cluster(
+        {
+            "draxr.io/capacity-requests": '{"requests": {"memory": "10Gi"}}',
+            "draxr.io/extended-resource-tolerations": json.dumps([toleration]),
+        }
+    )
+    p = gpu_pod()
+    seen = facts(state, p, [GPU], gate=False)
+    assert seen.capacity == {CLASS: {"memory": "10Gi"}}
+    assert seen.tolerations == {CLASS: [toleration]}
+    out = pod_outcome(p, seen, Routing("always"))
+    patched = jsonpatch.apply_patch(p, out.patch)
+    ((name, entry),) = json.loads(patched["metadata"]["annotations"]["draxr.io/rewritten"]).items()
+    assert name.startswith(f"draxr-{CLASS}-1-tolerating-")
+    assert "-cap-" in name.split("-tolerating-")[1]
+    assert entry == [CLASS, 1, [], [toleration], {"memory": "10Gi"}]
 
 
 # -- one allocator per device pool (issue 20) ------------------------------------------------------

@@ -311,6 +311,30 @@ def test_a_tampered_rewritten_annotation_names_no_template() -> None:
         assert templates_of(p) == []
 
 
+def test_a_class_with_capacity_requests_gets_templates_whose_devices_are_shares() -> None:
+    """``draxr.io/capacity-requests``: each device of the template's request is a 10Gi share; the
+    template's name says so, and the worker reads it all back from the pod's annotation."""
+    p = pod("p", [container("a", {"example.com/gpu": 1}), container("b", {"example.com/gpu": 2})])
+    capacity = {"gpu": {"memory": "10Gi"}}
+    rw = plan_rewrite(p, {"example.com/gpu": "gpu"}, capacity=capacity)
+    assert [(r.device_class, r.count, r.capacity) for r in rw.templates] == [
+        ("gpu", 1, (("memory", "10Gi"),)),
+        ("gpu", 2, (("memory", "10Gi"),)),
+    ]
+    plain = plan_rewrite(p, {"example.com/gpu": "gpu"})
+    assert {r.name for r in rw.templates}.isdisjoint(r.name for r in plain.templates)
+    assert all(r.name.startswith("draxr-gpu-") and "-cap-" in r.name for r in rw.templates)
+    body = template(rw.templates[0], "ns")
+    (request,) = body["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+    assert template_ref(body) == rw.templates[0]
+    out = rewritten_pod(p, rw)
+    out["metadata"].setdefault("annotations", {})[REWRITTEN_ANNOTATION] = rewritten_annotation(rw)
+    assert templates_of(out) == rw.templates
+    # Unchanged for classes without capacity requests: old annotations still read the same.
+    assert json.loads(rewritten_annotation(plain)) == {r.name: ["gpu", r.count] for r in plain.templates}
+
+
 TOLERATION = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -343,3 +367,61 @@ def test_a_class_that_tolerates_taints_gets_tolerating_templates() -> None:
         REWRITTEN_ANNOTATION: json.dumps({both.name: ["gpu.example.com", 4, [ROOT], [TOLERATION]]})
     }
     assert templates_of(annotated) == [both]
+
+
+def test_a_class_with_tolerations_and_capacity_requests_gets_templates_with_both() -> None:
+    """Both of issue 23's class annotations at once: the template's request carries the tolerations
+    and the capacity requests, its name says ``-tolerating-`` then ``-cap-``, and the pod's
+    ``draxr.io/rewritten`` entry is ``[class, count, align, tolerations, {capacity}]``."""
+    p = pod("p", [container("c", {ER: "2"})])
+    tolerations = {"gpu.example.com": [TOLERATION]}
+    rw = plan_rewrite(
+        p,
+        {ER: "gpu.example.com"},
+        tolerations=lambda c: tolerations.get(c, []),
+        capacity={"gpu.example.com": {"memory": "10Gi"}},
+    )
+    (ref,) = rw.templates
+    assert ref.toleration_list() == [TOLERATION]
+    assert ref.capacity == (("memory", "10Gi"),)
+    tolerating_only = TemplateRef("gpu.example.com", 2, (), ref.tolerations)
+    shares_only = TemplateRef("gpu.example.com", 2, capacity=ref.capacity)
+    assert ref.name.startswith(tolerating_only.name + "-cap-")
+    assert ref.name.endswith(shares_only.name.removeprefix("draxr-gpu.example.com-2"))
+    assert len({ref.name, tolerating_only.name, shares_only.name}) == 3
+    body = template(ref, "ns")
+    (request,) = body["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["tolerations"] == [TOLERATION]
+    assert request["exactly"]["capacity"] == {"requests": {"memory": "10Gi"}}
+    assert template_ref(body) == ref
+    assert json.loads(rewritten_annotation(rw)) == {
+        ref.name: ["gpu.example.com", 2, [], [TOLERATION], {"memory": "10Gi"}]
+    }
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: rewritten_annotation(rw)}
+    assert templates_of(annotated) == [ref]
+    # tolerations without capacity requests: no capacity dict, as main's annotations are
+    assert json.loads(
+        rewritten_annotation(
+            plan_rewrite(p, {ER: "gpu.example.com"}, tolerations=lambda c: tolerations.get(c, []))
+        )
+    )[tolerating_only.name] == ["gpu.example.com", 2, [], [TOLERATION]]
+
+
+def test_the_consumable_branchs_older_annotation_entry_is_still_read() -> None:
+    """``[class, count, align, {capacity}]``, written before tolerations had a place: a dict in the
+    fourth place is capacity requests; the same entry with ``[]`` tolerations reads the same."""
+    shares = TemplateRef("gpu.example.com", 4, (ROOT,), capacity=(("memory", "10Gi"),))
+    for entry in (
+        ["gpu.example.com", 4, [ROOT], {"memory": "10Gi"}],
+        ["gpu.example.com", 4, [ROOT], [], {"memory": "10Gi"}],
+    ):
+        annotated = pod("p")
+        annotated["metadata"]["annotations"] = {REWRITTEN_ANNOTATION: json.dumps({shares.name: entry})}
+        assert templates_of(annotated) == [shares]
+    unaligned = TemplateRef("gpu.example.com", 1, capacity=(("memory", "10Gi"),))
+    annotated = pod("p")
+    annotated["metadata"]["annotations"] = {
+        REWRITTEN_ANNOTATION: json.dumps({unaligned.name: ["gpu.example.com", 1, [], {"memory": "10Gi"}]})
+    }
+    assert templates_of(annotated) == [unaligned]

@@ -1,11 +1,20 @@
 """The structured allocator: exhaustive backtracking, first complete solution wins.
 
-Mirrors upstream's ``Allocate(node, claims)``: claims in the given order (user claims, then the
-special claim), requests in spec order, subrequests (``firstAvailable``) in order, then the n-th
-device of a request. Candidates are tried pools -> slices -> devices. Per candidate, checks run in
-upstream order: in use, class selectors, request selectors, per-device node selection, binding
-conditions, counters, taints, constraints. A CEL error is an allocation error, never a silent
-non-match; an unsatisfiable node is ``None``.
+Mirrors upstream's ``Allocate(node, claims)`` (1.37's incubating allocator, the one its default gates
+pick): claims in the given order (user claims, then the special claim), requests in spec order,
+subrequests (``firstAvailable``) in order, then the n-th device of a request. Candidates are tried
+pools -> slices -> devices. Per candidate, checks run in upstream order: in use, class selectors,
+request selectors, per-device node selection, binding conditions, consumable capacity, counters,
+taints, constraints. A CEL error is an allocation error, never a silent non-match; an unsatisfiable
+node is ``None``.
+
+Consumable capacity (KEP-5075, ``cluster/consumable``): a device with ``allowMultipleAllocations`` is
+never in use through its shares; it takes another share (in another request or claim: one request
+takes a device once, as upstream's ordered search does) while the request's capacity fits beside
+what allocated claims, in-flight reservations and this allocation's earlier shares consume. Its
+result carries a ``shareID`` (from the caller's ``share_ids``: the core draws no random numbers) and
+the ``consumedCapacity``. Its counters are charged by its first share only. Every device, shared or
+not, must hold the request's capacity requests.
 
 draxr's placement policies (``policy``) change only the order in which each request tries its
 candidates (``topology.order_candidates``): the first complete solution is then the policy's
@@ -19,15 +28,20 @@ the step budget bounds the search as before. The order costs one pass over a req
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import itertools
+import uuid
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Protocol
 
 from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
 from ..api.nodematch import untolerated
 from ..api.objects import Obj, as_dict, as_list, meta, spec
-from ..api.quantity import Quantity
+from ..api.quantity import Quantity, QuantityError
 from ..cel import CelCompileError, CelError, SelectorEngine
+from ..cluster.allocated import Share, SharedUse
+from ..cluster.consumable import CapacityError, fits, parse_capacity_requests, resolve
 from ..cluster.slices import Device, DeviceKey, Pool, device_id, device_selects_node
 from ..cluster.topology import Groups, Values, group_devices, order_candidates, values_of
 
@@ -40,6 +54,17 @@ DEFAULT_STEP_BUDGET = 200_000
 
 #: Upstream's Filter reason when allocation failed and some pool was invalid.
 INVALID_POOLS = "invalid resource pools were encountered"
+
+#: Where a share's ``shareID`` comes from (a fresh RFC 4122 UID on each call, lowercase).
+ShareIds = Callable[[], str]
+
+
+def share_id_sequence(start: int = 1) -> ShareIds:
+    """Share IDs counted from ``start`` (``00000000-0000-0000-0000-000000000001``, ...): unique within
+    one sequence only, so for tests and for callers that persist nothing. A scheduler whose results
+    are written takes IDs that are unique everywhere (``uuid4``)."""
+    counter = itertools.count(start)
+    return lambda: str(uuid.UUID(int=next(counter)))
 
 
 class AllocationError(Exception):
@@ -67,6 +92,9 @@ class DeviceResult:
     device: Device
     admin_access: bool = False
     tolerations: list[Obj] = field(default_factory=list)
+    #: A share of a multi-allocatable device: its ID, and what it consumes (None when nothing).
+    share_id: str | None = None
+    consumed: dict[str, Quantity] | None = None
 
     def to_api(self) -> Obj:
         out: Obj = {
@@ -79,6 +107,10 @@ class DeviceResult:
             out["adminAccess"] = True
         if self.tolerations:
             out["tolerations"] = self.tolerations
+        if self.share_id is not None:
+            out["shareID"] = self.share_id
+        if self.consumed:
+            out["consumedCapacity"] = {k: q.canonical() for k, q in self.consumed.items()}
         return out
 
 
@@ -100,7 +132,22 @@ class ClaimAllocation:
 
     @property
     def device_keys(self) -> list[DeviceKey]:
+        """Every device the allocation holds, taken or shared (admin access holds none)."""
         return [r.device.key for r in self.results if not r.admin_access]
+
+    @property
+    def dedicated_keys(self) -> list[DeviceKey]:
+        """The devices the allocation takes: its results without a ``shareID``."""
+        return [r.device.key for r in self.results if not r.admin_access and r.share_id is None]
+
+    @property
+    def shares(self) -> list[Share]:
+        """Its shares of multi-allocatable devices (what an in-flight reservation holds)."""
+        return [
+            Share(r.device.key, r.share_id, r.consumed or {})
+            for r in self.results
+            if not r.admin_access and r.share_id is not None
+        ]
 
 
 @dataclass(slots=True)
@@ -116,7 +163,10 @@ class _Req:
     count: int
     admin: bool
     tolerations: list[Obj]
+    capacity: dict[str, Quantity] | None = None  # ``capacity.requests``
     all_devices: list[Device] = field(default_factory=list)
+    # Multi-allocatable devices this request holds a share of on the current path (one each).
+    shared_picks: set[DeviceKey] = field(default_factory=set)
     # Placement: the attribute whose groups order the candidates (None: upstream's order), and, under
     # a matchAttribute constraint, how many devices per class the constraint asks for.
     order_attr: str | None = None
@@ -172,6 +222,13 @@ class _Choice:
     counters: list[_Taken]
 
 
+@dataclass(slots=True)
+class _ShareChoice(_Choice):
+    """A share of a multi-allocatable device, and what it consumes."""
+
+    consumed: dict[str, Quantity]
+
+
 class Allocator:
     """One allocation attempt for one node over several claims (built per Filter call)."""
 
@@ -185,10 +242,14 @@ class Allocator:
         step_budget: int = DEFAULT_STEP_BUDGET,
         policy: str | None = None,
         group_attributes: Callable[[str], tuple[str, ...]] | None = None,
+        shares: Mapping[DeviceKey, SharedUse] | None = None,
+        share_ids: ShareIds | None = None,
     ) -> None:
         """``policy``: ``binpack`` or ``spread`` orders candidates by topology group (the attribute of
         a request's ``matchAttribute`` constraint, else the first of ``group_attributes(class)``);
-        None keeps upstream's order."""
+        None keeps upstream's order. ``allocated``: the devices taken (results without a
+        ``shareID``, reservations); ``shares``: the devices with shares, and what they consume;
+        ``share_ids``: where new shares' IDs come from (default: ``share_id_sequence()`` per call)."""
         self.node = node
         self.classes = classes
         self.cel = cel
@@ -198,6 +259,8 @@ class Allocator:
         self.budget = step_budget
         self.policy = policy
         self.group_attributes = group_attributes
+        self.shares: Mapping[DeviceKey, SharedUse] = shares if shares is not None else {}
+        self.share_ids = share_ids
 
     # -- public ------------------------------------------------------------------------------
 
@@ -207,7 +270,9 @@ class Allocator:
         self._slots: list[list[list[_Req]]] = []
         self._constraints: list[list[_Constraint]] = []
         self._results: list[list[DeviceResult]] = [[] for _ in claims]
-        self._picked: dict[DeviceKey, set[int]] = {}
+        self._picked: dict[DeviceKey, set[int]] = {}  # devices taken by this attempt -> claims
+        self._allocating: dict[DeviceKey, SharedUse] = {}  # this attempt's shares, per device
+        self._new_share_id = self.share_ids or share_id_sequence()
         self._consumed: dict[tuple[str, str], dict[str, dict[str, Quantity]]] = {}
         self._selected_sub: dict[tuple[int, int], _Req] = {}
         self._steps = 0
@@ -229,6 +294,10 @@ class Allocator:
     def _claim_ref(self, ci: int) -> str:
         m = meta(self._claims[ci])
         return f"{m.get('namespace', '')}/{m.get('name', '')}"
+
+    def _request_ref(self, req: _Req) -> str:
+        """Upstream's ``claim <ns>/<name>, request <name>``, a subrequest by its own name."""
+        return f"claim {self._claim_ref(req.claim_index)}, request {req.sub or req.base}"
 
     def _prepare_claim(self, ci: int, claim: Obj) -> None:
         devices = as_dict(spec(claim).get("devices"))
@@ -307,6 +376,12 @@ class Allocator:
             )
         if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
             raise AllocationError(f"claim {self._claim_ref(ci)}, request {full}: invalid count {count!r}")
+        try:
+            capacity = parse_capacity_requests(r["capacity"]) if r.get("capacity") is not None else None
+        except QuantityError as e:
+            raise AllocationError(
+                f"claim {self._claim_ref(ci)}, request {full}: capacity requests: {e}"
+            ) from None
         req = _Req(
             claim_index=ci,
             name=full,
@@ -319,6 +394,7 @@ class Allocator:
             count=count if mode == "ExactCount" else 0,
             admin=admin_allowed and r.get("adminAccess") is True,
             tolerations=[t for t in as_list(r.get("tolerations")) if isinstance(t, dict)],
+            capacity=capacity,
         )
         if req.all_mode:
             for pool in self.node.pools:
@@ -332,7 +408,11 @@ class Allocator:
                         f"claim {self._claim_ref(ci)}, request {full}: asks for all devices, but "
                         f"resource pool {pool.id} is currently invalid"
                     )
-            req.all_devices = [d for d, err in self._candidates(req) if self._selectable(req, d, err)]
+            for d, err in self._candidates(req):
+                # Matching devices without the capacity even when unused are left out; the capacity
+                # in use is checked as each is allocated (a full one then fails the request).
+                if self._selectable(req, d, err) and self._capacity_fits(req, d, static=True):
+                    req.all_devices.append(d)
             req.count = len(req.all_devices)
         return req
 
@@ -432,10 +512,20 @@ class Allocator:
                 return True
             self._undo(choice)
             return False
+        # _capacity_matters, inlined (every candidate passes here); what this attempt consumes is the
+        # same at each candidate (a deeper level undoes its shares before the next one is tried).
+        asks, shares, allocating = req.capacity is not None, self.shares, self._allocating
+        consumed = bool(shares) or bool(allocating)
         for device, err in self._candidates(req):
             if self._in_use(req, device):
                 continue
             if not self._selectable(req, device, err):
+                continue
+            if (
+                asks
+                or device.capacity_rules
+                or (consumed and device.capacities and (device.key in shares or device.key in allocating))
+            ) and not self._capacity_fits(req, device):
                 continue
             choice = self._try(req, device, must=False)
             if choice is None:
@@ -453,10 +543,44 @@ class Allocator:
         return req.ordered
 
     def _in_use(self, req: _Req, device: Device) -> bool:
-        claims = self._picked.get(device.key) or ()
+        """Upstream's in-use checks (a share never takes its device), and one share of a device per
+        request (upstream's search moves on past a request's last pick)."""
+        key = device.key
+        claims = self._picked.get(key)
         if req.admin:
-            return req.claim_index in claims
-        return device.key in self.allocated or bool(claims)
+            if claims and req.claim_index in claims:
+                return True
+        elif key in self.allocated or claims:
+            return True
+        return device.allow_multiple_allocations and key in req.shared_picks
+
+    def _capacity_matters(self, req: _Req, device: Device) -> bool:
+        """Whether ``_capacity_fits`` can say no: not for a request naming no capacity on a device
+        whose capacities have no rules and that nothing consumes (most exclusive devices), so that
+        path costs a few attribute reads."""
+        return (
+            req.capacity is not None
+            or device.capacity_rules
+            or (bool(device.capacities) and (device.key in self.shares or device.key in self._allocating))
+        )
+
+    def _capacity_fits(self, req: _Req, device: Device, *, static: bool = False, again: bool = False) -> bool:
+        """``CmpRequestOverCapacity``: another share of ``req`` fits the device beside what allocated
+        claims, reservations and this attempt consume (``static``: an unused device)."""
+        already = allocating = None
+        if not static:
+            use = self.shares.get(device.key)
+            already = use.consumed if use is not None else None
+            mine = self._allocating.get(device.key)
+            allocating = mine.consumed if mine is not None else None
+        try:
+            return fits(req.capacity, device.capacities, already, allocating)
+        except CapacityError as e:
+            what = "rechecking" if again else "checking"
+            name = device.name if static else device_id(device.key)
+            raise AllocationError(
+                f"{self._request_ref(req)}: {what} capacity for device {name}: {e}"
+            ) from None
 
     def _selectable(self, req: _Req, device: Device, class_error: CelError | None) -> bool:
         if device.binding_conditions:
@@ -493,7 +617,11 @@ class Allocator:
         ci = req.claim_index
         if self._in_use(req, device):
             return None
-        counters = self._take_counters(device)
+        shared = device.allow_multiple_allocations
+        if shared and (device.key in self.shares or device.key in self._allocating):
+            counters: list[_Taken] | None = []  # an earlier share charged them
+        else:
+            counters = self._take_counters(device)
         if counters is None:
             return None
         if untolerated(device.taints, req.tolerations) is not None:
@@ -514,19 +642,61 @@ class Allocator:
                     )
                 return None
             added.append(c)
+        # All mode checks the capacity in use only here (the other modes did before, unchanged since).
+        if must and self._capacity_matters(req, device) and not self._capacity_fits(req, device, again=True):
+            for a in added:
+                a.remove()
+            self._return_counters(counters)
+            return None
+        result = DeviceResult(req.name, device, admin_access=req.admin, tolerations=list(req.tolerations))
+        self._results[ci].append(result)
+        if shared:
+            consumed = self._take_share(req, device)
+            result.share_id = self._new_share_id()
+            result.consumed = consumed or None
+            return _ShareChoice(req, device, added, counters, consumed)
         self._picked.setdefault(device.key, set()).add(ci)
-        self._results[ci].append(
-            DeviceResult(req.name, device, admin_access=req.admin, tolerations=list(req.tolerations))
-        )
         return _Choice(req, device, added, counters)
+
+    def _take_share(self, req: _Req, device: Device) -> dict[str, Quantity]:
+        """``GetConsumedCapacityFromRequest``, added to what this attempt consumes of the device."""
+        try:
+            consumed = resolve(req.capacity, device.capacities) or {}
+        except CapacityError as e:  # fits() resolved the same already
+            where = device_id(device.key)
+            raise AllocationError(
+                f"{self._request_ref(req)}: computing consumed capacity for device {where}: {e}"
+            ) from None
+        use = self._allocating.get(device.key)
+        if use is None:
+            use = self._allocating[device.key] = SharedUse()
+        use.shares += 1
+        for name, q in consumed.items():
+            use.consumed[name] = use.consumed.get(name, Fraction(0)) + q.value
+        req.shared_picks.add(device.key)
+        return consumed
 
     def _undo(self, choice: _Choice) -> None:
         ci = choice.req.claim_index
         for c in choice.constraints:
             c.remove()
-        self._picked[choice.device.key].discard(ci)
+        if type(choice) is _ShareChoice:
+            self._return_share(choice)
+        else:
+            self._picked[choice.device.key].discard(ci)
         self._return_counters(choice.counters)
         self._results[ci].pop()
+
+    def _return_share(self, choice: _ShareChoice) -> None:
+        key = choice.device.key
+        choice.req.shared_picks.discard(key)
+        use = self._allocating[key]
+        use.shares -= 1
+        if use.shares == 0:
+            del self._allocating[key]
+        else:
+            for name, q in choice.consumed.items():
+                use.consumed[name] -= q.value
 
     # -- counters (partitionable devices) ------------------------------------------------------
 

@@ -9,8 +9,10 @@ draxr's own rules go beyond upstream where the upstream behaviour is silent or e
 
 * ``validate_device_class``: an explicit name declared by only one class (upstream resolves clashes
   at runtime, silently, by creation time), draxr's ``draxr.io/align-by`` annotation (fully
-  qualified attribute names, ``topology.align_by_problems``) and its
-  ``draxr.io/extended-resource-tolerations`` (``tolerations.validate_class_tolerations``);
+  qualified attribute names, ``topology.align_by_problems``), its
+  ``draxr.io/extended-resource-tolerations`` (``tolerations.validate_class_tolerations``) and
+  ``draxr.io/capacity-requests`` (KEP-6406's ``CapacityRequirements`` as JSON,
+  ``capacityrequests.annotation_problems``);
 * ``validate_mapped_requests``: a mapped request the kubelet would ignore;
 * ``validate_dra_quantities``: upstream's ``ValidateResourceQuantityValue`` for every DRA-backed name
   (implicit ones too, which upstream treats as native), with ``AsInt64`` as the integer test, so
@@ -29,6 +31,7 @@ from typing import Any, Final
 
 from . import names
 from .alignment import ALIGN_BY_ANNOTATION, align_by_problems
+from .capacityrequests import CAPACITY_REQUESTS_ANNOTATION, annotation_problems
 from .constants import (
     DEVICE_CLASS_PREFIX,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
@@ -57,6 +60,7 @@ from .tolerations import validate_class_tolerations
 EXTENDED_RESOURCE_NAME_PATH: Final = Path("spec", "extendedResourceName")
 ANNOTATED_NAME_PATH: Final = Path("metadata", "annotations").key(EXTENDED_RESOURCE_NAME_ANNOTATION)
 ALIGN_BY_PATH: Final = Path("metadata", "annotations").key(ALIGN_BY_ANNOTATION)
+CAPACITY_REQUESTS_PATH: Final = Path("metadata", "annotations").key(CAPACITY_REQUESTS_ANNOTATION)
 _ERCS_PATH: Final = Path("status", "extendedResourceClaimStatus")
 
 MSG_EXTENDED_RESOURCE_NAME: Final = "must be a valid extended resource name"
@@ -169,19 +173,26 @@ def validate_device_class(
     problems = names.implicit_name_problems(class_name) if class_name else []
     if problems:
         warnings.append(clip(f"implicit name {DEVICE_CLASS_PREFIX}<name> unusable in pods: {problems[0]}"))
-    align_errors = validate_align_by(new)
-    if align_errors and _align_by_of(old) == _align_by_of(new):
-        # Stored before draxr checked it: an unrelated edit is not blocked; the engine ignores it.
-        warnings.extend(clip(f"draxr ignores {ALIGN_BY_PATH}: {e.detail}") for e in align_errors)
-    else:
-        errors.extend(align_errors)
-    toleration_errors = validate_class_tolerations(new)
-    if toleration_errors and _annotation_of(old, EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION) == _annotation_of(
-        new, EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION
-    ):
-        warnings.extend(clip(f"draxr ignores {e.field}: {e.error_body()}") for e in toleration_errors)
-    else:
-        errors.extend(toleration_errors)
+    # draxr's own annotations: one stored before draxr checked it does not block an unrelated
+    # edit; the engine ignores it, and the warning says so.
+    checked: list[tuple[list[FieldError], str, Callable[[FieldError], str]]] = [
+        (validate_align_by(new), ALIGN_BY_ANNOTATION, lambda e: f"{ALIGN_BY_PATH}: {e.detail}"),
+        (
+            validate_capacity_requests(new),
+            CAPACITY_REQUESTS_ANNOTATION,
+            lambda e: f"{CAPACITY_REQUESTS_PATH}: {e.detail}",
+        ),
+        (
+            validate_class_tolerations(new),
+            EXTENDED_RESOURCE_TOLERATIONS_ANNOTATION,
+            lambda e: f"{e.field}: {e.error_body()}",
+        ),
+    ]
+    for found, key, said in checked:
+        if found and _annotation_of(old, key) == _annotation_of(new, key):
+            warnings.extend(clip(f"draxr ignores {said(e)}") for e in found)
+        else:
+            errors.extend(found)
     return errors, warnings
 
 
@@ -191,8 +202,17 @@ def _annotation_of(device_class: Any, key: str) -> Any:
 
 
 def _align_by_of(device_class: Any) -> Any:
-    annotations = meta(device_class).get("annotations") if isinstance(device_class, dict) else None
-    return annotations.get(ALIGN_BY_ANNOTATION, OMITTED) if isinstance(annotations, dict) else OMITTED
+    return _annotation_of(device_class, ALIGN_BY_ANNOTATION)
+
+
+def validate_capacity_requests(device_class: Any) -> list[FieldError]:
+    """``metadata.annotations[draxr.io/capacity-requests]``: JSON of KEP-6406's
+    ``CapacityRequirements`` (``{"requests": {"memory": "10Gi"}}``), capacity names as upstream's
+    ``validateQualifiedName`` and non-negative quantities. One ``Invalid`` error per problem."""
+    value = _annotation_of(device_class, CAPACITY_REQUESTS_ANNOTATION)
+    if value is OMITTED:
+        return []
+    return [invalid(CAPACITY_REQUESTS_PATH, value, p) for p in annotation_problems(value)]
 
 
 def validate_align_by(device_class: Any) -> list[FieldError]:

@@ -1,9 +1,15 @@
 """The allocated state: which devices are taken, and what pods take from their nodes.
 
-* Devices: every non-admin result in any claim's ``status.allocation``, plus in-flight
-  reservations (Reserve makes a decision's devices taken at once, before the API shows the claim),
-  counted by reference so a device held twice stays taken until both let go. A device that
-  becomes taken or free is reported to ``on_flip``, so free-device counts follow without a scan.
+* Devices: every non-admin result without a ``shareID`` in any claim's ``status.allocation``, plus
+  in-flight reservations (Reserve makes a decision's devices taken at once, before the API shows
+  the claim), counted by reference so a device held twice stays taken until both let go. A device
+  that becomes taken or free is reported to ``on_flip``, so free-device counts follow without a scan.
+* Shares (consumable capacity, KEP-5075): a non-admin result with a ``shareID`` does not take its
+  device; it is one share of it, consuming its ``consumedCapacity``. Per device, the number of shares
+  and what they consume together, from claims and in-flight reservations alike (upstream's
+  ``AllocatedSharedDeviceIDs`` and ``AggregatedCapacity``); a change is reported to ``on_shares``.
+  A share counts once by its ``shareID``, however many hold it: Reserve's reservation and the
+  written claim both hold it until Unreserve, and counting it twice would refuse the next pod.
 * Pods: bound, non-terminal pods and assumed pods (reserved, not yet seen bound) count their
   requests, host ports and volumes on their node's ``NodeInfo``; a pod bound to a node the cache has not
   seen yet counts as soon as the node appears.
@@ -15,12 +21,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 from ..api.objects import Obj, as_dict, as_list, controller_ref, name, namespace, spec, status, uid
 from ..api.orphans import TERMINAL_PHASES
 from ..api.podresources import pod_requests_nonzero
-from ..api.quantity import Quantity
+from ..api.quantity import Quantity, try_parse
 from ..api.specialclaims import is_special_claim, pod_owner
 from .doubles import DeviceHolders
 from .nodeinfo import NodeInfo, Nodes, host_ports
@@ -32,20 +40,62 @@ from .slices import DeviceKey, Pool
 
 ClaimKey = tuple[str, str]  # (namespace, name)
 FlipListener = Callable[[DeviceKey, bool], None]  # (device, now taken)
+ShareListener = Callable[[DeviceKey], None]  # (device whose shares changed)
 
 
-def allocated_devices(claim: Obj) -> list[DeviceKey]:
-    """Devices a claim holds; admin-access results do not make a device unavailable."""
+def _held(claim: Obj) -> Iterator[tuple[DeviceKey, Obj]]:
+    """The allocation's results that hold a device (not admin access, device named), with it."""
     alloc = as_dict(status(claim).get("allocation"))
-    out: list[DeviceKey] = []
     for r in as_list(as_dict(alloc.get("devices")).get("results")):
         rd = as_dict(r)
         if rd.get("adminAccess") is True:
             continue
         d, p, n = rd.get("driver"), rd.get("pool"), rd.get("device")
         if isinstance(d, str) and isinstance(p, str) and isinstance(n, str):
-            out.append((d, p, n))
-    return out
+            yield (d, p, n), rd
+
+
+def allocated_devices(claim: Obj) -> list[DeviceKey]:
+    """Devices a claim holds, taken or shared; admin-access results do not make a device
+    unavailable."""
+    return [key for key, _ in _held(claim)]
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One allocation of a multi-allocatable device: its ``shareID`` and ``consumedCapacity``."""
+
+    device: DeviceKey
+    share_id: str
+    consumed: Mapping[str, Quantity] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SharedUse:
+    """A device's shares: how many, and what they consume together, by capacity name."""
+
+    shares: int = 0
+    consumed: dict[str, Fraction] = field(default_factory=dict)
+
+
+def holdings(claim: Obj) -> tuple[list[DeviceKey], list[Share]]:
+    """What a claim's allocation holds: the devices it takes (non-admin results without a
+    ``shareID``) and its shares (non-admin results with one; upstream's ``foreachAllocatedDevice``).
+    A consumed amount that is not a quantity is left out (the API server never stores one)."""
+    taken: list[DeviceKey] = []
+    shares: list[Share] = []
+    for key, rd in _held(claim):
+        share_id = rd.get("shareID")
+        if isinstance(share_id, str):
+            consumed: dict[str, Quantity] = {}
+            for k, v in as_dict(rd.get("consumedCapacity")).items():
+                q = try_parse(v)
+                if q is not None:
+                    consumed[str(k)] = q
+            shares.append(Share(key, share_id, consumed))
+        else:
+            taken.append(key)
+    return taken, shares
 
 
 def _count_pod(info: NodeInfo, pod_uid: str, pod: Obj) -> None:
@@ -77,18 +127,27 @@ class TakenDevices(Collection[DeviceKey]):
 
 
 class AllocatedState:
-    def __init__(self, nodes: Nodes, on_flip: FlipListener | None = None) -> None:
+    def __init__(
+        self, nodes: Nodes, on_flip: FlipListener | None = None, on_shares: ShareListener | None = None
+    ) -> None:
         self._nodes = nodes
         self._on_flip = on_flip
+        self._on_shares = on_shares
         self.claims: dict[ClaimKey, Obj] = {}
         self.pods: dict[str, Obj] = {}  # bound, non-terminal pods by uid
         self._assumed: dict[str, str] = {}  # pod uid -> node, reserved but not yet seen bound
         self._by_node: dict[str, set[str]] = {}  # node -> uids of bound pods on it
         self._claim_devices: dict[ClaimKey, list[DeviceKey]] = {}
+        self._claim_shares: dict[ClaimKey, list[Share]] = {}
         self._inflight: dict[str, list[DeviceKey]] = {}
+        self._inflight_shares: dict[str, list[Share]] = {}
         self._refs: dict[DeviceKey, int] = {}
+        self._shares: dict[DeviceKey, SharedUse] = {}
+        self._share_holders: dict[tuple[DeviceKey, str], int] = {}  # (device, shareID) -> holders
         self._special_by_owner: dict[str, set[ClaimKey]] = {}  # owner pod uid -> its special claims
         self.devices = TakenDevices(self._refs)
+        #: Devices with at least one share, and what their shares consume (the allocator's view).
+        self.shares: Mapping[DeviceKey, SharedUse] = self._shares
         #: Which claims hold each device: two on one is a double allocation.
         self.holders = DeviceHolders()
         self.placed = PlacedPods()  # the bound and assumed pods, as pod placement reads them
@@ -99,17 +158,25 @@ class AllocatedState:
     def is_allocated(self, key: DeviceKey) -> bool:
         return self._refs.get(key, 0) > 0
 
-    def reserve_devices(self, token: str, devices: Iterable[DeviceKey]) -> None:
-        """Reserve: the devices are taken under ``token`` until ``unreserve_devices``."""
+    def reserve_devices(self, token: str, devices: Iterable[DeviceKey], shares: Iterable[Share] = ()) -> None:
+        """Reserve: the devices are taken, and the shares held, under ``token`` until
+        ``unreserve_devices``."""
         self.unreserve_devices(token)
         keys = list(devices)
         self._inflight[token] = keys
         for d in keys:
             self._ref(d, +1)
+        held = list(shares)
+        if held:
+            self._inflight_shares[token] = held
+            for share in held:
+                self._share(share, +1)
 
     def unreserve_devices(self, token: str) -> None:
         for d in self._inflight.pop(token, []):
             self._ref(d, -1)
+        for share in self._inflight_shares.pop(token, []):
+            self._share(share, -1)
 
     def reservations_holding(self, devices: Iterable[DeviceKey]) -> dict[str, list[DeviceKey]]:
         """The in-flight reservations (token -> its devices) that hold any of ``devices``."""
@@ -127,12 +194,41 @@ class AllocatedState:
         if (before > 0) != (after > 0) and self._on_flip is not None:
             self._on_flip(key, after > 0)
 
+    def _share(self, share: Share, delta: int) -> None:
+        held = (share.device, share.share_id)
+        before = self._share_holders.get(held, 0)
+        after = before + delta
+        if after > 0:
+            self._share_holders[held] = after
+        else:
+            self._share_holders.pop(held, None)
+        if (before > 0) == (after > 0):
+            return  # another holder of the same share: counted once
+        key = share.device
+        use = self._shares.get(key)
+        if use is None:
+            use = self._shares[key] = SharedUse()
+        use.shares += delta
+        if use.shares <= 0:
+            del self._shares[key]
+        else:
+            for cname, q in share.consumed.items():
+                use.consumed[cname] = use.consumed.get(cname, 0) + delta * q.value
+        if self._on_shares is not None:
+            self._on_shares(key)
+
+    def consumed(self, key: DeviceKey) -> Mapping[str, Fraction] | None:
+        """What the device's shares consume together, by capacity name (None: no share)."""
+        use = self._shares.get(key)
+        return use.consumed if use is not None else None
+
     def allocated_counters(self, pool: Pool) -> dict[str, dict[str, Quantity]]:
-        """Counters already consumed in a pool by taken devices (partitionable devices)."""
+        """Counters already consumed in a pool by taken devices, and by devices with a share (a
+        shared device's counters count once: upstream's ``IsDeviceAllocated``)."""
         out: dict[str, dict[str, Quantity]] = {}
         for sl in pool.all_slices:
             for d in sl.devices:
-                if not d.consumes_counters or not self.is_allocated(d.key):
+                if not d.consumes_counters or not (d.key in self._refs or d.key in self._shares):
                     continue
                 for set_name, counters in d.consumes_counters:
                     bucket = out.setdefault(set_name, {})
@@ -147,10 +243,14 @@ class AllocatedState:
         key = claim_key(claim)
         self._drop_claim(key)
         self.claims[key] = claim
-        devices = allocated_devices(claim)
+        devices, shares = holdings(claim)
         self._claim_devices[key] = devices
         for d in devices:
             self._ref(d, +1)
+        if shares:
+            self._claim_shares[key] = shares
+            for share in shares:
+                self._share(share, +1)
         self.holders.set_claim(key, claim)
         if is_special_claim(claim):
             owner = controller_ref(claim)
@@ -166,6 +266,8 @@ class AllocatedState:
             return
         for d in self._claim_devices.pop(key, []):
             self._ref(d, -1)
+        for share in self._claim_shares.pop(key, []):
+            self._share(share, -1)
         self.holders.drop_claim(key)
         owner_uid = str(as_dict(controller_ref(old)).get("uid"))
         owned = self._special_by_owner.get(owner_uid)

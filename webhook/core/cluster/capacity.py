@@ -11,6 +11,19 @@ For a class with ``draxr.io/align-by``, the same counts per topology group (``gr
 attribute and value, how many candidates and how many free), which placement scores read, and the
 largest group anywhere (``largest_group``), which decides whether a container's demand can be aligned
 at all.
+
+A device with ``allowMultipleAllocations`` (consumable capacity) is never "taken" by its shares, so
+it counts in *share slots*, not as one device: its ``total`` is how many shares of the class's
+special-claim request (selector-less, toleration-less, with no capacity requests: each consumes every
+capacity's default, or all of it) fit it when unused, its ``free`` how many still fit beside what its
+shares consume now (none once a result without a ``shareID`` takes it), each at most
+``ALLOCATION_RESULTS_MAX_SIZE`` (a claim holds no more results, so a pod's demand never exceeds it).
+Why: one special claim's requests (one per container) may all share one device, so counting it as one
+would let Filter refuse a node the allocator accepts; a count of the shares that fit can only
+overstate what the allocator finds (a request of count n still needs n distinct devices), never
+understate it. Topology groups stay in devices (a group's devices are what one request aligns
+over): a shared device is free there while at least one share fits. Shares changing is reported by
+``on_shares``, and moves the device's counts by the difference.
 """
 
 from __future__ import annotations
@@ -19,6 +32,10 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 
 from ..api.alignment import align_by
+from ..api.capacityrequests import class_capacity_requests
+from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
+from ..api.quantity import Quantity
+from .consumable import Amounts, share_slots
 from .devices import DeviceIndex
 from .nodeinfo import Nodes
 from .slices import Device, DeviceKey
@@ -27,11 +44,24 @@ from .topology import Group, Groups, group_devices
 Slot = tuple[str, str]  # (class, node)
 
 
+def _no_shares(key: DeviceKey) -> Amounts | None:
+    return None
+
+
 class FreeDevices:
-    def __init__(self, nodes: Nodes, devices: DeviceIndex, is_allocated: Callable[[DeviceKey], bool]) -> None:
+    def __init__(
+        self,
+        nodes: Nodes,
+        devices: DeviceIndex,
+        is_allocated: Callable[[DeviceKey], bool],
+        consumed: Callable[[DeviceKey], Amounts | None] = _no_shares,
+    ) -> None:
+        """``is_allocated``: taken by a result without a ``shareID`` (or a reservation);
+        ``consumed``: what a device's shares consume together (None: no share)."""
         self._nodes = nodes
         self._devices = devices
         self._is_allocated = is_allocated
+        self._consumed = consumed
         self._free: dict[str, dict[str, int]] = {}
         self._ring: dict[str, list[str]] = {}  # class -> nodes with free > 0, sorted
         self._total: dict[str, dict[str, int]] = {}
@@ -44,6 +74,9 @@ class FreeDevices:
         self._device_groups: dict[DeviceKey, dict[Slot, list[Group]]] = {}
         self._largest: dict[tuple[str, str], int] = {}  # (class, attribute) -> size, while valid
         self._errors: dict[str, set[str]] = {}  # class -> nodes with a CEL error among its candidates
+        # Multi-allocatable candidates: the device, and per (class, node) its free share slots as
+        # counted (what a change moves the counts by).
+        self._shared: dict[DeviceKey, tuple[Device, dict[Slot, int]]] = {}
 
     def free(self, class_name: str) -> dict[str, int]:
         """Node -> free candidate devices of the class."""
@@ -63,11 +96,16 @@ class FreeDevices:
             cands = nd.special_candidates(class_name)
             if not cands:
                 continue
-            total[node_name] = len(cands)
-            free[node_name] = count = sum(1 for d in cands if not self._is_allocated(d.key))
+            slot = (class_name, node_name)
+            if any(d.allow_multiple_allocations for d in cands):
+                count, size = self._count_shared(slot, cands)
+            else:
+                size = len(cands)
+                count = sum(1 for d in cands if not self._is_allocated(d.key))
+            total[node_name] = size
+            free[node_name] = count
             if count > 0:
                 insort(self._ring.setdefault(class_name, []), node_name)
-            slot = (class_name, node_name)
             self._slot_devices[slot] = [d.key for d in cands]
             for d in cands:
                 self._device_slots.setdefault(d.key, set()).add(slot)
@@ -77,6 +115,45 @@ class FreeDevices:
         self._complete.add(class_name)
         return free
 
+    def _count_shared(self, slot: Slot, cands: list[Device]) -> tuple[int, int]:
+        """(free, total) of a node's candidates when some are multi-allocatable: share slots."""
+        free = total = 0
+        for d in cands:
+            if not d.allow_multiple_allocations:
+                total += 1
+                free += not self._is_allocated(d.key)
+                continue
+            total += self._slots(slot[0], d, None)
+            free += self._record_shared(slot, d)
+        return free, total
+
+    def _slots(self, class_name: str, device: Device, consumed: Amounts | None) -> int:
+        """The class's special-claim shares that fit the device beside ``consumed``, each with the
+        class's capacity requests (``draxr.io/capacity-requests``; none: the default or the whole)."""
+        requests = class_capacity_requests(self._devices.classes.get(class_name))
+        wanted = {k: Quantity.parse(v) for k, v in requests.items()} if requests else None
+        return share_slots(wanted, device.capacities, consumed, ALLOCATION_RESULTS_MAX_SIZE)
+
+    def _free_slots(self, class_name: str, device: Device) -> int:
+        if self._is_allocated(device.key):
+            return 0
+        return self._slots(class_name, device, self._consumed(device.key))
+
+    def _record_shared(self, slot: Slot, device: Device) -> int:
+        slots = self._free_slots(slot[0], device)
+        found = self._shared.get(device.key)
+        by_slot = found[1] if found is not None else {}
+        by_slot[slot] = slots
+        self._shared[device.key] = (device, by_slot)  # the newest reading of the device
+        return slots
+
+    def _unavailable(self, key: DeviceKey, slot: Slot) -> bool:
+        """For the group counts: taken, or a shared device no share fits any more."""
+        found = self._shared.get(key)
+        if found is not None and slot in found[1]:
+            return found[1][slot] == 0
+        return self._is_allocated(key)
+
     def available(self, class_name: str) -> list[str]:
         """Nodes with at least one free candidate device of the class, sorted by name (a shared
         list, kept up in place: do not change it)."""
@@ -85,8 +162,11 @@ class FreeDevices:
 
     def _count_groups(self, slot: Slot, cands: list[Device], attrs: tuple[str, ...]) -> None:
         by_attr: dict[str, Groups] = {}
+        taken = self._is_allocated
+        if any(d.allow_multiple_allocations for d in cands):
+            taken = lambda key: self._unavailable(key, slot)  # noqa: E731
         for attr in attrs:
-            groups, values = group_devices(cands, attr, self._is_allocated)
+            groups, values = group_devices(cands, attr, taken)
             by_attr[attr] = groups
             for key, vals in values.items():
                 self._device_groups.setdefault(key, {}).setdefault(slot, []).extend(groups[v] for v in vals)
@@ -130,21 +210,43 @@ class FreeDevices:
     # -- keeping up ------------------------------------------------------------------------------
 
     def on_flip(self, key: DeviceKey, taken: bool) -> None:
+        if key in self._shared:
+            self.on_shares(key)
+            return
+        delta = -1 if taken else 1
         for cls, node in self._device_slots.get(key, ()):
-            bucket = self._free.get(cls)
-            if bucket is not None and node in bucket:
-                before = bucket[node]
-                bucket[node] = after = before + (-1 if taken else 1)
-                if before > 0 and after <= 0:
-                    ring = self._ring[cls]
-                    del ring[bisect_left(ring, node)]
-                elif before <= 0 and after > 0:
-                    insort(self._ring.setdefault(cls, []), node)
+            self._move(cls, node, delta)
         grouped = self._device_groups.get(key)
         if grouped:
             for groups in grouped.values():
                 for g in groups:
-                    g.free += -1 if taken else 1
+                    g.free += delta
+
+    def on_shares(self, key: DeviceKey) -> None:
+        """A multi-allocatable device's shares (or its being taken) changed: recount its slots."""
+        found = self._shared.get(key)
+        if found is None:
+            return
+        device, slots = found
+        grouped = self._device_groups.get(key, {})
+        for slot, before in slots.items():
+            after = slots[slot] = self._free_slots(slot[0], device)
+            if after != before:
+                self._move(slot[0], slot[1], after - before)
+            if (before > 0) != (after > 0):
+                for g in grouped.get(slot, ()):
+                    g.free += 1 if after > 0 else -1
+
+    def _move(self, cls: str, node: str, delta: int) -> None:
+        bucket = self._free.get(cls)
+        if bucket is not None and node in bucket:
+            before = bucket[node]
+            bucket[node] = after = before + delta
+            if before > 0 and after <= 0:
+                ring = self._ring[cls]
+                del ring[bisect_left(ring, node)]
+            elif before <= 0 and after > 0:
+                insort(self._ring.setdefault(cls, []), node)
 
     def node_added(self) -> None:
         """A new node: every class must count it on its next use."""
@@ -189,6 +291,11 @@ class FreeDevices:
                 slots.discard(slot)
                 if not slots:
                     del self._device_slots[key]
+            shared = self._shared.get(key)
+            if shared is not None:
+                shared[1].pop(slot, None)
+                if not shared[1]:
+                    del self._shared[key]
             if grouped is not None:
                 by_slot = self._device_groups.get(key)
                 if by_slot is not None:

@@ -21,6 +21,7 @@ from ..api.nodematch import SelectorError, node_selector_matches
 from ..api.objects import Obj, as_dict, as_list, name, spec, uid
 from ..api.quantity import Quantity, QuantityError
 from ..cel import Fingerprint, parse_attribute
+from .consumable import DeviceCapacity, parse_capacities
 from .taintrules import TaintRule
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
@@ -55,6 +56,12 @@ class Device:
     fingerprint: Hashable = None
     #: Values checked usable for CEL (parse_attribute and Quantity.parse made them).
     checked: bool = False
+    #: ``capacity`` by the names the slice writes, with request policies: what consumable capacity
+    #: (``consumable``) reads; empty for a device without capacity.
+    capacities: dict[str, DeviceCapacity] = field(default_factory=dict)
+    #: Whether the capacities can refuse a request that names none on a device nothing consumes (a
+    #: request policy, a negative value); otherwise such a request always fits it.
+    capacity_rules: bool = False
 
     def attribute(self, qualified: str) -> tuple[str, Any] | None:
         """Upstream ``lookupAttribute``: the qualified name, or the bare ID in the driver's domain."""
@@ -130,7 +137,8 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
         except ValueError as e:
             raise ValueError(f"device {dname}: attribute {k}: {e}") from None
     try:
-        capacity = {qualify(driver, k): q for k, q in _quantity_map(d.get("capacity"), "capacity").items()}
+        capacities = parse_capacities(d.get("capacity"))
+        capacity = {qualify(driver, k): c.value for k, c in capacities.items()}
         counters = tuple(
             (str(as_dict(c).get("counterSet", "")), _quantity_map(as_dict(c).get("counters"), "counters"))
             for c in as_list(d.get("consumesCounters"))
@@ -163,6 +171,8 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
         node_selector=as_dict(d.get("nodeSelector")) or None if per_device else None,
         fingerprint=fingerprint,
         checked=True,
+        capacities=capacities,
+        capacity_rules=any(c.policy is not None or c.value.value < 0 for c in capacities.values()),
     )
 
 

@@ -5,8 +5,8 @@
 * ``nodes``: upstream's NodeInfo per node (``nodeinfo``);
 * ``classes``: DeviceClass resolution by extended resource name (``deviceclasses``);
 * ``devices``: slices, pools and per-node candidates (``devices``, the device index);
-* ``allocated``: taken devices, in-flight reservations and what pods take from nodes
-  (``allocated``);
+* ``allocated``: taken devices, shares of multi-allocatable ones, in-flight reservations and what
+  pods take from nodes (``allocated``);
 * ``capacity``: free-device counts per (class, node), following the other parts (``capacity``);
 * ``volumes``: claims, volumes, storage classes, CSI nodes, drivers, capacities and attachments,
   with the assume cache of in-flight volume bindings (``volumes``).
@@ -19,9 +19,10 @@ bumps on every change so callers can cache derived answers.
 from __future__ import annotations
 
 from ..api.alignment import align_by
+from ..api.capacityrequests import class_capacity_requests
 from ..api.objects import Obj, name, namespace, uid
 from ..cel import SelectorEngine
-from .allocated import AllocatedState, ClaimKey, allocated_devices, claim_key
+from .allocated import AllocatedState, ClaimKey, Share, allocated_devices, claim_key
 from .capacity import FreeDevices
 from .deviceclasses import ClassResolver
 from .devices import DeviceIndex, NodeDevices, class_selectors
@@ -49,8 +50,10 @@ class ClusterState:
         self.nodes = Nodes()
         self.classes = ClassResolver()
         self.devices = DeviceIndex(self.classes, cel)
-        self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip)
-        self.capacity = FreeDevices(self.nodes, self.devices, self.allocated.is_allocated)
+        self.allocated = AllocatedState(self.nodes, on_flip=self._on_flip, on_shares=self._on_shares)
+        self.capacity = FreeDevices(
+            self.nodes, self.devices, self.allocated.is_allocated, self.allocated.consumed
+        )
         self.volumes = VolumeState()
         self.namespaces = Namespaces()
         self.version = 0
@@ -61,6 +64,9 @@ class ClusterState:
 
     def _on_flip(self, key: DeviceKey, taken: bool) -> None:
         self.capacity.on_flip(key, taken)
+
+    def _on_shares(self, key: DeviceKey) -> None:
+        self.capacity.on_shares(key)
 
     def apply(self, kind: str, obj: Obj, deleted: bool = False) -> bool:
         """Add, update or remove an object of a kind the engine reads; False for other kinds."""
@@ -121,6 +127,7 @@ class ClusterState:
             old is None
             or class_selectors(old) != class_selectors(device_class)
             or align_by(old) != align_by(device_class)
+            or class_capacity_requests(old) != class_capacity_requests(device_class)
             or tolerated != self.classes.tolerations(name(device_class))
         ):
             self._class_changed(name(device_class))
@@ -145,10 +152,11 @@ class ClusterState:
         pod: Obj,
         node_name: str,
         volumes: PodVolumes | None = None,
+        shares: list[Share] | None = None,
     ) -> None:
-        """The devices are taken, the pod counts on the node and its volume bindings are assumed,
-        before the API shows any of them."""
-        self.allocated.reserve_devices(token, devices)
+        """The devices are taken, the shares held, the pod counts on the node and its volume
+        bindings are assumed, before the API shows any of them."""
+        self.allocated.reserve_devices(token, devices, shares or ())
         self.allocated.assume_pod(pod, node_name)
         if volumes:
             self.volumes.assume(token, *volumes.assumed(node_name))
@@ -170,4 +178,4 @@ class ClusterState:
         return self.devices.node_devices(info.node) if info is not None else None
 
 
-__all__ = ["ClaimKey", "ClusterState", "NodeDevices", "NodeInfo", "allocated_devices", "claim_key"]
+__all__ = ["ClaimKey", "ClusterState", "NodeDevices", "NodeInfo", "Share", "allocated_devices", "claim_key"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..api.capacityrequests import capacity_by_class
 from ..api.objects import Obj, as_dict, as_list, spec
 from ..api.podresources import pod_requests
 from ..api.validation import validate_dra_quantities
@@ -59,6 +60,7 @@ class ClusterFacts:
     quotas: Sequence[tuple[str, str]] = ()  # the rewrite's (name, class) unguarded
     align: Alignment = no_alignment  # the rewrite's, settled: it reads nothing later
     tolerations: Mapping[str, list[Obj]] = field(default_factory=dict)  # the rewrite's, per class
+    capacity: dict[str, dict[str, str]] | None = None  # the rewrite's: class -> capacity requests
     #: The managed classes the pod consumes devices of (by its names' path and its own claims).
     managed: list[str] = field(default_factory=list)
     #: Some claim or template of the pod could not be resolved: routed as if draxr managed it.
@@ -148,6 +150,7 @@ def _name_facts(
         unguarded(quotas(), namespace, resolved, served, state.classes.field_name),
         alignment(pod, state.classes.get, state.capacity.largest_group, resolved.values()),
         {cls: state.classes.tolerations(cls) for cls in set(resolved.values())},
+        capacity_by_class(resolved.values(), state.classes.get),
     )
 
 
@@ -199,7 +202,9 @@ def pod_outcome(pod: Obj, facts: ClusterFacts, routing: Routing) -> Outcome:
             return Outcome(choice.kind, [], warnings)
         warnings += [quota_warning(name, cls) for name, cls in facts.quotas]
         tolerated = facts.tolerations
-        patch = rewrite_patch(pod, resolved, scheduler, facts.align, lambda cls: tolerated.get(cls, ()))
+        patch = rewrite_patch(
+            pod, resolved, scheduler, facts.align, lambda cls: tolerated.get(cls, ()), facts.capacity
+        )
         return Outcome(choice.kind, patch, warnings)
     if choice.kind != "native":
         return Outcome(choice.kind, route_patch(pod, scheduler), warnings)

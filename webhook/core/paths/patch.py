@@ -16,7 +16,7 @@ point: applied, and asked again, it is empty (the apiserver may call a webhook t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..api.constants import DRAXR_RESOURCES_ANNOTATION
 from ..api.objects import Obj, meta, spec
@@ -52,10 +52,12 @@ def rewrite_patch(
     scheduler: str | None = None,
     align: Alignment = no_alignment,
     tolerations: Callable[[str], Sequence[Obj]] | None = None,
+    capacity: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Obj]:
     """The JSONPatch of the rewrite: the names out of requests and limits, DRA claims in (with the
-    classes' ``tolerations``), the annotations, and, given one, the scheduler name."""
-    return plan_patch(pod, plan_rewrite(pod, resolved, align, tolerations), scheduler)
+    classes' ``tolerations`` and ``capacity`` requests, ``draxr.io/capacity-requests``), the
+    annotations, and, given one, the scheduler name."""
+    return plan_patch(pod, plan_rewrite(pod, resolved, align, tolerations, capacity), scheduler)
 
 
 def route_patch(pod: Obj, scheduler: str | None) -> list[Obj]:

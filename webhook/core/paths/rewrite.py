@@ -27,6 +27,11 @@ one request, so what native mode adds beyond that cannot be said here: GPU and N
 container land in two claims and are aligned each on its own, not with each other, and a
 ``preferred`` pod gets no constraint (a claim cannot fall back to a split set; the pod would wait as
 a ``required`` one does).
+
+Capacity requests (``draxr.io/capacity-requests`` or KEP-6406's field on the class): the template's
+request carries them (``exactly.capacity``), so each device of the request is one share of that size;
+the template name then ends in ``-cap-<hash of the requests>`` (after ``-aligned-`` and
+``-tolerating-``, when those apply too).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..api.alignment import REQUIRED, align_by, pod_alignment
 from ..api.names import is_dns1123_subdomain
@@ -60,19 +65,26 @@ TEMPLATE_PREFIX: Final = "draxr-"
 @dataclass(frozen=True, slots=True, order=True)
 class TemplateRef:
     """A shared template: (class, count, the attributes its devices share, the tolerations of its
-    request as canonical JSON, ``tolerations.tolerations_key``) in a namespace."""
+    request as canonical JSON (``tolerations.tolerations_key``), the capacity requests of each
+    device as sorted (name, quantity) pairs) in a namespace."""
 
     device_class: str
     count: int
     align: tuple[str, ...] = ()
     tolerations: str = ""
+    capacity: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
-        return template_name(self.device_class, self.count, self.align, self.tolerations)
+        return template_name(self.device_class, self.count, self.align, self.tolerations, self.capacity)
 
     def toleration_list(self) -> list[Obj]:
         return list(json.loads(self.tolerations)) if self.tolerations else []
+
+
+def _capacity_key(wanted: Mapping[Any, Any]) -> tuple[tuple[str, str], ...]:
+    """Capacity requests as ``TemplateRef.capacity``: sorted (name, quantity) pairs."""
+    return tuple(sorted((str(k), str(v)) for k, v in wanted.items()))
 
 
 #: (class, count) -> the attributes a request's devices must share; () for none.
@@ -127,13 +139,22 @@ class Rewrite:
         return not self.pod_claims
 
 
-def template_name(device_class: str, count: int, align: tuple[str, ...] = (), tolerations: str = "") -> str:
+def template_name(
+    device_class: str,
+    count: int,
+    align: tuple[str, ...] = (),
+    tolerations: str = "",
+    capacity: tuple[tuple[str, str], ...] = (),
+) -> str:
     """``draxr-<class>-<count>``, with ``-aligned-<hash of the attributes>`` when the devices must
-    share attributes and ``-tolerating-<hash of the tolerations>`` when its request tolerates taints
-    (a template cannot change: other tolerations, another template); a name that would not be a
-    valid object name is shortened and made unique by a hash of the class."""
+    share attributes, ``-tolerating-<hash of the tolerations>`` when its request tolerates taints
+    (a template cannot change: other tolerations, another template) and ``-cap-<hash of the
+    capacity requests>`` when each device is a share; a name that would not be a valid object name
+    is shortened and made unique by a hash of the class."""
     suffix = f"-aligned-{_digest(','.join(align))[:8]}" if align else ""
     suffix += f"-tolerating-{_digest(tolerations)[:8]}" if tolerations else ""
+    if capacity:
+        suffix += f"-cap-{_digest(','.join(f'{k}={v}' for k, v in capacity))[:8]}"
     plain = f"{TEMPLATE_PREFIX}{device_class}-{count}{suffix}"
     if not is_dns1123_subdomain(plain):  # no errors: a valid object name
         return plain
@@ -153,21 +174,26 @@ def plan_rewrite(
     dra: Mapping[str, str],
     align: Alignment = no_alignment,
     tolerations: Callable[[str], Sequence[Obj]] | None = None,
+    capacity: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Rewrite:
     """The rewrite of ``pod`` for the DRA-backed names in ``dra`` (resource name -> class);
     ``align`` says which attributes a request's devices must share, ``tolerations`` which taints a
-    class's requests tolerate (its ``draxr.io/extended-resource-tolerations``)."""
+    class's requests tolerate (its ``draxr.io/extended-resource-tolerations``), ``capacity`` (class
+    name -> capacity requests) what each device of a class's request consumes."""
     out = Rewrite(resources=dict(dra))
     if not dra:
         return out
-    requests, mappings = create_requests_and_mappings(pod, dra, tolerations)
+    requests, mappings = create_requests_and_mappings(pod, dra, tolerations=tolerations, capacity=capacity)
     taken = {as_dict(pc).get("name") for pc in as_list(spec(pod).get("resourceClaims"))}
     templates: set[TemplateRef] = set()
     for request in requests:
         exactly = request["exactly"]
         cls, count = str(exactly["deviceClassName"]), int(exactly["count"])
         tolerated = tolerations_key(as_list(exactly.get("tolerations")))
-        ref = TemplateRef(cls, count, align(cls, count) if count > 1 else (), tolerated)
+        wanted = as_dict(as_dict(exactly.get("capacity")).get("requests"))
+        ref = TemplateRef(
+            cls, count, align(cls, count) if count > 1 else (), tolerated, _capacity_key(wanted)
+        )
         templates.add(ref)
         claim_name = pod_claim_name(str(request["name"]))
         if claim_name in taken:
@@ -252,21 +278,33 @@ def pointer_token(key: str) -> str:
 
 
 def rewritten_annotation(rewrite: Rewrite) -> str:
-    """The value of ``draxr.io/rewritten``: template name -> [class, count] (and the aligned
-    attributes, if any), all the worker needs to create the templates the pod's claims come from."""
+    """The value of ``draxr.io/rewritten``: template name -> [class, count] (then the aligned
+    attributes, the tolerations and the capacity requests, as apply), all the worker needs to
+    create the templates the pod's claims come from."""
     body = {ref.name: _annotated(ref) for ref in rewrite.templates}
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-def _annotated(ref: TemplateRef) -> list[object]:
-    """[class, count], then the aligned attributes if any, then the tolerations if any (after the
-    attributes, ``[]`` for none)."""
-    out: list[object] = [ref.device_class, ref.count]
-    if ref.align or ref.tolerations:
+def _annotated(ref: TemplateRef) -> list[Any]:
+    """[class, count], then the aligned attributes if any of the three applies, then the
+    tolerations if they or capacity requests do (``[]`` for none), then the capacity requests."""
+    out: list[Any] = [ref.device_class, ref.count]
+    if ref.align or ref.tolerations or ref.capacity:
         out.append(list(ref.align))
-    if ref.tolerations:
+    if ref.tolerations or ref.capacity:
         out.append(ref.toleration_list())
+    if ref.capacity:
+        out.append(dict(ref.capacity))
     return out
+
+
+def _annotated_rest(rest: list[Any]) -> tuple[Any, Any]:
+    """The (tolerations, capacity requests) after the attributes of an entry: ``[tolerations]``,
+    ``[tolerations, {capacity}]``, or the older ``[{capacity}]`` (a dict in the 4th place is
+    capacity requests)."""
+    if rest and isinstance(rest[0], dict):
+        return [], rest[0]
+    return (rest[0] if rest else []), (rest[1] if len(rest) > 1 else {})
 
 
 def templates_of(pod: Obj) -> list[TemplateRef]:
@@ -278,11 +316,11 @@ def templates_of(pod: Obj) -> list[TemplateRef]:
         return []
     out: list[TemplateRef] = []
     for name, value in as_dict(body).items():
-        if not isinstance(value, list) or len(value) not in (2, 3, 4):
+        if not isinstance(value, list) or len(value) not in (2, 3, 4, 5):
             continue
         cls, count, *rest = value
         attrs = rest[0] if rest else []
-        tols = rest[1] if len(rest) > 1 else []
+        tols, wanted = _annotated_rest(rest[1:])
         if (
             isinstance(cls, str)
             and isinstance(count, int)
@@ -291,8 +329,10 @@ def templates_of(pod: Obj) -> list[TemplateRef]:
             and all(isinstance(a, str) for a in attrs)
             and isinstance(tols, list)
             and all(isinstance(t, dict) for t in tols)
+            and isinstance(wanted, dict)
+            and all(isinstance(v, str) for v in wanted.values())
         ):
-            ref = TemplateRef(cls, count, tuple(attrs), tolerations_key(tols))
+            ref = TemplateRef(cls, count, tuple(attrs), tolerations_key(tols), _capacity_key(wanted))
             if ref.name == name and ref.count > 0:
                 out.append(ref)
     return sorted(out)
@@ -319,6 +359,7 @@ def template(ref: TemplateRef, namespace: str) -> Obj:
                                 "allocationMode": "ExactCount",
                                 "count": ref.count,
                                 **({"tolerations": ref.toleration_list()} if ref.tolerations else {}),
+                                **({"capacity": {"requests": dict(ref.capacity)}} if ref.capacity else {}),
                             },
                         }
                     ],
@@ -351,7 +392,13 @@ def template_ref(obj: Obj) -> TemplateRef | None:
     if not isinstance(cls, str) or not isinstance(count, int) or isinstance(count, bool):
         return None
     attrs = tuple(str(as_dict(c).get("matchAttribute")) for c in as_list(devices.get("constraints")))
-    ref = TemplateRef(cls, count, attrs, tolerations_key(as_list(exactly.get("tolerations"))))
+    ref = TemplateRef(
+        cls,
+        count,
+        attrs,
+        tolerations_key(as_list(exactly.get("tolerations"))),
+        _capacity_key(as_dict(as_dict(exactly.get("capacity")).get("requests"))),
+    )
     return ref if ref.name == meta.get("name") else None
 
 

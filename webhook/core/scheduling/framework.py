@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 from ..allocation.allocator import ClaimAllocation
 from ..allocation.placement import Placement
 from ..api.objects import Obj, as_dict, status
+from ..cluster.allocated import Share
 from ..cluster.nodeinfo import NodeInfo
 from ..cluster.podinfo import PodInfo
 from ..cluster.slices import DeviceKey
@@ -88,12 +89,23 @@ class Decision:
             return alloc or None
         return None
 
+    def allocations(self) -> list[ClaimAllocation]:
+        """What the decision allocates: the special claim's, then the user claims'."""
+        out = [self.special] if self.special else []
+        out += [uc.allocation for uc in self.user_claims if uc.allocation is not None]
+        return out
+
     def device_keys(self) -> list[DeviceKey]:
-        keys = list(self.special.device_keys) if self.special else []
-        for uc in self.user_claims:
-            if uc.allocation is not None:
-                keys.extend(uc.allocation.device_keys)
-        return keys
+        """Every device the decision allocates, taken or shared."""
+        return [key for a in self.allocations() for key in a.device_keys]
+
+    def dedicated_keys(self) -> list[DeviceKey]:
+        """The devices the decision takes (what Reserve makes taken)."""
+        return [key for a in self.allocations() for key in a.dedicated_keys]
+
+    def shares(self) -> list[Share]:
+        """The shares of multi-allocatable devices the decision takes (what Reserve holds)."""
+        return [share for a in self.allocations() for share in a.shares]
 
 
 def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:

@@ -40,8 +40,9 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
-from ..allocation.allocator import AllocationError, Unsatisfiable
+from ..allocation.allocator import AllocationError, ShareIds, Unsatisfiable
 from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
+from ..api.capacityrequests import capacity_by_class
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
@@ -85,6 +86,10 @@ from .scoring import upstream_score, utilisation
 from .usual import Check, is_usual_pod, usual_check
 
 
+def _new_share_id() -> str:
+    return str(_uuid.uuid4())
+
+
 class Scheduler:
     """The pure engine shared by ``draxr plan``, the webhook's fit warnings and the worker.
 
@@ -93,6 +98,8 @@ class Scheduler:
     (unallocated: ``reuse``) instead of blocking the pod as stale.
     ``percentage_of_nodes_to_score``: 0 adaptive, 100 every node (``sampling``).
     ``filters``, ``scores``: the profile's plugins (``profile``; tests give others).
+    ``share_ids``: the ``shareID`` of each new share of a multi-allocatable device (default: a fresh
+    ``uuid4``, unique wherever the allocation is written; tests give a deterministic sequence).
     """
 
     def __init__(
@@ -105,6 +112,7 @@ class Scheduler:
         *,
         filters: Sequence[FilterPlugin] = profile.FILTERS,
         scores: Sequence[ScorePlugin] = profile.SCORES,
+        share_ids: ShareIds | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -115,6 +123,7 @@ class Scheduler:
         self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
         self.filters = tuple(filters)
         self.scores = tuple(scores)
+        self.share_ids: ShareIds = share_ids or _new_share_id
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -151,7 +160,9 @@ class Scheduler:
         if plan is None:
             return NodeFit(reasons)
         try:
-            return allocate(self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan)
+            return allocate(
+                self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan, self.share_ids
+            )
         except Unsatisfiable as e:
             return NodeFit([str(e)])
 
@@ -413,7 +424,9 @@ class Scheduler:
             _, n, maybe = heapq.heappop(heap)
             plan = maybe if maybe is not None else NodePlan(n, dra.delegated, dra.served)
             try:
-                fit = allocate(self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan)
+                fit = allocate(
+                    self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan, self.share_ids
+                )
             except Unsatisfiable as e:
                 reasons[n] = [str(e)]
                 found = list(islice(feasible, 1))  # the next node that passes takes its place
@@ -536,7 +549,10 @@ class Scheduler:
             return None
         if plan is None or not plan.dra:
             return None
-        requests, mappings = create_requests_and_mappings(pod, plan.dra, self.state.classes.tolerations)
+        capacity = capacity_by_class(plan.dra.values(), self.state.classes.get)
+        requests, mappings = create_requests_and_mappings(
+            pod, plan.dra, tolerations=self.state.classes.tolerations, capacity=capacity
+        )
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
         return self._reserved(
@@ -560,7 +576,14 @@ class Scheduler:
         decision."""
         assert decision.node is not None
         token = token or str(_uuid.uuid4())
-        self.state.reserve(token, decision.device_keys(), decision.pod, decision.node, decision.volumes)
+        self.state.reserve(
+            token,
+            decision.dedicated_keys(),
+            decision.pod,
+            decision.node,
+            decision.volumes,
+            decision.shares(),
+        )
         return token
 
     def unreserve(self, decision: Decision, token: str) -> None:

@@ -54,7 +54,6 @@ def _set(field: str) -> Callable[[Obj], bool]:
     return detect
 
 
-
 #: Every pod feature the worker does not implement, in the order a pod's author is told them.
 #: One line per upstream plugin (two for InterPodAffinity): when the worker implements one,
 #: delete its line.

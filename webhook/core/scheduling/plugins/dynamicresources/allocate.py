@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ....allocation.allocator import Allocator, Unsatisfiable
+from ....allocation.allocator import Allocator, ShareIds, Unsatisfiable
 from ....allocation.placement import Placement, record_alignment
 from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, PREFERRED, REQUIRED
+from ....api.capacityrequests import capacity_by_class
 from ....api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME
 from ....api.objects import Obj, namespace
 from ....cluster.slices import Device
@@ -30,9 +31,10 @@ def allocate(
     dra: DraState,
     views: DraViews,
     plan: NodePlan,
+    share_ids: ShareIds,
 ) -> NodeFit:
     """Raises ``Unsatisfiable`` (the node does not fit) or ``AllocationError`` (which aborts the
-    attempt: a CEL runtime error, an invalid pool)."""
+    attempt: a CEL runtime error, an invalid pool). ``share_ids``: the IDs of new shares."""
     requests: list[Obj] = []
     mappings: list[Obj] = []
     claims: list[Obj] = list(dra.to_allocate)
@@ -41,7 +43,10 @@ def allocate(
     if prebuilt and dra.built is not None:
         requests, mappings = dra.built
     elif plan.dra:
-        requests, mappings = create_requests_and_mappings(pod, plan.dra, state.classes.tolerations)
+        capacity = capacity_by_class(plan.dra.values(), state.classes.get)
+        requests, mappings = create_requests_and_mappings(
+            pod, plan.dra, tolerations=state.classes.tolerations, capacity=capacity
+        )
     placement = None
     constraints: list[Obj] = []
     scopes = dra.scopes
@@ -71,6 +76,8 @@ def allocate(
         step_budget,
         policy=None if policy == UPSTREAM else policy,
         group_attributes=_attributes_of(dra.groups) if dra.groups else None,
+        shares=taken.shares,
+        share_ids=share_ids,
     )
     relaxed = False
     checked = prebuilt and dra.align == REQUIRED  # by Filter, unless a CEL error lurks

@@ -11,7 +11,9 @@ For each resource that needs DRA on the chosen node (sorted by name):
 
 Requests come out sorted by name; mappings long-lived first, then short-lived, per resource. Each
 request carries the tolerations the class's ``draxr.io/extended-resource-tolerations`` names, if any
-(draxr's, ahead of upstream: tainted devices can then serve these pods).
+(draxr's, ahead of upstream: tainted devices can then serve these pods). A class with capacity
+requests (``draxr.io/capacity-requests``, KEP-6406's field) has them copied onto each of its
+requests (``exactly.capacity``), as KEP-6406 does.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def _container_request(
     class_name: str,
     reusable: list[DeviceRequest | None],
     tolerations: Sequence[Obj] = (),
+    capacity: Mapping[str, str] | None = None,
 ) -> tuple[DeviceRequest | None, list[Mapping_]]:
     requests = raw_requests(ref.container)
     if resource not in requests:
@@ -69,6 +72,8 @@ def _container_request(
     }
     if tolerations:
         request["exactly"]["tolerations"] = [dict(t) for t in tolerations]
+    if capacity:
+        request["exactly"]["capacity"] = {"requests": dict(capacity)}
     mappings.append({"containerName": ref.name, "resourceName": resource, "requestName": name})
     return request, mappings
 
@@ -77,10 +82,12 @@ def create_requests_and_mappings(
     pod: Obj,
     dra_resources: Mapping[str, str],
     tolerations: Callable[[str], Sequence[Obj]] | None = None,
+    capacity: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[DeviceRequest], list[Mapping_]]:
     """``dra_resources``: resource name -> DeviceClass name, for the names DRA serves on the node.
     ``tolerations``: class -> the tolerations of its requests (draxr's
-    ``draxr.io/extended-resource-tolerations``; upstream's requests have none)."""
+    ``draxr.io/extended-resource-tolerations``; upstream's requests have none). ``capacity``: class
+    name -> the capacity requests each of its requests carries."""
     refs = containers(pod)
     long_lived = [r for r in refs if r.long_lived]
     short_lived = [r for r in refs if not r.long_lived]
@@ -89,17 +96,20 @@ def create_requests_and_mappings(
     for resource in sorted(dra_resources):
         class_name = dra_resources[resource]
         tolerated = tolerations(class_name) if tolerations is not None else ()
+        per_class = capacity.get(class_name) if capacity else None
         long_requests: list[DeviceRequest | None] = [None] * len(refs)
         long_mappings: list[Mapping_] = []
         for ref in long_lived:
-            req, maps = _container_request(ref, resource, class_name, [], tolerated)
+            req, maps = _container_request(ref, resource, class_name, [], tolerated, per_class)
             long_requests[ref.index] = req
             long_mappings.extend(maps)
         largest: DeviceRequest | None = None
         short_names: set[str] = set()
         short_mappings: list[Mapping_] = []
         for ref in short_lived:
-            req, maps = _container_request(ref, resource, class_name, long_requests[ref.index :], tolerated)
+            req, maps = _container_request(
+                ref, resource, class_name, long_requests[ref.index :], tolerated, per_class
+            )
             if req is not None:
                 short_names.add(req["name"])
                 if largest is None or _count(largest) < _count(req):

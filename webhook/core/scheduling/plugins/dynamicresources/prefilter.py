@@ -8,6 +8,7 @@ from typing import Final
 
 from ....allocation.policy import UPSTREAM
 from ....api.alignment import NONE, align_by, pod_alignment
+from ....api.capacityrequests import capacity_by_class
 from ....api.names import is_dra_extended_resource_name
 from ....api.objects import (
     Obj,
@@ -59,7 +60,12 @@ def pre_filter(state: ClusterState, pod: Obj, reqs: Units, policy: str, *, ignor
     scopes: list[Scope] = []
     constraints: list[Obj] = []
     notes: list[str] = []
-    built = create_requests_and_mappings(pod, classes, state.classes.tolerations) if classes else None
+    capacity = capacity_by_class(classes.values(), state.classes.get) if classes else None
+    built = (
+        create_requests_and_mappings(pod, classes, tolerations=state.classes.tolerations, capacity=capacity)
+        if classes
+        else None
+    )
     if align != NONE and built is not None:
         requests = built[0]
         constraints, notes = alignment_constraints(requests, groups, state.capacity.largest_group)
