@@ -1,6 +1,9 @@
-"""``bench/versus_scheduler.py``'s options: each ``--shape`` brings its own sizes (upstream's is
-scheduler_perf's Explicit_25classes_5000pods_500nodes), the sizes given override them, bad ones are
-refused with a usage error rather than a traceback from the cluster."""
+"""``bench/versus_scheduler.py`` (a benchmark, no module of the package: so here, not in a mirror).
+
+Its options: each ``--shape`` brings its own sizes (upstream's is scheduler_perf's
+Explicit_25classes_5000pods_500nodes), the sizes given override them, bad ones are refused with a usage
+error rather than a traceback from the cluster. Its validity check, on the API emulator: a claim of
+another class than its pod's resource, or a device allocated twice, is reported."""
 
 from __future__ import annotations
 
