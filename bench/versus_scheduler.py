@@ -1,11 +1,22 @@
 """kube-scheduler's own DRA extended-resource path against draxr's worker, on one real kube-apiserver.
 
-Kubernetes 1.36 (DRAExtendedResource beta, on by default) from the local control plane
-(e2e/controlplane; ``make controlplane``): etcd, kube-apiserver and kube-scheduler, no kubelet.
-``--nodes`` Nodes (Ready, taints lifted) with ``--devices`` devices each: one DeviceClass
-``gpu.example.com`` with ``extendedResourceName: example.com/gpu``, one ResourceSlice per node.
-The same stream of ``--pods`` pods, each asking for ``example.com/gpu: 1``, is placed twice, each run
-in a namespace of its own and the cluster cleaned in between:
+Kubernetes ``--version`` (default 1.37; DRAExtendedResource on by default since 1.36) from the local
+control plane (e2e/controlplane; ``make controlplane``): etcd, kube-apiserver and kube-scheduler, no
+kubelet. Nodes are Ready with their taints lifted, one ResourceSlice each. Two shapes (``--shape``):
+
+- ``single`` (the default; README's figures): ``--nodes`` 500 Nodes with ``--devices`` 8 devices each,
+  one DeviceClass ``gpu.example.com`` with ``extendedResourceName: example.com/gpu``; ``--pods`` 1,000
+  pods, each asking for ``example.com/gpu: 1``.
+- ``upstream``: scheduler_perf's ``ExtendedResource`` workload ``Explicit_25classes_5000pods_500nodes``
+  (test/integration/scheduler_perf/dra/extendedresource/performance-config.yaml): ``--classes`` 25
+  DeviceClasses ``test-class-<i>`` with ``extendedResourceName: example.com/gpu-<i>``, 500 Nodes with 10
+  devices each (resourceslice-basic-devices.yaml's attributes and capacity), ``--init-pods`` 2,500 pods
+  placed first, then ``--pods`` 2,500 measured ones, pod ``i`` asking for ``example.com/gpu-<i mod 25>:
+  1`` (requests and limits). Upstream's threshold for kube-scheduler there is 120 pods/s (that file);
+  issue 22 quotes 195 pods/s for upstream's CI, on much bigger machines.
+
+The same stream of pods is placed twice, each run in namespaces of its own (``<run>-init`` for the init
+pods, ``<run>`` for the measured ones) and the cluster cleaned in between:
 
 - ``kube-scheduler``: pods with the default schedulerName; kube-scheduler's DynamicResources plugin
   creates, allocates and reserves the special claim, writes the pod's extendedResourceClaimStatus,
@@ -14,15 +25,19 @@ in a namespace of its own and the cluster cleaned in between:
   subprocess (draxr's RBAC, the worker's identity) places them. kube-scheduler runs but ignores
   them.
 
-Both clients get the same write limit (``--qps``, default 1000; kube-scheduler's own default is 50
-with burst 100). Per run it prints: pods bound per second (first create to last binding, seen by a
-watch), create-to-bound latency, API writes per pod by verb and resource (deltas of kube-apiserver's
-``apiserver_request_total``, less the benchmark's own pod creations; writes the apiserver makes on its
-own, such as its identity Lease, are listed apart), and whether every binding is valid: each bound pod
-has exactly one special claim, allocated from a slice of its node, reserved for it, named by its
-``status.extendedResourceClaimStatus``; no device is allocated twice.
+The init pods are placed by the same scheduler as the measured ones, and all bound, before the first
+measured pod is created; every figure is over the measured pods only. Both clients get the same write
+limit (``--qps``, default 1000; kube-scheduler's own default is 50 with burst 100). Per run it prints:
+pods bound per second (first create to last binding, seen by a watch), create-to-bound latency, API
+writes per pod by verb and resource (deltas of kube-apiserver's ``apiserver_request_total``, less the
+benchmark's own pod creations; writes the apiserver makes on its own, such as its identity Lease, are
+listed apart), and whether every binding, init pods included, is valid: each bound pod has exactly one
+special claim, asking for the DeviceClass of the pod's extended resource, allocated that many devices
+from a slice of its node, reserved for it, named by its ``status.extendedResourceClaimStatus``; no
+device is allocated twice.
 
-    python bench/versus_scheduler.py [--nodes 500] [--devices 8] [--pods 1000] [--qps 1000]
+    python bench/versus_scheduler.py [--version 1.37] [--shape single|upstream] [--nodes N]
+        [--devices N] [--classes N] [--init-pods N] [--pods N] [--qps 1000]
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +80,6 @@ from webhook.kube.resources import (
     Resource,
 )
 
-DRIVER = "gpu.example.com"
-EXT = "example.com/gpu"
 SPECIAL = "resource.kubernetes.io/extended-resource-claim"
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
@@ -84,20 +98,77 @@ def parallel(fn: Callable[[Any], Any], items: Iterable[Any], threads: int = 8) -
 # The cluster
 
 
-def setup(client: KubeClient, nodes: int, devices: int) -> list[str]:
-    client.create(
-        DEVICE_CLASSES,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": DRIVER},
-            "spec": {
-                "extendedResourceName": EXT,
-                "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
+@dataclass(frozen=True)
+class Shape:
+    """What is created and placed: ``classes`` DeviceClasses of ``driver``, ``nodes`` Nodes with one
+    ResourceSlice of ``devices`` devices each, ``init_pods`` placed first, then ``pods`` measured."""
+
+    name: str  # "single" or "upstream"
+    nodes: int
+    devices: int
+    classes: int
+    init_pods: int
+    pods: int
+
+    @property
+    def driver(self) -> str:
+        return "gpu.example.com" if self.name == "single" else "test-driver.cdi.k8s.io"
+
+    def device_class(self, i: int) -> str:
+        return "gpu.example.com" if self.name == "single" else f"test-class-{i}"
+
+    def resource_name(self, i: int) -> str:
+        """The extended resource name of DeviceClass ``i``."""
+        return "example.com/gpu" if self.name == "single" else f"example.com/gpu-{i}"
+
+    def device(self, i: int) -> Obj:
+        if self.name == "single":
+            return {"name": f"gpu-{i}"}
+        # resourceslice-basic-devices.yaml: an Intel GPU's attributes, two PCI roots.
+        root = i % 2
+        return {
+            "name": f"basic-device-{i}",
+            "attributes": {
+                "driver": {"string": "xe"},
+                "driverVersion": {"version": "1.2.3"},
+                "resource.k8s.io/pciRoot": {"string": str(root)},
+                "family": {"string": "Arc Pro B-Series"},
+                "health": {"string": "Healthy"},
+                "model": {"string": "B60"},
+                "pciAddress": {"string": f"0000:0{i}:00.0"},
+                "pciId": {"string": "0xe211"},
+                "pciRoot": {"string": f"0{root}"},
+                "resource.kubernetes.io/pciBusID": {"string": f"0000:0{i}:00.0"},
+                "resource.kubernetes.io/pciRoot": {"string": f"pci0000:0{root}"},
+                "sriov": {"bool": True},
+                "type": {"string": "gpu"},
             },
-        },
-    )
-    names = [f"node-{n:03d}" for n in range(nodes)]
+            "capacity": {"memory": {"value": "24480Mi"}, "millicores": {"value": "1k"}},
+        }
+
+
+#: Each shape's defaults; ``upstream`` is scheduler_perf's Explicit_25classes_5000pods_500nodes.
+SHAPES = {
+    "single": Shape("single", nodes=500, devices=8, classes=1, init_pods=0, pods=1000),
+    "upstream": Shape("upstream", nodes=500, devices=10, classes=25, init_pods=2500, pods=2500),
+}
+
+
+def setup(client: KubeClient, shape: Shape) -> list[str]:
+    for i in range(shape.classes):
+        client.create(
+            DEVICE_CLASSES,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": shape.device_class(i)},
+                "spec": {
+                    "extendedResourceName": shape.resource_name(i),
+                    "selectors": [{"cel": {"expression": f'device.driver == "{shape.driver}"'}}],
+                },
+            },
+        )
+    names = [f"node-{n:03d}" for n in range(shape.nodes)]
 
     def one(name: str) -> None:
         client.create(
@@ -130,10 +201,10 @@ def setup(client: KubeClient, nodes: int, devices: int) -> list[str]:
                 "kind": "ResourceSlice",
                 "metadata": {"name": f"{name}-gpus"},
                 "spec": {
-                    "driver": DRIVER,
+                    "driver": shape.driver,
                     "nodeName": name,
                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": f"gpu-{i}"} for i in range(devices)],
+                    "devices": [shape.device(i) for i in range(shape.devices)],
                 },
             },
         )
@@ -152,13 +223,13 @@ def namespace(client: KubeClient, name: str) -> None:
     )
 
 
-def pod(name: str, scheduler: str | None) -> Obj:
+def pod(name: str, resource: str, scheduler: str | None) -> Obj:
     spec: Obj = {
         "containers": [
             {
                 "name": "c",
                 "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {EXT: "1"}, "limits": {EXT: "1"}},
+                "resources": {"requests": {resource: "1"}, "limits": {resource: "1"}},
             }
         ],
         "terminationGracePeriodSeconds": 0,
@@ -274,11 +345,13 @@ class BindWatch:
             self._stream.close()
 
 
-def validate(client: KubeClient, ns: str) -> Obj:
-    """Every bound pod: exactly one special claim, allocated from its node's slice, reserved for it and
-    named by its extendedResourceClaimStatus; no device allocated twice."""
-    pods = client.list(PODS, ns).get("items") or []
-    claims = client.list(RESOURCE_CLAIMS, ns).get("items") or []
+def validate(client: KubeClient, namespaces: list[str], classes: dict[str, str]) -> Obj:
+    """Every bound pod of ``namespaces``: exactly one special claim, asking for the DeviceClass of each of
+    the pod's extended resources (``classes``: resource name to class) and allocated that many devices,
+    each from its node's slice, reserved for it and named by its extendedResourceClaimStatus; no device
+    allocated twice, across all of ``namespaces``."""
+    pods = [p for ns in namespaces for p in client.list(PODS, ns).get("items") or []]
+    claims = [c for ns in namespaces for c in client.list(RESOURCE_CLAIMS, ns).get("items") or []]
     slices = {s["spec"]["pool"]["name"]: s["spec"]["nodeName"] for s in client.list(RESOURCE_SLICES)["items"]}
     by_owner: dict[str, list[Obj]] = {}
     for c in claims:
@@ -297,10 +370,24 @@ def validate(client: KubeClient, ns: str) -> Obj:
             problems.append(f"{name}: {len(mine)} special claims")
             continue
         claim = mine[0]
+        wanted: Counter[str] = Counter()
+        for c in p["spec"]["containers"]:
+            for res, qty in ((c.get("resources") or {}).get("requests") or {}).items():
+                if res in classes:
+                    wanted[classes[res]] += int(qty)
+        asked: Counter[str] = Counter()
+        request_class = {}
+        for r in claim["spec"]["devices"]["requests"]:
+            exactly = r.get("exactly") or {}
+            request_class[r["name"]] = exactly.get("deviceClassName")
+            asked[exactly.get("deviceClassName", "")] += int(exactly.get("count", 1))
+        if asked != wanted:
+            problems.append(f"{name}: claim asks for {dict(asked)}, the pod for {dict(wanted)}")
         status = claim.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        if len(results) != 1:
-            problems.append(f"{name}: claim allocates {len(results)} devices")
+        got = Counter(request_class.get(r.get("request")) for r in results)
+        if got != wanted:
+            problems.append(f"{name}: claim allocates {dict(got)}, the pod asks for {dict(wanted)}")
         for r in results:
             devices[(r["driver"], r["pool"], r["device"])] += 1
             if slices.get(r["pool"]) != node:
@@ -325,25 +412,62 @@ def validate(client: KubeClient, ns: str) -> Obj:
     }
 
 
-def run(client: KubeClient, ns: str, pods: int, scheduler: str | None, timeout: float) -> Obj:
-    namespace(client, ns)
+@dataclass
+class Placed:
+    start: float  # the first create
+    created_at: float  # the last create returned
+    done: bool  # every pod bound within the timeout
+    created: dict[str, float]  # pod name: when its create returned
+    watch: BindWatch
+
+
+def place(
+    client: KubeClient, ns: str, shape: Shape, count: int, prefix: str, scheduler: str | None, timeout: float
+) -> Placed:
+    """Creates ``count`` pods in ``ns``, pod ``i`` asking for the resource of class ``i mod classes``,
+    and waits (``timeout`` seconds at most) until every one is bound."""
     watch = BindWatch(client, ns)
-    before = request_totals(client)
     created: dict[str, float] = {}
     lock = threading.Lock()
 
     def make(i: int) -> None:
-        name = f"p-{i:04d}"
-        client.create(PODS, pod(name, scheduler), ns)
+        name = f"{prefix}-{i:04d}"
+        client.create(PODS, pod(name, shape.resource_name(i % shape.classes), scheduler), ns)
         with lock:
             created[name] = time.monotonic()
 
     start = time.monotonic()
-    parallel(make, range(pods))
+    parallel(make, range(count))
     created_at = time.monotonic()
-    done = watch.wait(pods, timeout)
-    end = max(watch.bound.values(), default=time.monotonic())
+    done = watch.wait(count, timeout)
     watch.stop()
+    return Placed(start, created_at, done, created, watch)
+
+
+def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeout: float) -> Obj:
+    namespaces = [ns]
+    classes = {shape.resource_name(i): shape.device_class(i) for i in range(shape.classes)}
+    init: Obj = {}
+    if shape.init_pods:
+        namespaces.insert(0, f"{ns}-init")
+        namespace(client, namespaces[0])
+        t = time.monotonic()
+        placed = place(client, namespaces[0], shape, shape.init_pods, "init", scheduler, timeout)
+        init = {
+            "init_pods": shape.init_pods,
+            "init_all_bound": placed.done,
+            "init_seconds": round(time.monotonic() - t, 2),
+        }
+        if not placed.done:  # nothing to measure: the cluster is not in the shape's state
+            init["validity"] = validate(client, namespaces[:1], classes)
+            clean(client, namespaces[0])
+            return init
+    namespace(client, ns)
+    before = request_totals(client)
+    placed = place(client, ns, shape, shape.pods, "p", scheduler, timeout)
+    watch, created, start, done = placed.watch, placed.created, placed.start, placed.done
+    pods = shape.pods
+    end = max(watch.bound.values(), default=time.monotonic())
     after = request_totals(client)
     writes = after - before
     writes[("POST", "pods")] -= len(created)  # the benchmark's own
@@ -358,7 +482,7 @@ def run(client: KubeClient, ns: str, pods: int, scheduler: str | None, timeout: 
         "bound": len(watch.bound),
         "seconds": round(end - start, 2),
         "pods_bound_per_second": round(len(watch.bound) / (end - start), 1),
-        "pods_created_per_second": round(pods / (created_at - start), 1),
+        "pods_created_per_second": round(pods / (placed.created_at - start), 1),
         "pod_watch_relists": watch.relists,
         "create_to_bound_p50_ms": round(percentile(latencies, 0.5) * 1000, 1),
         "create_to_bound_p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
@@ -371,10 +495,11 @@ def run(client: KubeClient, ns: str, pods: int, scheduler: str | None, timeout: 
         "events_by_reason": dict(
             Counter(str(e.get("reason")) for e in client.list(EVENTS, ns).get("items") or []).most_common()
         ),
-        "validity": validate(client, ns),
+        "validity": validate(client, namespaces, classes),
     }
-    clean(client, ns)
-    return result
+    for n in namespaces:
+        clean(client, n)
+    return init | result
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -433,24 +558,59 @@ def install_rbac(client: KubeClient) -> None:
         client.create(res, obj, obj["metadata"].get("namespace"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape]:
+    """The options, and the shape: ``--shape``'s defaults with the sizes given overriding them."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=500)
-    ap.add_argument("--devices", type=int, default=8)
-    ap.add_argument("--pods", type=int, default=1000)
+    ap.add_argument("--version", default="1.37", help="Kubernetes minor release (pinned in versions.env)")
+    ap.add_argument(
+        "--shape",
+        choices=sorted(SHAPES),
+        default="single",
+        help="single: one DeviceClass, 500 nodes x 8 devices, 1,000 pods; upstream: scheduler_perf's "
+        "Explicit_25classes_5000pods_500nodes",
+    )
+    ap.add_argument("--nodes", type=int, help="nodes, one ResourceSlice each (500)")
+    ap.add_argument("--devices", type=int, help="devices per node (single: 8, upstream: 10)")
+    ap.add_argument("--classes", type=int, help="DeviceClasses (upstream only: 25)")
+    ap.add_argument(
+        "--init-pods", type=int, help="pods placed before the measured ones (single: 0, upstream: 2500)"
+    )
+    ap.add_argument("--pods", type=int, help="measured pods (single: 1000, upstream: 2500)")
     ap.add_argument(
         "--qps", type=int, default=1000, help="write limit of kube-scheduler and of draxr's worker"
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a run may take to bind every pod")
     ap.add_argument("--only", choices=("kube-scheduler", "draxr"), help="run one side only")
     args = ap.parse_args(argv)
+    base = SHAPES[args.shape]
+    if args.classes is not None and base.name == "single":
+        ap.error("--classes needs --shape upstream (the single shape has one DeviceClass)")
+    sizes = {k: getattr(args, k) for k in ("nodes", "devices", "classes", "init_pods", "pods")}
+    for key, value in sizes.items():
+        if value is not None and value < (0 if key == "init_pods" else 1):
+            ap.error(
+                f"--{key.replace('_', '-')} must be {'>= 0' if key == 'init_pods' else '>= 1'}, not {value}"
+            )
+    return args, replace(base, **{k: v for k, v in sizes.items() if v is not None})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, shape = parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="draxr-versus-"))
     out: Obj = {
         "kubernetes": None,
-        "shape": {"nodes": args.nodes, "devices_per_node": args.devices, "pods": args.pods, "qps": args.qps},
+        "shape": {
+            "name": shape.name,
+            "nodes": shape.nodes,
+            "devices_per_node": shape.devices,
+            "classes": shape.classes,
+            "init_pods": shape.init_pods,
+            "pods": shape.pods,
+            "qps": args.qps,
+        },
     }
     with ControlPlane(
-        "1.36",
+        args.version,
         scheduler=True,
         runtime_config={},
         scheduler_args=[f"--kube-api-qps={args.qps}", f"--kube-api-burst={args.qps}"],
@@ -459,16 +619,16 @@ def main(argv: list[str] | None = None) -> int:
         out["kubernetes"] = cp.version
         client = KubeClient.from_config(str(cp.kubeconfig_path("admin")), qps=100000, burst=100000)
         t = time.monotonic()
-        setup(client, args.nodes, args.devices)
+        setup(client, shape)
         out["setup_seconds"] = round(time.monotonic() - t, 1)
         if args.only in (None, "kube-scheduler"):
-            out["kube-scheduler"] = run(client, "bench-kube-scheduler", args.pods, None, args.timeout)
+            out["kube-scheduler"] = run(client, "bench-kube-scheduler", shape, None, args.timeout)
         if args.only in (None, "draxr"):
             install_rbac(client)
             worker = DraxrWorker(cp, workdir, args.qps)
             try:
                 wait_until("draxr's worker did not become ready", worker.ready, 120, alive=worker.dead)
-                out["draxr"] = run(client, "bench-draxr", args.pods, "draxr", args.timeout)
+                out["draxr"] = run(client, "bench-draxr", shape, "draxr", args.timeout)
             finally:
                 worker.stop()
     print(json.dumps(out, indent=2))
