@@ -67,11 +67,10 @@ def test_the_apiserver_drops_a_pods_claim_mapping(target: Target) -> None:
     cls = target.device_class()["metadata"]["name"]
     implicit = f"deviceclass.resource.kubernetes.io/{cls}"
     pod = target.pod("p", {implicit: "1"})
-    # Implicit names resolve without the gate: the webhook took the pod (and routed it to draxr's
-    # worker where draxr routes every pod; elsewhere the rewritten pod keeps its scheduler).
+    # Implicit names resolve without the gate: the webhook took the pod and, as with every pod that
+    # consumes devices of a class draxr manages, routed it to draxr's worker (one allocator per pool).
     assert json.loads(pod["metadata"]["annotations"][DRAXR_RESOURCES_ANNOTATION]) == {implicit: cls}
-    routes_always = target.sandbox is not None and target.sandbox.route == "always"
-    assert pod["spec"]["schedulerName"] == ("draxr" if routes_always else "default-scheduler")
+    assert pod["spec"]["schedulerName"] == "draxr"
     mapping = {
         "resourceClaimName": "p-extended-resources-forged",
         "requestMappings": [{"containerName": "c", "resourceName": implicit, "requestName": "r"}],
