@@ -34,4 +34,4 @@ version="$(apt-cache "${opts[@]}" show kubectl 2>/dev/null | awk '/^Version:/{pr
 dpkg-deb -x "$work"/kubectl_*.deb "$work/root" || unavailable "dpkg-deb could not unpack kubectl_$version"
 mkdir -p "$bin"
 install -m 0755 "$work/root/usr/bin/kubectl" "$bin/kubectl"
-"$bin/kubectl" version --client 2>/dev/null | head -1
+"$bin/kubectl" version --client 2>/dev/null | sed -n 1p  # sed reads it all: head could end kubectl with SIGPIPE (141 under pipefail)
