@@ -21,7 +21,7 @@ from .framework import FilterPlugin, ScorePlugin
 from .nodefilters import PodFilter
 from .nominated import WithNominated
 from .plugins.dynamicresources.state import DraState, DraViews
-from .usual import Check
+from .usual import Usual
 
 
 @dataclass(slots=True)
@@ -39,7 +39,7 @@ class Cycle:
     #: The profile's Score plugins that did not skip this pod, once scoring asked (None: not yet).
     scorers: list[tuple[ScorePlugin, Any]] | None = None
     #: The usual-node check with and without scores, once built (None: not built yet).
-    checks: dict[bool, Check | None] = field(default_factory=dict)
+    checks: dict[bool, Usual | None] = field(default_factory=dict)
     #: Node -> the pods nominated to it with a priority at least the pod's (``nominated``).
     nominated: dict[str, list[Obj]] = field(default_factory=dict)
     #: Node -> Filter's view of it with those pods added, once asked.

@@ -83,7 +83,7 @@ from .sampling import (
     start_of,
 )
 from .scoring import upstream_score, utilisation
-from .usual import Check, is_usual_pod, usual_check
+from .usual import Check, Entry, Other, Usual, is_usual_pod, usual_check
 
 
 def _new_share_id() -> str:
@@ -169,9 +169,10 @@ class Scheduler:
     def _usual(self, cycle: Cycle, score: bool) -> Check | None:
         """The usual-node check of the decision (``usual``), or None for any other pod (one the
         profile's plugins check included)."""
-        return None if cycle.plugins else self._check(cycle, score)
+        usual = None if cycle.plugins else self._check(cycle, score)
+        return None if usual is None else usual.check
 
-    def _check(self, cycle: Cycle, score: bool) -> Check | None:
+    def _check(self, cycle: Cycle, score: bool) -> Usual | None:
         """The usual-node check of every filter but the profile's plugins, whether they check the
         pod or not: for a pod they check, a node the check passes takes their filters after it
         (``_refused_by_plugins``), as upstream runs them after NodeResourcesFit and before
@@ -250,8 +251,8 @@ class Scheduler:
         """Every filter on one view of the node (the usual check only on the node as it is)."""
         dra = cycle.dra
         if count_devices and nominated is None:
-            check = self._check(cycle, False)
-            if check is not None and isinstance(check(info, node_name), float):
+            usual = self._check(cycle, False)
+            if usual is not None and isinstance(usual.check(info, node_name), float):
                 refused = self._refused_by_plugins(plugins, node_name, info)
                 if refused:
                     return None, refused
@@ -317,9 +318,9 @@ class Scheduler:
         info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(cycle.reqs, cycle.nonzero, info))
-        check = self._check(cycle, True)
-        if check is not None:
-            key = check(info, node_name)
+        usual = self._check(cycle, True)
+        if usual is not None:
+            key = usual.check(info, node_name)
             if isinstance(key, float):
                 return key if self.policy == SPREAD else -key
         dra = cycle.dra
@@ -500,35 +501,51 @@ class Scheduler:
         scale = 1 if self.policy == UPSTREAM else MAX_NODE_SCORE
         return [(scale * key - extra[n], n, plan) for key, n, plan in entries]
 
-    def _feasible(
-        self, cycle: Cycle, walk: Iterator[str], score: bool
-    ) -> Iterator[tuple[float, str, NodePlan | None]]:
+    def _feasible(self, cycle: Cycle, walk: Iterator[str], score: bool) -> Iterator[Entry]:
         """The nodes of the walk that pass every filter but the allocation, with their sort key
         (the score, negated unless the policy spreads; 0 without ``score``) and plan (None for the
         usual node: ``NodePlan(node, dra.delegated, dra.served)``, made when allocated on). The
-        usual node is checked in one call (``usual``), then the profile's plugins that check the pod;
-        any other takes Filter and Score."""
-        spread = self.policy == SPREAD
+        usual node is checked in one pass (``usual``), then the profile's plugins that check the pod;
+        any other takes Filter and Score (``_general``)."""
+        usual = self._check(cycle, score)
+
+        def other(n: str) -> Entry | None:
+            return self._general(cycle, n, score)
+
+        if usual is None:
+            return (e for n in walk if (e := other(n)) is not None)
+        if not (cycle.plugins or cycle.nominated):
+            return usual.scan(walk, other)
+        return self._feasible_with_plugins(cycle, walk, self._then_plugins(cycle, usual.check), other)
+
+    def _feasible_with_plugins(
+        self, cycle: Cycle, walk: Iterator[str], check: Check, other: Other
+    ) -> Iterator[Entry]:
+        """``_feasible`` for a pod the profile's plugins check, or with nominated pods about: the
+        usual check (``check`` runs the plugins after it) one node at a time."""
         by_name = self.state.nodes.by_name
-        check = self._check(cycle, score)
-        if check is not None and (cycle.plugins or cycle.nominated):
-            check = self._then_plugins(cycle, check)
         for n in walk:
-            if check is not None:
-                key = check(by_name[n], n)
-                if key is False:
-                    continue
-                if key is not None:
-                    yield key, n, None
-                    continue
-            plan, _ = self._node_plan(cycle, n)
-            if plan is not None:
-                key = 0.0
-                if score:
-                    key = self.score(cycle, n)
-                    if not spread:
-                        key = -key
-                yield key, n, plan
+            key = check(by_name[n], n)
+            if key is False:
+                continue
+            if key is not None:
+                yield key, n, None
+                continue
+            entry = other(n)
+            if entry is not None:
+                yield entry
+
+    def _general(self, cycle: Cycle, n: str, score: bool) -> Entry | None:
+        """Filter and Score on a node that is not the usual one."""
+        plan, _ = self._node_plan(cycle, n)
+        if plan is None:
+            return None
+        key = 0.0
+        if score:
+            key = self.score(cycle, n)
+            if self.policy != SPREAD:
+                key = -key
+        return key, n, plan
 
     def resume(self, pod: Obj, claim: Obj) -> Decision | None:
         """Continue with an allocated special claim left by an interrupted binding cycle.

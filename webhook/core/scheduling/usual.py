@@ -6,14 +6,19 @@ serves all of them). For such a pod ``usual_check`` builds one closure over the 
 lookups; the search calls it for every node it visits, and Filter and Score (the exact path) call the
 same closure first, so the usual node has one check and the general filters handle the rest.
 
-The closure answers ``None`` (not the usual node: ask the general filters), ``False`` (the usual node,
+The check answers ``None`` (not the usual node: ask the general filters), ``False`` (the usual node,
 and it does not fit, or it is short of devices without a CEL error) or the node's sort key (the
 score, negated unless the policy spreads; 0.0 when the caller does not score).
+
+The search visits about a hundred nodes per decision, so the same body also runs as the search's
+generator over the walk (``Usual.scan``): one resumption per usual node instead of calls, the same
+verdicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final, NamedTuple
 
 from ..allocation.policy import SPREAD, UPSTREAM
 from ..cluster.nodeinfo import NodeInfo
@@ -24,6 +29,24 @@ from .plugins.dynamicresources.state import DraState, DraViews
 from .plugins.noderesources import fits
 
 Check = Callable[[NodeInfo, str], "float | bool | None"]
+#: A feasible node of the search: its sort key, its name, its plan (None: the usual plan).
+Entry = tuple[float, str, Any]
+#: The general filters' entry for a node that is not the usual one (None: it does not fit).
+Other = Callable[[str], "Entry | None"]
+_ASK: Final = object()
+
+
+def _ask(node: str) -> Entry:
+    return 0.0, node, _ASK
+
+
+class Usual(NamedTuple):
+    """One body, two ways to call it: ``check`` one node as given (Filter, Score, a view of a node);
+    ``scan`` the walk's nodes as the cluster has them, yielding the feasible ones' entries and asking
+    ``other`` (the general filters) about each node that is not the usual one."""
+
+    check: Check
+    scan: Callable[[Iterable[str], Other], Iterator[Entry]]
 
 
 def is_usual_pod(policy: str, dra: DraState, constrained: bool, ports: bool, plugins: bool) -> bool:
@@ -45,7 +68,7 @@ def usual_check(
     fit_checks: list[tuple[str, int]],
     policy: str,
     score: bool,
-) -> Check:
+) -> Usual:
     """The check of the usual node for a usual pod (``is_usual_pod``), built once per decision."""
     spread = policy == SPREAD
     extended = dra.extended.keys()
@@ -53,30 +76,52 @@ def usual_check(
     terms = usage_terms(state, dra, views)
     names = len(terms)
 
-    def check(info: NodeInfo, node: str) -> float | bool | None:
-        if (
-            info.unschedulable
-            or info.hard_taints
-            or not info.kubelet_gate
-            or not info.allocatable_names.isdisjoint(extended)
-        ):
-            return None
-        if not fits(fit_checks, info):
-            return False
-        for _cls, need, free in need_of:
-            if free.get(node, 0) < need:
+    def entries(nodes: Iterable[str], info_of: Callable[[str], NodeInfo], other: Other) -> Iterator[Entry]:
+        for node in nodes:
+            info = info_of(node)
+            if (
+                info.unschedulable
+                or info.hard_taints
+                or not info.kubelet_gate
+                or not info.allocatable_names.isdisjoint(extended)
+            ):
+                entry = other(node)
+                if entry is not None:
+                    yield entry
+                continue
+            if not fits(fit_checks, info):
+                continue
+            short = False
+            for _cls, need, free in need_of:
+                if free.get(node, 0) < need:
+                    short = True
+                    break
+            if short:
                 # A CEL error on the node: the general filters leave it to the allocator.
-                return None if any(errors_on(state, node, cls) for cls, _, _ in need_of) else False
-        if not score:
-            return 0.0
-        ratios = 0.0
-        for (free, totals), demand in terms:
-            total = totals.get(node, 0)
-            if total > 0:
-                used = total - free.get(node, 0) + demand
-                ratios += used / total if used < total else 1.0
-            else:
-                ratios += 1.0
-        return ratios / names if spread else -ratios / names
+                if any(errors_on(state, node, cls) for cls, _, _ in need_of):
+                    entry = other(node)
+                    if entry is not None:
+                        yield entry
+                continue
+            if not score:
+                yield 0.0, node, None
+                continue
+            ratios = 0.0
+            for (free, totals), demand in terms:
+                total = totals.get(node, 0)
+                if total > 0:
+                    used = total - free.get(node, 0) + demand
+                    ratios += used / total if used < total else 1.0
+                else:
+                    ratios += 1.0
+            yield (ratios / names if spread else -ratios / names), node, None
 
-    return check
+    def check(info: NodeInfo, node: str) -> float | bool | None:
+        for key, _, plan in entries((node,), lambda _: info, _ask):
+            return None if plan is _ASK else key
+        return False
+
+    def scan(nodes: Iterable[str], other: Other) -> Iterator[Entry]:
+        return entries(nodes, state.nodes.by_name.__getitem__, other)
+
+    return Usual(check, scan)

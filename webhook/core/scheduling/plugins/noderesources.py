@@ -50,9 +50,12 @@ def checks(reqs: Units, delegated: Collection[str]) -> list[tuple[str, int]]:
 def fits(wanted: list[tuple[str, int]], info: NodeInfo) -> bool:
     """Filter's verdict without its reasons (``filter_node`` gives them): the pod count, then each
     of ``checks``'s resources against what the node has left."""
-    if len(info.pods) >= max_pods(info):
-        return False
     alloc = info.allocatable
+    # max_pods, inline: this runs for every node visited.
+    if len(info.pods) >= (
+        alloc.get(PODS, DEFAULT_MAX_PODS) if PODS in info.allocatable_names else DEFAULT_MAX_PODS
+    ):
+        return False
     used = info.requested
     for r, want in wanted:  # noqa: SIM110 (a loop, not all(...): this runs for every node visited)
         if want > alloc.get(r, 0) - used.get(r, 0):
