@@ -71,6 +71,11 @@ USERS: Mapping[str, User] = {
     ),
 }
 
+#: kube-scheduler's identity: the user name a cluster's kube-scheduler has, which draxr's hooks allow
+#: to write special claims and pod mappings (``--allowed-writers``); ``system:masters`` spares the rows
+#: each release's RBAC bootstrap for it.
+KUBE_SCHEDULER = User("system:kube-scheduler", ("system:masters",))
+
 #: kube-controller-manager's controllers when ``controllers=True``: claims from templates, owner-based
 #: garbage collection, namespace deletion, and each namespace's ``default`` ServiceAccount (which the
 #: ServiceAccount admission plugin requires before it admits a pod).
@@ -818,9 +823,11 @@ class ControlPlane:
         self._start_component("kube-controller-manager", argv)
 
     def _start_scheduler(self) -> None:
+        if "kube-scheduler" not in self.users:
+            self.add_user("kube-scheduler", KUBE_SCHEDULER)
         argv = [
             str(self.binaries.kube_scheduler),
-            f"--kubeconfig={self.kubeconfig_path('admin')}",
+            f"--kubeconfig={self.kubeconfig_path('kube-scheduler')}",
             "--leader-elect=false",
             "--v=2",
             *self.scheduler_args,
