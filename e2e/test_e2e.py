@@ -128,6 +128,32 @@ def test_a_hand_written_mapping_naming_what_the_api_lacks_is_denied(target: Targ
     assert kept == good
 
 
+def _event(reason: str, pod: str) -> Any:
+    def check(events: list[Obj]) -> Obj | None:
+        for e in events:
+            if e.get("reason") == reason and e["involvedObject"].get("name") == pod:
+                return e
+        return None
+
+    return check
+
+
+def test_a_pod_bound_without_a_mapping_is_reported(target: Target) -> None:
+    """Issue 23, no silent no-device pods: a pod asking for a DRA-backed name and bound by hand (as
+    a scheduler without DRAExtendedResource binds it: no special claim, no mapping) runs on a node
+    whose allocatable lacks the name, so the kubelet gives it nothing; draxr's worker reports it
+    with a ``NoDevicesAllocated`` Warning Event naming the container and the name."""
+    target.device_class()
+    target.slice(target.nodes[0], 1)
+    target.pod("unmapped", {target.ext: "1"}, nodeName=target.nodes[0])
+    event = target.wait("events", _event("NoDevicesAllocated", "unmapped"), timeout=60)
+    assert event["type"] == "Warning"
+    assert f"c: {target.ext}" in event["message"]
+    assert "no extendedResourceClaimStatus" in event["message"]
+    pod = target.admin.get(PODS, "unmapped", target.namespace)
+    assert pod["status"].get("extendedResourceClaimStatus") is None
+
+
 def test_a_pod_with_a_claim_from_a_template_gets_both_allocated(target: Target) -> None:
     """The pod's own claim comes from a template (kube-controller-manager's resourceclaim controller
     makes it after the pod); draxr waits for it, then allocates it with the special claim in one go."""
