@@ -7,15 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.core.podfactory import container, pod
 from webhook.core.api.objects import Obj
 from webhook.core.api.podresources import (
     container_requests,
+    container_units,
     containers,
     iter_requests,
     pod_requests,
     raw_requests,
+    to_units,
 )
 from webhook.core.api.quantity import Quantity
 
@@ -159,3 +163,23 @@ def test_iter_requests_skips_containers_without_resources(resources: Any) -> Non
     if resources is not None:
         c["resources"] = resources
     assert list(iter_requests(pod("p", [c]))) == []
+
+
+_VALUES = st.one_of(
+    st.sampled_from(["1", "500m", "4Gi", "1e3", "0", "-1", "x", "", "1.5", "0.1m"]),
+    st.integers(-3, 3),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False, width=16),
+    st.none(),
+    st.lists(st.integers(), max_size=1),
+)
+
+
+@given(st.dictionaries(st.sampled_from(["cpu", "memory", "example.com/gpu"]), _VALUES, max_size=3))
+def test_container_units_are_the_parsed_requests_in_units_cached_or_not(requests: dict[str, Any]) -> None:
+    """The memo of parsed values answers what parsing gives, the first time and the next (True is
+    not 1 to it, an unhashable value is parsed, not cached)."""
+    c: Obj = {"name": "c", "resources": {"requests": requests}}
+    expected = {k: to_units(k, q) for k, q in container_requests(c).items()}
+    assert container_units(c) == expected
+    assert container_units(c) == expected

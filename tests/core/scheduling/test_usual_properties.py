@@ -18,7 +18,7 @@ CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "g
 node_shapes = st.lists(
     st.tuples(
         st.integers(0, 4),  # DRA GPUs
-        st.sampled_from(["", "unschedulable", "tainted", "device-plugin", "old-kubelet"]),
+        st.sampled_from(["", "unschedulable", "tainted", "device-plugin", "old-kubelet", "two-pods"]),
         st.integers(0, 3),  # running pods of 4 cpu each
         st.integers(0, 2),  # GPUs in use by other claims
     ),
@@ -36,7 +36,8 @@ def _cluster(shapes: list[tuple[int, str, int, int]]) -> list[Obj]:
             spec["unschedulable"] = True
         if kind == "tainted":
             spec["taints"] = [{"key": "k", "effect": "NoSchedule"}]
-        n = node(name, {GPU: 2} if kind == "device-plugin" else None, labels={"all": "yes"}, **spec)
+        alloc = {GPU: 2} if kind == "device-plugin" else {"pods": "2"} if kind == "two-pods" else None
+        n = node(name, alloc, labels={"all": "yes"}, **spec)
         if kind == "old-kubelet":
             n["status"]["nodeInfo"] = {"kubeletVersion": "v1.34.2"}
         objects.append(n)

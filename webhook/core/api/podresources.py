@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .objects import Obj, as_dict, as_list, spec
 from .quantity import Quantity, try_parse
@@ -91,6 +91,41 @@ def _units(reqs: dict[str, Quantity]) -> Units:
     return {k: to_units(k, q) for k, q in reqs.items()}
 
 
+#: (resource, value as written) -> scheduler units (None: unparseable). Pods repeat a handful of
+#: values ("1", "500m", "4Gi"), and every decision reads its pod's requests at PreFilter and again
+#: when the pod is assumed on its node: parsing each once keeps Quantity off the hot path. Only
+#: strings are kept (True == 1 as a key; numbers are rare in API objects).
+_UNITS: dict[tuple[str, str], int | None] = {}
+_UNITS_MAX: Final = 4096
+
+
+def _unit(key: str, value: Any) -> int | None:
+    if type(value) is not str:
+        q = try_parse(value)
+        return None if q is None else to_units(key, q)
+    try:
+        return _UNITS[(key, value)]
+    except KeyError:
+        pass
+    q = try_parse(value)
+    units = None if q is None else to_units(key, q)
+    if len(_UNITS) >= _UNITS_MAX:
+        _UNITS.clear()
+    _UNITS[(key, value)] = units
+    return units
+
+
+def container_units(container: Obj) -> Units:
+    """``container_requests`` in scheduler units (``to_units``), unparseable values ignored."""
+    out: Units = {}
+    for key, value in raw_requests(container).items():
+        if isinstance(key, str):
+            units = _unit(key, value)
+            if units is not None:
+                out[key] = units
+    return out
+
+
 def _add(into: Units, other: Units) -> None:
     for k, v in other.items():
         into[k] = into.get(k, 0) + v
@@ -138,7 +173,7 @@ class _Sum:
 def _pod_requests(pod: Obj, nonzero: bool) -> tuple[Units, Units]:
     total, nz = _Sum(), _Sum()
     for ref in containers(pod):
-        creq = _units(container_requests(ref.container))
+        creq = container_units(ref.container)
         total.add(ref, creq)
         if nonzero:
             nz.add(ref, {k: creq.get(k, default) for k, default in NONZERO_DEFAULTS.items()})
