@@ -104,9 +104,19 @@ CONTROLLERS = (
 CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
 #: kube-scheduler's client, where it runs, as fast as kube-controller-manager's.
 SCHEDULER_ARGS = ("--kube-api-qps=1000", "--kube-api-burst=1000")
+#: A DeviceClass label that leaves the class's devices to kube-scheduler (draxr manages the others).
+UNMANAGED_LABEL = "e2e.draxr.io/kube-scheduler"
 #: ``draxr serve`` flags of every row, for the tests: an unused template of the rewrite goes after 1 s
-#: (the scenarios wait for it), the apiserver gate is probed every 5 s. ``--mode`` stays ``auto``.
-DRAXR_FLAGS = ("--template-grace", "1", "--gate-probe-interval", "5")
+#: (the scenarios wait for it), the apiserver gate is probed every 5 s, every class without
+#: UNMANAGED_LABEL is draxr's to allocate. ``--mode`` stays ``auto``.
+DRAXR_FLAGS = (
+    "--template-grace",
+    "1",
+    "--gate-probe-interval",
+    "5",
+    "--managed-classes",
+    f"!{UNMANAGED_LABEL}",
+)
 
 Obj = dict[str, Any]
 

@@ -37,6 +37,7 @@ from webhook.kube.resources import PODS
 
 from .controlplane.nodes import TEST_CDI_KIND
 from .kubelet_logs import cdi_records, prepared_twice
+from .local import UNMANAGED_LABEL
 from .podclaims import make_claims
 from .target import DEPLOYMENTS, DRIVER, GATE, RESOURCES, Target
 
@@ -291,6 +292,42 @@ def test_the_kep_example_binds_and_each_container_gets_its_devices(target: Targe
     assert len(devices) == 4  # one GPU each, none shared
     assert {d.split("/")[0] for d in devices} == {f"{target.nodes[0]}-e2e-{target.run_id}"}
     assert_kubelets_gave_the_devices(target, pods)
+
+
+def test_a_pool_draxr_does_not_manage_is_placed_by_kube_scheduler(target: Target) -> None:
+    """One allocator per device pool (issue 20) with the pool left to kube-scheduler: the rows run
+    draxr with ``--managed-classes '!<UNMANAGED_LABEL>'``, so a pod asking for the name of a class
+    with that label keeps ``default-scheduler``, and the row's kube-scheduler places it: where the
+    gate is off through the claims of draxr's templates (the rewrite placed by the real
+    kube-scheduler, issue 22), where it is on through the special claim it makes itself. The
+    container gets the class's device either way."""
+    if target.sandbox is not None or target.cdi_log is None:
+        pytest.skip("needs the local rows' kube-scheduler and draxr's --managed-classes (make e2e-local)")
+    ext = f"e2e-{target.run_id}.draxr.io/unmanaged"
+    selector = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].run == "{target.run_id}"'
+    target.create(
+        "deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {
+                "name": target.class_name("unmanaged"),
+                "labels": {UNMANAGED_LABEL: "true"},
+                "annotations": {EXTENDED_RESOURCE_NAME_ANNOTATION: ext},
+            },
+            "spec": {"extendedResourceName": ext, "selectors": [{"cel": {"expression": selector}}]},
+        },
+    )
+    target.slice(target.nodes[0], 1)
+    pod = create_pod(target, "left", [container("c", {ext: "1"})])
+    assert pod["spec"]["schedulerName"] == "default-scheduler"
+    [bound] = target.wait("pods", all_bound(1, {"left"}), timeout=120)
+    if target.native:
+        assert bound["status"]["extendedResourceClaimStatus"]["requestMappings"]
+    else:
+        assert [c["name"] for c in bound["spec"]["resourceClaims"]] == ["draxr-container-0-request-0"]
+    assert len(container_devices(target, bound)["c"]) == 1
+    assert_kubelets_gave_the_devices(target, [bound])
 
 
 def test_a_dry_run_shows_the_rewrite_and_creates_nothing(target: Target, kubectl: str) -> None:
