@@ -254,7 +254,9 @@ class Target:
             },
         )
 
-    def slice(self, node: str, devices: int) -> Obj:
+    def slice(self, node: str, devices: int, fields: Obj | None = None) -> Obj:
+        """A slice of this run's test driver on ``node``: ``devices`` devices ``dev-<i>``, each with
+        more ``fields`` (capacity, taints, ...) when given."""
         return self.create(
             "resourceslices",
             {
@@ -266,7 +268,7 @@ class Target:
                     "nodeName": node,
                     "pool": {"name": f"{node}-e2e-{self.run_id}", "generation": 1, "resourceSliceCount": 1},
                     "devices": [
-                        {"name": f"dev-{i}", "attributes": {"run": {"string": self.run_id}}}
+                        {"name": f"dev-{i}", "attributes": {"run": {"string": self.run_id}}, **(fields or {})}
                         for i in range(devices)
                     ],
                 },

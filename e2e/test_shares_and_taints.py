@@ -17,29 +17,17 @@ from webhook.core.api.objects import Obj
 
 from .controlplane.nodes import TEST_CDI_KIND
 from .kubelet_logs import cdi_records, prepared_twice
-from .target import DRIVER, RESOURCES, Target
+from .target import RESOURCES, Target
 from .test_rewrite import all_bound, container, create_pod
 from .test_upstream_extended_resources import mapped_class, running, unschedulable
 
 pytestmark = pytest.mark.any_gate
 
 
-def _slice(target: Target, device: Obj, field: str, gate: str) -> None:
-    """A slice of this run's test driver with the one ``device``; skips where the apiserver drops
-    ``field`` (``gate`` off)."""
-    node = target.nodes[0]
-    body: Obj = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-e2e-{target.run_id}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": f"{node}-e2e-{target.run_id}", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"attributes": {"run": {"string": target.run_id}}, **device}],
-        },
-    }
-    created = target.create("resourceslices", body)
+def _slice(target: Target, fields: Obj, field: str, gate: str) -> None:
+    """A slice of this run's test driver with one device ``dev-0`` with ``fields``; skips where the
+    apiserver drops ``field`` (``gate`` off)."""
+    created = target.slice(target.nodes[0], 1, fields)
     if field not in created["spec"]["devices"][0]:
         pytest.skip(f"the apiserver drops devices[].{field} ({gate} is off)")
 
@@ -72,7 +60,7 @@ def test_four_pods_take_four_shares_of_one_device(target: Target) -> None:
         target.require_controllers("claims from draxr's templates")
     _slice(
         target,
-        {"name": "dev-0", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "4Gi"}}},
+        {"allowMultipleAllocations": True, "capacity": {"memory": {"value": "4Gi"}}},
         "allowMultipleAllocations",
         "DRAConsumableCapacity",
     )
@@ -106,7 +94,7 @@ def test_a_tainted_device_serves_only_through_a_class_that_tolerates_it(target: 
     if not target.native:
         target.require_controllers("claims from draxr's templates")
     taint = {"key": "e2e.draxr.io/broken", "value": "true", "effect": "NoSchedule"}
-    _slice(target, {"name": "dev-0", "taints": [taint]}, "taints", "DRADeviceTaints")
+    _slice(target, {"taints": [taint]}, "taints", "DRADeviceTaints")
     plain = f"e2e-{target.run_id}.draxr.io/plain"
     tolerating = f"e2e-{target.run_id}.draxr.io/tolerating"
     toleration = {"key": "e2e.draxr.io/broken", "operator": "Exists", "effect": "NoSchedule"}

@@ -58,18 +58,69 @@ def mapped_class(target: Target, suffix: str, ext: str, annotations: dict[str, s
     return str(target.create("deviceclasses", body)["metadata"]["name"])
 
 
-def test_three_containers_multiple_resources_each(target: Target) -> None:
-    """upstream: "must run a pod with explicit extended resource with three containers multiple
-    resources each": six explicit names, one class each; container0 asks for the first, container1 for
-    the next two, container2 for the last three. Each container gets exactly the devices of its own
-    names, six distinct devices in all."""
+def _extended_resource_test(target: Target, names: list[str]) -> None:
+    """upstream's ``extendedResourceTest``: a pod whose container asks for one of each name, with an
+    init container asking two of each, a sidecar one of each and a second init container one of each;
+    it runs, its container gets one device per name, and every container gets exactly the devices
+    its requests map to it."""
+    one = dict.fromkeys(names, "1")
+    create_pod(
+        target,
+        "ext",
+        [container("c", one)],
+        initContainers=[
+            container("c-init", dict.fromkeys(names, "2")),
+            container("c-sidecar", one, restartPolicy="Always"),
+            container("c-init-1", one),
+        ],
+    )
+    [pod] = target.wait("pods", all_bound(1), timeout=60)
+    got = container_devices(target, pod)
+    assert len(got["c"]) == len(names)
+    assert len(got["c-init"]) == 2 * len(names)
+    assert_kubelets_gave_the_devices(target, [pod])
+
+
+@pytest.mark.parametrize(
+    ("case", "classes", "implicit"),
+    [
+        ("explicit-one-resource", 1, False),
+        ("implicit-one-resource", 1, True),
+        ("explicit-three-resources", 3, False),
+    ],
+)
+def test_one_container(target: Target, case: str, classes: int, implicit: bool) -> None:
+    """upstream: "must run a pod with explicit extended resource with one container one resource",
+    "... implicit extended resource with one container one resource" and "... explicit extended
+    resource with one container three resources" (``extendedResourceTest``)."""
+    if not target.native:
+        target.require_controllers("claims from draxr's templates")
+    names = []
+    for i in range(classes):
+        ext = f"e2e-{target.run_id}.draxr.io/{case}{i}"
+        class_name = mapped_class(target, f"{case}{i}", ext)
+        names.append(f"deviceclass.resource.kubernetes.io/{class_name}" if implicit else ext)
+    target.slice(target.nodes[0], 4 * classes)
+    _extended_resource_test(target, names)
+
+
+@pytest.mark.parametrize(
+    "asks",
+    [[[0], [1], [2]], [[0], [1, 2], [3, 4, 5]]],
+    ids=["one-resource-each", "multiple-resources-each"],
+)
+def test_three_containers(target: Target, asks: list[list[int]]) -> None:
+    """upstream: "must run a pod with explicit extended resource with three containers one resource
+    each" and "... three containers multiple resources each": one explicit name per class; container
+    ``c`` asks for one of each of the names ``asks[c]`` (three names, or six: the first, the next two,
+    the last three). Each container gets exactly the devices of its own names, all distinct."""
     if not target.native:
         target.require_controllers("claims from draxr's templates")
     prefix = f"e2e-{target.run_id}.draxr.io/multi"
-    for i in range(6):
+    n = sum(len(names) for names in asks)
+    for i in range(n):
         mapped_class(target, f"multi{i}", f"{prefix}{i}")
-    target.slice(target.nodes[0], 6)
-    asks = [[0], [1, 2], [3, 4, 5]]
+    target.slice(target.nodes[0], n)
     create_pod(
         target,
         "multi",
@@ -77,8 +128,10 @@ def test_three_containers_multiple_resources_each(target: Target) -> None:
     )
     [pod] = target.wait("pods", all_bound(1), timeout=60)
     got = container_devices(target, pod)
-    assert {c: len(d) for c, d in got.items()} == {"container0": 1, "container1": 2, "container2": 3}
-    assert len(set().union(*got.values())) == 6  # none shared
+    assert {c: len(d) for c, d in got.items()} == {
+        f"container{c}": len(names) for c, names in enumerate(asks)
+    }
+    assert len(set().union(*got.values())) == n  # none shared
     assert_kubelets_gave_the_devices(target, [pod])
 
 

@@ -449,11 +449,11 @@ def wait_until(
 class ControlPlane:
     """etcd + kube-apiserver (+ kube-controller-manager, + kube-scheduler) as a context manager.
 
-    ``version``: ``"1.35"`` or ``"1.36"`` (the patch release is pinned in versions.env).
+    ``version``: ``"1.34"`` to ``"1.37"`` (the patch release is pinned in versions.env).
     ``gates``: ``--feature-gates`` for every component.
     ``controllers``: False (none), True (``DEFAULT_CONTROLLERS``) or kube-controller-manager's
     ``--controllers`` names.
-    ``scheduler``: also run kube-scheduler (built for 1.36 only).
+    ``scheduler``: also run kube-scheduler, as ``system:kube-scheduler`` (``KUBE_SCHEDULER``).
     ``scheduler_args``: more kube-scheduler flags (``--kube-api-qps=1000``, say).
     ``controller_manager_args``: more kube-controller-manager flags (the same, say).
     ``runtime_config``: ``--runtime-config``; by default ``DEFAULT_RUNTIME_CONFIG`` (resource.k8s.io
