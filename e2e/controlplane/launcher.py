@@ -408,10 +408,31 @@ def _die_with_parent() -> None:
 
 
 @dataclass
-class _Proc:
+class Proc:
+    """A process the test infrastructure started, and its log."""
+
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+
+
+def spawn(name: str, argv: list[str], workdir: Path, cwd: Path, *, own_group: bool = False) -> Proc:
+    """Starts ``argv`` in ``cwd``, logging to ``<workdir>/<name>.log`` (the command line first); it
+    dies with this process. ``own_group``: a process group of its own, stopped as one."""
+    log = workdir / f"{name}.log"
+    with log.open("ab") as out:
+        out.write(f"$ {' '.join(argv)}\n".encode())
+        out.flush()
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=own_group,
+            preexec_fn=_die_with_parent,
+        )
+    return Proc(name, popen, log)
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -506,7 +527,7 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._etcd_data: Path | None = None
         self._ca: _CA | None = None
-        self._procs: list[_Proc] = []
+        self._procs: list[Proc] = []
         self.port = 0
         self.etcd_url = ""
 
@@ -609,7 +630,7 @@ class ControlPlane:
 
     # -- pieces ------------------------------------------------------------------------------------------
 
-    def _terminate(self, proc: _Proc) -> None:
+    def _terminate(self, proc: Proc) -> None:
         """SIGTERM, SIGKILL after ``stop_timeout`` (nothing for a process that has exited)."""
         if proc.popen.poll() is None:
             proc.popen.send_signal(signal.SIGTERM)
@@ -619,20 +640,8 @@ class ControlPlane:
                 proc.popen.kill()
                 proc.popen.wait(self.stop_timeout)
 
-    def _spawn(self, name: str, argv: list[str]) -> _Proc:
-        log = self.workdir / f"{name}.log"
-        with log.open("ab") as out:
-            out.write(f"$ {' '.join(argv)}\n".encode())
-            out.flush()
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                preexec_fn=_die_with_parent,
-            )
-        proc = _Proc(name, popen, log)
+    def _spawn(self, name: str, argv: list[str]) -> Proc:
+        proc = spawn(name, argv, self.workdir, self.workdir)
         self._procs.append(proc)
         return proc
 

@@ -33,12 +33,13 @@ from .host import Containment, HostState
 from .launcher import (
     ControlPlane,
     ControlPlaneError,
+    Proc,
     User,
-    _die_with_parent,
     _gates_flag,
     find_node_tools,
     free_port,
     log_tail,
+    spawn,
     wait_until,
 )
 
@@ -80,13 +81,6 @@ class NodeSpec:
     labels: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass
-class _Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-
 class Nodes:
     """The Nodes of ``specs`` on a running ControlPlane, as a context manager."""
 
@@ -121,7 +115,7 @@ class Nodes:
         self.cdi_log = self.workdir / "cdi.jsonl"
         self.prepare_log = self.workdir / "prepare.jsonl"
         self._run: Path | None = None
-        self._procs: list[_Proc] = []
+        self._procs: list[Proc] = []
         self._host: HostState | None = None
         #: What the safety net had to put back after stop() (empty when the containment held).
         self.host_repairs: list[str] = []
@@ -216,7 +210,7 @@ class Nodes:
             shutil.rmtree(self._run, ignore_errors=True)
             self._run = None
 
-    def _terminate(self, proc: _Proc) -> None:
+    def _terminate(self, proc: Proc) -> None:
         """SIGTERM to the process group, SIGKILL after ``stop_timeout``."""
         self._signal(proc, signal.SIGTERM)
         try:
@@ -226,7 +220,7 @@ class Nodes:
             proc.popen.wait(self.stop_timeout)
 
     @staticmethod
-    def _signal(proc: _Proc, sig: int) -> None:
+    def _signal(proc: Proc, sig: int) -> None:
         """Signals the process group the process leads (a kubelet's mount helpers with it)."""
         if proc.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -245,23 +239,10 @@ class Nodes:
 
     # -- pieces ------------------------------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str], cwd: Path) -> _Proc:
+    def _spawn(self, name: str, argv: list[str], cwd: Path) -> Proc:
         """Starts ``argv`` in ``cwd`` (its node's directory: a process that removes relative paths
-        removes nothing of the logs), logging to ``<workdir>/<name>.log``."""
-        log = self.workdir / f"{name}.log"
-        with log.open("ab") as out:
-            out.write(f"$ {' '.join(argv)}\n".encode())
-            out.flush()
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                start_new_session=True,  # a process group of its own, stopped as one
-                preexec_fn=_die_with_parent,
-            )
-        proc = _Proc(name, popen, log)
+        removes nothing of the logs), in a process group of its own, logging to ``<workdir>/<name>.log``."""
+        proc = spawn(name, argv, self.workdir, cwd, own_group=True)
         self._procs.append(proc)
         return proc
 
