@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from .objects import Obj, as_dict, as_list, spec
 from .quantity import Quantity, try_parse
@@ -91,28 +92,19 @@ def _units(reqs: dict[str, Quantity]) -> Units:
     return {k: to_units(k, q) for k, q in reqs.items()}
 
 
-#: (resource, value as written) -> scheduler units (None: unparseable). Pods repeat a handful of
-#: values ("1", "500m", "4Gi"), and every decision reads its pod's requests at PreFilter and again
-#: when the pod is assumed on its node: parsing each once keeps Quantity off the hot path. Only
-#: strings are kept (True == 1 as a key; numbers are rare in API objects).
-_UNITS: dict[tuple[str, str], int | None] = {}
-_UNITS_MAX: Final = 4096
+def _units_of(key: str, value: Any) -> int | None:
+    q = try_parse(value)
+    return None if q is None else to_units(key, q)
+
+
+#: Pods repeat a handful of values ("1", "500m", "4Gi"), and every decision reads its pod's requests
+#: at PreFilter and again when the pod is assumed on its node: each written string is converted once
+#: (``Quantity.parse`` caches the parse, this the units). Only strings: ``True == 1`` as a key.
+_text_units = functools.lru_cache(maxsize=4096)(_units_of)
 
 
 def _unit(key: str, value: Any) -> int | None:
-    if type(value) is not str:
-        q = try_parse(value)
-        return None if q is None else to_units(key, q)
-    try:
-        return _UNITS[(key, value)]
-    except KeyError:
-        pass
-    q = try_parse(value)
-    units = None if q is None else to_units(key, q)
-    if len(_UNITS) >= _UNITS_MAX:
-        _UNITS.clear()
-    _UNITS[(key, value)] = units
-    return units
+    return _text_units(key, value) if type(value) is str else _units_of(key, value)
 
 
 def container_units(container: Obj) -> Units:
