@@ -156,6 +156,27 @@ def test_a_second_pre_bind_of_a_resumed_decision_writes_nothing(gpu_cluster: Clu
     assert len(kube.claims()) == 1
 
 
+def test_a_stale_copy_showing_the_mapping_does_not_skip_writing_it(gpu_cluster: Cluster) -> None:
+    """A failed cycle wrote the mapping and its Unreserve cleared it, but the copy the next cycle
+    holds still shows it (the clearing event not seen yet): the mapping is written again, never
+    taken from the copy, so the pod is not bound naming no claim (the chaos scenario's failure)."""
+    kube = gpu_cluster
+    pod = kube.pod("p")
+    b, _ = binder(kube)
+    b.pre_bind(pod, decide(kube, pod), Written())
+    stale = kube.em.get("pods", "p", "default")
+    assert stale["status"]["extendedResourceClaimStatus"]
+    again = decide(kube, pod, writer="draxr")
+    assert again.resumed is not None
+    b.clear_mapping(pod, stale["status"]["extendedResourceClaimStatus"]["resourceClaimName"])
+    assert "extendedResourceClaimStatus" not in kube.em.get("pods", "p", "default")["status"]
+    b.pre_bind(stale, again, Written())
+    b.bind(stale, "n")
+    live = kube.em.get("pods", "p", "default")
+    assert live["spec"]["nodeName"] == "n"
+    assert live["status"]["extendedResourceClaimStatus"] == stale["status"]["extendedResourceClaimStatus"]
+
+
 def _leftover(kube: Cluster, pod: Obj, count: int = 1, finalizer: bool = False) -> Obj:
     request = {
         "name": "container-0-request-0",

@@ -107,8 +107,9 @@ class Binder:
 
     def pre_bind(self, pod: Obj, decision: Decision, written: Written) -> None:
         special = decision.special_allocation()
+        live: Obj = pod
         if decision.user_claims or special is not None:
-            self._unbound(pod)  # before the first write
+            live = self._unbound(pod)  # before the first write
         for uc in decision.user_claims:
             allocation = uc.allocation.to_api() if uc.allocation is not None else None
             ns, cname = namespace(uc.claim), name(uc.claim)
@@ -126,18 +127,20 @@ class Binder:
                 namespace(claim), name(claim), pod, special, expected_uid=uid(claim), known=claim
             )
             self._observe("claim-allocated", pod)
-            self._patch_pod_status(pod, extended_resource_claim_status(name(claim), decision.mappings))
+            erc_status = extended_resource_claim_status(name(claim), decision.mappings)
+            self._patch_pod_status(pod, erc_status, live)
             written.pod_status = True
             self._observe("pod-status", pod)
 
-    def _unbound(self, pod: Obj) -> None:
-        """The pod as the API holds it now is this one (uid), and unbound; else BindError."""
+    def _unbound(self, pod: Obj) -> Obj:
+        """The pod as the API holds it now: this one (uid), and unbound; else BindError."""
         live = self.read_pod(pod)
         if live is None:
             raise BindError(f"pod {key(pod)} was deleted in the meantime")
         node = spec(live).get("nodeName")
         if node:
             raise AlreadyBound(f"pod {key(pod)} is already bound to node {node}")
+        return live
 
     def read_pod(self, pod: Obj) -> Obj | None:
         """A fresh copy of the pod; None when it is gone or another pod has its name now."""
@@ -282,13 +285,16 @@ class Binder:
             reserve, claim, lambda: self._get_claim(ns, cname), f"update claim {ns}/{cname} status"
         )
 
-    def _patch_pod_status(self, pod: Obj, erc_status: Obj) -> None:
+    def _patch_pod_status(self, pod: Obj, erc_status: Obj, live: Obj) -> None:
+        """Write the mapping unless ``live`` (the pod as read at the start of this PreBind) holds
+        it already. Never the queue's copy: it may still show a mapping a failed cycle's
+        Unreserve has cleared since, and the pod would be bound naming no claim."""
         if not erc_status.get("requestMappings"):
             raise BindError(
                 f"nil or empty request mappings, no update of pod {namespace(pod)}/{name(pod)} "
                 "ExtendedResourceClaimStatus"
             )
-        if status(pod).get("extendedResourceClaimStatus") == erc_status:
+        if status(live).get("extendedResourceClaimStatus") == erc_status:
             return
         try:
             # A merge patch carries no resourceVersion, so a conflict is safe to retry as is.
