@@ -318,12 +318,21 @@ class LocalCluster:
         workdir: Path,
         *,
         workers: int = 2,
+        webhooks: int = 1,
+        nodes: Sequence[NodeSpec] | None = None,
+        kubelet: Path | None = None,
         progress: Callable[[str], None] = lambda _: None,
     ) -> None:
+        """``webhooks``: webhook replicas (``webhook``, ``webhook-1``, ...; the configurations call
+        the first, every one reports the mode); ``nodes``: the Nodes (default ``row_nodes(row)``);
+        ``kubelet``: the kubelets' binary (default: the row's release; an older one for an upgrade)."""
         self.row = row
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.n_workers = workers
+        self.n_webhooks = webhooks
+        self.node_specs = list(nodes) if nodes is not None else row_nodes(row)
+        self.kubelet = kubelet
         # runtime_config={}: the release's default API versions (resource.k8s.io/v1 only), as a
         # cluster installed with defaults serves them.
         self.cp = ControlPlane(
@@ -366,8 +375,16 @@ class LocalCluster:
             )
         self.progress(f"starting etcd and Kubernetes v{self.cp.version}'s control plane")
         self.cp.start()
-        self.progress(f"starting {len(NODES)} kubelets (fake runtimes, DRA drivers, a device plugin)")
-        self.nodes = Nodes(self.cp, row_nodes(self.row), workdir=self.workdir / "nodes", gates=self.row.gates)
+        self.progress(
+            f"starting {len(self.node_specs)} kubelets (fake runtimes, DRA drivers, device plugins)"
+        )
+        self.nodes = Nodes(
+            self.cp,
+            self.node_specs,
+            workdir=self.workdir / "nodes",
+            gates=self.row.gates,
+            kubelet=self.kubelet,
+        )
         self.nodes.launch()
         self.progress("installing draxr (RBAC, certificates, webhook, two workers)")
         self._apply(self._manifests("--cert-manager"), RBAC_KINDS)  # RBAC only: no certificates made here
@@ -418,23 +435,7 @@ class LocalCluster:
         )
 
     def _start_draxr(self) -> list[DraxrProcess]:
-        webhook = DraxrProcess(
-            "webhook",
-            [
-                "--no-worker",
-                "--cert-dir",
-                str(self.certs),
-                "--kubeconfig",
-                str(self.cp.kubeconfig_path("webhook")),
-                "--namespace",
-                NAMESPACE,
-                *DRAXR_FLAGS,
-                *self.row.draxr_flags,
-            ],
-            self.workdir / "draxr-webhook.log",
-            free_port(),
-            https_ca=self.certs / "ca.crt",
-        )
+        webhooks = [self._webhook(f"webhook-{i}" if i else "webhook") for i in range(self.n_webhooks)]
         lease, renew, retry = LEASE_TIMINGS
         workers = [
             DraxrProcess(
@@ -465,12 +466,31 @@ class LocalCluster:
             )
             for i in range(self.n_workers)
         ]
-        procs = [webhook, *workers]
+        procs = [*webhooks, *workers]
         for p in procs:
             p.start()
         for p in procs:
             p.wait_ready()
         return procs
+
+    def _webhook(self, name: str) -> DraxrProcess:
+        return DraxrProcess(
+            name,
+            [
+                "--no-worker",
+                "--cert-dir",
+                str(self.certs),
+                "--kubeconfig",
+                str(self.cp.kubeconfig_path("webhook")),
+                "--namespace",
+                NAMESPACE,
+                *DRAXR_FLAGS,
+                *self.row.draxr_flags,
+            ],
+            self.workdir / f"draxr-{name}.log",
+            free_port(),
+            https_ca=self.certs / "ca.crt",
+        )
 
     def _wait_for_hooks(self, webhook: DraxrProcess) -> None:
         """Configurations reach the apiserver's admission chain through an informer: probe with a dry
