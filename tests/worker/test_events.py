@@ -93,3 +93,67 @@ def test_the_unschedulable_condition_never_lands_on_a_pod_recreated_under_its_na
     assert kube.condition("p") is None
     assert set_unschedulable(kube.client(), kube.em.get("pods", "p", "default"), "Unschedulable", "x")
     assert (kube.condition("p") or {}).get("reason") == "Unschedulable"
+
+
+# -- post: the cycles' Events, queued for a sender of their own --------------------------------------
+
+
+def _events(kube: Cluster) -> list[str]:
+    return sorted(e["reason"] for e in kube.em.list("events", "default"))
+
+
+def test_post_without_a_sender_writes_at_once(kube: Cluster) -> None:
+    rec = EventRecorder(kube.client(), "draxr", "x")
+    rec.post(kube.pod("p"), "Normal", "Scheduled", "ok")
+    assert _events(kube) == ["Scheduled"]
+
+
+def test_post_does_not_wait_for_the_write_and_flush_does(kube: Cluster) -> None:
+    """A binding never waits for its Event's round trip (kube-scheduler's recorder is
+    asynchronous): with the write held up, ``post`` has returned before the Event exists."""
+    pod = kube.pod("p")
+    kube.em.inject(verbs="create", resource="events", latency=1.0)
+    rec = EventRecorder(kube.client(), "draxr", "x").start()
+    rec.post(pod, "Normal", "Scheduled", "ok")
+    assert _events(kube) == []
+    assert rec.flush(10)
+    assert _events(kube) == ["Scheduled"]
+    rec.stop()
+
+
+def test_a_full_queue_drops_and_counts_what_does_not_fit(kube: Cluster) -> None:
+    pods = [kube.pod(f"p{i}") for i in range(6)]
+    kube.em.inject(verbs="create", resource="events", latency=0.3)
+    rec = EventRecorder(kube.client(), "draxr", "x", max_queued=2).start()
+    for pod in pods:
+        rec.post(pod, "Normal", "Scheduled", "ok")
+    assert rec.flush(10)
+    written = len(_events(kube))
+    assert rec.overflowed >= 3  # at most one in flight and two queued when the posts came
+    assert written + rec.overflowed == len(pods)  # each Event written or counted, none lost unseen
+    rec.stop()
+
+
+def test_stop_sends_what_is_queued_then_post_writes_at_once(kube: Cluster) -> None:
+    pods = [kube.pod(f"p{i}") for i in range(3)]
+    kube.em.inject(verbs="create", resource="events", latency=0.2)
+    rec = EventRecorder(kube.client(), "draxr", "x").start()
+    for pod in pods:
+        rec.post(pod, "Normal", "Scheduled", "ok")
+    rec.stop()
+    assert len(_events(kube)) == 3
+    kube.em.clear_faults()
+    rec.post(pods[0], "Normal", "Preempted", "by q")
+    assert sorted(_events(kube)) == ["Preempted", "Scheduled", "Scheduled", "Scheduled"]
+
+
+def test_a_refused_event_is_dropped_and_the_sender_goes_on(kube: Cluster) -> None:
+    pods = [kube.pod(f"p{i}") for i in range(2)]
+    kube.em.inject(verbs="create", resource="events", error=422, times=1)
+    rec = EventRecorder(kube.client(), "draxr", "x").start()
+    rec.post(pods[0], "Normal", "Scheduled", "first")
+    assert rec.flush(30)
+    rec.post(pods[1], "Normal", "Scheduled", "second")
+    assert rec.flush(30)
+    assert [e["message"] for e in kube.em.list("events", "default")] == ["second"]
+    rec.stop()

@@ -110,10 +110,10 @@ class BindingCycle:
                 else None,
             },
         )
-        self.events.event(pod, "Normal", "Scheduled", scheduled_message(pod, decision))
+        self.events.post(pod, "Normal", "Scheduled", scheduled_message(pod, decision))
         relaxed = relaxed_alignment_message(decision)
         if relaxed is not None:
-            self.events.event(pod, "Normal", ALIGNMENT_RELAXED, relaxed)
+            self.events.post(pod, "Normal", ALIGNMENT_RELAXED, relaxed)
 
     def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
         """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""

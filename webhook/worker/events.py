@@ -3,10 +3,17 @@
 A scheduled pod's ``Scheduled`` Event keeps kube-scheduler's words and adds which devices it got and
 why (``core.placement.describe``); a ``draxr.io/align: preferred`` pod that got no aligned set also
 gets an ``AlignmentRelaxed`` Event.
+
+The scheduling and binding cycles ``post`` their Events as kube-scheduler's recorder does: queued for
+a sender thread of their own (client-go's broadcaster, 1,000 queued at most, more dropped and
+counted), so a binding never waits for its Event's round trip. Reporters that must know whether the
+Event was written (``doubles.py``, ``nodevices.py``) call ``event``, which writes at once.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +25,11 @@ from ..core.api.objects import Obj, format_time, key, name, namespace, uid
 from ..core.scheduling.framework import Decision
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import EVENTS, PODS
+
+log = logging.getLogger("draxr.events")
+
+#: client-go's ``maxQueuedEvents``: Events waiting for the sender beyond this are dropped.
+MAX_QUEUED_EVENTS = 1000
 
 
 def now_rfc3339(wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
@@ -73,6 +85,7 @@ class EventRecorder:
         qps: float = SPAM_QPS,
         burst: int = SPAM_BURST,
         clock: Callable[[], float] = time.monotonic,
+        max_queued: int = MAX_QUEUED_EVENTS,
     ) -> None:
         self.client = client
         self.component = component
@@ -86,6 +99,10 @@ class EventRecorder:
         self._spam: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
         self.dropped = 0
+        #: Events ``post`` dropped because the sender's queue was full.
+        self.overflowed = 0
+        self._queue: queue.Queue[Obj | None] = queue.Queue(max_queued)
+        self._sender: threading.Thread | None = None
 
     def allow(self, obj_uid: str, reason: str, message: str) -> bool:
         key = (obj_uid, reason, message)
@@ -121,10 +138,80 @@ class EventRecorder:
         kind: str = "Pod",
         api_version: str = "v1",
     ) -> bool:
-        """An Event about ``pod`` (or another namespaced object of ``kind``); False when filtered
-        or the create failed."""
+        """An Event about ``pod`` (or another namespaced object of ``kind``), written now; False when
+        filtered or the create failed."""
+        body = self._body(pod, event_type, reason, message, kind, api_version)
+        return body is not None and self._send(body)
+
+    def post(
+        self,
+        pod: Obj,
+        event_type: str,
+        reason: str,
+        message: str,
+        *,
+        kind: str = "Pod",
+        api_version: str = "v1",
+    ) -> None:
+        """An Event about ``pod``, fire and forget: filtered as ``event``, then queued for the sender
+        thread (written at once when none runs); dropped and counted when the queue is full."""
+        body = self._body(pod, event_type, reason, message, kind, api_version)
+        if body is None:
+            return
+        if self._sender is None:
+            self._send(body)
+            return
+        try:
+            self._queue.put_nowait(body)
+        except queue.Full:
+            with self._lock:
+                self.overflowed += 1
+
+    def start(self) -> EventRecorder:
+        """``post`` queues from now on, for a sender thread of its own."""
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._run, name="events", daemon=True)
+            self._sender.start()
+        return self
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait (bounded) until every queued Event was sent or failed; True when none waits."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Send what is queued (bounded by ``timeout``), then end the sender; ``post`` writes at
+        once again."""
+        sender, self._sender = self._sender, None
+        if sender is None:
+            return
+        self.flush(timeout)
+        self._queue.put(None)
+        sender.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            body = self._queue.get()
+            try:
+                if body is None:
+                    return
+                self._send(body)
+            except Exception:  # the sender outlives any one Event
+                log.exception("event not written")
+            finally:
+                self._queue.task_done()
+
+    def _body(
+        self, pod: Obj, event_type: str, reason: str, message: str, kind: str, api_version: str
+    ) -> Obj | None:
         if not self.allow(uid(pod), reason, message):
-            return False
+            return None
         involved = {
             "apiVersion": api_version,
             "kind": kind,
@@ -132,19 +219,23 @@ class EventRecorder:
             "namespace": namespace(pod),
             "uid": uid(pod),
         }
+        return event_body(
+            involved,
+            event_type,
+            reason,
+            message,
+            now=now_rfc3339(),
+            component=self.component,
+            instance=self.instance,
+        )
+
+    def _send(self, body: Obj) -> bool:
         try:
-            create_event(
-                self.client,
-                involved,
-                event_type,
-                reason,
-                message,
-                now=now_rfc3339(),
-                component=self.component,
-                instance=self.instance,
-            )
-        except (ApiError, NotLeader):
-            return False  # events are best effort, like client-go's broadcaster (and fenced)
+            self.client.create(EVENTS, body, body["metadata"]["namespace"])
+        except (ApiError, NotLeader, OSError) as e:
+            # Best effort, like client-go's broadcaster (and fenced).
+            log.debug("event not written: %s", e, extra={"reason": body.get("reason")})
+            return False
         return True
 
 
@@ -161,6 +252,21 @@ def create_event(
 ) -> None:
     """Create one core/v1 Event about ``involved`` (an object reference with ``name`` and
     ``namespace``) in its namespace, named after it; raises what the API call raises."""
+    body = event_body(involved, event_type, reason, message, now=now, component=component, instance=instance)
+    client.create(EVENTS, body, involved["namespace"])
+
+
+def event_body(
+    involved: Obj,
+    event_type: str,
+    reason: str,
+    message: str,
+    *,
+    now: str,
+    component: str = "draxr",
+    instance: str | None = None,
+) -> Obj:
+    """A core/v1 Event about ``involved``, named after it."""
     ns = involved["namespace"]
     body: dict[str, Any] = {
         "apiVersion": "v1",
@@ -178,7 +284,7 @@ def create_event(
     if instance is not None:
         body["reportingComponent"] = component
         body["reportingInstance"] = instance
-    client.create(EVENTS, body, ns)
+    return body
 
 
 ALIGNMENT_RELAXED = "AlignmentRelaxed"

@@ -95,7 +95,7 @@ class PreemptionExecutor:
                 log.warning("preemption of a victim failed", extra={"pod": key(victim), "reason": str(e)})
             return
         log.info("preempted", extra={"pod": key(victim), "preemptor": key(preemptor), "node": node})
-        self.events.event(victim, "Normal", "Preempted", preempted_message(preemptor, node))
+        self.events.post(victim, "Normal", "Preempted", preempted_message(preemptor, node))
 
     def _nominate(self, pod: Obj, node: str | None) -> None:
         try:

@@ -142,4 +142,4 @@ class SchedulingLoop:
             set_unschedulable(self.client, pod, reason, message)
         except (ApiError, NotLeader) as e:
             log.warning("set PodScheduled=False: %s", e, extra={"pod": key(pod)})
-        self.events.event(pod, "Warning", "FailedScheduling", message)
+        self.events.post(pod, "Warning", "FailedScheduling", message)

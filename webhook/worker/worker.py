@@ -153,6 +153,7 @@ class Worker:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> Worker:
+        self.events.start()
         self.leadership.start()
         loops: tuple[tuple[Callable[[], None], str], ...] = (
             (lambda: self.scheduling.run(self._stop, self.leadership.leading), "schedule"),
@@ -171,6 +172,7 @@ class Worker:
         for t in self._threads:
             t.join(timeout=10)
         self._pool.shutdown(wait=True, cancel_futures=False)
+        self.events.stop()
 
     # -- what tests and the runtime ask ---------------------------------------------------------
 
