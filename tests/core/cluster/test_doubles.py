@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.allocated import AllocatedState
-from webhook.core.cluster.doubles import DeviceHolders, exclusive_devices
+from webhook.core.cluster.doubles import DeviceHolders, held_devices
 from webhook.core.cluster.nodeinfo import Nodes
 
 DRIVER = "gpu.example.com"
@@ -49,7 +49,23 @@ def test_shares_and_admin_access_are_not_double_allocations() -> None:
     state.upsert_claim(claim("c", result("gpu-1")))
     state.upsert_claim(claim("monitor", result("gpu-1", adminAccess=True)))
     assert state.holders.double_allocated() == {}
-    assert exclusive_devices(claim("c", result("gpu-1"), result("gpu-0", shareID="x"))) == [dev("gpu-1")]
+    held = held_devices(
+        claim("c", result("gpu-1"), result("gpu-0", shareID="x"), result("gpu-2", adminAccess=True))
+    )
+    assert held == [(dev("gpu-1"), True), (dev("gpu-0"), False)]
+
+
+def test_a_device_one_claim_holds_alone_and_another_shares_is_a_double_allocation() -> None:
+    """A share is only right beside other shares: a claim holding the device whole (no shareID)
+    and a claim holding a share of it are two allocators' doing, whichever came first."""
+    state = AllocatedState(Nodes())
+    state.upsert_claim(claim("whole", result("gpu-0")))
+    state.upsert_claim(claim("share", result("gpu-0", shareID="11111111-1111-1111-1111-111111111111")))
+    assert state.holders.double_allocated() == {dev("gpu-0"): [("default", "share"), ("default", "whole")]}
+    state.upsert_claim(claim("whole"))  # deallocated: a share alone is fine
+    assert state.holders.double_allocated() == {}
+    state.upsert_claim(claim("monitor", result("gpu-0", adminAccess=True)))  # admin access never counts
+    assert state.holders.double_allocated() == {}
 
 
 def test_in_flight_reservations_are_not_allocations() -> None:
@@ -72,23 +88,34 @@ CLAIMS = [f"c{i}" for i in range(5)]
 DEVICES = [f"gpu-{i}" for i in range(4)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(CLAIMS), st.sets(st.sampled_from(DEVICES), max_size=3)), max_size=25)
+    st.lists(
+        st.tuples(
+            st.sampled_from(CLAIMS),
+            st.dictionaries(
+                st.sampled_from(DEVICES), st.sampled_from(["whole", "share", "admin"]), max_size=3
+            ),
+        ),
+        max_size=25,
+    )
 )
 def test_doubles_are_exactly_the_devices_two_current_allocations_hold(
-    steps: list[tuple[str, set[str]]],
+    steps: list[tuple[str, dict[str, str]]],
 ) -> None:
     """Property: after any sequence of allocations, reallocations and deallocations (an empty
-    set), the doubles are what a scan of the claims' current allocations finds."""
+    dict), the doubles are what a scan of the claims' current allocations finds: devices held by two
+    or more claims, one of them holding it whole (shares beside shares and admin access are fine)."""
     holders = DeviceHolders()
-    current: dict[str, set[str]] = {}
+    current: dict[str, dict[str, str]] = {}
+    extra = {"whole": {}, "share": {"shareID": "s"}, "admin": {"adminAccess": True}}
     for claim_name, devices in steps:
-        holders.set_claim(("default", claim_name), claim(claim_name, *map(result, sorted(devices))))
+        results = [result(d, **extra[how]) for d, how in sorted(devices.items())]
+        holders.set_claim(("default", claim_name), claim(claim_name, *results))
         current[claim_name] = devices
     expected: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     for device in DEVICES:
-        held = sorted(("default", c) for c, ds in current.items() if device in ds)
-        if len(held) > 1:
-            expected[dev(device)] = held
+        held = {c: ds[device] for c, ds in current.items() if ds.get(device) in ("whole", "share")}
+        if len(held) > 1 and "whole" in held.values():
+            expected[dev(device)] = sorted(("default", c) for c in held)
     assert holders.double_allocated() == expected
