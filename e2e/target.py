@@ -40,9 +40,10 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 RESOURCES = {
     **BY_PLURAL,
-    **{r.plural: r for r in (SERVICE_ACCOUNTS, DEPLOYMENTS, REPLICA_SETS, CONFIG_MAPS)},
+    **{r.plural: r for r in (SERVICE_ACCOUNTS, DEPLOYMENTS, REPLICA_SETS, CONFIG_MAPS, PRIORITY_CLASSES)},
 }
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
