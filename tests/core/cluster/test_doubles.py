@@ -108,7 +108,7 @@ def test_doubles_are_exactly_the_devices_two_current_allocations_hold(
     or more claims, one of them holding it whole (shares beside shares and admin access are fine)."""
     holders = DeviceHolders()
     current: dict[str, dict[str, str]] = {}
-    extra = {"whole": {}, "share": {"shareID": "s"}, "admin": {"adminAccess": True}}
+    extra: dict[str, Obj] = {"whole": {}, "share": {"shareID": "s"}, "admin": {"adminAccess": True}}
     for claim_name, devices in steps:
         results = [result(d, **extra[how]) for d, how in sorted(devices.items())]
         holders.set_claim(("default", claim_name), claim(claim_name, *results))
