@@ -14,7 +14,6 @@ from webhook.core.scheduling.nodefilters import PodFilter, basic_filters
 from webhook.core.scheduling.plugins.nodeaffinity import REASON as AFFINITY
 from webhook.core.scheduling.plugins.nodeports import REASON as PORTS
 from webhook.core.scheduling.plugins.nodeunschedulable import REASON as UNSCHEDULABLE
-from webhook.core.scheduling.plugins.tainttoleration import reason as taint_reason
 
 TOLERATE_UNSCHEDULABLE = {
     "key": "node.kubernetes.io/unschedulable",
@@ -58,7 +57,7 @@ def test_filters_stop_at_the_first_failing_plugin_in_upstream_order() -> None:
     assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [UNSCHEDULABLE]
     tolerations.append(TOLERATE_UNSCHEDULABLE)
     assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [
-        taint_reason(TAINT)
+        UNTOLERATED
     ]
     tolerations.append(TOLERATE_TAINT)
     assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [AFFINITY]
@@ -67,20 +66,22 @@ def test_filters_stop_at_the_first_failing_plugin_in_upstream_order() -> None:
     assert filters(port_pod(("TCP", "0.0.0.0", 81), tolerations=tolerations, **spec), info) == []
 
 
-def test_the_untolerated_taint_is_named_as_kube_scheduler_does() -> None:
-    assert filters(pod("p"), busy_node(taints=[TAINT])) == ["node(s) had untolerated taint {dedicated: gpu}"]
+#: upstream's TaintToleration Filter reason in every release draxr serves (1.34.4 to 1.37.2,
+#: ``taint_toleration.go``): the taint is logged, not named. draxr named it, as releases before 1.34
+#: did, until the parity harness (bench/parity.py) put the two messages side by side.
+UNTOLERATED = "node(s) had untolerated taint(s)"
+
+
+def test_an_untolerated_taint_gets_kube_schedulers_reason() -> None:
+    assert filters(pod("p"), busy_node(taints=[TAINT])) == [UNTOLERATED]
     no_value = {"key": "maintenance", "effect": "NoExecute"}
-    assert filters(pod("p"), busy_node(taints=[no_value])) == [
-        "node(s) had untolerated taint {maintenance: }"
-    ]
+    assert filters(pod("p"), busy_node(taints=[no_value])) == [UNTOLERATED]
 
 
 def test_a_node_that_is_not_ready_carries_its_lifecycle_taint() -> None:
     n = node("n")
     n["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-    assert filters(pod("p"), NodeInfo.of(n)) == [
-        "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
-    ]
+    assert filters(pod("p"), NodeInfo.of(n)) == [UNTOLERATED]
     tolerant = pod("p", tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}])
     assert filters(tolerant, NodeInfo.of(n)) == []
 

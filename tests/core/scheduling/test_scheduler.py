@@ -187,9 +187,8 @@ def test_node_filters_and_messages() -> None:
     p = pod("p", [container("c", {"cpu": "2"})], nodeSelector={"zone": "a"})
     d = s.schedule(p)
     assert d.message == (
-        "0/5 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, "
-        "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
-        "1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector."
+        "0/5 nodes are available: 1 node(s) were unschedulable, "
+        "2 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint(s)."
     )
     fits = pod(
         "q",

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import nodeaffinity, nodeunschedulable
+from .. import nodeaffinity, nodeunschedulable, tainttoleration
 from ..dynamicresources.filter import KUBELET_GATE_OFF, NOT_AVAILABLE, STALE_CLAIM
 
 UNRESOLVABLE: Final = frozenset(
-    {nodeunschedulable.REASON, nodeaffinity.REASON, NOT_AVAILABLE, STALE_CLAIM, KUBELET_GATE_OFF}
+    {
+        nodeunschedulable.REASON,
+        nodeaffinity.REASON,
+        tainttoleration.REASON,
+        NOT_AVAILABLE,
+        STALE_CLAIM,
+        KUBELET_GATE_OFF,
+    }
 )
-#: TaintToleration's reason names the taint: ``node(s) had untolerated taint {key: value}``.
-UNRESOLVABLE_PREFIXES: Final = ("node(s) had untolerated taint",)
 
 
 def unresolvable(reasons: list[str]) -> bool:
-    return any(r in UNRESOLVABLE or r.startswith(UNRESOLVABLE_PREFIXES) for r in reasons)
+    return any(r in UNRESOLVABLE for r in reasons)
