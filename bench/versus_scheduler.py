@@ -507,7 +507,7 @@ def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeou
 
 
 class DraxrWorker:
-    def __init__(self, cp: ControlPlane, workdir: Path, qps: int) -> None:
+    def __init__(self, cp: ControlPlane, workdir: Path, qps: int, *flags: str) -> None:
         self.port = free_port()
         self.log = workdir / "draxr-worker.log"
         argv = serve_argv(
@@ -516,6 +516,7 @@ class DraxrWorker:
             f"--kubeconfig={cp.kubeconfig_path('worker')}",
             f"--qps={qps}",
             f"--burst={qps}",
+            *flags,
         )
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(

@@ -1,0 +1,483 @@
+"""Parity with kube-scheduler itself (issue 21): seeded random clusters and pod streams placed by the
+real kube-scheduler, each of its verdicts checked against draxr's engine on the same state, then the
+same stream placed by draxr's worker (``--policy upstream``) and every binding checked.
+
+A seed makes a cluster on a fresh control plane (``--version``, default the newest pinned release,
+etcd + kube-apiserver + kube-scheduler, Node objects without kubelets): ``--nodes`` nodes in three
+zones (``topology.kubernetes.io/zone``), a third of them tainted ``parity/dedicated=gpu:NoSchedule``,
+8 CPUs each, and one ResourceSlice per node of 2 to 4 GPUs whose ``model`` is ``a`` or ``b``; two
+DeviceClasses select a model by CEL and map ``example.com/gpu-a`` and ``example.com/gpu-b``. Then
+``--pods`` pods: each asks for one or two GPUs of a model and 1 to 4 CPUs; some tolerate the taint;
+some belong to a group whose pods keep apart (required anti-affinity on the hostname), some to a
+group spread over the zones (``maxSkew: 1``, ``DoNotSchedule``), the others are plain.
+
+Phase 1, lockstep: before each pod is created the cluster is read; kube-scheduler places the pod (or
+reports it Unschedulable); draxr's engine (``core.scheduling.Scheduler``, policy ``upstream``, every
+node scored) decides the same pod on the state read before. Compared: bound against Unschedulable;
+for a bound pod, that draxr finds kube-scheduler's node feasible too (the pod pinned there); for an
+Unschedulable one, the reasons (upstream's message, its per-node counts). A step where kube-scheduler
+also placed another pod meanwhile (a retry of a pending one) is not compared and is counted.
+
+Phase 2: the cluster cleaned, the same stream for ``schedulerName: draxr``, one pod at a time, placed by
+a ``draxr serve --no-webhook --policy upstream`` process. Every binding is checked: the special claim
+allocates devices of the pod's model on its node, reserved for it, none twice; CPUs within the node;
+taints tolerated; no two pods of a keep-apart group on one node; each spread group within skew 1 over
+the zones. Bound and pending counts are reported beside kube-scheduler's (ties are broken at random
+upstream, so placements, and what fits later, may differ without a bug).
+
+Prints JSON per seed and in sum; exit 1 on any difference or invalid binding.
+
+    python bench/parity.py [--seeds 1,2,3,4,5] [--nodes 8] [--pods 40] [--version 1.37]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__":
+    # Run as a script, bench/ comes first on sys.path and bench/webhook.py would shadow the package.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(_here))
+
+from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace
+from e2e.controlplane.launcher import ControlPlane, wait_until
+from webhook.core.api.objects import Obj
+from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.scheduler import Scheduler
+from webhook.kube.cache import ClusterCache
+from webhook.kube.client import KubeClient
+from webhook.kube.resources import (
+    DEVICE_CLASSES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+)
+
+DRIVER = "gpu.parity.draxr.io"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+TAINT = {"key": "parity/dedicated", "value": "gpu", "effect": "NoSchedule"}
+TOLERATION = {"key": "parity/dedicated", "operator": "Exists", "effect": "NoSchedule"}
+MODELS = ("a", "b")
+CPUS = 8
+#: What the lockstep reads of the cluster, as the engine's cache holds it.
+KINDS = (
+    (NODES, "Node"),
+    (RESOURCE_SLICES, "ResourceSlice"),
+    (DEVICE_CLASSES, "DeviceClass"),
+    (PODS, "Pod"),
+    (RESOURCE_CLAIMS, "ResourceClaim"),
+    (NAMESPACES, "Namespace"),
+)
+_PREEMPTION = re.compile(r"\s*preemption: .*$", re.DOTALL)
+
+
+def ext(model: str) -> str:
+    return f"example.com/gpu-{model}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The seeded cluster and stream
+
+
+def cluster(seed: int, nodes: int) -> list[Obj]:
+    """Nodes (with their status and taints), slices and classes of the seed."""
+    rnd = random.Random(seed)
+    out: list[Obj] = []
+    for model in MODELS:
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": f"gpu-{model}"},
+                "spec": {
+                    "extendedResourceName": ext(model),
+                    "selectors": [
+                        {
+                            "cel": {
+                                "expression": f'device.driver == "{DRIVER}" && '
+                                f'device.attributes["{DRIVER}"].model == "{model}"'
+                            }
+                        }
+                    ],
+                },
+            }
+        )
+    for i in range(nodes):
+        name = f"node-{i}"
+        node: Obj = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {HOSTNAME: name, ZONE: f"zone-{i % 3}"}},
+            "spec": {"taints": [dict(TAINT)] if rnd.random() < 1 / 3 else []},
+        }
+        out.append(node)
+        devices = [
+            {"name": f"gpu-{d}", "attributes": {"model": {"string": rnd.choice(MODELS)}}}
+            for d in range(rnd.randint(2, 4))
+        ]
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-gpus"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            }
+        )
+    return out
+
+
+def stream(seed: int, pods: int) -> list[Obj]:
+    """The seed's pods, in arrival order (without schedulerName)."""
+    rnd = random.Random(seed * 7919 + 1)
+    out: list[Obj] = []
+    for i in range(pods):
+        model = rnd.choice(MODELS)
+        gpus = 1 if rnd.random() < 0.8 else 2
+        cpu = str(rnd.randint(1, 4))
+        spec: Obj = {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {
+                        "requests": {ext(model): str(gpus), "cpu": cpu},
+                        "limits": {ext(model): str(gpus)},
+                    },
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        }
+        if rnd.random() < 0.35:
+            spec["tolerations"] = [dict(TOLERATION)]
+        kind = rnd.random()
+        if kind < 0.3:
+            app = f"apart-{rnd.randrange(3)}"
+            term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        elif kind < 0.6:
+            app = f"spread-{rnd.randrange(2)}"
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": app}},
+                }
+            ]
+        else:
+            app = f"plain-{i}"
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p{i:03d}", "labels": {"app": app}},
+                "spec": spec,
+            }
+        )
+    return out
+
+
+def create_cluster(client: KubeClient, objects: list[Obj]) -> None:
+    for obj in objects:
+        kind = obj["kind"]
+        if kind == "Node":
+            body = copy.deepcopy(obj)
+            taints = body["spec"].pop("taints")
+            client.create(NODES, body)
+            allocatable = {"cpu": str(CPUS), "memory": "64Gi", "pods": "110"}
+            status = {
+                "capacity": allocatable,
+                "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            }
+            client.patch(NODES, obj["metadata"]["name"], {"status": status}, subresource="status")
+            # TaintNodesByCondition put node.kubernetes.io/not-ready on; no controller lifts it here.
+            client.patch(NODES, obj["metadata"]["name"], {"spec": {"taints": taints or None}})
+        elif kind == "ResourceSlice":
+            client.create(RESOURCE_SLICES, obj)
+        else:
+            client.create(DEVICE_CLASSES, obj)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading the cluster and the verdicts
+
+
+def snapshot(client: KubeClient) -> list[Obj]:
+    out: list[Obj] = []
+    for res, kind in KINDS:
+        for item in client.list(res).get("items") or []:
+            item["kind"] = kind
+            out.append(item)
+    return out
+
+
+def bindings(objects: list[Obj]) -> dict[str, str]:
+    return {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["spec"].get("nodeName") or ""
+        for o in objects
+        if o["kind"] == "Pod"
+    }
+
+
+def unschedulable_message(pod: Obj) -> str | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if (c.get("type"), c.get("status"), c.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+            return str(c.get("message") or "")
+    return None
+
+
+def verdict(client: KubeClient, ns: str, name: str, timeout: float = 60.0) -> tuple[str, str]:
+    """("bound", node) or ("pending", kube-scheduler's message without its preemption part)."""
+    found: list[tuple[str, str]] = []
+
+    def settled() -> bool:
+        pod = client.get(PODS, name, ns)
+        if pod["spec"].get("nodeName"):
+            found[:] = [("bound", str(pod["spec"]["nodeName"]))]
+            return True
+        message = unschedulable_message(pod)
+        if message is not None:
+            found[:] = [("pending", _PREEMPTION.sub("", message).strip())]
+            return True
+        return False
+
+    wait_until(f"pod {ns}/{name} neither bound nor unschedulable", settled, timeout)
+    return found[0]
+
+
+def engine(objects: list[Obj]) -> Scheduler:
+    state = ClusterCache.from_objects(objects).state
+    return Scheduler(state, policy="upstream", percentage_of_nodes_to_score=100)
+
+
+def pinned(pod: Obj, node: str) -> Obj:
+    out = copy.deepcopy(pod)
+    out["spec"]["nodeSelector"] = {HOSTNAME: node}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Phase 1: kube-scheduler, each verdict checked against draxr's engine
+
+
+def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
+    differences: list[Obj] = []
+    raced = 0
+    outcome: Counter[str] = Counter()
+    for pod in pods:
+        before = snapshot(client)
+        created = client.create(PODS, pod, ns)
+        created["kind"] = "Pod"
+        kind, what = verdict(client, ns, pod["metadata"]["name"])
+        outcome[kind] += 1
+        earlier, after = bindings(before), bindings(snapshot(client))
+        this = f"{ns}/{pod['metadata']['name']}"
+        moved = {k for k, v in after.items() if k != this and earlier.get(k) != v}
+        if moved:
+            raced += 1
+            continue
+        decision = engine(before).schedule(created)
+        name = pod["metadata"]["name"]
+        if kind == "bound":
+            if decision.status != SCHEDULED:
+                differences.append(
+                    {"pod": name, "kube-scheduler": f"bound to {what}", "draxr": decision.message}
+                )
+                continue
+            on_node = engine(before).schedule(pinned(created, what))
+            if on_node.status != SCHEDULED:
+                differences.append(
+                    {
+                        "pod": name,
+                        "kube-scheduler": f"bound to {what}",
+                        "draxr": f"not there: {on_node.message}",
+                    }
+                )
+        elif decision.status == SCHEDULED:
+            differences.append({"pod": name, "kube-scheduler": what, "draxr": f"bound to {decision.node}"})
+        elif _PREEMPTION.sub("", decision.message).strip() != what:
+            differences.append({"pod": name, "kube-scheduler": what, "draxr": decision.message})
+    return {
+        "bound": outcome["bound"],
+        "pending": outcome["pending"],
+        "raced": raced,
+        "differences": differences,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Phase 2: draxr's worker, every binding checked
+
+
+def placed_by_draxr(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
+    outcome: Counter[str] = Counter()
+    for pod in pods:
+        body = copy.deepcopy(pod)
+        body["spec"]["schedulerName"] = "draxr"
+        client.create(PODS, body, ns)
+        kind, _ = verdict(client, ns, pod["metadata"]["name"])
+        outcome[kind] += 1
+    return {"bound": outcome["bound"], "pending": outcome["pending"], "invalid": invalid(client, ns)}
+
+
+def invalid(client: KubeClient, ns: str) -> list[str]:
+    """What is wrong with the namespace's bindings (empty: every one valid)."""
+    objects = snapshot(client)
+    nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
+    models = {
+        (s["spec"]["nodeName"], d["name"]): d["attributes"]["model"]["string"]
+        for s in objects
+        if s["kind"] == "ResourceSlice"
+        for d in s["spec"]["devices"]
+    }
+    claims = {
+        o["metadata"]["name"]: o
+        for o in objects
+        if o["kind"] == "ResourceClaim" and o["metadata"]["namespace"] == ns
+    }
+    pods = [
+        o
+        for o in objects
+        if o["kind"] == "Pod" and o["metadata"]["namespace"] == ns and o["spec"].get("nodeName")
+    ]
+    problems: list[str] = []
+    held: Counter[tuple[str, str]] = Counter()
+    cpu: Counter[str] = Counter()
+    apart: Counter[tuple[str, str]] = Counter()
+    spread: dict[str, Counter[str]] = {}
+    for pod in pods:
+        name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        [c] = pod["spec"]["containers"]
+        requests = c["resources"]["requests"]
+        [(resource, count)] = [(k, int(v)) for k, v in requests.items() if k.startswith("example.com/")]
+        cpu[node] += int(requests["cpu"])
+        mapping = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        claim = claims.get(mapping.get("resourceClaimName", ""))
+        if claim is None:
+            problems.append(f"{name}: no special claim")
+            continue
+        results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []]
+        if pod["metadata"]["uid"] not in reserved:
+            problems.append(f"{name}: claim not reserved for it")
+        if len(results) != count:
+            problems.append(f"{name}: {len(results)} devices for {count}")
+        for r in results:
+            held[(r["pool"], r["device"])] += 1
+            if r["pool"] != node or f"example.com/gpu-{models.get((node, r['device']))}" != resource:
+                problems.append(f"{name}: device {r['pool']}/{r['device']} is not a {resource} on {node}")
+        taints = nodes[node]["spec"].get("taints") or []
+        if any(t.get("key") == TAINT["key"] for t in taints) and not pod["spec"].get("tolerations"):
+            problems.append(f"{name}: on tainted {node} without a toleration")
+        app = pod["metadata"]["labels"]["app"]
+        if app.startswith("apart-"):
+            apart[(app, node)] += 1
+        if app.startswith("spread-"):
+            spread.setdefault(app, Counter())[nodes[node]["metadata"]["labels"][ZONE]] += 1
+    problems += [f"device {p}/{d} in {n} claims" for (p, d), n in held.items() if n > 1]
+    problems += [f"{n}: {c} CPUs requested of {CPUS}" for n, c in cpu.items() if c > CPUS]
+    problems += [f"{app}: {n} pods on {node}" for (app, node), n in apart.items() if n > 1]
+    zones = {n["metadata"]["labels"][ZONE] for n in nodes.values()}
+    for app, per_zone in spread.items():
+        counts = [per_zone.get(z, 0) for z in sorted(zones)]
+        if max(counts) - min(counts) > 1:
+            problems.append(f"{app}: skew {max(counts) - min(counts)} over zones {counts}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A seed, and the command
+
+
+def run_seed(seed: int, nodes: int, pods: int, version: str, workdir: Path) -> Obj:
+    objects, stream_ = cluster(seed, nodes), stream(seed, pods)
+    with ControlPlane(
+        version, scheduler=True, runtime_config={}, workdir=workdir / f"seed-{seed}" / "controlplane"
+    ) as cp:
+        client = KubeClient.from_config(str(cp.kubeconfig_path("admin")), qps=100000, burst=100000)
+        create_cluster(client, objects)
+        namespace(client, "parity-kube-scheduler")
+        kube = lockstep(client, "parity-kube-scheduler", stream_)
+        kube["invalid"] = invalid(client, "parity-kube-scheduler")
+        clean(client, "parity-kube-scheduler")
+        install_rbac(client)
+        namespace(client, "parity-draxr")
+        worker = DraxrWorker(
+            cp, workdir / f"seed-{seed}", 1000, "--policy=upstream", "--percentage-of-nodes-to-score=100"
+        )
+        try:
+            wait_until("draxr's worker did not become ready", worker.ready, 120, alive=worker.dead)
+            draxr = placed_by_draxr(client, "parity-draxr", stream_)
+        finally:
+            worker.stop()
+    return {"seed": seed, "kubernetes": cp.version, "kube-scheduler": kube, "draxr": draxr}
+
+
+def failures(result: Obj) -> int:
+    return (
+        len(result["kube-scheduler"]["differences"])
+        + len(result["kube-scheduler"]["invalid"])
+        + len(result["draxr"]["invalid"])
+    )
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds")
+    ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--pods", type=int, default=40)
+    ap.add_argument("--version", default="1.37")
+    args = ap.parse_args(argv)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        ap.error(f"--seeds must be integers separated by commas, not {args.seeds!r}")
+    if args.nodes < 3 or args.pods < 1:
+        ap.error("--nodes must be at least 3 (three zones) and --pods at least 1")
+    workdir = Path(tempfile.mkdtemp(prefix="draxr-parity-"))
+    started = time.monotonic()
+    results = [run_seed(s, args.nodes, args.pods, args.version, workdir) for s in seeds]
+    summary: dict[str, Any] = {
+        "seeds": seeds,
+        "pods": args.pods * len(seeds),
+        "compared": sum(
+            r["kube-scheduler"]["bound"] + r["kube-scheduler"]["pending"] - r["kube-scheduler"]["raced"]
+            for r in results
+        ),
+        "raced": sum(r["kube-scheduler"]["raced"] for r in results),
+        "differences": sum(len(r["kube-scheduler"]["differences"]) for r in results),
+        "invalid_bindings": sum(
+            len(r["kube-scheduler"]["invalid"]) + len(r["draxr"]["invalid"]) for r in results
+        ),
+        "kube_scheduler_bound": sum(r["kube-scheduler"]["bound"] for r in results),
+        "draxr_bound": sum(r["draxr"]["bound"] for r in results),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    out(json.dumps({"per_seed": results, "summary": summary}, indent=2))
+    return 1 if any(failures(r) for r in results) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""The parity harness against kube-scheduler itself (issue 21, ``bench/parity.py``) on five fixed
+seeds: 200 pods (anti-affinity groups, zone spreads, taints and tolerations, CPUs, two GPU models
+selected by CEL) placed by the real kube-scheduler 1.37, each verdict matched by draxr's engine on
+the same state (bound where kube-scheduler's node is feasible for draxr too, or Unschedulable with
+upstream's message byte for byte), then placed by draxr's worker with every binding valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.parity import failures, run_seed
+
+from .launcher import find_binaries
+from .test_nodes import require_built
+
+SEEDS = (1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_draxr_agrees_with_kube_scheduler(seed: int, tmp_path: Path) -> None:
+    require_built(find_binaries("1.37"))
+    result = run_seed(seed, nodes=8, pods=40, version="1.37", workdir=tmp_path)
+    kube = result["kube-scheduler"]
+    assert kube["bound"] + kube["pending"] == 40
+    assert kube["raced"] <= 4, kube  # a step where kube-scheduler also retried another pod is skipped
+    assert kube["differences"] == []
+    assert kube["invalid"] == []
+    assert result["draxr"]["invalid"] == []
+    # The stream both fits and overflows: bound and Unschedulable verdicts are both compared.
+    assert kube["bound"] > 0
+    assert kube["pending"] > 0
+    assert failures(result) == 0
