@@ -134,11 +134,7 @@ class Scheduler:
             reqs, nonzero = pod_requests_nonzero(pod)
         else:
             reqs, nonzero = pod_requests(pod), {}
-        plugins: list[tuple[FilterPlugin, Any]] = []
-        for plugin in self.filters:  # in upstream's order, DynamicResources last
-            pre = plugin.pre_filter(self.state, pod)
-            if pre is not None:
-                plugins.append((plugin, pre))
+        plugins = self.plugin_states(pod)
         dra = dra_pre_filter(self.state, pod, reqs, self.policy, ignore_claim=ignore_claim)
         return Cycle(
             pod,
@@ -150,6 +146,17 @@ class Scheduler:
             plugins,
             nominated=self.state.allocated.nominated_for(pod),
         )
+
+    def plugin_states(self, pod: Obj) -> list[tuple[FilterPlugin, Any]]:
+        """The profile's Filter plugins that do not skip ``pod``, each with its PreFilter state of
+        the cluster as it is now. Preemption's dry run asks again whenever it puts a victim back or
+        takes it out, as upstream's PreFilterExtensions (``AddPod``, ``RemovePod``) update them."""
+        plugins: list[tuple[FilterPlugin, Any]] = []
+        for plugin in self.filters:  # in upstream's order, DynamicResources last
+            pre = plugin.pre_filter(self.state, pod)
+            if pre is not None:
+                plugins.append((plugin, pre))
+        return plugins
 
     # -- Filter --------------------------------------------------------------------------------
 

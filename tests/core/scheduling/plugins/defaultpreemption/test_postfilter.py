@@ -348,6 +348,55 @@ def test_fewest_lowest_gpu_victims_free_their_devices() -> None:
     assert all(st.allocated.is_allocated(("gpu.example.com", "n1", f"gpu-{i}")) for i in range(4))
 
 
+def test_without_device_awareness_preemption_is_kube_schedulers_exactly() -> None:
+    """``device_aware=False``: kube-scheduler 1.37's DefaultPreemption, which the parity harness
+    compares byte for byte. DynamicResources' ``cannot allocate all claims`` is
+    UnschedulableAndUnresolvable there (dynamicresources.go ``statusUnschedulable``), so a node short
+    of devices is no candidate, and a victim's devices stay allocated in the dry run: the GPU pod
+    that device-aware preemption places waits."""
+    pods = [bind(gpu_pod(f"low-{i}", 1, priority=LOW), "n1", f"2026-01-01T00:00:0{i}Z") for i in range(2)]
+    cpu = [node("n2", {"cpu": "1"}), bind(cpu_pod("busy", {"cpu": "1"}, LOW), "n2")]
+    st = state_of(*gpu_node("n1", 2), *pods, *(holding(p, [f"gpu-{i}"]) for i, p in enumerate(pods)), *cpu)
+    s = Scheduler(st, "upstream", percentage_of_nodes_to_score=100)
+    preemptor = gpu_pod("train", 1, priority=HIGH)
+    decision = s.schedule(preemptor)
+    assert DefaultPreemption(s).post_filter(preemptor, decision).success  # device-aware: low-0 goes
+    upstream = DefaultPreemption(s, device_aware=False).post_filter(preemptor, decision)
+    assert not upstream.success
+    assert (
+        upstream.message == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+
+
+SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "s"}},
+    }
+]
+
+
+@pytest.mark.parametrize("device_aware", [True, False])
+def test_a_reprieved_victim_counts_again_in_the_spread(device_aware: bool) -> None:
+    """upstream's SelectVictimsOnNode tells PodTopologySpread of every pod it puts back
+    (``AddPod``): a low pod of the spread group in zone a is the victim, since putting it back
+    breaks the skew again. The parity harness (bench/parity.py, seed 2) found draxr reprieving it on
+    PreFilter counts taken with it removed, and "preempting" no pod at all."""
+    nodes = [node("a1", labels={"zone": "a"}), node("b1", labels={"zone": "b"}, unschedulable=True)]
+    low = bind(cpu_pod("low", SMALL, LOW), "a1", app="s")
+    st = state_of(*nodes, low)
+    s = Scheduler(st, "upstream", percentage_of_nodes_to_score=100)
+    preemptor = pod("high", [container("c", SMALL)], priority=HIGH, topologySpreadConstraints=SPREAD)
+    preemptor["metadata"]["labels"] = {"app": "s"}
+    decision = s.schedule(preemptor)
+    assert decision.status == UNSCHEDULABLE, decision.message
+    result = DefaultPreemption(s, device_aware=device_aware).post_filter(preemptor, decision)
+    assert result.success
+    assert [v["metadata"]["name"] for v in result.victims] == ["low"]
+
+
 def test_a_shared_user_claim_stays_allocated_while_another_pod_holds_it() -> None:
     """Two low pods share one claim on the only GPU: evicting one frees nothing, so both go."""
     a = bind(

@@ -21,6 +21,12 @@ The steps, upstream's:
    priority sum, fewest victims, latest start of the highest-priority victims, then the first by
    name.
 
+``device_aware=False`` is kube-scheduler 1.37's DefaultPreemption exactly, for comparing with it
+(``bench/parity.py``): there DynamicResources' ``cannot allocate all claims`` is
+UnschedulableAndUnresolvable (dynamicresources.go ``statusUnschedulable``), so a node short of devices
+is never a candidate, and the dry run leaves a victim's devices allocated. kube-scheduler therefore
+never preempts for devices; draxr's worker does.
+
 As upstream (``GetOffsetAndNumCandidates``), the dry run stops once it has found
 ``max(10% of the potential nodes, 100)`` candidates, at least one of them without PDB violations;
 it starts at the pod's own place in the ring of names (``sampling.start_of``) where upstream
@@ -39,6 +45,7 @@ from ...cycle import Cycle
 from ...framework import Decision, PreFilterFailed, fit_error
 from ...sampling import rotation, start_of
 from ...scheduler import Scheduler
+from ..dynamicresources.filter import CANNOT_ALLOCATE
 from .pdb import split_by_pdb_violation
 from .simulation import Removal, releasing_devices
 from .unresolvable import unresolvable
@@ -107,9 +114,13 @@ class PreemptionCycle:
 class DefaultPreemption:
     """PostFilter on ``scheduler``'s state, checking fits with its Filter (``Scheduler.filter``)."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, *, device_aware: bool = True) -> None:
         self.scheduler = scheduler
         self.state = scheduler.state
+        self.device_aware = device_aware
+
+    def _unresolvable(self, reasons: list[str]) -> bool:
+        return unresolvable(reasons) or (not self.device_aware and CANNOT_ALLOCATE in reasons)
 
     def post_filter(self, pod: Obj, decision: Decision, pdbs: list[Obj] | None = None) -> PostFilterResult:
         """``decision``: the unschedulable decision for ``pod`` (its per-node ``reasons``).
@@ -130,7 +141,7 @@ class DefaultPreemption:
         if why is not None:
             return PostFilterResult(False, why)
         total = len(self.state.nodes)
-        potential = sorted(n for n, r in decision.reasons.items() if r and not unresolvable(r))
+        potential = sorted(n for n, r in decision.reasons.items() if r and not self._unresolvable(r))
         wanted = num_candidates(len(potential))
         non_violating = 0
         for node in rotation(potential, start_of(pod, potential)):
@@ -167,7 +178,7 @@ class DefaultPreemption:
             return NOT_ELIGIBLE_NEVER
         nominated = status(cycle.pod).get("nominatedNodeName")
         if isinstance(nominated, str) and nominated:
-            if unresolvable(reasons.get(nominated, [])):
+            if self._unresolvable(reasons.get(nominated, [])):
                 return None
             if any(terminating_by_preemption(v.pod) for v in cycle.lower.get(nominated, [])):
                 return NOT_ELIGIBLE_TERMINATING
@@ -182,7 +193,7 @@ class DefaultPreemption:
         if not possible:
             cycle.statuses[node] = [NO_VICTIMS]
             return None
-        with Removal(self.state) as removal:
+        with Removal(self.state, frees_devices=self.device_aware) as removal:
             for v in possible:
                 removal.remove(v.pod)
             try:
@@ -213,11 +224,15 @@ class DefaultPreemption:
         return Candidate(node, victims, violations)
 
     def _reprieve(self, removal: Removal, pod: Obj, node: str, victim: Victim, sched_cycle: Cycle) -> bool:
-        """Put ``victim`` back; True if the pod still fits, else it is removed again."""
+        """Put ``victim`` back; True if the pod still fits, else it is removed again. The plugins'
+        PreFilter states follow each move (upstream's ``AddPod``/``RemovePod``): a victim put back
+        counts again in a spread or an anti-affinity."""
         removal.add(victim.pod)
+        sched_cycle.plugins = self.scheduler.plugin_states(pod)
         if not self.fits(pod, node, sched_cycle):
             return True
         removal.remove(victim.pod)
+        sched_cycle.plugins = self.scheduler.plugin_states(pod)
         return False
 
     def fits(self, pod: Obj, node: str, sched_cycle: Cycle | None = None) -> list[str]:

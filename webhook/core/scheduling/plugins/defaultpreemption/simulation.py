@@ -72,10 +72,12 @@ def releasing_devices(state: ClusterState, node: str) -> bool:
 
 
 class Removal:
-    """A set of victims removed from ``state``; ``remove`` and ``add`` move one at a time."""
+    """A set of victims removed from ``state``; ``remove`` and ``add`` move one at a time.
+    ``frees_devices=False``: their claims stay allocated (kube-scheduler's dry run)."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, *, frees_devices: bool = True) -> None:
         self.state = state
+        self.frees_devices = frees_devices
         self.removed: dict[str, Obj] = {}  # uid -> pod
         self._freed: dict[ClaimKey, Obj] = {}  # claims taken out of the state, to put back
         self._reservations: dict[ClaimKey, dict[str, list[DeviceKey]]] = {}  # released with them
@@ -110,6 +112,8 @@ class Removal:
 
     def _settle(self, pod: Obj) -> None:
         """Each claim of ``pod`` is out of the state exactly when all its holders are removed."""
+        if not self.frees_devices:
+            return
         allocated = self.state.allocated
         for key in self._keys(pod):
             claim = self._freed.get(key) or allocated.claims.get(key)
