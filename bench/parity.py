@@ -11,19 +11,29 @@ DeviceClasses select a model by CEL and map ``example.com/gpu-a`` and ``example.
 some belong to a group whose pods keep apart (required anti-affinity on the hostname), some to a
 group spread over the zones (``maxSkew: 1``, ``DoNotSchedule``), the others are plain.
 
-Phase 1, lockstep: before each pod is created the cluster is read; kube-scheduler places the pod (or
-reports it Unschedulable); draxr's engine (``core.scheduling.Scheduler``, policy ``upstream``, every
-node scored) decides the same pod on the state read before. Compared: bound against Unschedulable;
-for a bound pod, that draxr finds kube-scheduler's node feasible too (the pod pinned there); for an
-Unschedulable one, the reasons (upstream's message, its per-node counts). A step where kube-scheduler
-also placed another pod meanwhile (a retry of a pending one) is not compared and is counted.
+Pods come in three PriorityClasses (10, 100, 1000), so kube-scheduler preempts.
+
+Phase 1, lockstep: before each pod is created the cluster is read; kube-scheduler places the pod, or
+reports it Unschedulable, or nominates it and evicts victims before binding it; draxr's engine
+(``core.scheduling.Scheduler``, policy ``upstream``, every node scored) decides the same pod on the
+state read before, with kube-scheduler's own DefaultPreemption (``device_aware=False``: no victim
+frees devices, as dynamicresources.go's ``statusUnschedulable`` makes a device shortage
+unresolvable). Compared: bound against Unschedulable against preempting; for a bound pod, that draxr
+finds kube-scheduler's node feasible too (the pod pinned there); for an Unschedulable one, the whole
+message byte for byte (Filter reasons and the ``preemption:`` part, per-node counts); for a
+preempting one, the victims' priorities. Where draxr's device-aware preemption would place a pod
+kube-scheduler leaves pending, that is counted apart (``device_preemptions_beyond_upstream``), not
+as a difference. A step where kube-scheduler also placed another pod meanwhile (a retry of a pending
+one) is not compared and is counted.
 
 Phase 2: the cluster cleaned, the same stream for ``schedulerName: draxr``, one pod at a time, placed by
-a ``draxr serve --no-webhook --policy upstream`` process. Every binding is checked: the special claim
-allocates devices of the pod's model on its node, reserved for it, none twice; CPUs within the node;
-taints tolerated; no two pods of a keep-apart group on one node; each spread group within skew 1 over
-the zones. Bound and pending counts are reported beside kube-scheduler's (ties are broken at random
-upstream, so placements, and what fits later, may differ without a bug).
+a ``draxr serve --no-webhook --policy upstream`` process (device-aware preemption). Every binding is
+checked: the special claim allocates devices of the pod's model on its node, reserved for it, none
+twice; CPUs within the node; taints tolerated; no two pods of a keep-apart group on one node; each
+spread pod within skew 1 over the zones when it was bound (victims of a preemption may lower a zone
+afterwards; kube-scheduler's bindings get this check too). Bound and pending counts are reported
+beside kube-scheduler's (ties are broken at random upstream, so placements, and what fits later, may
+differ without a bug).
 
 Prints JSON per seed and in sum; exit 1 on any difference or invalid binding.
 
@@ -37,7 +47,6 @@ import copy
 import json
 import os
 import random
-import re
 import sys
 import tempfile
 import time
@@ -53,9 +62,10 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace
-from e2e.controlplane.launcher import ControlPlane, wait_until
+from e2e.controlplane.launcher import ControlPlane, ControlPlaneError, wait_until
 from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import SCHEDULED
+from webhook.core.scheduling.plugins.defaultpreemption.postfilter import DefaultPreemption
 from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
@@ -66,6 +76,7 @@ from webhook.kube.resources import (
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    Resource,
 )
 
 DRIVER = "gpu.parity.draxr.io"
@@ -75,6 +86,8 @@ TAINT = {"key": "parity/dedicated", "value": "gpu", "effect": "NoSchedule"}
 TOLERATION = {"key": "parity/dedicated", "operator": "Exists", "effect": "NoSchedule"}
 MODELS = ("a", "b")
 CPUS = 8
+#: The stream's PriorityClasses and how often each is drawn.
+PRIORITIES = {"low": (10, 0.6), "mid": (100, 0.25), "high": (1000, 0.15)}
 #: What the lockstep reads of the cluster, as the engine's cache holds it.
 KINDS = (
     (NODES, "Node"),
@@ -84,7 +97,7 @@ KINDS = (
     (RESOURCE_CLAIMS, "ResourceClaim"),
     (NAMESPACES, "Namespace"),
 )
-_PREEMPTION = re.compile(r"\s*preemption: .*$", re.DOTALL)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 
 
 def ext(model: str) -> str:
@@ -96,9 +109,17 @@ def ext(model: str) -> str:
 
 
 def cluster(seed: int, nodes: int) -> list[Obj]:
-    """Nodes (with their status and taints), slices and classes of the seed."""
+    """Nodes (with their status and taints), slices, classes and PriorityClasses of the seed."""
     rnd = random.Random(seed)
-    out: list[Obj] = []
+    out: list[Obj] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": f"parity-{name}"},
+            "value": value,
+        }
+        for name, (value, _) in PRIORITIES.items()
+    ]
     for model in MODELS:
         out.append(
             {
@@ -170,6 +191,8 @@ def stream(seed: int, pods: int) -> list[Obj]:
         }
         if rnd.random() < 0.35:
             spec["tolerations"] = [dict(TOLERATION)]
+        [priority] = rnd.choices(list(PRIORITIES), weights=[w for _, w in PRIORITIES.values()])
+        spec["priorityClassName"] = f"parity-{priority}"
         kind = rnd.random()
         if kind < 0.3:
             app = f"apart-{rnd.randrange(3)}"
@@ -216,6 +239,8 @@ def create_cluster(client: KubeClient, objects: list[Obj]) -> None:
             client.patch(NODES, obj["metadata"]["name"], {"spec": {"taints": taints or None}})
         elif kind == "ResourceSlice":
             client.create(RESOURCE_SLICES, obj)
+        elif kind == "PriorityClass":
+            client.create(PRIORITY_CLASSES, obj)
         else:
             client.create(DEVICE_CLASSES, obj)
 
@@ -248,23 +273,48 @@ def unschedulable_message(pod: Obj) -> str | None:
     return None
 
 
-def verdict(client: KubeClient, ns: str, name: str, timeout: float = 60.0) -> tuple[str, str]:
-    """("bound", node) or ("pending", kube-scheduler's message without its preemption part)."""
-    found: list[tuple[str, str]] = []
+def verdict(client: KubeClient, ns: str, name: str, timeout: float = 60.0) -> tuple[str, str, str]:
+    """("bound", node, "") or ("pending", the scheduler's whole message, the nominated node or "")."""
+    found: list[tuple[str, str, str]] = []
 
     def settled() -> bool:
         pod = client.get(PODS, name, ns)
         if pod["spec"].get("nodeName"):
-            found[:] = [("bound", str(pod["spec"]["nodeName"]))]
+            found[:] = [("bound", str(pod["spec"]["nodeName"]), "")]
             return True
         message = unschedulable_message(pod)
         if message is not None:
-            found[:] = [("pending", _PREEMPTION.sub("", message).strip())]
+            nominated = str((pod.get("status") or {}).get("nominatedNodeName") or "")
+            found[:] = [("pending", message, nominated)]
             return True
         return False
 
     wait_until(f"pod {ns}/{name} neither bound nor unschedulable", settled, timeout)
     return found[0]
+
+
+def bound_after_preemption(client: KubeClient, ns: str, name: str, timeout: float = 60.0) -> str:
+    """The node a nominated pod is bound to once its victims are gone ("" if it is not within
+    ``timeout``)."""
+    node: list[str] = [""]
+
+    def bound() -> bool:
+        node[0] = str(client.get(PODS, name, ns)["spec"].get("nodeName") or "")
+        return bool(node[0])
+
+    try:
+        wait_until(f"nominated pod {ns}/{name} not bound", bound, timeout)
+    except ControlPlaneError:  # reported as not bound
+        return ""
+    return node[0]
+
+
+def priorities(objects: list[Obj], names: set[str]) -> list[int]:
+    return sorted(
+        int(o["spec"].get("priority") or 0)
+        for o in objects
+        if o["kind"] == "Pod" and o["metadata"]["name"] in names
+    )
 
 
 def engine(objects: list[Obj]) -> Scheduler:
@@ -286,44 +336,67 @@ def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
     differences: list[Obj] = []
     raced = 0
     outcome: Counter[str] = Counter()
+    victims_seen: list[int] = []
+    skewed: list[str] = []
+    beyond = 0
     for pod in pods:
+        name = pod["metadata"]["name"]
+        this = f"{ns}/{name}"
         before = snapshot(client)
         created = client.create(PODS, pod, ns)
         created["kind"] = "Pod"
-        kind, what = verdict(client, ns, pod["metadata"]["name"])
+        kind, what, nominated = verdict(client, ns, name)
+        if nominated:
+            what = bound_after_preemption(client, ns, name)
+        now = snapshot(client)
+        # Victims: pods gone meanwhile (nothing else deletes pods here). A preemption may be over
+        # before the first look, the pod bound already.
+        victims = {o["metadata"]["name"] for o in before if o["kind"] == "Pod"} - {
+            o["metadata"]["name"] for o in now if o["kind"] == "Pod"
+        }
+        if nominated or victims:
+            kind = "preempted"
+            victims_seen += priorities(before, victims)
         outcome[kind] += 1
-        earlier, after = bindings(before), bindings(snapshot(client))
-        this = f"{ns}/{pod['metadata']['name']}"
-        moved = {k for k, v in after.items() if k != this and earlier.get(k) != v}
-        if moved:
+        if kind != "pending" and (problem := spread_problem(now, ns, name)):
+            skewed.append(problem)
+        earlier, after = bindings(before), bindings(now)
+        # Another pod placed meanwhile (kube-scheduler retried a pending one): not comparable.
+        if any(k != this and v and earlier.get(k) != v for k, v in after.items()):
             raced += 1
             continue
-        decision = engine(before).schedule(created)
-        name = pod["metadata"]["name"]
-        if kind == "bound":
-            if decision.status != SCHEDULED:
-                differences.append(
-                    {"pod": name, "kube-scheduler": f"bound to {what}", "draxr": decision.message}
-                )
-                continue
-            on_node = engine(before).schedule(pinned(created, what))
-            if on_node.status != SCHEDULED:
-                differences.append(
-                    {
-                        "pod": name,
-                        "kube-scheduler": f"bound to {what}",
-                        "draxr": f"not there: {on_node.message}",
-                    }
-                )
-        elif decision.status == SCHEDULED:
-            differences.append({"pod": name, "kube-scheduler": what, "draxr": f"bound to {decision.node}"})
-        elif _PREEMPTION.sub("", decision.message).strip() != what:
-            differences.append({"pod": name, "kube-scheduler": what, "draxr": decision.message})
+        scheduler = engine(before)
+        decision = scheduler.schedule(created)
+        draxr: str
+        if decision.status == SCHEDULED:
+            draxr = f"bound to {decision.node}"
+            if kind == "bound" and engine(before).schedule(pinned(created, what)).status != SCHEDULED:
+                draxr = f"not on {what}: {engine(before).schedule(pinned(created, what)).message}"
+        else:
+            # kube-scheduler's own DefaultPreemption (no victim frees devices), to compare to the letter.
+            post = DefaultPreemption(scheduler, device_aware=False).post_filter(created, decision, [])
+            draxr = decision.message + (f" {post.message}" if post.message else "")
+            if post.success:
+                draxr = f"preempts {priorities(before, {v['metadata']['name'] for v in post.victims})}"
+            elif DefaultPreemption(scheduler).post_filter(created, decision, []).success:
+                beyond += 1  # draxr's worker would preempt for the devices: issue 21's device awareness
+        kube = {
+            "bound": f"bound to {what}",
+            "pending": what,
+            "preempted": f"preempts {priorities(before, victims)}",
+        }[kind]
+        same = draxr == kube or (kind == "bound" and draxr.startswith("bound to "))
+        if not same:
+            differences.append({"pod": name, "kube-scheduler": kube, "draxr": draxr})
     return {
         "bound": outcome["bound"],
         "pending": outcome["pending"],
+        "preempted": outcome["preempted"],
+        "victims_priorities": victims_seen,
+        "device_preemptions_beyond_upstream": beyond,
         "raced": raced,
         "differences": differences,
+        "skewed": skewed,
     }
 
 
@@ -333,13 +406,31 @@ def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
 
 def placed_by_draxr(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
     outcome: Counter[str] = Counter()
+    skewed: list[str] = []
     for pod in pods:
         body = copy.deepcopy(pod)
         body["spec"]["schedulerName"] = "draxr"
+        name = pod["metadata"]["name"]
+        before = {o["metadata"]["name"] for o in snapshot(client) if o["kind"] == "Pod"}
         client.create(PODS, body, ns)
-        kind, _ = verdict(client, ns, pod["metadata"]["name"])
+        kind, _, nominated = verdict(client, ns, name)
+        if nominated:
+            kind = "preempted" if bound_after_preemption(client, ns, name) else "pending"
+        now = snapshot(client)
+        gone = before - {o["metadata"]["name"] for o in now if o["kind"] == "Pod"}
+        if gone and kind == "bound":
+            kind = "preempted"
+        outcome["victims"] += len(gone)
         outcome[kind] += 1
-    return {"bound": outcome["bound"], "pending": outcome["pending"], "invalid": invalid(client, ns)}
+        if kind != "pending" and (problem := spread_problem(now, ns, name)):
+            skewed.append(problem)
+    return {
+        "bound": outcome["bound"],
+        "pending": outcome["pending"],
+        "preempted": outcome["preempted"],
+        "victims": outcome["victims"],
+        "invalid": invalid(client, ns) + skewed,
+    }
 
 
 def invalid(client: KubeClient, ns: str) -> list[str]:
@@ -366,7 +457,6 @@ def invalid(client: KubeClient, ns: str) -> list[str]:
     held: Counter[tuple[str, str]] = Counter()
     cpu: Counter[str] = Counter()
     apart: Counter[tuple[str, str]] = Counter()
-    spread: dict[str, Counter[str]] = {}
     for pod in pods:
         name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
         [c] = pod["spec"]["containers"]
@@ -394,17 +484,28 @@ def invalid(client: KubeClient, ns: str) -> list[str]:
         app = pod["metadata"]["labels"]["app"]
         if app.startswith("apart-"):
             apart[(app, node)] += 1
-        if app.startswith("spread-"):
-            spread.setdefault(app, Counter())[nodes[node]["metadata"]["labels"][ZONE]] += 1
     problems += [f"device {p}/{d} in {n} claims" for (p, d), n in held.items() if n > 1]
     problems += [f"{n}: {c} CPUs requested of {CPUS}" for n, c in cpu.items() if c > CPUS]
     problems += [f"{app}: {n} pods on {node}" for (app, node), n in apart.items() if n > 1]
-    zones = {n["metadata"]["labels"][ZONE] for n in nodes.values()}
-    for app, per_zone in spread.items():
-        counts = [per_zone.get(z, 0) for z in sorted(zones)]
-        if max(counts) - min(counts) > 1:
-            problems.append(f"{app}: skew {max(counts) - min(counts)} over zones {counts}")
     return problems
+
+
+def spread_problem(objects: list[Obj], ns: str, name: str) -> str | None:
+    """For a pod just bound: its zone spread held when it was placed (the other pods of its group
+    as they are right after; victims of a preemption already gone), or what broke."""
+    nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
+    pods = [o for o in objects if o["kind"] == "Pod" and o["metadata"]["namespace"] == ns]
+    [pod] = [p for p in pods if p["metadata"]["name"] == name]
+    app = pod["metadata"]["labels"]["app"]
+    if not pod["spec"].get("topologySpreadConstraints") or not pod["spec"].get("nodeName"):
+        return None
+    counts = Counter({n["metadata"]["labels"][ZONE]: 0 for n in nodes.values()})
+    for p in pods:
+        if p is not pod and p["metadata"]["labels"]["app"] == app and p["spec"].get("nodeName"):
+            counts[nodes[p["spec"]["nodeName"]]["metadata"]["labels"][ZONE]] += 1
+    zone = nodes[pod["spec"]["nodeName"]]["metadata"]["labels"][ZONE]
+    skew = counts[zone] + 1 - min(counts.values())
+    return f"{name} ({app}) in {zone}: skew {skew} over {dict(sorted(counts.items()))}" if skew > 1 else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -436,9 +537,11 @@ def run_seed(seed: int, nodes: int, pods: int, version: str, workdir: Path) -> O
 
 
 def failures(result: Obj) -> int:
+    kube = result["kube-scheduler"]
     return (
-        len(result["kube-scheduler"]["differences"])
-        + len(result["kube-scheduler"]["invalid"])
+        len(kube["differences"])
+        + len(kube["invalid"])
+        + len(kube["skewed"])
         + len(result["draxr"]["invalid"])
     )
 
@@ -462,17 +565,24 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
     summary: dict[str, Any] = {
         "seeds": seeds,
         "pods": args.pods * len(seeds),
-        "compared": sum(
-            r["kube-scheduler"]["bound"] + r["kube-scheduler"]["pending"] - r["kube-scheduler"]["raced"]
-            for r in results
-        ),
+        "compared": len(seeds) * args.pods - sum(r["kube-scheduler"]["raced"] for r in results),
         "raced": sum(r["kube-scheduler"]["raced"] for r in results),
         "differences": sum(len(r["kube-scheduler"]["differences"]) for r in results),
         "invalid_bindings": sum(
-            len(r["kube-scheduler"]["invalid"]) + len(r["draxr"]["invalid"]) for r in results
+            len(r["kube-scheduler"]["invalid"])
+            + len(r["kube-scheduler"]["skewed"])
+            + len(r["draxr"]["invalid"])
+            for r in results
         ),
         "kube_scheduler_bound": sum(r["kube-scheduler"]["bound"] for r in results),
+        "kube_scheduler_preempted": sum(r["kube-scheduler"]["preempted"] for r in results),
+        "kube_scheduler_victims": sum(len(r["kube-scheduler"]["victims_priorities"]) for r in results),
+        "device_preemptions_beyond_upstream": sum(
+            r["kube-scheduler"]["device_preemptions_beyond_upstream"] for r in results
+        ),
         "draxr_bound": sum(r["draxr"]["bound"] for r in results),
+        "draxr_preempted": sum(r["draxr"]["preempted"] for r in results),
+        "draxr_victims": sum(r["draxr"]["victims"] for r in results),
         "seconds": round(time.monotonic() - started, 1),
     }
     out(json.dumps({"per_seed": results, "summary": summary}, indent=2))

@@ -27,6 +27,7 @@ def test_draxr_agrees_with_kube_scheduler(seed: int, tmp_path: Path) -> None:
     assert kube["raced"] <= 4, kube  # a step where kube-scheduler also retried another pod is skipped
     assert kube["differences"] == []
     assert kube["invalid"] == []
+    assert kube["skewed"] == []
     assert result["draxr"]["invalid"] == []
     # The stream both fits and overflows: bound and Unschedulable verdicts are both compared.
     assert kube["bound"] > 0
