@@ -9,7 +9,9 @@ zones (``topology.kubernetes.io/zone``), a third of them tainted ``parity/dedica
 DeviceClasses select a model by CEL and map ``example.com/gpu-a`` and ``example.com/gpu-b``. Then
 ``--pods`` pods: each asks for one or two GPUs of a model and 1 to 4 CPUs; some tolerate the taint;
 some belong to a group whose pods keep apart (required anti-affinity on the hostname), some to a
-group spread over the zones (``maxSkew: 1``, ``DoNotSchedule``), the others are plain.
+group spread over the zones (``maxSkew: 1``, ``DoNotSchedule``), the others are plain; a fifth mount
+a PersistentVolumeClaim bound to a volume of one zone (its PV's node affinity and zone label:
+VolumeBinding and VolumeZone).
 
 Pods come in three PriorityClasses (10, 100, 1000), so kube-scheduler preempts.
 
@@ -73,6 +75,8 @@ from webhook.kube.resources import (
     DEVICE_CLASSES,
     NAMESPACES,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
@@ -96,7 +100,11 @@ KINDS = (
     (PODS, "Pod"),
     (RESOURCE_CLAIMS, "ResourceClaim"),
     (NAMESPACES, "Namespace"),
+    (PERSISTENT_VOLUME_CLAIMS, "PersistentVolumeClaim"),
+    (PERSISTENT_VOLUMES, "PersistentVolume"),
 )
+#: A pod's annotation in the stream: the zone of the volume it mounts (made for it in each phase).
+VOLUME_ZONE = "parity.draxr.io/volume-zone"
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 
 
@@ -210,11 +218,15 @@ def stream(seed: int, pods: int) -> list[Obj]:
             ]
         else:
             app = f"plain-{i}"
+        meta: Obj = {"name": f"p{i:03d}", "labels": {"app": app}}
+        if rnd.random() < 0.2:  # a volume bound to a zone: VolumeBinding and VolumeZone choose too
+            meta["annotations"] = {VOLUME_ZONE: f"zone-{rnd.randrange(3)}"}
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-p{i:03d}"}}]
         out.append(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"p{i:03d}", "labels": {"app": app}},
+                "metadata": meta,
                 "spec": spec,
             }
         )
@@ -243,6 +255,60 @@ def create_cluster(client: KubeClient, objects: list[Obj]) -> None:
             client.create(PRIORITY_CLASSES, obj)
         else:
             client.create(DEVICE_CLASSES, obj)
+
+
+def create_volume(client: KubeClient, ns: str, pod: Obj) -> None:
+    """The pod's claim, bound to a volume of its zone (as the PV controller leaves a static binding:
+    ``volumeName``, ``claimRef``, ``bind-completed``, both Bound); nothing for a pod without one."""
+    zone = (pod["metadata"].get("annotations") or {}).get(VOLUME_ZONE)
+    if zone is None:
+        return
+    claim_name, volume = f"data-{pod['metadata']['name']}", f"pv-{ns}-{pod['metadata']['name']}"
+    client.create(
+        PERSISTENT_VOLUMES,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume, "labels": {ZONE: zone}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "hostPath": {"path": f"/tmp/{volume}"},
+                "claimRef": {"namespace": ns, "name": claim_name},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                        ]
+                    }
+                },
+            },
+        },
+    )
+    client.patch(PERSISTENT_VOLUMES, volume, {"status": {"phase": "Bound"}}, subresource="status")
+    client.create(
+        PERSISTENT_VOLUME_CLAIMS,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim_name, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        ns,
+    )
+    client.patch(
+        PERSISTENT_VOLUME_CLAIMS,
+        claim_name,
+        {"status": {"phase": "Bound"}},
+        namespace=ns,
+        subresource="status",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -342,6 +408,7 @@ def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
     for pod in pods:
         name = pod["metadata"]["name"]
         this = f"{ns}/{name}"
+        create_volume(client, ns, pod)
         before = snapshot(client)
         created = client.create(PODS, pod, ns)
         created["kind"] = "Pod"
@@ -411,6 +478,7 @@ def placed_by_draxr(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
         body = copy.deepcopy(pod)
         body["spec"]["schedulerName"] = "draxr"
         name = pod["metadata"]["name"]
+        create_volume(client, ns, pod)
         before = {o["metadata"]["name"] for o in snapshot(client) if o["kind"] == "Pod"}
         client.create(PODS, body, ns)
         kind, _, nominated = verdict(client, ns, name)
@@ -478,6 +546,9 @@ def invalid(client: KubeClient, ns: str) -> list[str]:
             held[(r["pool"], r["device"])] += 1
             if r["pool"] != node or f"example.com/gpu-{models.get((node, r['device']))}" != resource:
                 problems.append(f"{name}: device {r['pool']}/{r['device']} is not a {resource} on {node}")
+        zone = (pod["metadata"].get("annotations") or {}).get(VOLUME_ZONE)
+        if zone is not None and nodes[node]["metadata"]["labels"][ZONE] != zone:
+            problems.append(f"{name}: on {node}, its volume in {zone}")
         taints = nodes[node]["spec"].get("taints") or []
         if any(t.get("key") == TAINT["key"] for t in taints) and not pod["spec"].get("tolerations"):
             problems.append(f"{name}: on tainted {node} without a toleration")
