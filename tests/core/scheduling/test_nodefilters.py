@@ -56,9 +56,7 @@ def test_filters_stop_at_the_first_failing_plugin_in_upstream_order() -> None:
     spec: dict[str, Any] = {"nodeSelector": {"zone": "b"}}
     assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [UNSCHEDULABLE]
     tolerations.append(TOLERATE_UNSCHEDULABLE)
-    assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [
-        UNTOLERATED
-    ]
+    assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [UNTOLERATED]
     tolerations.append(TOLERATE_TAINT)
     assert filters(port_pod(("TCP", "0.0.0.0", 80), tolerations=tolerations, **spec), info) == [AFFINITY]
     spec["nodeSelector"] = {"zone": "a"}
