@@ -73,6 +73,7 @@ from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import (
     DEVICE_CLASSES,
+    EVENTS,
     NAMESPACES,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -375,6 +376,31 @@ def bound_after_preemption(client: KubeClient, ns: str, name: str, timeout: floa
     return node[0]
 
 
+def preemptors(client: KubeClient, ns: str, victims: set[str], timeout: float = 10.0) -> set[str]:
+    """The uids of the pods that preempted ``victims``, read from their ``Preempted`` Events
+    ("Preempted by pod <uid> on node <node>"), waited for (they are sent asynchronously); an empty
+    set when some victim has none within ``timeout``."""
+    found: dict[str, str] = {}
+
+    def all_seen() -> bool:
+        for e in client.list(EVENTS, ns).get("items") or []:
+            obj = e.get("involvedObject") or {}
+            message = str(e.get("message") or "")
+            if (
+                e.get("reason") == "Preempted"
+                and obj.get("name") in victims
+                and message.startswith("Preempted by pod ")
+            ):
+                found[obj["name"]] = message.split()[3]
+        return victims <= found.keys()
+
+    try:
+        wait_until("Preempted Events", all_seen, timeout)
+    except ControlPlaneError:
+        return set()
+    return set(found.values())
+
+
 def priorities(objects: list[Obj], names: set[str]) -> list[int]:
     return sorted(
         int(o["spec"].get("priority") or 0)
@@ -421,6 +447,11 @@ def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
         victims = {o["metadata"]["name"] for o in before if o["kind"] == "Pod"} - {
             o["metadata"]["name"] for o in now if o["kind"] == "Pod"
         }
+        if victims and preemptors(client, ns, victims) != {created["metadata"]["uid"]}:
+            # Another pending pod, retried meanwhile, preempted (its victims' Events name it): the
+            # step is not this pod's alone.
+            raced += 1
+            continue
         if nominated or victims:
             kind = "preempted"
             victims_seen += priorities(before, victims)
