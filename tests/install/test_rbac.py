@@ -75,6 +75,9 @@ def test_rbac_is_exactly_the_expected_set() -> None:
             for r in ("csidrivers", "csinodes", "csistoragecapacities", "storageclasses", "volumeattachments")
             for v in ("list", "watch")
         ),
+        # PodTopologySpread's system defaults read Services' and workload controllers' selectors.
+        *(("", r, v, "*any*") for r in ("services", "replicationcontrollers") for v in ("list", "watch")),
+        *(("apps", r, v, "*any*") for r in ("replicasets", "statefulsets") for v in ("list", "watch")),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {
         ("coordination.k8s.io", "leases", "create", "*any*"),

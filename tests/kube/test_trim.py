@@ -413,3 +413,36 @@ def test_a_pod_keeps_what_preemption_reads() -> None:
         "reason": "PreemptionByScheduler",
         "message": "m",
     } in (kept["status"]["conditions"])
+
+
+def test_services_and_workload_controllers_keep_only_their_selector() -> None:
+    """PodTopologySpread's system defaults read a selector; a ReplicaSet's pod template (most of
+    its size) and a Service's ports are dropped."""
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": "web",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+        },
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": []}},
+        },
+        "status": {"replicas": 3},
+    }
+    assert trim.for_kind("ReplicaSet")(rs) == {
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+    }
+    svc = {"kind": "Service", "metadata": {"name": "s", "namespace": "ns"}, "spec": {"ports": [{"port": 80}]}}
+    assert trim.for_kind("Service")(svc) == {
+        "kind": "Service",
+        "metadata": {"name": "s", "namespace": "ns"},
+        "spec": {},
+    }

@@ -90,6 +90,9 @@ def rbac(namespace: str) -> list[Obj]:
             ],
             "verbs": ["list", "watch"],
         },
+        # PodTopologySpread's system defaults: the selectors of Services and workload controllers.
+        {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
     ]
     lease_rules = [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

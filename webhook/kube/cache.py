@@ -14,6 +14,7 @@ from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import STORAGE_KINDS as KEPT_STORAGE_KINDS
 from ..core.cluster.state import ClusterState
+from ..core.cluster.workloads import WORKLOAD_KINDS
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
 from ..core.scheduling.sampling import ADAPTIVE
@@ -33,10 +34,14 @@ from .resources import (
     PERSISTENT_VOLUMES,
     POD_DISRUPTION_BUDGETS,
     PODS,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_QUOTAS,
     RESOURCE_SLICES,
+    SERVICES,
+    STATEFUL_SETS,
     STORAGE_CLASSES,
     VOLUME_ATTACHMENTS,
     Resource,
@@ -63,6 +68,10 @@ KIND_OF = {
     "VolumeAttachment": VOLUME_ATTACHMENTS,
     "PodDisruptionBudget": POD_DISRUPTION_BUDGETS,
     "Namespace": NAMESPACES,
+    "Service": SERVICES,
+    "ReplicationController": REPLICATION_CONTROLLERS,
+    "ReplicaSet": REPLICA_SETS,
+    "StatefulSet": STATEFUL_SETS,
 }
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
@@ -79,9 +88,17 @@ WEBHOOK_KINDS = (
 )
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
 STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
-#: The worker also keeps the pods, the storage kinds, the PodDisruptionBudgets preemption respects
-#: and the Namespaces (their labels: pod affinity's namespace selectors).
-ALL_KINDS = (*WEBHOOK_KINDS, "Pod", *STORAGE_KINDS, "PodDisruptionBudget", "Namespace")
+#: The worker also keeps the pods, the storage kinds, the PodDisruptionBudgets preemption respects,
+#: the Namespaces (their labels: pod affinity's namespace selectors) and the Services and workload
+#: controllers (their selectors: PodTopologySpread's system defaults).
+ALL_KINDS = (
+    *WEBHOOK_KINDS,
+    "Pod",
+    *STORAGE_KINDS,
+    "PodDisruptionBudget",
+    "Namespace",
+    *sorted(WORKLOAD_KINDS),
+)
 
 
 class ClusterCache:

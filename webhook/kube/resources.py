@@ -43,6 +43,11 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+#: PodTopologySpread's system defaults read their selectors (``core/cluster/workloads.py``).
+SERVICES = Resource("", "v1", "services", "Service", True)
+REPLICATION_CONTROLLERS = Resource("", "v1", "replicationcontrollers", "ReplicationController", True)
+REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+STATEFUL_SETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io",
     "v1",
@@ -100,5 +105,9 @@ BY_PLURAL = {
         CSI_STORAGE_CAPACITIES,
         VOLUME_ATTACHMENTS,
         POD_DISRUPTION_BUDGETS,
+        SERVICES,
+        REPLICATION_CONTROLLERS,
+        REPLICA_SETS,
+        STATEFUL_SETS,
     )
 }

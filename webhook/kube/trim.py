@@ -35,6 +35,7 @@ from typing import Any, Final
 from ..core.api.objects import Obj
 from ..core.cluster import storageobjects
 from ..core.cluster.podvolumes import ANY, volumes_with
+from ..core.cluster.workloads import WORKLOAD_KINDS
 
 Transform = Callable[[Obj], Obj]
 
@@ -209,10 +210,23 @@ def _storage(kind: str) -> Transform:
 
 
 #: The transform of each kind the caches hold; kinds not named here keep everything but metadata noise.
+def selector_only(obj: Obj) -> Obj:
+    """A Service's or workload controller's name, namespace, kind and ``spec.selector``: all
+    PodTopologySpread's system defaults read (a ReplicaSet's pod template is most of its size)."""
+    out: Obj = {
+        "metadata": _pick(obj.get("metadata"), ("name", "namespace", "uid", "resourceVersion")),
+        "spec": _pick(obj.get("spec"), ("selector",)),
+    }
+    if "kind" in obj:
+        out["kind"] = obj["kind"]
+    return out
+
+
 BY_KIND: Final[dict[str, Transform]] = {
     "Pod": pod,
     "Node": node,
     **{kind: _storage(kind) for kind in _KEPT_STORAGE},
+    **dict.fromkeys(WORKLOAD_KINDS, selector_only),
 }
 
 
@@ -220,4 +234,14 @@ def for_kind(kind: str) -> Transform:
     return BY_KIND.get(kind, generic)
 
 
-__all__ = ["BY_KIND", "LAST_APPLIED", "Transform", "for_kind", "generic", "metadata", "node", "pod"]
+__all__ = [
+    "BY_KIND",
+    "LAST_APPLIED",
+    "Transform",
+    "for_kind",
+    "generic",
+    "metadata",
+    "node",
+    "pod",
+    "selector_only",
+]

@@ -68,7 +68,7 @@ def test_apply_adds_and_removes_every_kind_and_bumps_the_version() -> None:
     assert st.allocated.pods == {}
 
 
-@pytest.mark.parametrize("kind", ["Service", "ConfigMap", "", "pod"])
+@pytest.mark.parametrize("kind", ["Deployment", "ConfigMap", "", "pod"])
 def test_unknown_kinds_are_refused_without_a_version_bump(kind: str) -> None:
     st = ClusterState()
     assert st.apply(kind, {"metadata": {"name": "x"}}) is False

@@ -385,3 +385,32 @@ def test_a_tainted_device_serves_the_extended_resource_only_through_a_class_that
     s = scheduler(node("n", {GPU: 0}), tolerating, both)
     assert s.state.capacity.free("gpu.example.com") == {}
     assert s.schedule(gpu_pod()).status == UNSCHEDULABLE
+
+
+def test_a_replica_set_spreads_its_pods_by_the_system_defaults() -> None:
+    """PodTopologySpread's system defaults (hostname maxSkew 3, ScheduleAnyway) select a pod's
+    ReplicaSet siblings once the cluster holds the ReplicaSet (issue 21): one pod on each node, the
+    sibling on ``alpha``, so the next replica goes to ``zeta``; without the ReplicaSet in the cluster
+    the tie goes to the smaller name, as before."""
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs", "controller": True}]
+
+    def replica(name: str) -> Obj:
+        p = pod(name, [container("c")])
+        p["metadata"]["labels"] = {"app": "web"}
+        p["metadata"]["ownerReferences"] = owner
+        return p
+
+    sibling = replica("web-1")
+    sibling["spec"]["nodeName"] = "alpha"
+    stranger = pod("other", [container("c")])  # the same load on zeta: resource scores tie
+    stranger["spec"]["nodeName"] = "zeta"
+    nodes = (node("zeta"), node("alpha"), stranger)
+    replica_set = {
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+    }
+    assert scheduler(*nodes, sibling, policy="upstream").schedule(replica("web-2")).node == "alpha"
+    assert (
+        scheduler(*nodes, sibling, replica_set, policy="upstream").schedule(replica("web-2")).node == "zeta"
+    )

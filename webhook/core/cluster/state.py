@@ -30,6 +30,7 @@ from .namespaces import Namespaces
 from .nodeinfo import NodeInfo, Nodes
 from .slices import DeviceKey
 from .volumes import PodVolumes, VolumeState
+from .workloads import WORKLOAD_KINDS, Workloads
 
 #: The storage kinds ``apply`` keeps in ``volumes``.
 STORAGE_KINDS = frozenset(
@@ -56,6 +57,7 @@ class ClusterState:
         )
         self.volumes = VolumeState()
         self.namespaces = Namespaces()
+        self.workloads = Workloads()
         self.version = 0
 
     @property
@@ -96,6 +98,8 @@ class ClusterState:
             self.volumes.remove(kind, obj) if deleted else self.volumes.upsert(kind, obj)
         elif kind == "Namespace":
             self.namespaces.remove(name(obj)) if deleted else self.namespaces.upsert(obj)
+        elif kind in WORKLOAD_KINDS:
+            self.workloads.remove(kind, obj) if deleted else self.workloads.upsert(kind, obj)
         else:
             return False
         self.version += 1

@@ -2,7 +2,7 @@
 ``podtopologyspread/scoring_test.go`` (1.37): TestPodTopologySpreadScore, every case but "matchLabelKeys
 ignored when feature gate disabled" (the gate is on in 1.37). ``nodes`` are the candidates (PreScore's
 filtered nodes), ``failed`` the other nodes of the cluster. The system-defaulting case runs with a
-``DefaultSelector`` standing for its Service (draxr itself has none: ``common``)."""
+``DefaultSelector`` standing for its Service (the profile's reads the cluster's: ``common``)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.core.scheduling.plugins.wrappers import (
 )
 from webhook.core.api.labelselector import LabelSelector, label_selector
 from webhook.core.api.objects import Obj
+from webhook.core.cluster.state import ClusterState
 from webhook.core.scheduling.framework import ScorePlugin
 from webhook.core.scheduling.plugins.podtopologyspread import SCORE, plugins
 
@@ -366,21 +367,21 @@ def test_pod_topology_spread_score(
     assert run(SCORE, pod, existing, nodes, failed) == want
 
 
-def service_foo(_pod: Obj) -> LabelSelector:
+def service_foo(_state: ClusterState, _pod: Obj) -> LabelSelector:
     """A Service selecting ``foo: ""`` matches every pod here (upstream's ``DefaultSelector``)."""
     return label_selector({"matchLabels": {"foo": ""}})
 
 
 @pytest.mark.parametrize(
     ("default_selector", "skipped"),
-    [(service_foo, False), (None, True), (lambda _p: label_selector({}), True)],
+    [(service_foo, False), (None, True), (lambda _s, _p: label_selector({}), True)],
 )
 def test_system_defaulting_nodes_dont_have_zone_pods_match_service(
-    default_selector: Callable[[Obj], LabelSelector] | None, skipped: bool
+    default_selector: Callable[[ClusterState, Obj], LabelSelector] | None, skipped: bool
 ) -> None:
     """TestPodTopologySpreadScore, "system defaulting, nodes don't have zone, pods match service": the
     defaults (hostname 3, zone 5) score as one hostname constraint would, nodes without a zone still
-    scored. Without a selector (draxr's profile) or with an empty one, no default constraint: skipped."""
+    scored. Without a selector or with an empty one, no default constraint: skipped."""
     _, score = plugins(default_selector)
     pod = make_pod().name("p").label("foo", "").obj()
     if skipped:

@@ -1,8 +1,8 @@
 """PodTopologySpread (upstream ``podtopologyspread``): a pod's ``topologySpreadConstraints``,
 DoNotSchedule in Filter and ScheduleAnyway in Score, with ``minDomains``, the node inclusion
 policies (``nodeAffinityPolicy``: Honor by default, ``nodeTaintsPolicy``: Ignore by default) and
-``matchLabelKeys``; the system default constraints (``common``: none in draxr, which watches no
-Services or workload controllers).
+``matchLabelKeys``; the system default constraints, selected by the cluster's Services and workload
+controllers (``common``, ``cluster.workloads``).
 
 ``common``     the constraints, the defaults, the policies, the eligible nodes and domains
 ``filtering``  PreFilter, Filter and the PreFilterExtensions (``add_pod``, ``remove_pod``)
@@ -16,14 +16,15 @@ from typing import Final
 
 from ...framework import FilterPlugin, ScorePlugin
 from . import filtering, scoring
-from .common import DefaultSelector
+from .common import DefaultSelector, cluster_default_selector
 
 NAME: Final = "PodTopologySpread"
 
 
 def plugins(default_selector: DefaultSelector | None = None) -> tuple[FilterPlugin, ScorePlugin]:
     """The Filter and Score plugins; ``default_selector`` gives the system defaults their selector
-    (upstream's ``DefaultSelector`` over Services and workload controllers; None: no defaults)."""
+    (upstream's ``DefaultSelector`` over Services and workload controllers; None: no defaults, as a
+    profile with ``defaultingType: List`` and no constraints)."""
     return (
         FilterPlugin(
             NAME,
@@ -43,4 +44,4 @@ def plugins(default_selector: DefaultSelector | None = None) -> tuple[FilterPlug
     )
 
 
-FILTER, SCORE = plugins()
+FILTER, SCORE = plugins(cluster_default_selector)

@@ -7,12 +7,9 @@ nodes are eligible: they have every constraint's topology key and pass the const
 **System defaults.** kube-scheduler's default profile (``defaultingType: System``) gives a pod
 without constraints two ScheduleAnyway ones (``systemDefaultConstraints``: hostname, maxSkew 3;
 zone, maxSkew 5) whose selector is ``helper.DefaultSelector``: the selectors of the Services,
-ReplicationControllers, ReplicaSets and StatefulSets that match or own the pod. An empty selector
-means no default constraint. draxr watches none of those kinds, so it gives ``DefaultSelector`` no
-object and the selector is always empty: no pod gets default constraints, as kube-scheduler does for
-a pod no Service selects and no such controller owns. A pod that one selects or owns loses the soft
-(Score-only) spreading upstream would give it; its own constraints always apply. ``plugin``'s
-``default_selector`` is where those objects would plug in.
+ReplicationControllers, ReplicaSets and StatefulSets that match or own the pod
+(``cluster.workloads``, fed by the worker's informers and by ``draxr plan``'s input). An empty
+selector means no default constraint. They only weigh in Score.
 """
 
 from __future__ import annotations
@@ -35,8 +32,13 @@ IGNORE: Final = "Ignore"
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_TOPOLOGY_ZONE: Final = "topology.kubernetes.io/zone"
 
-#: A pod -> the selector ``DefaultSelector`` builds for it (empty: no default constraint).
-DefaultSelector = Callable[[Obj], LabelSelector]
+#: (the cluster, a pod) -> the selector ``DefaultSelector`` builds for it (empty: no default constraint).
+DefaultSelector = Callable[[ClusterState, Obj], LabelSelector]
+
+
+def cluster_default_selector(state: ClusterState, pod: Obj) -> LabelSelector:
+    """The profile's ``DefaultSelector``: the cluster's Services and workload controllers."""
+    return state.workloads.default_selector(pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +94,16 @@ def filter_constraints(pod: Obj, action: str) -> list[Constraint]:
     return out
 
 
-def constraints_of(pod: Obj, action: str, default_selector: DefaultSelector | None) -> list[Constraint]:
+def constraints_of(
+    state: ClusterState, pod: Obj, action: str, default_selector: DefaultSelector | None
+) -> list[Constraint]:
     """``getConstraints``: the pod's own, or else the system defaults (``buildDefaultConstraints``)."""
     if as_list(spec(pod).get("topologySpreadConstraints")):
         return filter_constraints(pod, action)
     defaults = [(key, skew) for key, when, skew in SYSTEM_DEFAULT_CONSTRAINTS if when == action]
     if not defaults or default_selector is None:
         return []
-    selector = default_selector(pod)
+    selector = default_selector(state, pod)
     if selector.empty:
         return []
     return [Constraint(skew, key, selector) for key, skew in defaults]

@@ -89,7 +89,7 @@ def pre_filter(
 ) -> PreFilterState | None:
     if default_selector is None and not spec(pod).get("topologySpreadConstraints"):
         return None  # Skip: no constraint, and no system default without a selector
-    constraints = constraints_of(pod, DO_NOT_SCHEDULE, default_selector)
+    constraints = constraints_of(state, pod, DO_NOT_SCHEDULE, default_selector)
     if not constraints:
         return None  # Skip
     ns = namespace(pod)

@@ -63,7 +63,7 @@ def pre_score(
     if not own and default_selector is None:
         return None  # Skip: no constraint, and no system default without a selector
     try:
-        constraints = constraints_of(pod, SCHEDULE_ANYWAY, default_selector)
+        constraints = constraints_of(state, pod, SCHEDULE_ANYWAY, default_selector)
     except PreFilterFailed:
         return None  # a selector the apiserver would have refused: nothing to spread by
     if not constraints:
