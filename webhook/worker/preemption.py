@@ -63,10 +63,15 @@ class PreemptionExecutor:
         self.scheduler = scheduler
         self.events = events
         self.scheduler_name = scheduler_name
+        #: The nominations this worker wrote, by pod uid (upstream's in-memory nominator): the cache
+        #: may not show a pod's ``nominatedNodeName`` yet when a victim's deletion already requeued
+        #: it, and a preemptor that does not know it was nominated preempts again.
+        self.nominated: dict[str, str] = {}
 
     def post_filter(self, pod: Obj, decision: Decision) -> PostFilterResult:
         """Decide (under the lock) and carry out; the result's message goes into the pod's
         ``FailedScheduling`` message, as upstream's ``PostFilterMsg``."""
+        pod = self._as_nominated(pod)
         result = self.scheduler.preempt(pod, decision, self.cache.pod_disruption_budgets())
         if result.success and result.nominated_node is not None:
             for victim in result.victims:
@@ -97,7 +102,21 @@ class PreemptionExecutor:
         log.info("preempted", extra={"pod": key(victim), "preemptor": key(preemptor), "node": node})
         self.events.post(victim, "Normal", "Preempted", preempted_message(preemptor, node))
 
+    def forget(self, pod_uid: str) -> None:
+        """The pod was scheduled or is gone: its nomination is over."""
+        self.nominated.pop(pod_uid, None)
+
+    def _as_nominated(self, pod: Obj) -> Obj:
+        node = self.nominated.get(uid(pod))
+        if node is None or status(pod).get("nominatedNodeName") == node:
+            return pod
+        return {**pod, "status": {**status(pod), "nominatedNodeName": node}}
+
     def _nominate(self, pod: Obj, node: str | None) -> None:
+        if node is None:
+            self.nominated.pop(uid(pod), None)
+        else:
+            self.nominated[uid(pod)] = node
         try:
             self.client.patch(
                 PODS,

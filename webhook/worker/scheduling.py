@@ -101,6 +101,7 @@ class SchedulingLoop:
         self.metrics.attempts.labels(decision.status.lower()).inc()
         if decision.status == SCHEDULED:
             assert token is not None
+            self.preemption.forget(pod_uid)
             self.pool.submit(self.binding.run, pod, decision, token, started)
         elif decision.stale_claim is not None:
             self.post_filter(pod, decision.stale_claim)

@@ -532,3 +532,29 @@ def test_the_dry_run_stops_after_enough_candidates() -> None:
     st = state_of(*big_nodes(*nodes), *(cpu_pod(f"v{i}", LARGE, LOW, n) for i, n in enumerate(nodes)))
     result = preempt(st, cpu_pod("p", LARGE, HIGH))
     assert len(result.candidates) == 100
+
+
+@pytest.mark.parametrize("being_deleted", [False, True])
+def test_a_nominated_pod_waits_while_a_gone_victims_claim_is_not_yet_released(being_deleted: bool) -> None:
+    """CI on 1.35 gate off: the victim's claim, made from a template, was no longer reserved for
+    the deleted victim but still allocated (the resourceclaim controller had not yet deallocated and
+    deleted it); the nominated preemptor saw no pod holding it, preempted a second victim for the
+    same device. Such a claim is still being released: the preemptor waits, as for a terminating
+    victim."""
+    survivor = bind(gpu_pod("mid", 1, priority=MID), "n1", "2026-01-01T00:00:01Z")
+    claim = holding(survivor, ["gpu-0"])  # the gone victim's claim: owned by it, no reservation
+    claim["metadata"]["name"] = "low-gpu"
+    claim["metadata"]["uid"] = "uid-low-gpu"
+    claim["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "low", "uid": "uid-low", "controller": True}
+    ]
+    claim["status"]["reservedFor"] = []
+    claim["metadata"]["annotations"] = {}  # a claim from the rewrite's template, not a special claim
+    if being_deleted:
+        claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    st = state_of(*gpu_node("n1", 2), survivor, holding(survivor, ["gpu-1"]), claim)
+    preemptor = gpu_pod("train", 1, priority=HIGH)
+    preemptor["status"] = {"nominatedNodeName": "n1"}
+    result = preempt(st, preemptor)
+    assert not result.success
+    assert result.message == "preemption: not eligible due to a terminating pod on the nominated node."

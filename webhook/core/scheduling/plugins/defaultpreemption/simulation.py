@@ -59,14 +59,27 @@ def holders(claim: Obj) -> set[str]:
 
 
 def releasing_devices(state: ClusterState, node: str) -> bool:
-    """Some claim allocated on ``node`` has holders, none of which counts on a node any more: a
-    deleted pod's devices not yet released."""
+    """Some claim allocated on ``node`` is held by no pod that counts any more: a deleted pod's
+    devices not yet released. That is a claim whose holders are all gone, or one no pod holds any
+    more that is being deleted or whose owner pod is gone (the resourceclaim controller has taken
+    the pod out of ``reservedFor`` and has not yet deallocated and deleted the claim it made from a
+    template)."""
     allocated = state.allocated
     for claim in allocated.claims.values():
         if allocation_node(claim) != node:
             continue
         held = holders(claim)
-        if held and not any(allocated.counts_pod(u) for u in held):
+        if held:
+            if not any(allocated.counts_pod(u) for u in held):
+                return True
+            continue
+        owner = controller_ref(claim)
+        gone_owner = (
+            owner is not None
+            and owner.get("kind") == "Pod"
+            and not allocated.counts_pod(str(owner.get("uid")))
+        )
+        if as_dict(claim.get("metadata")).get("deletionTimestamp") or gone_owner:
             return True
     return False
 
