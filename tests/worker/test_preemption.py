@@ -173,3 +173,34 @@ def test_victims_terminate_gracefully_and_the_preemptor_waits_for_them(kube: Clu
     kube.em.update("pods", slow)  # the kubelet is done: the pod goes
     kube.em.wait_for(lambda: kube.bound().get("train") == "n", 30, "the preemptor bound")
     assert names(kube) == {"other", "train"}
+
+
+def test_a_preemptor_the_cache_does_not_show_nominated_yet_preempts_no_second_victim(kube: Cluster) -> None:
+    """CI on 1.35 gate off: the first victim's deletion requeued the preemptor before the cache
+    showed its ``nominatedNodeName``, and it evicted a second pod for the same device. The worker
+    remembers its nominations (upstream's in-memory nominator): with the first victim gone and its
+    claim not yet released, the preemptor waits, still nominated."""
+    from tests.worker.workers import make_worker
+    from webhook.kube.cache import ClusterCache
+
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
+    pods = [low(kube, "a", 0), low(kube, "b", 10)]
+    cache = ClusterCache.from_objects(kube.snapshot())
+    w = make_worker(kube.client(), cache)
+    for p in pods:
+        w.schedule_one(p["metadata"]["uid"])
+    w.stop()  # waits for the binding cycles
+    assert kube.bound() == {"a": "n", "b": "n"}
+
+    train = kube.pod("train", {GPU: 1}, priority=1000)
+    cache = ClusterCache.from_objects(kube.snapshot())  # a static cache: it sees only what we hand it
+    w = make_worker(kube.client(), cache)
+    w.schedule_one(train["metadata"]["uid"])
+    assert names(kube) == {"b", "train"}  # the fewest, lowest: a
+    assert kube.em.get("pods", "train", "default")["status"].get("nominatedNodeName") == "n"
+    cache.handle("Pod", "DELETED", {**pods[0], "kind": "Pod"})  # a is gone; its claim still allocated
+    decision = w.schedule_one(train["metadata"]["uid"])  # the cache's train shows no nomination
+    w.stop()
+    assert decision is not None
+    assert names(kube) == {"b", "train"}  # b is not preempted for the device a still holds
+    assert kube.em.get("pods", "train", "default")["status"].get("nominatedNodeName") == "n"
