@@ -43,7 +43,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.common import WORKER, gpu_class, gpu_node, gpu_pod, worker_namespace
+from bench.common import WORKER, gpu_class, gpu_node, gpu_pod, held_by_absent, results, worker_namespace
 from e2e.emulator import Emulator
 
 Obj = dict[str, Any]
@@ -111,10 +111,6 @@ def holder(em: Emulator) -> str | None:
     return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
 
 
-def results(claim: Obj) -> list[Obj]:
-    return list(((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []))
-
-
 class Watch:
     """The invariants, sampled from the emulator's store."""
 
@@ -149,15 +145,6 @@ class Watch:
             same = again is not None and again["metadata"]["uid"] == pod["metadata"]["uid"]
             if same and again is not None and not again["metadata"].get("deletionTimestamp"):
                 self.freed_under_running.add((pod["metadata"]["uid"], mapping["resourceClaimName"]))
-
-
-def held_by_absent(em: Emulator) -> int:
-    pods = {p["metadata"]["uid"] for p in em.list("pods", NS)}
-    return sum(
-        len(results(c))
-        for c in em.list("resourceclaims", NS)
-        if not any(o.get("uid") in pods for o in c["metadata"].get("ownerReferences") or [])
-    )
 
 
 def wait(what: str, check: Callable[[], bool], timeout: float) -> bool:

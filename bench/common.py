@@ -1,7 +1,8 @@
 """What the benchmarks share: the worker's identity, its namespace, a DRA device class backing an
 extended resource, and ready nodes each with one ResourceSlice of GPUs (for those that drive the
-worker through the API emulator); the command line of a worker process; percentiles; a process's
-memory and CPU from /proc; a free loopback port."""
+worker through the API emulator); a claim's allocation results and the devices held by pods that
+are gone; the command line of a worker process; percentiles; a process's memory and CPU from /proc;
+a free loopback port."""
 
 from __future__ import annotations
 
@@ -69,6 +70,22 @@ def gpu_pod(name: str) -> Obj:
             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"example.com/gpu": "1"}}}],
         },
     }
+
+
+def results(claim: Obj) -> list[Obj]:
+    """A claim's allocation results (none while unallocated)."""
+    return list(((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []))
+
+
+def held_by_absent(em: Emulator, namespace: str = "default") -> int:
+    """Devices allocated to claims none of whose owner pods exists any more: a leak once the
+    worker has had the time to release them."""
+    pods = {p["metadata"]["uid"] for p in em.list("pods", namespace)}
+    return sum(
+        len(results(c))
+        for c in em.list("resourceclaims", namespace)
+        if not any(o.get("uid") in pods for o in c["metadata"].get("ownerReferences") or [])
+    )
 
 
 def serve_argv(*flags: str) -> list[str]:

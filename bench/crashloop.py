@@ -30,9 +30,8 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.common import WORKER, gpu_class, gpu_node, gpu_pod, worker_namespace
+from bench.common import WORKER, gpu_class, gpu_node, gpu_pod, held_by_absent, worker_namespace
 from e2e.emulator import Emulator
-from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from webhook.runtime.serve import Process, ServeOptions
 
 
@@ -44,18 +43,6 @@ def setup(em: Emulator, devices: int) -> None:
 
 def all_bound(em: Emulator, names: list[str]) -> bool:
     return all(em.get("pods", n, "default")["spec"].get("nodeName") for n in names)
-
-
-def held_by_absent(em: Emulator) -> int:
-    pods = {p["metadata"]["uid"] for p in em.list("pods", "default")}
-    held = 0
-    for c in em.list("resourceclaims", "default"):
-        if (c["metadata"].get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
-            continue
-        if c["metadata"]["ownerReferences"][0]["uid"] not in pods:
-            results = ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
-            held += len(results)
-    return held
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,8 +63,9 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace
+from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace, ready_node
 from e2e.controlplane.launcher import ControlPlane, ControlPlaneError, wait_until
+from e2e.target import PRIORITY_CLASSES
 from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import SCHEDULED
 from webhook.core.scheduling.plugins.defaultpreemption.postfilter import DefaultPreemption
@@ -81,7 +82,6 @@ from webhook.kube.resources import (
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
-    Resource,
 )
 
 DRIVER = "gpu.parity.draxr.io"
@@ -106,7 +106,6 @@ KINDS = (
 )
 #: A pod's annotation in the stream: the zone of the volume it mounts (made for it in each phase).
 VOLUME_ZONE = "parity.draxr.io/volume-zone"
-PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 
 
 def ext(model: str) -> str:
@@ -240,16 +239,7 @@ def create_cluster(client: KubeClient, objects: list[Obj]) -> None:
         if kind == "Node":
             body = copy.deepcopy(obj)
             taints = body["spec"].pop("taints")
-            client.create(NODES, body)
-            allocatable = {"cpu": str(CPUS), "memory": "64Gi", "pods": "110"}
-            status = {
-                "capacity": allocatable,
-                "allocatable": allocatable,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            }
-            client.patch(NODES, obj["metadata"]["name"], {"status": status}, subresource="status")
-            # TaintNodesByCondition put node.kubernetes.io/not-ready on; no controller lifts it here.
-            client.patch(NODES, obj["metadata"]["name"], {"spec": {"taints": taints or None}})
+            ready_node(client, body, {"cpu": str(CPUS), "memory": "64Gi", "pods": "110"}, taints)
         elif kind == "ResourceSlice":
             client.create(RESOURCE_SLICES, obj)
         elif kind == "PriorityClass":
@@ -468,8 +458,9 @@ def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
         draxr: str
         if decision.status == SCHEDULED:
             draxr = f"bound to {decision.node}"
-            if kind == "bound" and engine(before).schedule(pinned(created, what)).status != SCHEDULED:
-                draxr = f"not on {what}: {engine(before).schedule(pinned(created, what)).message}"
+            on_node = scheduler.schedule(pinned(created, what)) if kind == "bound" else decision
+            if on_node.status != SCHEDULED:  # a decision without Reserve leaves the state as it was
+                draxr = f"not on {what}: {on_node.message}"
         else:
             # kube-scheduler's own DefaultPreemption (no victim frees devices), to compare to the letter.
             post = DefaultPreemption(scheduler, device_aware=False).post_filter(created, decision, [])

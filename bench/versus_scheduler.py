@@ -171,29 +171,15 @@ def setup(client: KubeClient, shape: Shape) -> list[str]:
     names = [f"node-{n:03d}" for n in range(shape.nodes)]
 
     def one(name: str) -> None:
-        client.create(
-            NODES,
+        ready_node(
+            client,
             {
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             },
+            {"cpu": "64", "memory": "256Gi", "pods": "110"},
         )
-        allocatable = {"cpu": "64", "memory": "256Gi", "pods": "110"}
-        client.patch(
-            NODES,
-            name,
-            {
-                "status": {
-                    "capacity": allocatable,
-                    "allocatable": allocatable,
-                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                }
-            },
-            subresource="status",
-        )
-        # TaintNodesByCondition put node.kubernetes.io/not-ready on the new Node; no controller lifts it.
-        client.patch(NODES, name, {"spec": {"taints": None}})
         client.create(
             RESOURCE_SLICES,
             {
@@ -211,6 +197,22 @@ def setup(client: KubeClient, shape: Shape) -> list[str]:
 
     parallel(one, names)
     return names
+
+
+def ready_node(
+    client: KubeClient, body: Obj, allocatable: dict[str, str], taints: list[Obj] | None = None
+) -> None:
+    """A Node as a kubelet would leave it: created, its status Ready with ``allocatable``, and only
+    ``taints`` (TaintNodesByCondition put node.kubernetes.io/not-ready on the new Node; with no
+    kubelet, no controller lifts it)."""
+    client.create(NODES, body)
+    status = {
+        "capacity": allocatable,
+        "allocatable": allocatable,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    }
+    client.patch(NODES, body["metadata"]["name"], {"status": status}, subresource="status")
+    client.patch(NODES, body["metadata"]["name"], {"spec": {"taints": taints or None}})
 
 
 def namespace(client: KubeClient, name: str) -> None:

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.chaos import Watch, held_by_absent, main
+from bench.chaos import Watch, main
+from bench.common import held_by_absent
 from e2e.emulator import Emulator
 from webhook.core.api.objects import Obj
 
