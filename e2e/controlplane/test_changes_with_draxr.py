@@ -163,10 +163,11 @@ def _all_replicas_report(c: LocalCluster, mode: str, timeout: float = 60.0) -> N
 
     def agree() -> bool:
         now = time.monotonic()
-        for name, seen in _replica_modes(c).items():
+        modes = _replica_modes(c)
+        for name, seen in modes.items():
             if seen == mode:
                 first.setdefault(name, now)
-        return len(first) == 2
+        return len(first) == len(modes)
 
     wait_until(f"not every replica reports {mode}", agree, timeout, detail=lambda: str(_replica_modes(c)))
     spread = max(first.values()) - min(first.values())
