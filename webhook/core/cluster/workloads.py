@@ -10,7 +10,7 @@ Only ``metadata`` and ``spec.selector`` are kept of each object (``kube.trim``).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from ..api.labelselector import (
     EVERYTHING,
@@ -37,7 +37,7 @@ class Workloads:
         #: namespace -> Service name -> its ``spec.selector`` (None: the Service selects nothing).
         self._services: dict[str, dict[str, dict[str, str] | None]] = {}
         #: (kind, namespace, name) -> the controller's ``spec.selector`` as written.
-        self._controllers: dict[tuple[str, str, str], object] = {}
+        self._controllers: dict[tuple[str, str, str], Any] = {}
 
     def upsert(self, kind: str, obj: Obj) -> None:
         selector = spec(obj).get("selector")
@@ -65,26 +65,21 @@ class Workloads:
         for selector in self._services.get(ns, {}).values():
             if selector is not None and all(pod_labels.get(k) == v for k, v in selector.items()):
                 label_set.update(selector)
-        requirements = _equal(label_set)
         owner = _controller(pod)
-        if owner is not None:
-            kind, owner_name = owner
-            found = self._controllers.get((kind, ns, owner_name), _MISSING)
-            if found is not _MISSING and kind == "ReplicationController":
-                if isinstance(found, dict):
-                    label_set.update({str(k): str(v) for k, v in found.items()})
-                requirements = _equal(label_set)
-            elif found is not _MISSING:
-                try:
-                    other = label_selector(found)
-                except LabelSelectorError:
-                    other = EVERYTHING
-                if not other.nothing:
-                    requirements += other.requirements
+        key = (owner[0], ns, owner[1]) if owner is not None else None
+        if key is None or key not in self._controllers:
+            return LabelSelector(_equal(label_set)) if label_set else EVERYTHING
+        selector = self._controllers[key]
+        if key[0] == "ReplicationController":  # a label set, merged in
+            if isinstance(selector, dict):
+                label_set.update({str(k): str(v) for k, v in selector.items()})
+            return LabelSelector(_equal(label_set)) if label_set else EVERYTHING
+        try:  # a ReplicaSet's or StatefulSet's LabelSelector: its requirements added
+            other = label_selector(selector)
+        except LabelSelectorError:
+            other = EVERYTHING
+        requirements = _equal(label_set) + (() if other.nothing else other.requirements)
         return LabelSelector(requirements) if requirements else EVERYTHING
-
-
-_MISSING: Final = object()
 
 
 def _equal(label_set: dict[str, str]) -> tuple[Requirement, ...]:
