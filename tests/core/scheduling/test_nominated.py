@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.harness import state_of
+from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.nodeinfo import NodeInfo
@@ -93,6 +93,43 @@ def test_a_nominated_pod_takes_the_free_devices_it_would_ask_for() -> None:
     third = s.schedule(pending("c", {GPU: 1}))
     assert third.status == UNSCHEDULABLE
     assert third.reasons["n0"] == [CANNOT_ALLOCATE]
+
+
+def with_own_claim(p: Obj, claim_name: str, from_template: bool = True) -> Obj:
+    """``p`` asking for its devices through a claim of its own (draxr's rewrite: a claim made from a
+    template, named in the pod's status), not through an extended resource."""
+    if from_template:
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+        made = [{"name": "gpu", "resourceClaimName": claim_name}]
+        p.setdefault("status", {})["resourceClaimStatuses"] = made
+    else:
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return p
+
+
+def test_a_nominated_pod_s_own_claims_keep_their_devices() -> None:
+    """CI on 1.35 gate off (the rewrite path): a preemptor nominated to the node asks for its device
+    through its own claim, still unallocated, so it counted no device; a pod of the same priority
+    took the device the victim freed, and the preemptor evicted a second victim. The devices a
+    nominated pod's unallocated claims ask for are taken on its node, for a pod asking through a
+    claim of its own as for one asking through an extended resource."""
+    st = cluster(devices=1, nodes=1)
+    st.apply("ResourceClaim", claim("high-gpu", [exactly("r", CLASS["metadata"]["name"])]))
+    st.apply("Pod", with_own_claim(pending("high", {}, priority=1000, nominated="n0"), "high-gpu"))
+    st.apply("ResourceClaim", claim("patient-gpu", [exactly("r", CLASS["metadata"]["name"])]))
+    s = Scheduler(st)
+    for p in (
+        with_own_claim(pending("patient", {}, priority=1000), "patient-gpu", from_template=False),
+        pending("ext", {GPU: 1}, priority=1000),
+    ):
+        d = s.schedule(p)
+        assert d.status == UNSCHEDULABLE, p["metadata"]["name"]
+        assert d.reasons == {"n0": [CANNOT_ALLOCATE]}
+    # A nomination of lower priority keeps nothing from it.
+    low = with_own_claim(pending("low", {}, priority=1), "patient-gpu", from_template=False)
+    assert Scheduler(st).schedule(low).node is None
+    st.apply("Pod", with_own_claim(pending("high", {}, priority=0, nominated="n0"), "high-gpu"))
+    assert Scheduler(st).schedule(low).node == "n0"
 
 
 def test_a_nominated_pod_s_host_ports_are_taken() -> None:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from ....api.objects import Obj, as_dict, as_list, controller_ref, namespace, spec, status, uid
+from ....api.objects import Obj, as_dict, as_list, controller_ref, namespace, status, uid
 from ....api.specialclaims import is_special_claim
 from ....cluster.allocated import allocated_devices
 from ....cluster.slices import DeviceKey
 from ....cluster.state import ClaimKey, ClusterState, claim_key
+from ..dynamicresources.prefilter import own_claim_names
 from ..dynamicresources.resume import allocation_node
 
 
@@ -31,16 +32,7 @@ def own_claim_keys(state: ClusterState, pod: Obj) -> list[ClaimKey]:
     (named directly, or generated from a template as ``status.resourceClaimStatuses`` names)."""
     keys = [claim_key(c) for c in state.allocated.special_claims_of(pod)]
     ns = namespace(pod)
-    generated = {
-        as_dict(s).get("name"): as_dict(s).get("resourceClaimName")
-        for s in as_list(status(pod).get("resourceClaimStatuses"))
-    }
-    for ref in as_list(spec(pod).get("resourceClaims")):
-        r = as_dict(ref)
-        claim_name = r.get("resourceClaimName") or generated.get(r.get("name"))
-        if isinstance(claim_name, str) and claim_name:
-            keys.append((ns, claim_name))
-    return keys
+    return keys + [(ns, n) for n in own_claim_names(pod)]
 
 
 def holders(claim: Obj) -> set[str]:

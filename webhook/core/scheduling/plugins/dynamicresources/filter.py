@@ -10,19 +10,20 @@ aborts the attempt as upstream's Filter does."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from ....allocation.allocator import INVALID_POOLS
 from ....api.alignment import REQUIRED
 from ....api.names import is_dra_extended_resource_name
 from ....api.nodematch import SelectorError, node_selector_matches
-from ....api.objects import Obj
+from ....api.objects import Obj, as_dict, as_list, namespace, spec, status
 from ....api.podresources import pod_requests
 from ....cluster.nodeinfo import NodeInfo
 from ....cluster.state import ClusterState
 from ...framework import ServedBy
 from .mappings import class_demand, device_demand
+from .prefilter import own_claim_names
 from .state import Counts, DraState, DraViews, Scope
 
 STALE_CLAIM: Final = "cannot schedule extended resource claim"
@@ -74,14 +75,22 @@ def filter_node(
             ok = False
         if not ok:
             return NOT_AVAILABLE
-    if not delegated or not count_devices:
+    if not count_devices or not (delegated or (nominated and dra.to_allocate)):
         return None
-    needs = dra.needs if delegated is dra.delegated else class_demand(delegated, dra.demand)
+    needs: Mapping[str, int] = {}
+    if delegated:
+        needs = dra.needs if delegated is dra.delegated else class_demand(delegated, dra.demand)
+    if nominated and dra.to_allocate:
+        # Beside nominated pods the pod's own claims need their devices free of those pods' share
+        # too; without nominated pods the allocator alone says whether they fit.
+        needs = add_demand(needs, claims_demand(dra.to_allocate))
     for cls, need in needs.items():
         free = counts(state, views, cls)[0].get(node, 0) - (nominated.get(cls, 0) if nominated else 0)
         if free >= need or errors_on(state, node, cls):
             continue
         return INVALID_POOLS if has_invalid_pool(state, node) else CANNOT_ALLOCATE
+    if not delegated:
+        return None
     if (
         dra.scopes
         and dra.align == REQUIRED
@@ -99,9 +108,10 @@ def filter_node(
 def nominated_demand(state: ClusterState, pod: Obj, info: NodeInfo) -> dict[str, int]:
     """Per class, the devices a pod nominated to the node would take of its free ones: what its
     special claim would ask there for the names DRA serves on the node (allocatable 0, a class
-    backs the name). Upstream (1.37) does not count a nominated pod's devices at all; draxr counts
-    this many of the node's free devices as taken, whichever devices the pod would get, and not the
-    pod's own claims (their devices are taken once allocated)."""
+    backs the name), and what its own claims not yet allocated ask for (``claims_demand``; a pod
+    draxr rewrote asks for all its devices so). Upstream (1.37) does not count a nominated pod's
+    devices at all; draxr counts this many of the node's free devices as taken, whichever devices
+    the pod would get (its allocated claims' devices are taken already)."""
     delegated: dict[str, str] = {}
     for r, v in pod_requests(pod).items():
         if v == 0 or not is_dra_extended_resource_name(r) or info.allocatable.get(r, 0) != 0:
@@ -109,7 +119,37 @@ def nominated_demand(state: ClusterState, pod: Obj, info: NodeInfo) -> dict[str,
         cls = state.classes.class_name(r)
         if cls is not None:
             delegated[r] = cls
-    return class_demand(delegated, device_demand(pod, delegated)) if delegated else {}
+    out = class_demand(delegated, device_demand(pod, delegated)) if delegated else {}
+    claims = state.allocated.claims
+    ns = namespace(pod)
+    own = [claims.get((ns, n)) for n in own_claim_names(pod)]
+    return add_demand(out, claims_demand(c for c in own if c is not None))
+
+
+def claims_demand(claims: Iterable[Obj]) -> dict[str, int]:
+    """Per class, the devices the claims without an allocation ask for: each ``exactly`` request's
+    count in ``ExactCount`` mode. A request for ``All`` devices or with ``firstAvailable``
+    alternatives is not counted: which and how many devices it takes is known only by allocating."""
+    out: dict[str, int] = {}
+    for claim in claims:
+        if as_dict(status(claim).get("allocation")):
+            continue
+        for r in as_list(as_dict(spec(claim).get("devices")).get("requests")):
+            exact = as_dict(as_dict(r).get("exactly"))
+            cls, count = exact.get("deviceClassName"), exact.get("count", 1)
+            if exact.get("allocationMode", "ExactCount") != "ExactCount" or not isinstance(cls, str):
+                continue
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                out[cls] = out.get(cls, 0) + count
+    return out
+
+
+def add_demand(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """Two per-class demands together."""
+    out = dict(a)
+    for cls, n in b.items():
+        out[cls] = out.get(cls, 0) + n
+    return out
 
 
 def cannot_align(attribute: str) -> str:

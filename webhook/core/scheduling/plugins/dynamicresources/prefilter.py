@@ -97,6 +97,23 @@ def pre_filter(state: ClusterState, pod: Obj, reqs: Units, policy: str, *, ignor
     )
 
 
+def own_claim_names(pod: Obj) -> list[str]:
+    """The claims ``spec.resourceClaims`` refers to, by name: named directly, or made from a
+    template as ``status.resourceClaimStatuses`` names (one not made yet, or not needed, is left
+    out). Lenient, unlike ``resolve_user_claims``: for reading another pod's claims."""
+    made = {
+        as_dict(s).get("name"): as_dict(s).get("resourceClaimName")
+        for s in as_list(status(pod).get("resourceClaimStatuses"))
+    }
+    out: list[str] = []
+    for ref in as_list(spec(pod).get("resourceClaims")):
+        r = as_dict(ref)
+        claim_name = r.get("resourceClaimName") or made.get(r.get("name"))
+        if isinstance(claim_name, str) and claim_name:
+            out.append(claim_name)
+    return out
+
+
 def resolve_user_claims(state: ClusterState, pod: Obj) -> tuple[list[Obj], list[Obj]]:
     """The pod's own claims (``spec.resourceClaims``), resolved as upstream's PreFilter does, and
     those of them still to allocate."""
