@@ -204,3 +204,31 @@ def test_a_preemptor_the_cache_does_not_show_nominated_yet_preempts_no_second_vi
     assert decision is not None
     assert names(kube) == {"b", "train"}  # b is not preempted for the device a still holds
     assert kube.em.get("pods", "train", "default")["status"].get("nominatedNodeName") == "n"
+
+
+def test_the_nominations_remembered_are_of_pods_that_still_exist(kube: Cluster) -> None:
+    """The worker's own record of its nominations holds live pods only: a preemptor deleted while
+    nominated leaves it at the next nomination (it grew by one entry per such pod, forever)."""
+    from tests.worker.workers import make_worker
+    from webhook.kube.cache import ClusterCache
+
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    first = low(kube, "a", 0)
+    cache = ClusterCache.from_objects(kube.snapshot())
+    w = make_worker(kube.client(), cache)
+    w.schedule_one(first["metadata"]["uid"])
+    w.stop()
+    assert kube.bound() == {"a": "n"}
+
+    train = kube.pod("train", {GPU: 1}, priority=1000)
+    cache = ClusterCache.from_objects(kube.snapshot())
+    w = make_worker(kube.client(), cache)
+    w.schedule_one(train["metadata"]["uid"])
+    assert set(w.scheduling.preemption.nominated) == {train["metadata"]["uid"]}
+    kube.em.delete("pods", "train", "default")
+    cache.handle("Pod", "DELETED", {**train, "kind": "Pod"})
+    later = kube.pod("later", {GPU: 1}, priority=2000)
+    cache.handle("Pod", "ADDED", {**later, "kind": "Pod"})
+    w.schedule_one(later["metadata"]["uid"])
+    w.stop()
+    assert set(w.scheduling.preemption.nominated) == {later["metadata"]["uid"]}

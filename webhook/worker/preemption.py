@@ -116,6 +116,10 @@ class PreemptionExecutor:
         if node is None:
             self.nominated.pop(uid(pod), None)
         else:
+            # A pod deleted while nominated is never scheduled to be forgotten: dropped here, so
+            # the record holds live pods only (a few: those waiting for their victims).
+            for gone in [u for u in self.nominated if self.cache.pod(u) is None]:
+                del self.nominated[gone]
             self.nominated[uid(pod)] = node
         try:
             self.client.patch(
