@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
@@ -130,6 +132,52 @@ def test_a_nominated_pod_s_own_claims_keep_their_devices() -> None:
     assert Scheduler(st).schedule(low).node is None
     st.apply("Pod", with_own_claim(pending("high", {}, priority=0, nominated="n0"), "high-gpu"))
     assert Scheduler(st).schedule(low).node == "n0"
+
+
+#: A pod asking for devices: (priority, devices, through a claim of its own rather than the name).
+asking = st.tuples(st.integers(0, 2), st.integers(1, 2), st.booleans())
+
+
+def _asking(state: ClusterState, name: str, prio: int, n: int, own: bool, nominated: str | None) -> Obj:
+    if not own:
+        return pending(name, {GPU: n}, priority=prio, nominated=nominated)
+    state.apply("ResourceClaim", claim(f"{name}-gpu", [exactly("r", CLASS["metadata"]["name"], n)]))
+    # The nominated pods' claims come from a template; the pod's own is named (PreFilter would want
+    # a template's claim owned by the pod).
+    p = pending(name, {}, priority=prio, nominated=nominated)
+    return with_own_claim(p, f"{name}-gpu", from_template=nominated is not None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    devices=st.lists(st.integers(0, 3), min_size=1, max_size=3),
+    others=st.lists(st.tuples(asking, st.integers(0, 2)), max_size=4),
+    me=asking,
+)
+def test_nominated_pods_devices_are_never_given_away(
+    devices: list[int], others: list[tuple[tuple[int, int, bool], int]], me: tuple[int, int, bool]
+) -> None:
+    """Property: the pod goes only to a node whose free devices, less what the pods nominated there
+    with a priority at least its own ask for (by name or by claim), still hold its own; and when
+    some node does, it is placed."""
+    state = cluster(devices=0, nodes=0)
+    for i, n in enumerate(devices):
+        state.apply("Node", node(f"n{i}", {GPU: 0}))
+        state.apply("ResourceSlice", resource_slice(f"s{i}", gpus(n, prefix=f"n{i}-gpu"), node_name=f"n{i}"))
+    taken = [0] * len(devices)
+    prio, want, own = me
+    for j, ((p, n, by_claim), at) in enumerate(others):
+        target = at % len(devices)
+        state.apply("Pod", _asking(state, f"o{j}", p, n, by_claim, f"n{target}"))
+        if p >= prio:
+            taken[target] += n
+    room = [f"n{i}" for i, n in enumerate(devices) if n - taken[i] >= want]
+    mine = _asking(state, "me", prio, want, own, None)
+    d = Scheduler(state, percentage_of_nodes_to_score=100).schedule(mine)
+    if room:
+        assert d.node in room
+    else:
+        assert d.status == UNSCHEDULABLE
 
 
 def test_a_nominated_pod_s_host_ports_are_taken() -> None:
