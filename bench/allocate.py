@@ -116,6 +116,27 @@ def pod(i: int, classes: int) -> Obj:
     }
 
 
+def place_among_replicas(p: Obj, i: int, groups: int) -> Obj:
+    """Pod ``i`` of a placement stream: every third one places itself among its replicas, in turn
+    with required anti-affinity per node to its group (``anti-<g>``) or a DoNotSchedule zone
+    spread, maxSkew 1, of its group (``spread-<g>``), over ``groups`` groups of each; ``p`` is
+    changed and returned."""
+    if i % 3:
+        return p
+    k = i // 3
+    app = f"{'anti' if k % 2 == 0 else 'spread'}-{(k // 2) % groups}"
+    p["metadata"]["labels"] = {"app": app}
+    selector = {"matchLabels": {"app": app}}
+    if k % 2 == 0:
+        term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        p["spec"]["affinity"] = {"podAntiAffinity": required}
+    else:
+        spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+        p["spec"]["topologySpreadConstraints"] = [{**spread, "labelSelector": selector}]
+    return p
+
+
 def taint_rule_costs(st: ClusterState) -> dict[str, float]:
     """Seconds to apply (and then remove) a rule on one pool, and one on every device."""
     pool = next(iter(st.devices.slices.values())).pool

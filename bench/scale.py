@@ -45,7 +45,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.allocate import ZONE, build, pod
+from bench.allocate import build, place_among_replicas, pod
 from bench.common import (
     DRIVER,
     WORKER,
@@ -144,23 +144,8 @@ PLACEMENT = "placement"
 
 
 def placement_pod(i: int, classes: int, groups: int) -> Obj:
-    """``bench/allocate.py``'s pod ``i``; every third one of a group placing itself among its
-    replicas: required anti-affinity per node (``anti-<g>``) or a zone spread (``spread-<g>``), in turn."""
-    p = pod(i, classes)
-    if i % 3:
-        return p
-    k = i // 3
-    app = f"{'anti' if k % 2 == 0 else 'spread'}-{(k // 2) % groups}"
-    p["metadata"]["labels"] = {"app": app}
-    selector = {"matchLabels": {"app": app}}
-    if k % 2 == 0:
-        term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
-        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
-        p["spec"]["affinity"] = {"podAntiAffinity": required}
-    else:
-        spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
-        p["spec"]["topologySpreadConstraints"] = [{**spread, "labelSelector": selector}]
-    return p
+    """``bench/allocate.py``'s pod ``i``, placing itself among its replicas every third time."""
+    return place_among_replicas(pod(i, classes), i, groups)
 
 
 # --- the worker through the emulator -------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Kubernetes ``--version`` (default 1.37; DRAExtendedResource on by default since 1.36) from the local
 control plane (e2e/controlplane; ``make controlplane``): etcd, kube-apiserver and kube-scheduler, no
-kubelet. Nodes are Ready with their taints lifted, one ResourceSlice each. Two shapes (``--shape``):
+kubelet. Nodes are Ready with their taints lifted, one ResourceSlice each. Three shapes (``--shape``):
 
 - ``single`` (the default; README's figures): ``--nodes`` 500 Nodes with ``--devices`` 8 devices each,
   one DeviceClass ``gpu.example.com`` with ``extendedResourceName: example.com/gpu``; ``--pods`` 1,000
@@ -14,6 +14,12 @@ kubelet. Nodes are Ready with their taints lifted, one ResourceSlice each. Two s
   placed first, then ``--pods`` 2,500 measured ones, pod ``i`` asking for ``example.com/gpu-<i mod 25>:
   1`` (requests and limits). Upstream's threshold for kube-scheduler there is 120 pods/s (that file);
   issue 22 quotes 195 pods/s for upstream's CI, on much bigger machines.
+- ``placement``: ``bench/scale.py --stream placement`` for both schedulers (issue 21): the ``upstream``
+  classes and nodes, the nodes in ``--zones`` 10 zones, no init pods, ``--pods`` 1,500 measured, and
+  every third pod placing itself among its replicas (required anti-affinity per node, or a
+  DoNotSchedule zone spread of maxSkew 1, over ``--groups`` 50 groups of each). Validity also checks
+  that no two replicas of an anti-affinity group share a node and that every spread group's zones
+  differ by at most one pod.
 
 The same stream of pods is placed twice, each run in namespaces of its own (``<run>-init`` for the init
 pods, ``<run>`` for the measured ones) and the cluster cleaned in between:
@@ -36,8 +42,8 @@ special claim, asking for the DeviceClass of the pod's extended resource, alloca
 from a slice of its node, reserved for it, named by its ``status.extendedResourceClaimStatus``; no
 device is allocated twice.
 
-    python bench/versus_scheduler.py [--version 1.37] [--shape single|upstream] [--nodes N]
-        [--devices N] [--classes N] [--init-pods N] [--pods N] [--qps 1000]
+    python bench/versus_scheduler.py [--version 1.37] [--shape single|upstream|placement] [--nodes N]
+        [--devices N] [--classes N] [--init-pods N] [--pods N] [--zones N] [--groups N] [--qps 1000]
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
+from bench.allocate import ZONE, place_among_replicas
 from bench.common import percentile, serve_argv
 from e2e.controlplane.launcher import ControlPlane, _die_with_parent, free_port, log_tail, wait_until
 from webhook.core.api.objects import Obj
@@ -103,12 +110,19 @@ class Shape:
     """What is created and placed: ``classes`` DeviceClasses of ``driver``, ``nodes`` Nodes with one
     ResourceSlice of ``devices`` devices each, ``init_pods`` placed first, then ``pods`` measured."""
 
-    name: str  # "single" or "upstream"
+    name: str  # "single", "upstream" or "placement"
     nodes: int
     devices: int
     classes: int
     init_pods: int
     pods: int
+    zones: int = 0  # > 0: nodes in zones, and pods placing themselves among their replicas
+    groups: int = 0  # replica groups of each kind (anti-affinity, zone spread)
+
+    def pod(self, name: str, i: int, scheduler: str | None) -> Obj:
+        """Pod ``i`` of the stream, named ``name``: it asks for class ``i mod classes``'s resource."""
+        body = pod(name, self.resource_name(i % self.classes), scheduler)
+        return place_among_replicas(body, i, self.groups) if self.zones else body
 
     @property
     def driver(self) -> str:
@@ -151,6 +165,9 @@ class Shape:
 SHAPES = {
     "single": Shape("single", nodes=500, devices=8, classes=1, init_pods=0, pods=1000),
     "upstream": Shape("upstream", nodes=500, devices=10, classes=25, init_pods=2500, pods=2500),
+    "placement": Shape(
+        "placement", nodes=500, devices=10, classes=25, init_pods=0, pods=1500, zones=10, groups=50
+    ),
 }
 
 
@@ -176,7 +193,7 @@ def setup(client: KubeClient, shape: Shape) -> list[str]:
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "metadata": {"name": name, "labels": node_labels(name, shape)},
             },
             {"cpu": "64", "memory": "256Gi", "pods": "110"},
         )
@@ -197,6 +214,13 @@ def setup(client: KubeClient, shape: Shape) -> list[str]:
 
     parallel(one, names)
     return names
+
+
+def node_labels(name: str, shape: Shape) -> dict[str, str]:
+    labels = {"kubernetes.io/hostname": name}
+    if shape.zones:
+        labels[ZONE] = f"zone-{int(name.rsplit('-', 1)[1]) % shape.zones}"
+    return labels
 
 
 def ready_node(
@@ -403,6 +427,7 @@ def validate(client: KubeClient, namespaces: list[str], classes: dict[str, str])
             problems.append(f"{name}: extendedResourceClaimStatus names {erc.get('resourceClaimName')!r}")
     doubles = [k for k, n in devices.items() if n > 1]
     problems += [f"device {d} allocated {devices[d]} times" for d in doubles]
+    problems += replica_problems(bound, {n["metadata"]["name"]: n for n in client.list(NODES)["items"]})
     return {
         "pods": len(pods),
         "bound": len(bound),
@@ -412,6 +437,31 @@ def validate(client: KubeClient, namespaces: list[str], classes: dict[str, str])
         "valid": not problems and len(bound) == len(pods),
         "problems": problems[:20],
     }
+
+
+def replica_problems(bound: list[Obj], nodes: dict[str, Obj]) -> list[str]:
+    """The placement shape's constraints on the bound pods: two replicas of an ``anti-<g>`` group on
+    one node, or a ``spread-<g>`` group whose zones (every zone of ``nodes``) differ by more than one
+    pod (nothing departs, so each DoNotSchedule placement's skew of 1 holds at the end)."""
+    zones = {n: (o["metadata"].get("labels") or {}).get(ZONE) for n, o in nodes.items()}
+    all_zones = {z for z in zones.values() if z}
+    anti: dict[str, set[str]] = {}
+    spread: dict[str, Counter[str]] = {}
+    problems: list[str] = []
+    for p in bound:
+        app = (p["metadata"].get("labels") or {}).get("app", "")
+        node = p["spec"]["nodeName"]
+        if app.startswith("anti-"):
+            if node in anti.setdefault(app, set()):
+                problems.append(f"{p['metadata']['name']}: a second replica of {app} on node {node}")
+            anti[app].add(node)
+        elif app.startswith("spread-"):
+            spread.setdefault(app, Counter())[str(zones.get(node))] += 1
+    for app, counts in sorted(spread.items()):
+        per_zone = [counts.get(z, 0) for z in all_zones]
+        if per_zone and max(per_zone) - min(per_zone) > 1:
+            problems.append(f"{app}: zones hold {sorted(per_zone)} replicas (maxSkew 1)")
+    return problems
 
 
 @dataclass
@@ -434,7 +484,7 @@ def place(
 
     def make(i: int) -> None:
         name = f"{prefix}-{i:04d}"
-        client.create(PODS, pod(name, shape.resource_name(i % shape.classes), scheduler), ns)
+        client.create(PODS, shape.pod(name, i, scheduler), ns)
         with lock:
             created[name] = time.monotonic()
 
@@ -570,7 +620,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
         choices=sorted(SHAPES),
         default="single",
         help="single: one DeviceClass, 500 nodes x 8 devices, 1,000 pods; upstream: scheduler_perf's "
-        "Explicit_25classes_5000pods_500nodes",
+        "Explicit_25classes_5000pods_500nodes; placement: upstream's classes and nodes in zones, 1,500 "
+        "pods, every third one with required anti-affinity or a zone spread",
     )
     ap.add_argument("--nodes", type=int, help="nodes, one ResourceSlice each (500)")
     ap.add_argument("--devices", type=int, help="devices per node (single: 8, upstream: 10)")
@@ -578,7 +629,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
     ap.add_argument(
         "--init-pods", type=int, help="pods placed before the measured ones (single: 0, upstream: 2500)"
     )
-    ap.add_argument("--pods", type=int, help="measured pods (single: 1000, upstream: 2500)")
+    ap.add_argument("--pods", type=int, help="measured pods (single: 1000, upstream: 2500, placement: 1500)")
+    ap.add_argument("--zones", type=int, help="zones of the nodes (placement only: 10)")
+    ap.add_argument("--groups", type=int, help="replica groups of each kind (placement only: 50)")
     ap.add_argument(
         "--qps", type=int, default=1000, help="write limit of kube-scheduler and of draxr's worker"
     )
@@ -587,8 +640,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
     args = ap.parse_args(argv)
     base = SHAPES[args.shape]
     if args.classes is not None and base.name == "single":
-        ap.error("--classes needs --shape upstream (the single shape has one DeviceClass)")
-    sizes = {k: getattr(args, k) for k in ("nodes", "devices", "classes", "init_pods", "pods")}
+        ap.error("--classes needs --shape upstream or placement (the single shape has one DeviceClass)")
+    for opt in ("zones", "groups"):
+        if getattr(args, opt) is not None and base.name != "placement":
+            ap.error(f"--{opt} needs --shape placement")
+    keys = ("nodes", "devices", "classes", "init_pods", "pods", "zones", "groups")
+    sizes = {k: getattr(args, k) for k in keys}
     for key, value in sizes.items():
         if value is not None and value < (0 if key == "init_pods" else 1):
             ap.error(
@@ -609,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
             "classes": shape.classes,
             "init_pods": shape.init_pods,
             "pods": shape.pods,
+            "zones": shape.zones,
+            "groups": shape.groups,
             "qps": args.qps,
         },
     }

@@ -11,8 +11,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.versus_scheduler import SHAPES, SPECIAL, Shape, parse_args, pod, setup, validate
+from bench.versus_scheduler import (
+    SHAPES,
+    SPECIAL,
+    Shape,
+    node_labels,
+    parse_args,
+    pod,
+    replica_problems,
+    setup,
+    validate,
+)
 from e2e.emulator import Emulator
+from webhook.core.api.objects import Obj
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import NAMESPACES, PODS, RESOURCE_CLAIMS
 
@@ -156,3 +167,54 @@ def test_validity_holds_each_claim_to_its_pods_class(client: KubeClient) -> None
         "p-0002: claim allocates {'test-class-0': 1}, the pod asks for {'test-class-2': 1}",
         "device ('test-driver.cdi.k8s.io', 'node-000', 'basic-device-1') allocated 2 times",
     ]
+
+
+# -- the placement shape (issue 21: kube-scheduler's figure for bench/scale.py's placement stream) ----
+
+
+def test_placement_shape_is_the_scale_bench_s_placement_stream() -> None:
+    _, shape = parse_args(["--shape", "placement"])
+    assert shape == Shape(
+        "placement", nodes=500, devices=10, classes=25, init_pods=0, pods=1500, zones=10, groups=50
+    )
+    anti, plain, spread = shape.pod("a", 0, None), shape.pod("b", 1, "draxr"), shape.pod("c", 3, None)
+    assert anti["metadata"]["labels"] == {"app": "anti-0"}
+    assert anti["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert "labels" not in plain["metadata"]
+    assert plain["spec"]["schedulerName"] == "draxr"
+    assert spread["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert node_labels("node-013", shape)["topology.kubernetes.io/zone"] == "zone-3"
+    assert "topology.kubernetes.io/zone" not in node_labels("node-013", SHAPES["upstream"])
+    _, small = parse_args(["--shape", "placement", "--zones", "3", "--groups", "2"])
+    assert (small.zones, small.groups) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--zones", "3"], "--zones needs --shape placement"),
+        (["--shape", "upstream", "--groups", "3"], "--groups needs --shape placement"),
+        (["--shape", "placement", "--zones", "0"], "--zones must be >= 1, not 0"),
+    ],
+)
+def test_placement_options_belong_to_the_placement_shape(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def _bound(name: str, app: str, node: str) -> Obj:
+    return {"metadata": {"name": name, "labels": {"app": app}}, "spec": {"nodeName": node}}
+
+
+def test_replica_problems_name_a_shared_node_and_a_skew_over_one() -> None:
+    zone = "topology.kubernetes.io/zone"
+    nodes = {f"n{i}": {"metadata": {"labels": {zone: f"z{i % 2}"}}} for i in range(4)}
+    fine = [_bound("a", "anti-0", "n0"), _bound("b", "anti-0", "n1"), _bound("c", "spread-0", "n0")]
+    assert replica_problems(fine, nodes) == []
+    shared = [*fine, _bound("d", "anti-0", "n1")]
+    assert replica_problems(shared, nodes) == ["d: a second replica of anti-0 on node n1"]
+    skewed = [*fine, _bound("e", "spread-0", "n2")]  # z0 holds 2, z1 none
+    assert replica_problems(skewed, nodes) == ["spread-0: zones hold [0, 2] replicas (maxSkew 1)"]
