@@ -135,11 +135,6 @@ def test_the_fewest_lowest_victims_go_and_a_never_preempting_pod_waits(target: T
     priority 1000 that may preempt evicts only the priority-10 pod (one victim suffices; the
     higher-priority one is reprieved first) and gets its device."""
     _skip_where_it_cannot_run(target)
-    if not target.native:
-        # Known bug, open in issue 21's note: where draxr rewrites pods into claims from its
-        # templates, the worker evicted the priority-20 pod too (twice in a row on 1.35 gate off),
-        # before the first victim's claim was released. Not yet understood; the native rows pass.
-        pytest.skip("draxr preempts a second victim on the rewrite path (known bug, issue 21's note)")
     low, mid = _priority_class(target, "low", 10), _priority_class(target, "mid", 20)
     high = _priority_class(target, "high", 1000)
     never = _priority_class(target, "never", 1000, preemptionPolicy="Never")
