@@ -652,9 +652,10 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
         ap.error(f"--seeds must be integers separated by commas, not {args.seeds!r}")
     if args.nodes < 3 or args.pods < 1:
         ap.error("--nodes must be at least 3 (three zones) and --pods at least 1")
-    workdir = Path(tempfile.mkdtemp(prefix="draxr-parity-"))
     started = time.monotonic()
-    results = [run_seed(s, args.nodes, args.pods, args.version, workdir) for s in seeds]
+    # The control planes' keys and logs go with the run.
+    with tempfile.TemporaryDirectory(prefix="draxr-parity-") as tmp:
+        results = [run_seed(s, args.nodes, args.pods, args.version, Path(tmp)) for s in seeds]
     summary: dict[str, Any] = {
         "seeds": seeds,
         "pods": args.pods * len(seeds),

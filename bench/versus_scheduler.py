@@ -656,7 +656,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
 
 def main(argv: list[str] | None = None) -> int:
     args, shape = parse_args(argv)
-    workdir = Path(tempfile.mkdtemp(prefix="draxr-versus-"))
+    # The control plane's keys and logs go with the run (a failure prints the logs' tails).
+    with tempfile.TemporaryDirectory(prefix="draxr-versus-") as tmp:
+        return measure(args, shape, Path(tmp))
+
+
+def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
     out: Obj = {
         "kubernetes": None,
         "shape": {

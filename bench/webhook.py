@@ -38,6 +38,7 @@ import dataclasses
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import ssl
 import sys
@@ -672,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.terminate()
         proc.join(10)
         sock.close()
+        shutil.rmtree(cert_dir, ignore_errors=True)  # the webhook's key goes with the run
     json.dump(results, sys.stdout, indent=2)
     print()
     return 0
