@@ -209,7 +209,7 @@ def build_plan(
             state.apply(str(kind), o)
     if mode == "rewrite":  # the cluster without the gate: no kubelet serves DRA-backed names natively
         for info in state.nodes.values():
-            info.kubelet_gate = False
+            info.set_kubelet_gate(False)
     for i, o in enumerate(objects):
         if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
             continue

@@ -45,6 +45,30 @@ def test_of_reads_allocatable_unschedulable_and_hard_taints() -> None:
     assert info.pods == {}
 
 
+def test_plain_is_schedulable_untainted_and_gated_and_follows_each_change() -> None:
+    assert NodeInfo.of(node("n")).plain is True
+    assert NodeInfo.of(node("n", unschedulable=True)).plain is False
+    assert NodeInfo.of(node("n", taints=[{"key": "k", "effect": "NoExecute"}])).plain is False
+    assert NodeInfo.of(with_conditions(node("n"), ready("False"))).plain is False
+    info = NodeInfo.of(node("n"))
+    info.set_kubelet_gate(False)
+    assert (info.kubelet_gate, info.plain) == (False, False)
+    assert info.snapshot().plain is False
+    info.set_kubelet_gate(True)
+    assert info.plain is True
+    info.refresh(node("n", unschedulable=True))
+    assert info.plain is False
+
+
+def test_max_pods_is_allocatable_pods_or_the_kubelet_default() -> None:
+    n = node("n")
+    n["status"]["allocatable"]["pods"] = "3"
+    assert NodeInfo.of(n).max_pods == 3
+    assert NodeInfo.of(n).snapshot().max_pods == 3
+    del n["status"]["allocatable"]["pods"]
+    assert NodeInfo.of(n).max_pods == 110
+
+
 def test_unschedulable_must_be_literally_true() -> None:
     assert NodeInfo.of(node("n", unschedulable="true")).unschedulable is False
     assert NodeInfo.of(node("n")).unschedulable is False

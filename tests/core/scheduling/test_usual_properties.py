@@ -14,6 +14,10 @@ from webhook.core.api.objects import Obj
 
 GPU = "example.com/gpu"
 CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
+#: A second name of a second class over the same devices: a pod asking both takes the check's
+#: general loop over its classes, one asking GPU alone its one-class loop.
+GPU_B = "example.com/gpu-b"
+CLASS_B = device_class("gpu-b.example.com", ext=GPU_B, selectors=['device.driver == "gpu.example.com"'])
 
 node_shapes = st.lists(
     st.tuples(
@@ -28,7 +32,7 @@ node_shapes = st.lists(
 
 
 def _cluster(shapes: list[tuple[int, str, int, int]]) -> list[Obj]:
-    objects: list[Obj] = [CLASS]
+    objects: list[Obj] = [CLASS, CLASS_B]
     for i, (n_gpus, kind, running, in_use) in enumerate(shapes):
         name = f"n{i}"
         spec: Obj = {}
@@ -74,14 +78,21 @@ def _allocated_claim(claim_name: str, node_name: str, device: str) -> Obj:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    node_shapes, st.integers(1, 3), st.integers(0, 8), st.sampled_from(["binpack", "spread"]), st.booleans()
+    node_shapes,
+    st.integers(1, 3),
+    st.integers(0, 2),
+    st.integers(0, 8),
+    st.sampled_from(["binpack", "spread"]),
+    st.booleans(),
 )
 def test_the_usual_pass_gives_what_filter_and_score_give(
-    shapes: list[tuple[int, str, int, int]], want: int, cpu: int, policy: str, score: bool
+    shapes: list[tuple[int, str, int, int]], want: int, want_b: int, cpu: int, policy: str, score: bool
 ) -> None:
     s = scheduler(*_cluster(shapes), policy=policy)
     names = [f"n{i}" for i in range(len(shapes))]
-    asks = {GPU: want, "cpu": str(cpu)} if cpu else {GPU: want}
+    asks: dict[str, object] = {GPU: want, GPU_B: want_b} if want_b else {GPU: want}
+    if cpu:
+        asks["cpu"] = str(cpu)
     usual_pod = pod("p", [container("c", asks)])
     general_pod = pod("p", [container("c", asks)], nodeSelector={"all": "yes"})
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from ..api.objects import Obj, as_dict, as_list, labels, name, spec, status
-from ..api.podresources import Units
+from ..api.podresources import PODS, Units
 from ..api.quantity import try_parse
 from .gates import kubelet_gate
 from .podvolumes import MountedVolumes
 
 HostPort = tuple[str, str, int]  # (protocol, host IP, port)
+
+#: The kubelet's ``maxPods`` default: a node whose allocatable says nothing of ``pods`` holds this many.
+DEFAULT_MAX_PODS: Final = 110
 
 
 @dataclass(slots=True)
@@ -43,6 +47,11 @@ class NodeInfo:
     watch_volumes: Callable[[MountedVolumes, int], None] | None = None
     #: The node's labels (the node object's own dict), read per node by pod placement's filters.
     labels: dict[str, str] = field(default_factory=dict)
+    #: Schedulable, no hard taint, kubelet gate on: what the usual-node check asks first, read in
+    #: one attribute for every node a decision visits (kept by ``refresh`` and ``set_kubelet_gate``).
+    plain: bool = True
+    #: Allocatable ``pods`` (kube-scheduler's default when the node does not say).
+    max_pods: int = DEFAULT_MAX_PODS
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -58,6 +67,13 @@ class NodeInfo:
         self.unschedulable = spec(node).get("unschedulable") is True
         self.hard_taints = hard_taints(node)
         self.kubelet_gate = kubelet_gate(node)
+        self.plain = not (self.unschedulable or self.hard_taints) and self.kubelet_gate
+        self.max_pods = self.allocatable.get(PODS, DEFAULT_MAX_PODS)
+
+    def set_kubelet_gate(self, on: bool) -> None:
+        """The gate as the caller knows it (``draxr plan`` in rewrite mode: no kubelet has it)."""
+        self.kubelet_gate = on
+        self.plain = not (self.unschedulable or self.hard_taints) and on
 
     def snapshot(self) -> NodeInfo:
         """Upstream's ``NodeInfo.Snapshot``: a copy whose pods can change without touching this one
@@ -76,6 +92,8 @@ class NodeInfo:
             dict(self.host_ports),
             dict(self.volumes),
             labels=self.labels,
+            plain=self.plain,
+            max_pods=self.max_pods,
         )
 
     def add_pod(

@@ -21,13 +21,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 from ..allocation.policy import SPREAD, UPSTREAM
-from ..api.podresources import PODS
 from ..cluster.nodeinfo import NodeInfo
 from ..cluster.state import ClusterState
 from .plugins.dynamicresources.filter import counts, errors_on
 from .plugins.dynamicresources.score import usage_terms
 from .plugins.dynamicresources.state import DraState, DraViews
-from .plugins.noderesources import DEFAULT_MAX_PODS as MAX_PODS
 
 Check = Callable[[NodeInfo, str], "float | bool | None"]
 #: A feasible node of the search: its sort key, its name, its plan (None: the usual plan).
@@ -76,18 +74,21 @@ def usual_check(
     need_of = [(cls, need, counts(state, views, cls)[0]) for cls, need in dra.needs.items()]
     terms = usage_terms(state, dra, views)
     names = len(terms)
+    # The pod's one name of one class (the usual pod's usual shape): free devices, the pod's need,
+    # total devices and its demand of that class, so a node's counts are read once.
+    single = None
+    if len(need_of) == 1 and names == 1 and terms[0][0][0] is need_of[0][2]:
+        (_, need, free), ((_, totals), demand) = need_of[0], terms[0]
+        single = (free, need, totals, demand)
 
     def entries(nodes: Iterable[str], infos: Mapping[str, NodeInfo], other: Other) -> Iterator[Entry]:
         # The decision's lookups as the generator's own locals (a closure's cells cost more per node).
         ext, checks, needs, usage, spreads, scored = extended, fit_checks, need_of, terms, spread, score
+        one = single
+        one_free, one_need, one_totals, one_demand = single or ({}, 0, {}, 0)
         for node in nodes:
             info = infos[node]
-            if (
-                info.unschedulable
-                or info.hard_taints
-                or not info.kubelet_gate
-                or not info.allocatable_names.isdisjoint(ext)
-            ):
+            if not info.plain or not info.allocatable_names.isdisjoint(ext):
                 entry = other(node)
                 if entry is not None:
                     yield entry
@@ -95,22 +96,39 @@ def usual_check(
             # noderesources.fits, inline: this runs for every node a decision visits (about 500
             # per decision on 5,000 nodes); tests/core/scheduling/test_usual_properties.py holds
             # the two to the same verdicts.
-            alloc = info.allocatable
-            if len(info.pods) >= (alloc.get(PODS, MAX_PODS) if PODS in info.allocatable_names else MAX_PODS):
+            if len(info.pods) >= info.max_pods:
                 continue
-            requested = info.requested
-            fit = True
-            for r, want in checks:
-                if want > alloc.get(r, 0) - requested.get(r, 0):
-                    fit = False
-                    break
-            if not fit:
-                continue
-            short = False
-            for _cls, need, free in needs:
-                if free.get(node, 0) < need:
-                    short = True
-                    break
+            if checks:
+                alloc = info.allocatable
+                requested = info.requested
+                fit = True
+                for r, want in checks:
+                    if want > alloc.get(r, 0) - requested.get(r, 0):
+                        fit = False
+                        break
+                if not fit:
+                    continue
+            if one is not None:  # one class, one name: its free count read once
+                free_here = one_free.get(node, 0)
+                if free_here >= one_need:
+                    if not scored:
+                        yield 0.0, node, None
+                        continue
+                    total = one_totals.get(node, 0)
+                    if total > 0:
+                        used = total - free_here + one_demand
+                        ratio = used / total if used < total else 1.0
+                    else:
+                        ratio = 1.0
+                    yield (ratio if spreads else -ratio), node, None
+                    continue
+                short = True
+            else:
+                short = False
+                for _cls, need, free in needs:
+                    if free.get(node, 0) < need:
+                        short = True
+                        break
             if short:
                 # A CEL error on the node: the general filters leave it to the allocator.
                 if any(errors_on(state, node, cls) for cls, _, _ in needs):

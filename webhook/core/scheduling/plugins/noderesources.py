@@ -15,12 +15,11 @@ import math
 from collections.abc import Collection
 from typing import Final
 
-from ...api.podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Units
+from ...api.podresources import CPU, EPHEMERAL_STORAGE, MEMORY, Units
 from ...cluster.nodeinfo import NodeInfo
 
 NAME: Final = "NodeResourcesFit"
 TOO_MANY_PODS: Final = "Too many pods"
-DEFAULT_MAX_PODS: Final = 110
 MAX_NODE_SCORE: Final = 100
 #: ``defaultResourceSpec`` of LeastAllocated and BalancedAllocation.
 SCORED: Final = (CPU, MEMORY)
@@ -35,8 +34,7 @@ def is_scalar(resource: str) -> bool:
 
 
 def max_pods(info: NodeInfo) -> int:
-    alloc = info.allocatable
-    return alloc.get(PODS, DEFAULT_MAX_PODS) if PODS in info.allocatable_names else DEFAULT_MAX_PODS
+    return info.max_pods
 
 
 def checks(reqs: Units, delegated: Collection[str]) -> list[tuple[str, int]]:
@@ -50,12 +48,9 @@ def checks(reqs: Units, delegated: Collection[str]) -> list[tuple[str, int]]:
 def fits(wanted: list[tuple[str, int]], info: NodeInfo) -> bool:
     """Filter's verdict without its reasons (``filter_node`` gives them): the pod count, then each
     of ``checks``'s resources against what the node has left."""
-    alloc = info.allocatable
-    # max_pods, inline: this runs for every node visited.
-    if len(info.pods) >= (
-        alloc.get(PODS, DEFAULT_MAX_PODS) if PODS in info.allocatable_names else DEFAULT_MAX_PODS
-    ):
+    if len(info.pods) >= info.max_pods:
         return False
+    alloc = info.allocatable
     used = info.requested
     for r, want in wanted:  # noqa: SIM110 (a loop, not all(...): this runs for every node visited)
         if want > alloc.get(r, 0) - used.get(r, 0):
