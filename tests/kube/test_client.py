@@ -1,19 +1,25 @@
 """KubeClient against the API emulator: the verbs, ApiError, retries of transient failures (fault
-injection; sleeps recorded, not slept), the write rate limit, watch streams and bindings."""
+injection; sleeps recorded, not slept), the write rate limit, watch streams and bindings; and its
+transport against a recording HTTP server: the direct pool, and the official client behind a proxy."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 
 from e2e.emulator import Emulator
 from e2e.emulator.kubeconfig import api_client
 from webhook.core.api.objects import Obj
 from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, NotLeader, throttled
+from webhook.kube.headers import Response
 from webhook.kube.ratelimit import TokenBucket
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS
 
@@ -482,3 +488,96 @@ def test_a_client_with_its_own_rate_limit_shares_the_rest(em: Emulator) -> None:
     assert (own.writes.qps, own.writes.burst) == (7, 3)
     assert own.fence is c.fence
     assert own.api is c.api
+
+
+# -- the transport -------------------------------------------------------------------------------
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A server (or proxy) that answers every request with ``{"ok": true}`` and keeps its request
+    line, headers (names in lower case) and body."""
+
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        data = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PATCH = do_POST = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[str, list[tuple[str, str, dict[str, str], bytes]]]]:
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+    handler = type("Handler", (Recorder,), {"seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def configured(host: str, **settings: Any) -> KubeClient:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = host
+    configuration.api_key = {"authorization": "secret"}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    for key, value in settings.items():
+        setattr(configuration, key, value)
+    api = kubernetes.client.ApiClient(configuration)
+    api.user_agent = "draxr-test"
+    return KubeClient(api)
+
+
+def test_a_request_goes_to_the_pool_with_the_clients_headers_credentials_and_path(
+    recorder: tuple[str, list[tuple[str, str, dict[str, str], bytes]]],
+) -> None:
+    base, seen = recorder
+    client = configured(base + "/prefix")  # a server URL with a path (a proxy in front, say)
+    assert client._pool is not None
+    assert client.list(PODS, "ns", label_selector="app in (a, b),!x", field_selector="a=b") == {"ok": True}
+    assert client.patch(PODS, "p", {"metadata": {"annotations": {"é": "ü"}}}, namespace="ns") == {"ok": True}
+    (get_verb, get_path, get_headers, _), (patch_verb, patch_path, patch_headers, body) = seen
+    path, _, query = get_path.partition("?")
+    assert (get_verb, path) == ("GET", "/prefix/api/v1/namespaces/ns/pods")
+    assert urllib.parse.parse_qs(query) == {"labelSelector": ["app in (a, b),!x"], "fieldSelector": ["a=b"]}
+    for headers in (get_headers, patch_headers):
+        assert headers["authorization"] == "Bearer secret"
+        assert headers["user-agent"] == "draxr-test"
+        assert headers["accept"] == "application/json"
+    assert (patch_verb, patch_path) == ("PATCH", "/prefix/api/v1/namespaces/ns/pods/p?fieldManager=draxr")
+    assert patch_headers["content-type"] == "application/merge-patch+json"
+    assert json.loads(body) == {"metadata": {"annotations": {"é": "ü"}}}
+
+
+def test_a_client_behind_a_proxy_sends_through_the_official_client(
+    recorder: tuple[str, list[tuple[str, str, dict[str, str], bytes]]],
+) -> None:
+    proxy, seen = recorder
+    client = configured("http://kube-apiserver.invalid:6443", proxy=proxy)
+    assert client._pool is None  # the pool manager's proxy, not the direct pool
+    assert client.get(NODES, "n") == {"ok": True}
+    ((verb, target, headers, _),) = seen
+    assert (verb, target) == ("GET", "http://kube-apiserver.invalid:6443/api/v1/nodes/n")
+    assert headers["authorization"] == "Bearer secret"
+
+
+def test_the_api_servers_connections_read_headers_with_the_fast_response(em: Emulator) -> None:
+    client = KubeClient(em.api_client())
+    assert client._pool is not None
+    assert client._pool[0].ConnectionCls.response_class is Response  # type: ignore[attr-defined]
+    created = client.create(PODS, pod_body(), "default")
+    assert client.get(PODS, "p", "default")["metadata"]["uid"] == created["metadata"]["uid"]

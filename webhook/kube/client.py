@@ -6,7 +6,9 @@ its headers and credentials (``update_params_for_auth``, the kubeconfig's refres
 and its urllib3 pool of TLS connections. A request that is not a watch goes to that pool directly
 (``HTTPConnectionPool.urlopen``), past the generated REST layer and the pool manager, which parse
 and re-dispatch the same URL on every call: about a tenth of the worker's CPU at a few hundred
-writes a second. Watches, and a client behind a proxy, take the official ``call_api``.
+writes a second. Watches, and a client behind a proxy, take the official ``call_api``. The pool's
+connections read response headers with ``headers.Response`` (the stdlib's answer, without the
+email package's feed parser).
 
 A client ``fenced`` by the leader election's fence sends no write while the fence is down: it is
 asked before every attempt (retries of 429, 5xx and broken connections included) and again after
@@ -31,6 +33,7 @@ import urllib3
 from kubernetes.watch.watch import iter_resp_lines
 
 from ..core.api.objects import Obj
+from .headers import install as install_response
 from .ratelimit import TokenBucket
 from .resources import PODS, Resource
 
@@ -153,7 +156,9 @@ class KubeClient:
         self._pool: tuple[urllib3.HTTPConnectionPool, str] | None = None
         if type(manager) is urllib3.PoolManager:
             host = str(api_client.configuration.host)
-            self._pool = (manager.connection_from_url(host), urllib3.util.parse_url(host).path or "")
+            pool = manager.connection_from_url(host)
+            install_response(pool)
+            self._pool = (pool, urllib3.util.parse_url(host).path or "")
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeClient:
