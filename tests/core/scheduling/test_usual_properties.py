@@ -5,7 +5,7 @@ same pod takes the general path (a node selector every node matches makes it not
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.core.harness import scheduler
@@ -116,3 +116,77 @@ def test_the_usual_pass_gives_what_filter_and_score_give(
             assert n in feasible
         elif verdict is False:
             assert n not in feasible
+
+
+def _placed_cluster(shapes: list[tuple[int, str, int, int]], nominated_on: list[int]) -> list[Obj]:
+    """``_cluster`` with zones (``n<i>`` in zone ``z<i mod 2>``), the running pods labelled
+    ``app: web`` in turn, and pods of a high priority nominated to some nodes asking two GPUs."""
+    objects = _cluster(shapes)
+    for o in objects:
+        if o["kind"] == "Node":
+            index = int(o["metadata"]["name"][1:])
+            o["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"z{index % 2}"
+        elif o["kind"] == "Pod":
+            o["metadata"]["labels"] = {"app": "web" if o["metadata"]["name"].endswith("0") else "db"}
+    for k, i in enumerate(nominated_on):
+        if i < len(shapes):
+            nominee = pod(f"nominee-{k}", [container("c", {GPU: 2})], priority=1000)
+            nominee["status"] = {"nominatedNodeName": f"n{i}"}
+            objects.append(nominee)
+    return objects
+
+
+def _placing(p: Obj, kind: str) -> Obj:
+    p["metadata"]["labels"] = {"app": "web"}
+    selector = {"matchLabels": {"app": "web"}}
+    if kind in ("anti", "both"):
+        term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+        p["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+    if kind in ("spread", "both"):
+        p["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector,
+            }
+        ]
+    return p
+
+
+@settings(max_examples=150, deadline=None)
+@example([(1, "", 0, 0)], 1, "anti", [0], "binpack", True)  # a nominee holds the node's only GPU
+@given(
+    node_shapes,
+    st.integers(1, 2),
+    st.sampled_from(["anti", "spread", "both"]),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.sampled_from(["binpack", "spread"]),
+    st.booleans(),
+)
+def test_with_plugins_and_nominated_pods_the_usual_pass_gives_what_filter_and_score_give(
+    shapes: list[tuple[int, str, int, int]],
+    want: int,
+    kind: str,
+    nominated_on: list[int],
+    policy: str,
+    score: bool,
+) -> None:
+    s = scheduler(*_placed_cluster(shapes, nominated_on), policy=policy)
+    names = [f"n{i}" for i in range(len(shapes))]
+    usual_pod = _placing(pod("p", [container("c", {GPU: want})]), kind)
+    general_pod = _placing(pod("p", [container("c", {GPU: want})], nodeSelector={"all": "yes"}), kind)
+
+    cycle = s.pre_filter(usual_pod)
+    assert cycle.plugins  # the profile's plugins check the pod
+    assert s._check(cycle, score) is not None  # and the usual check runs before them
+    got = [(key, n) for key, n, _ in s._feasible(cycle, iter(names), score)]
+
+    general = s.pre_filter(general_pod)
+    assert s._check(general, score) is None
+    expected = [(key, n) for key, n, _ in s._feasible(general, iter(names), score)]
+    assert [n for _, n in got] == [n for _, n in expected]
+    for (a, _), (b, _) in zip(got, expected, strict=True):
+        assert abs(a - b) < 1e-9

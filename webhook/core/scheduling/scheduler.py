@@ -83,7 +83,7 @@ from .sampling import (
     start_of,
 )
 from .scoring import upstream_score, utilisation
-from .usual import Check, Entry, Other, Usual, is_usual_pod, usual_check
+from .usual import Check, Entry, Usual, is_usual_pod, usual_check
 
 
 def _new_share_id() -> str:
@@ -192,23 +192,6 @@ class Scheduler:
                 else None
             )
         return cycle.checks[score]
-
-    def _then_plugins(self, cycle: Cycle, check: Check) -> Check:
-        """``check``, then the profile's plugins that check the pod on a node it passes; a node with
-        nominated pods is left to the general filters (None), which run twice there."""
-        plugins = cycle.plugins
-        nominated = cycle.nominated
-        refused = self._refused_by_plugins
-
-        def then(info: NodeInfo, node: str) -> float | bool | None:
-            if node in nominated:
-                return None
-            key = check(info, node)
-            if key is None or key is False or not plugins:
-                return key
-            return key if refused(plugins, node, info) is None else False
-
-        return then
 
     @staticmethod
     def _refused_by_plugins(
@@ -521,26 +504,20 @@ class Scheduler:
 
         if usual is None:
             return (e for n in walk if (e := other(n)) is not None)
-        if not (cycle.plugins or cycle.nominated):
-            return usual.scan(walk, other)
-        return self._feasible_with_plugins(cycle, walk, self._then_plugins(cycle, usual.check), other)
+        entries = usual.scan(walk, other, cycle.nominated)
+        return self._then_plugins_on(cycle, entries) if cycle.plugins else entries
 
-    def _feasible_with_plugins(
-        self, cycle: Cycle, walk: Iterator[str], check: Check, other: Other
-    ) -> Iterator[Entry]:
-        """``_feasible`` for a pod the profile's plugins check, or with nominated pods about: the
-        usual check (``check`` runs the plugins after it) one node at a time."""
+    def _then_plugins_on(self, cycle: Cycle, entries: Iterator[Entry]) -> Iterator[Entry]:
+        """The profile's plugins that check the pod, on each node the usual check passed (an entry
+        without a plan; the general filters ran them already on the others), as upstream runs them
+        after NodeResourcesFit and before DynamicResources."""
         by_name = self.state.nodes.by_name
-        for n in walk:
-            key = check(by_name[n], n)
-            if key is False:
+        plugins = cycle.plugins
+        refused = self._refused_by_plugins
+        for entry in entries:
+            if entry[2] is None and refused(plugins, entry[1], by_name[entry[1]]) is not None:
                 continue
-            if key is not None:
-                yield key, n, None
-                continue
-            entry = other(n)
-            if entry is not None:
-                yield entry
+            yield entry
 
     def _general(self, cycle: Cycle, n: str, score: bool) -> Entry | None:
         """Filter and Score on a node that is not the usual one."""

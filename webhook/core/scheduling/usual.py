@@ -17,7 +17,7 @@ verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 from ..allocation.policy import SPREAD, UPSTREAM
@@ -42,10 +42,11 @@ def _ask(node: str) -> Entry:
 class Usual(NamedTuple):
     """One body, two ways to call it: ``check`` one node as given (Filter, Score, a view of a node);
     ``scan`` the walk's nodes as the cluster has them, yielding the feasible ones' entries and asking
-    ``other`` (the general filters) about each node that is not the usual one."""
+    ``other`` (the general filters) about each node that is not the usual one, and about each node
+    of ``divert`` (nodes with nominated pods, which the general filters see with those pods)."""
 
     check: Check
-    scan: Callable[[Iterable[str], Other], Iterator[Entry]]
+    scan: Callable[[Iterable[str], Other, Collection[str]], Iterator[Entry]]
 
 
 def is_usual_pod(policy: str, dra: DraState, constrained: bool, ports: bool, plugins: bool) -> bool:
@@ -81,14 +82,16 @@ def usual_check(
         (_, need, free), ((_, totals), demand) = need_of[0], terms[0]
         single = (free, need, totals, demand)
 
-    def entries(nodes: Iterable[str], infos: Mapping[str, NodeInfo], other: Other) -> Iterator[Entry]:
+    def entries(
+        nodes: Iterable[str], infos: Mapping[str, NodeInfo], other: Other, divert: Collection[str] = ()
+    ) -> Iterator[Entry]:
         # The decision's lookups as the generator's own locals (a closure's cells cost more per node).
         ext, checks, needs, usage, spreads, scored = extended, fit_checks, need_of, terms, spread, score
         one = single
         one_free, one_need, one_totals, one_demand = single or ({}, 0, {}, 0)
         for node in nodes:
             info = infos[node]
-            if not info.plain or not info.allocatable_names.isdisjoint(ext):
+            if not info.plain or not info.allocatable_names.isdisjoint(ext) or (divert and node in divert):
                 entry = other(node)
                 if entry is not None:
                     yield entry
@@ -154,7 +157,7 @@ def usual_check(
             return None if plan is _ASK else key
         return False
 
-    def scan(nodes: Iterable[str], other: Other) -> Iterator[Entry]:
-        return entries(nodes, state.nodes.by_name, other)
+    def scan(nodes: Iterable[str], other: Other, divert: Collection[str] = ()) -> Iterator[Entry]:
+        return entries(nodes, state.nodes.by_name, other, divert)
 
     return Usual(check, scan)
