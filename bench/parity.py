@@ -11,7 +11,10 @@ DeviceClasses select a model by CEL and map ``example.com/gpu-a`` and ``example.
 some belong to a group whose pods keep apart (required anti-affinity on the hostname), some to a
 group spread over the zones (``maxSkew: 1``, ``DoNotSchedule``), the others are plain; a fifth mount
 a PersistentVolumeClaim bound to a volume of one zone (its PV's node affinity and zone label:
-VolumeBinding and VolumeZone).
+VolumeBinding and VolumeZone), and a tenth an unbound claim of a ``WaitForFirstConsumer``
+StorageClass whose ``allowedTopologies`` leave out one zone (VolumeBinding's dynamic provisioning:
+the scheduler's PreBind names the node in ``volume.kubernetes.io/selected-node`` and waits; the
+harness plays the provisioner, binding each such claim to a new volume of the node's zone).
 
 Pods come in three PriorityClasses (10, 100, 1000), so kube-scheduler preempts.
 
@@ -31,7 +34,9 @@ one) is not compared and is counted.
 Phase 2: the cluster cleaned, the same stream for ``schedulerName: draxr``, one pod at a time, placed by
 a ``draxr serve --no-webhook --policy upstream`` process (device-aware preemption). Every binding is
 checked: the special claim allocates devices of the pod's model on its node, reserved for it, none
-twice; CPUs within the node; taints tolerated; no two pods of a keep-apart group on one node; each
+twice; CPUs within the node; taints tolerated; a static volume's zone is the node's, a provisioned
+claim names the pod's node and its volume is in an allowed zone, the node's; no two pods of a
+keep-apart group on one node; each
 spread pod within skew 1 over the zones when it was bound (victims of a preemption may lower a zone
 afterwards; kube-scheduler's bindings get this check too). Bound and pending counts are reported
 beside kube-scheduler's (ties are broken at random upstream, so placements, and what fits later, may
@@ -51,6 +56,7 @@ import os
 import random
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -71,7 +77,7 @@ from webhook.core.scheduling.framework import SCHEDULED
 from webhook.core.scheduling.plugins.defaultpreemption.postfilter import DefaultPreemption
 from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
-from webhook.kube.client import KubeClient
+from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import (
     DEVICE_CLASSES,
     EVENTS,
@@ -82,6 +88,7 @@ from webhook.kube.resources import (
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    STORAGE_CLASSES,
 )
 
 DRIVER = "gpu.parity.draxr.io"
@@ -103,9 +110,18 @@ KINDS = (
     (NAMESPACES, "Namespace"),
     (PERSISTENT_VOLUME_CLAIMS, "PersistentVolumeClaim"),
     (PERSISTENT_VOLUMES, "PersistentVolume"),
+    (STORAGE_CLASSES, "StorageClass"),
 )
 #: A pod's annotation in the stream: the zone of the volume it mounts (made for it in each phase).
 VOLUME_ZONE = "parity.draxr.io/volume-zone"
+#: A pod's annotation in the stream: it mounts an unbound claim of this StorageClass.
+VOLUME_CLASS = "parity.draxr.io/volume-class"
+#: The ``WaitForFirstConsumer`` class, its provisioner (the harness) and the zones it allows.
+WFFC_CLASS = "parity-wffc"
+PROVISIONER = "volumes.parity.draxr.io"
+ALLOWED_ZONES = ("zone-0", "zone-1")
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 
 
 def ext(model: str) -> str:
@@ -128,6 +144,16 @@ def cluster(seed: int, nodes: int) -> list[Obj]:
         }
         for name, (value, _) in PRIORITIES.items()
     ]
+    out.append(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": WFFC_CLASS},
+            "provisioner": PROVISIONER,
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": list(ALLOWED_ZONES)}]}],
+        }
+    )
     for model in MODELS:
         out.append(
             {
@@ -219,8 +245,12 @@ def stream(seed: int, pods: int) -> list[Obj]:
         else:
             app = f"plain-{i}"
         meta: Obj = {"name": f"p{i:03d}", "labels": {"app": app}}
-        if rnd.random() < 0.2:  # a volume bound to a zone: VolumeBinding and VolumeZone choose too
+        volume = rnd.random()
+        if volume < 0.2:  # a volume bound to a zone: VolumeBinding and VolumeZone choose too
             meta["annotations"] = {VOLUME_ZONE: f"zone-{rnd.randrange(3)}"}
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-p{i:03d}"}}]
+        elif volume < 0.3:  # a claim provisioned where the pod goes (WaitForFirstConsumer)
+            meta["annotations"] = {VOLUME_CLASS: WFFC_CLASS}
             spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-p{i:03d}"}}]
         out.append(
             {
@@ -244,14 +274,39 @@ def create_cluster(client: KubeClient, objects: list[Obj]) -> None:
             client.create(RESOURCE_SLICES, obj)
         elif kind == "PriorityClass":
             client.create(PRIORITY_CLASSES, obj)
+        elif kind == "StorageClass":
+            client.create(STORAGE_CLASSES, obj)
         else:
             client.create(DEVICE_CLASSES, obj)
 
 
 def create_volume(client: KubeClient, ns: str, pod: Obj) -> None:
-    """The pod's claim, bound to a volume of its zone (as the PV controller leaves a static binding:
-    ``volumeName``, ``claimRef``, ``bind-completed``, both Bound); nothing for a pod without one."""
-    zone = (pod["metadata"].get("annotations") or {}).get(VOLUME_ZONE)
+    """The pod's claim: bound to a volume of its zone (as the PV controller leaves a static binding:
+    ``volumeName``, ``claimRef``, ``bind-completed``, both Bound), or unbound of the
+    ``WaitForFirstConsumer`` class (``Provisioner`` binds it once a scheduler selects the node);
+    nothing for a pod without one."""
+    annotations = pod["metadata"].get("annotations") or {}
+    if annotations.get(VOLUME_CLASS):
+        claim: Obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": f"data-{pod['metadata']['name']}"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": annotations[VOLUME_CLASS],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        client.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+        client.patch(
+            PERSISTENT_VOLUME_CLAIMS,
+            claim["metadata"]["name"],
+            {"status": {"phase": "Pending"}},
+            namespace=ns,
+            subresource="status",
+        )
+        return
+    zone = annotations.get(VOLUME_ZONE)
     if zone is None:
         return
     claim_name, volume = f"data-{pod['metadata']['name']}", f"pv-{ns}-{pod['metadata']['name']}"
@@ -300,6 +355,82 @@ def create_volume(client: KubeClient, ns: str, pod: Obj) -> None:
         namespace=ns,
         subresource="status",
     )
+
+
+class Provisioner:
+    """The ``WaitForFirstConsumer`` class's provisioner and the PV controller's binding, played in a
+    thread of its own while a phase runs: each claim of the class that a scheduler's PreBind named a
+    node for (``volume.kubernetes.io/selected-node``) gets a volume of that node's zone, and both are
+    bound as the PV controller binds them (``claimRef`` with the claim's uid, ``volumeName``,
+    ``bind-completed``, both Bound), which the waiting PreBind then sees."""
+
+    def __init__(self, client: KubeClient, ns: str) -> None:
+        self.client, self.ns = client, ns
+        self.provisioned = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="parity-provisioner", daemon=True)
+
+    def __enter__(self) -> Provisioner:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                for claim in self.client.list(PERSISTENT_VOLUME_CLAIMS, self.ns).get("items") or []:
+                    node = (claim["metadata"].get("annotations") or {}).get(SELECTED_NODE)
+                    if node and not claim["spec"].get("volumeName"):
+                        self._provision(claim, node)
+            except ApiError as e:  # a claim deleted meanwhile; anything else is reported
+                if not e.not_found:
+                    self.errors.append(str(e))
+
+    def _provision(self, claim: Obj, node_name: str) -> None:
+        meta = claim["metadata"]
+        zone = self.client.get(NODES, node_name)["metadata"]["labels"][ZONE]
+        volume = f"pv-{self.ns}-{meta['name']}"
+        self.client.create(
+            PERSISTENT_VOLUMES,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume, "labels": {ZONE: zone}},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": WFFC_CLASS,
+                    "hostPath": {"path": f"/tmp/{volume}"},
+                    "claimRef": {"namespace": self.ns, "name": meta["name"], "uid": meta["uid"]},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                            ]
+                        }
+                    },
+                },
+            },
+        )
+        self.client.patch(PERSISTENT_VOLUMES, volume, {"status": {"phase": "Bound"}}, subresource="status")
+        self.client.patch(
+            PERSISTENT_VOLUME_CLAIMS,
+            meta["name"],
+            {"metadata": {"annotations": {BIND_COMPLETED: "yes"}}, "spec": {"volumeName": volume}},
+            namespace=self.ns,
+        )
+        self.client.patch(
+            PERSISTENT_VOLUME_CLAIMS,
+            meta["name"],
+            {"status": {"phase": "Bound"}},
+            namespace=self.ns,
+            subresource="status",
+        )
+        self.provisioned += 1
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -571,6 +702,8 @@ def invalid(client: KubeClient, ns: str) -> list[str]:
         zone = (pod["metadata"].get("annotations") or {}).get(VOLUME_ZONE)
         if zone is not None and nodes[node]["metadata"]["labels"][ZONE] != zone:
             problems.append(f"{name}: on {node}, its volume in {zone}")
+        if (pod["metadata"].get("annotations") or {}).get(VOLUME_CLASS):
+            problems += provisioned_problems(objects, ns, pod, nodes[node])
         taints = nodes[node]["spec"].get("taints") or []
         if any(t.get("key") == TAINT["key"] for t in taints) and not pod["spec"].get("tolerations"):
             problems.append(f"{name}: on tainted {node} without a toleration")
@@ -580,6 +713,35 @@ def invalid(client: KubeClient, ns: str) -> list[str]:
     problems += [f"device {p}/{d} in {n} claims" for (p, d), n in held.items() if n > 1]
     problems += [f"{n}: {c} CPUs requested of {CPUS}" for n, c in cpu.items() if c > CPUS]
     problems += [f"{app}: {n} pods on {node}" for (app, node), n in apart.items() if n > 1]
+    return problems
+
+
+def provisioned_problems(objects: list[Obj], ns: str, pod: Obj, node: Obj) -> list[str]:
+    """A bound pod's ``WaitForFirstConsumer`` claim: selected for the pod's node, bound to a volume
+    of the node's zone, a zone the class allows."""
+    name, node_name = pod["metadata"]["name"], node["metadata"]["name"]
+    zone = node["metadata"]["labels"][ZONE]
+    [claim] = [
+        o
+        for o in objects
+        if o["kind"] == "PersistentVolumeClaim"
+        and o["metadata"]["namespace"] == ns
+        and o["metadata"]["name"] == f"data-{name}"
+    ]
+    problems: list[str] = []
+    selected = (claim["metadata"].get("annotations") or {}).get(SELECTED_NODE)
+    if selected != node_name:
+        problems.append(f"{name}: on {node_name}, its claim selected for {selected}")
+    volume = claim["spec"].get("volumeName")
+    pv = next(
+        (o for o in objects if o["kind"] == "PersistentVolume" and o["metadata"]["name"] == volume), None
+    )
+    if pv is None:
+        problems.append(f"{name}: bound with its claim unbound")
+    elif pv["metadata"]["labels"][ZONE] != zone:
+        problems.append(f"{name}: on {node_name} in {zone}, its volume in {pv['metadata']['labels'][ZONE]}")
+    if zone not in ALLOWED_ZONES:
+        problems.append(f"{name}: on {node_name} in {zone}, which {WFFC_CLASS} does not allow")
     return problems
 
 
@@ -613,8 +775,10 @@ def run_seed(seed: int, nodes: int, pods: int, version: str, workdir: Path) -> O
         client = KubeClient.from_config(str(cp.kubeconfig_path("admin")), qps=100000, burst=100000)
         create_cluster(client, objects)
         namespace(client, "parity-kube-scheduler")
-        kube = lockstep(client, "parity-kube-scheduler", stream_)
-        kube["invalid"] = invalid(client, "parity-kube-scheduler")
+        with Provisioner(client, "parity-kube-scheduler") as provisioner:
+            kube = lockstep(client, "parity-kube-scheduler", stream_)
+        kube["invalid"] = invalid(client, "parity-kube-scheduler") + provisioner.errors
+        kube["provisioned"] = provisioner.provisioned
         clean(client, "parity-kube-scheduler")
         install_rbac(client)
         namespace(client, "parity-draxr")
@@ -623,7 +787,10 @@ def run_seed(seed: int, nodes: int, pods: int, version: str, workdir: Path) -> O
         )
         try:
             wait_until("draxr's worker did not become ready", worker.ready, 120, alive=worker.dead)
-            draxr = placed_by_draxr(client, "parity-draxr", stream_)
+            with Provisioner(client, "parity-draxr") as provisioner:
+                draxr = placed_by_draxr(client, "parity-draxr", stream_)
+            draxr["invalid"] += provisioner.errors
+            draxr["provisioned"] = provisioner.provisioned
         finally:
             worker.stop()
     return {"seed": seed, "kubernetes": cp.version, "kube-scheduler": kube, "draxr": draxr}
@@ -677,6 +844,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
         "draxr_bound": sum(r["draxr"]["bound"] for r in results),
         "draxr_preempted": sum(r["draxr"]["preempted"] for r in results),
         "draxr_victims": sum(r["draxr"]["victims"] for r in results),
+        "kube_scheduler_provisioned": sum(r["kube-scheduler"]["provisioned"] for r in results),
+        "draxr_provisioned": sum(r["draxr"]["provisioned"] for r in results),
         "seconds": round(time.monotonic() - started, 1),
     }
     out(json.dumps({"per_seed": results, "summary": summary}, indent=2))
