@@ -89,6 +89,7 @@ from webhook.kube.resources import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     STORAGE_CLASSES,
+    Resource,
 )
 
 DRIVER = "gpu.parity.draxr.io"
@@ -286,75 +287,58 @@ def create_volume(client: KubeClient, ns: str, pod: Obj) -> None:
     ``WaitForFirstConsumer`` class (``Provisioner`` binds it once a scheduler selects the node);
     nothing for a pod without one."""
     annotations = pod["metadata"].get("annotations") or {}
+    claim_name = f"data-{pod['metadata']['name']}"
     if annotations.get(VOLUME_CLASS):
-        claim: Obj = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": f"data-{pod['metadata']['name']}"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": annotations[VOLUME_CLASS],
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-        client.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
-        client.patch(
-            PERSISTENT_VOLUME_CLAIMS,
-            claim["metadata"]["name"],
-            {"status": {"phase": "Pending"}},
-            namespace=ns,
-            subresource="status",
-        )
+        client.create(PERSISTENT_VOLUME_CLAIMS, volume_claim(claim_name, annotations[VOLUME_CLASS]), ns)
+        set_phase(client, PERSISTENT_VOLUME_CLAIMS, claim_name, "Pending", ns)
         return
     zone = annotations.get(VOLUME_ZONE)
     if zone is None:
         return
-    claim_name, volume = f"data-{pod['metadata']['name']}", f"pv-{ns}-{pod['metadata']['name']}"
-    client.create(
-        PERSISTENT_VOLUMES,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume, "labels": {ZONE: zone}},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "hostPath": {"path": f"/tmp/{volume}"},
-                "claimRef": {"namespace": ns, "name": claim_name},
-                "nodeAffinity": {
-                    "required": {
-                        "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
-                        ]
-                    }
-                },
-            },
+    volume = f"pv-{ns}-{pod['metadata']['name']}"
+    client.create(PERSISTENT_VOLUMES, zonal_volume(volume, zone, "", {"namespace": ns, "name": claim_name}))
+    set_phase(client, PERSISTENT_VOLUMES, volume, "Bound")
+    claim = volume_claim(claim_name, "")
+    claim["metadata"]["annotations"] = {BIND_COMPLETED: "yes"}
+    claim["spec"]["volumeName"] = volume
+    client.create(PERSISTENT_VOLUME_CLAIMS, claim, ns)
+    set_phase(client, PERSISTENT_VOLUME_CLAIMS, claim_name, "Bound", ns)
+
+
+def volume_claim(name: str, storage_class: str) -> Obj:
+    """A claim of 1Gi, ReadWriteOnce, of the class (an empty name: none)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
         },
-    )
-    client.patch(PERSISTENT_VOLUMES, volume, {"status": {"phase": "Bound"}}, subresource="status")
-    client.create(
-        PERSISTENT_VOLUME_CLAIMS,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim_name, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "volumeName": volume,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
+    }
+
+
+def zonal_volume(name: str, zone: str, storage_class: str, claim_ref: Obj) -> Obj:
+    """A volume of 1Gi in one zone (its zone label and node affinity), bound to ``claim_ref``."""
+    in_zone = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {ZONE: zone}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "hostPath": {"path": f"/tmp/{name}"},
+            "claimRef": claim_ref,
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [in_zone]}},
         },
-        ns,
-    )
-    client.patch(
-        PERSISTENT_VOLUME_CLAIMS,
-        claim_name,
-        {"status": {"phase": "Bound"}},
-        namespace=ns,
-        subresource="status",
-    )
+    }
+
+
+def set_phase(client: KubeClient, res: Resource, name: str, phase: str, ns: str | None = None) -> None:
+    client.patch(res, name, {"status": {"phase": phase}}, namespace=ns, subresource="status")
 
 
 class Provisioner:
@@ -394,42 +378,16 @@ class Provisioner:
         meta = claim["metadata"]
         zone = self.client.get(NODES, node_name)["metadata"]["labels"][ZONE]
         volume = f"pv-{self.ns}-{meta['name']}"
-        self.client.create(
-            PERSISTENT_VOLUMES,
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": volume, "labels": {ZONE: zone}},
-                "spec": {
-                    "capacity": {"storage": "1Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": WFFC_CLASS,
-                    "hostPath": {"path": f"/tmp/{volume}"},
-                    "claimRef": {"namespace": self.ns, "name": meta["name"], "uid": meta["uid"]},
-                    "nodeAffinity": {
-                        "required": {
-                            "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
-                            ]
-                        }
-                    },
-                },
-            },
-        )
-        self.client.patch(PERSISTENT_VOLUMES, volume, {"status": {"phase": "Bound"}}, subresource="status")
+        claim_ref = {"namespace": self.ns, "name": meta["name"], "uid": meta["uid"]}
+        self.client.create(PERSISTENT_VOLUMES, zonal_volume(volume, zone, WFFC_CLASS, claim_ref))
+        set_phase(self.client, PERSISTENT_VOLUMES, volume, "Bound")
         self.client.patch(
             PERSISTENT_VOLUME_CLAIMS,
             meta["name"],
             {"metadata": {"annotations": {BIND_COMPLETED: "yes"}}, "spec": {"volumeName": volume}},
             namespace=self.ns,
         )
-        self.client.patch(
-            PERSISTENT_VOLUME_CLAIMS,
-            meta["name"],
-            {"status": {"phase": "Bound"}},
-            namespace=self.ns,
-            subresource="status",
-        )
+        set_phase(self.client, PERSISTENT_VOLUME_CLAIMS, meta["name"], "Bound", self.ns)
         self.provisioned += 1
 
 

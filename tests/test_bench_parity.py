@@ -14,6 +14,7 @@ from bench.parity import (
     ALLOWED_ZONES,
     SELECTED_NODE,
     VOLUME_CLASS,
+    VOLUME_ZONE,
     WFFC_CLASS,
     ZONE,
     Provisioner,
@@ -57,18 +58,33 @@ def _pod(name: str) -> Obj:
     return {"metadata": {"name": name, "annotations": {VOLUME_CLASS: WFFC_CLASS}}, "spec": {}}
 
 
+def _select(client: KubeClient, claim: str, node: str) -> Provisioner:
+    """The claim's node selected (as a scheduler's PreBind does) while the provisioner runs, until
+    it has provisioned one claim."""
+    with Provisioner(client, "default") as provisioner:
+        patch = {"metadata": {"annotations": {SELECTED_NODE: node}}}
+        client.patch(PERSISTENT_VOLUME_CLAIMS, claim, patch, namespace="default")
+        wait_until("the claim provisioned", lambda: provisioner.provisioned == 1, 10)
+    return provisioner
+
+
+def test_a_static_volume_is_made_bound_to_the_pods_claim_in_its_zone(client: KubeClient) -> None:
+    create_volume(client, "default", {"metadata": {"name": "p0", "annotations": {VOLUME_ZONE: "zone-2"}}})
+    claim = client.get(PERSISTENT_VOLUME_CLAIMS, "data-p0", "default")
+    volume = client.get(PERSISTENT_VOLUMES, claim["spec"]["volumeName"])
+    assert (claim["spec"]["storageClassName"], claim["status"]["phase"]) == ("", "Bound")
+    assert claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+    assert volume["spec"]["claimRef"] == {"namespace": "default", "name": "data-p0"}
+    assert (volume["metadata"]["labels"][ZONE], volume["status"]["phase"]) == ("zone-2", "Bound")
+    create_volume(client, "default", {"metadata": {"name": "p1"}})  # no volume: nothing made
+    assert client.list(PERSISTENT_VOLUME_CLAIMS, "default")["items"] == [claim]
+
+
 def test_the_provisioner_binds_a_selected_claim_to_a_volume_of_the_nodes_zone(client: KubeClient) -> None:
     _node(client, "n1", "zone-1")
     create_volume(client, "default", _pod("p1"))
     create_volume(client, "default", _pod("p2"))  # never selected: left alone
-    with Provisioner(client, "default") as provisioner:
-        client.patch(
-            PERSISTENT_VOLUME_CLAIMS,
-            "data-p1",
-            {"metadata": {"annotations": {SELECTED_NODE: "n1"}}},
-            namespace="default",
-        )
-        wait_until("the claim provisioned", lambda: provisioner.provisioned == 1, 10)
+    provisioner = _select(client, "data-p1", "n1")
     claim = client.get(PERSISTENT_VOLUME_CLAIMS, "data-p1", "default")
     volume = client.get(PERSISTENT_VOLUMES, claim["spec"]["volumeName"])
     assert claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
@@ -84,14 +100,7 @@ def test_the_check_flags_another_node_another_zone_and_a_zone_not_allowed(client
     _node(client, "n1", "zone-1")
     _node(client, "n2", "zone-2")
     create_volume(client, "default", _pod("p1"))
-    with Provisioner(client, "default") as provisioner:
-        client.patch(
-            PERSISTENT_VOLUME_CLAIMS,
-            "data-p1",
-            {"metadata": {"annotations": {SELECTED_NODE: "n1"}}},
-            namespace="default",
-        )
-        wait_until("the claim provisioned", lambda: provisioner.provisioned == 1, 10)
+    _select(client, "data-p1", "n1")
     objects = snapshot(client)
     nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
     pod = _pod("p1")
