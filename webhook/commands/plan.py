@@ -208,8 +208,8 @@ def build_plan(
         if kind != "Pod":
             state.apply(str(kind), o)
     if mode == "rewrite":  # the cluster without the gate: no kubelet serves DRA-backed names natively
-        for info in state.nodes.values():
-            info.set_kubelet_gate(False)
+        for node_name in state.nodes.names():
+            state.nodes.set_kubelet_gate(node_name, False)
     for i, o in enumerate(objects):
         if o.get("kind") != "Pod" or status(o).get("phase") in ("Succeeded", "Failed"):
             continue

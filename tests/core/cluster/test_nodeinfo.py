@@ -57,7 +57,22 @@ def test_plain_is_schedulable_untainted_and_gated_and_follows_each_change() -> N
     info.set_kubelet_gate(True)
     assert info.plain is True
     info.refresh(node("n", unschedulable=True))
-    assert info.plain is False
+    assert (info.kubelet_gate, info.plain) == (True, False)
+    info.set_kubelet_gate(True)  # the gate alone does not make a cordoned node plain
+    assert (info.kubelet_gate, info.plain) == (True, False)
+
+
+def test_a_gate_set_on_the_nodes_keeps_the_index_of_ungated_nodes() -> None:
+    nodes = Nodes()
+    nodes.upsert(node("a"))
+    nodes.upsert(node("b"))
+    assert nodes.ungated == set()
+    nodes.set_kubelet_gate("a", False)
+    assert nodes.ungated == {"a"}
+    assert (nodes["a"].kubelet_gate, nodes["a"].plain) == (False, False)
+    nodes.set_kubelet_gate("a", True)
+    assert nodes.ungated == set()
+    assert nodes["a"].plain is True
 
 
 def test_max_pods_is_allocatable_pods_or_the_kubelet_default() -> None:

@@ -66,14 +66,13 @@ class NodeInfo:
         self.allocatable, self.allocatable_names = node_allocatable(node)
         self.unschedulable = spec(node).get("unschedulable") is True
         self.hard_taints = hard_taints(node)
-        self.kubelet_gate = kubelet_gate(node)
-        self.plain = not (self.unschedulable or self.hard_taints) and self.kubelet_gate
         self.max_pods = self.allocatable.get(PODS, DEFAULT_MAX_PODS)
+        self.set_kubelet_gate(kubelet_gate(node))
 
     def set_kubelet_gate(self, on: bool) -> None:
-        """The gate as the caller knows it (``draxr plan`` in rewrite mode: no kubelet has it)."""
+        """The kubelet's gate, and ``plain`` with it (``Nodes.set_kubelet_gate`` also keeps its index)."""
         self.kubelet_gate = on
-        self.plain = not (self.unschedulable or self.hard_taints) and on
+        self.plain = on and not (self.unschedulable or self.hard_taints)
 
     def snapshot(self) -> NodeInfo:
         """Upstream's ``NodeInfo.Snapshot``: a copy whose pods can change without touching this one
@@ -244,11 +243,20 @@ class Nodes(Mapping[str, NodeInfo]):
                 self._label(n, labels(info.node), labels(node))
             info.refresh(node)
         self._index(n, info.allocatable_names, info.allocatable)
-        if info.kubelet_gate:
-            self.ungated.discard(n)
-        else:
-            self.ungated.add(n)
+        self._gate_indexed(n, info.kubelet_gate)
         return change
+
+    def set_kubelet_gate(self, node_name: str, on: bool) -> None:
+        """The node's kubelet gate as the caller knows it better than the node's status tells
+        (``draxr plan`` in rewrite mode: no kubelet has it), its index kept."""
+        self.by_name[node_name].set_kubelet_gate(on)
+        self._gate_indexed(node_name, on)
+
+    def _gate_indexed(self, node_name: str, on: bool) -> None:
+        if on:
+            self.ungated.discard(node_name)
+        else:
+            self.ungated.add(node_name)
 
     def remove(self, node_name: str) -> NodeInfo | None:
         self._index(node_name, (), {})

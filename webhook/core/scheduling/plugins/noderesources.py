@@ -33,10 +33,6 @@ def is_scalar(resource: str) -> bool:
     return "/" in resource or resource.startswith("hugepages-")
 
 
-def max_pods(info: NodeInfo) -> int:
-    return info.max_pods
-
-
 def checks(reqs: Units, delegated: Collection[str]) -> list[tuple[str, int]]:
     """What ``fits`` compares, once per decision: cpu, memory and ephemeral storage when asked
     for, and every other scalar resource the pod asks for that DRA does not serve."""
@@ -63,7 +59,7 @@ def filter_node(reqs: Units, info: NodeInfo, delegated: Collection[str]) -> list
     reasons: list[str] = []
     alloc = info.allocatable
     used = info.requested
-    if len(info.pods) + 1 > max_pods(info):
+    if len(info.pods) + 1 > info.max_pods:
         reasons.append(TOO_MANY_PODS)
     for res in (CPU, MEMORY, EPHEMERAL_STORAGE):
         want = reqs.get(res, 0)
