@@ -253,8 +253,9 @@ class KubeClient:
             self._check_fence(verb, path)  # the wait may have outlasted the lease
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
+            resp: urllib3.BaseHTTPResponse
             if self._pool is not None and not stream:
-                resp = self._direct(method, path, query or [], headers, body, timeout or self.timeout)
+                resp = self._direct(method, path, list(query or []), headers, body, timeout or self.timeout)
             else:
                 m, url, hdrs, _, post = self.api.param_serialize(
                     method,
@@ -263,7 +264,10 @@ class KubeClient:
                     header_params=headers,
                     auth_settings=["BearerToken"],
                 )
-                resp = self.api.call_api(m, url, hdrs, body, post, _request_timeout=timeout or self.timeout)
+                # The RESTResponse's urllib3 response, as the direct path gives.
+                resp = self.api.call_api(
+                    m, url, hdrs, body, post, _request_timeout=timeout or self.timeout
+                ).response
         except kubernetes.client.exceptions.ApiException as e:
             status = int(e.status or 0)
             self._record(verb, resource, status)
@@ -272,16 +276,15 @@ class KubeClient:
             self._record(verb, resource, 0)
             raise ApiError(0, {"message": f"{type(e).__name__}: {e}"}, verb, path) from None
         status = int(resp.status)
-        raw = getattr(resp, "response", resp)  # urllib3's response (call_api wraps it)
         if status >= 400:
             self._record(verb, resource, status)
-            err = ApiError(status, _json_or_text(raw.data), verb, path)
-            err.retry_after = _retry_after(raw.headers.get("Retry-After"))
+            err = ApiError(status, _json_or_text(resp.data), verb, path)
+            err.retry_after = _retry_after(resp.headers.get("Retry-After"))
             raise err
         self._record(verb, resource, status)
         if stream:
             return resp
-        data = raw.data
+        data = resp.data
         return json.loads(data) if data else {}
 
     def _direct(
@@ -516,18 +519,18 @@ class WatchStream:
     """The lines of one watch response, decoded; closable from another thread."""
 
     def __init__(self, resp: Any) -> None:
-        self._resp = resp
+        self._resp = resp  # urllib3's response, its body not read
 
     def __iter__(self) -> Iterator[Obj]:
         try:
-            for line in iter_resp_lines(self._resp.response):  # type: ignore[no-untyped-call]
+            for line in iter_resp_lines(self._resp):  # type: ignore[no-untyped-call]
                 if line:
                     yield json.loads(line)
         finally:
             self.close()
 
     def close(self) -> None:
-        raw = self._resp.response
+        raw = self._resp
         try:
             if hasattr(raw, "shutdown"):
                 raw.shutdown()
