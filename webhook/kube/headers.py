@@ -20,10 +20,6 @@ import http.client
 import re
 from typing import Any, BinaryIO, Final
 
-#: ``http.client``'s own limits on a header line and on the number of lines.
-MAX_LINE: Final = 65536
-MAX_HEADERS: Final = 100
-
 #: A header line the email parser splits as a split at the first colon does: a non-empty name of
 #: printable characters but the colon (its ``headerRE`` without the folded and ``From `` forms),
 #: and no CR but the one that ends the line.
@@ -31,18 +27,10 @@ _PLAIN: Final = re.compile(r"[\041-\071\073-\176]+:[^\r\n]*\r?\n\Z")
 
 
 def read_header_lines(fp: BinaryIO) -> list[bytes]:
-    """The header block's lines up to and including the empty one (``http.client._read_headers``,
-    with its limits and errors)."""
-    lines: list[bytes] = []
-    while True:
-        line = fp.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise http.client.LineTooLong("header line")
-        lines.append(line)
-        if len(lines) > MAX_HEADERS:
-            raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
-        if line in (b"\r\n", b"\n", b""):
-            return lines
+    """The header block's lines up to and including the empty one, with ``http.client``'s limits
+    and errors (its own reader: ``parse_headers`` reads them so too)."""
+    lines: list[bytes] = http.client._read_headers(fp)  # type: ignore[attr-defined]
+    return lines
 
 
 def parse_header_lines(lines: list[bytes]) -> http.client.HTTPMessage:
@@ -51,10 +39,8 @@ def parse_header_lines(lines: list[bytes]) -> http.client.HTTPMessage:
     for raw in lines[:-1]:
         line = raw.decode("iso-8859-1")
         if _PLAIN.match(line) is None:
-            block = b"".join(lines).decode("iso-8859-1")
-            parsed: http.client.HTTPMessage = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(
-                block
-            )
+            stdlib = email.parser.Parser(_class=http.client.HTTPMessage)
+            parsed: http.client.HTTPMessage = stdlib.parsestr(b"".join(lines).decode("iso-8859-1"))
             return parsed
         name, _, value = line.partition(":")
         message.set_raw(name, value.lstrip(" \t").rstrip("\r\n"))
@@ -108,9 +94,11 @@ class Response(http.client.HTTPResponse):
 
 
 def supported() -> bool:
-    """Whether this Python's ``HTTPResponse`` has the methods ``Response.begin`` calls."""
+    """Whether this Python's ``http.client`` has what ``Response.begin`` calls."""
     base = http.client.HTTPResponse
-    return all(callable(getattr(base, m, None)) for m in ("_read_status", "_check_close"))
+    return callable(getattr(http.client, "_read_headers", None)) and all(
+        callable(getattr(base, m, None)) for m in ("_read_status", "_check_close")
+    )
 
 
 def install(pool: Any) -> bool:
