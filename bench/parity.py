@@ -373,6 +373,9 @@ class Provisioner:
             except ApiError as e:  # a claim deleted meanwhile; anything else is reported
                 if not e.not_found:
                     self.errors.append(str(e))
+            except Exception as e:  # the harness's own fault: reported (the run fails), no more binding
+                self.errors.append(f"provisioner: {type(e).__name__}: {e}")
+                return
 
     def _provision(self, claim: Obj, node_name: str) -> None:
         meta = claim["metadata"]

@@ -1,8 +1,9 @@
 """``bench/parity.py`` (a benchmark, no module of the package: so here, not in a mirror): the parts
 that need no control plane. The stream draws unbound claims of the ``WaitForFirstConsumer`` class
 for some pods; the provisioner binds a claim once a scheduler selected its node, to a volume of that
-node's zone, and leaves other claims alone; the binding check flags a claim selected for another
-node, a volume in another zone and a zone the class does not allow."""
+node's zone, and leaves other claims alone (and says why when it cannot bind); the binding check
+flags a claim selected for another node, a volume in another zone and a zone the class does not
+allow."""
 
 from __future__ import annotations
 
@@ -110,3 +111,14 @@ def test_the_check_flags_another_node_another_zone_and_a_zone_not_allowed(client
         "p1: on n2 in zone-2, its volume in zone-1",
         f"p1: on n2 in zone-2, which {WFFC_CLASS} does not allow",
     ]
+
+
+def test_a_provisioner_that_cannot_bind_says_why_instead_of_dying_silently(client: KubeClient) -> None:
+    client.create(NODES, {"metadata": {"name": "bare", "labels": {"k": "v"}}})  # no zone: no volume
+    create_volume(client, "default", _pod("p1"))
+    with Provisioner(client, "default") as provisioner:
+        patch = {"metadata": {"annotations": {SELECTED_NODE: "bare"}}}
+        client.patch(PERSISTENT_VOLUME_CLAIMS, "data-p1", patch, namespace="default")
+        wait_until("the provisioner's error", lambda: bool(provisioner.errors), 10)
+    assert provisioner.errors == [f"provisioner: KeyError: '{ZONE}'"]
+    assert provisioner.provisioned == 0
