@@ -14,6 +14,7 @@ Without the binaries (``make controlplane``) the tests skip, or fail when ``CI=t
 
 from __future__ import annotations
 
+import http.client
 import os
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from webhook.install.flowcontrol import flow_control
+from webhook.install.names import WEBHOOK, WORKER
 
 from .launcher import USERS, ControlPlane, ControlPlaneError, find_binaries
 
@@ -396,3 +400,47 @@ def test_scheduler_reports_no_nodes(cp: ControlPlane, namespace: str) -> None:
     [cond] = conditions
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
     assert cond["message"] == "no nodes available to schedule pods", cond
+
+
+def priority_level_as(cp: ControlPlane, user: str) -> str | None:
+    """The UID of the priority level kube-apiserver's API Priority and Fairness puts a request of
+    ``user`` in (its ``X-Kubernetes-PF-PriorityLevel-UID`` header), as admin impersonating the user:
+    impersonation runs before APF classifies, and a 403 is classified like any other answer."""
+    conn = http.client.HTTPSConnection("127.0.0.1", cp.port, context=cp.ssl_context(), timeout=30)
+    try:
+        conn.request(
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            headers={"Impersonate-User": user, "Impersonate-Group": "system:serviceaccounts"},
+        )
+        resp = conn.getresponse()
+        resp.read()
+        return resp.getheader("X-Kubernetes-PF-PriorityLevel-UID")
+    finally:
+        conn.close()
+
+
+def test_draxrs_flow_schema_puts_its_service_accounts_in_its_own_priority_level(
+    cp: ControlPlane, namespace: str
+) -> None:
+    """What `draxr manifests` and the chart render for API Priority and Fairness is accepted by a real
+    kube-apiserver, and classifies exactly draxr's two ServiceAccounts into draxr's level: the
+    worker's and the webhook's requests there, another ServiceAccount of the namespace not."""
+    admin = cp.client()
+    flowcontrol = "/apis/flowcontrol.apiserver.k8s.io/v1"
+    level, schema = flow_control(namespace)
+    status, created = admin.post(f"{flowcontrol}/prioritylevelconfigurations", level)
+    assert status == 201, created
+    uid = created["metadata"]["uid"]
+    try:
+        status, body = admin.post(f"{flowcontrol}/flowschemas", schema)
+        assert status == 201, body
+        users = {sa: f"system:serviceaccount:{namespace}:{sa}" for sa in (WORKER, WEBHOOK, "default")}
+        cp.wait_for(
+            "draxr's ServiceAccounts were not put in draxr's priority level",
+            lambda: all(priority_level_as(cp, users[sa]) == uid for sa in (WORKER, WEBHOOK)),
+        )
+        assert priority_level_as(cp, users["default"]) not in (None, uid)
+    finally:
+        admin.delete(f"{flowcontrol}/flowschemas/{schema['metadata']['name']}")
+        admin.delete(f"{flowcontrol}/prioritylevelconfigurations/{level['metadata']['name']}")

@@ -62,6 +62,7 @@ TURNED_VALUES: dict[str, Any] = {
     "optOut": {"namespaces": ["batch", "ml-infra"], "label": "example.com/no-draxr"},
     "networkPolicy": {"enabled": True},
     "certs": {"mode": "self", "validity": "30d", "renewBefore": "10d"},
+    "flowControl": {"nominalConcurrencyShares": 120},
 }
 
 #: Everything the chart can render on top: Namespace, NetworkPolicies, ServiceMonitor, PrometheusRule.
@@ -287,6 +288,7 @@ def test_alert_rules_name_only_metrics_draxr_exports(tmp_path: Path) -> None:
         ({"certs": {"validity": "90 days"}}, "validity"),
         ({"optOut": {"namespaces": ["Batch"]}}, "namespaces"),
         ({"webhookURL": "http://10.0.0.1"}, "webhookURL"),
+        ({"flowControl": {"nominalConcurrencyShares": 0}}, "nominalConcurrencyShares"),
         ({"replicas": 2}, "replicas"),  # a misspelt or misplaced key
     ],
 )

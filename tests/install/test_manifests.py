@@ -44,6 +44,7 @@ TURNED = InstallOptions(
     network_policy=True,
     cert_validity="30d",
     cert_renew_before="10d",
+    flow_control_shares=120,
 )
 
 

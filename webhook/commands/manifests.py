@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from ..install import monitoring
 from ..install.certs import DEFAULT_CERT_DIR, ensure_certs, load_ca_bundle
 from ..install.files import dump
+from ..install.flowcontrol import DEFAULT_SHARES, MAX_SHARES, MIN_SHARES
 from ..install.manifests import render
 from ..install.names import CA_SECRET, DEFAULT_NAMESPACE, OPT_OUT_LABEL, TLS_SECRET, WEBHOOK
 from ..install.options import (
@@ -132,6 +133,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--network-policy",
         action="store_true",
         help="NetworkPolicies: draxr's pods accept connections only on the ports they serve",
+    )
+    m.add_argument(
+        "--no-flow-control",
+        dest="flow_control",
+        action="store_false",
+        help="leave out draxr's FlowSchema and PriorityLevelConfiguration: its requests then share "
+        "the apiserver's catch-all service-accounts level with every other controller",
+    )
+    m.add_argument(
+        "--flow-control-shares",
+        type=integer_between(MIN_SHARES, MAX_SHARES),
+        default=DEFAULT_SHARES,
+        metavar="SHARES",
+        help=f"nominalConcurrencyShares of draxr's priority level (default: {DEFAULT_SHARES}, as "
+        "kube-scheduler's workload-high)",
     )
     m.set_defaults(func=main, parser=m)
 
@@ -242,6 +258,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             opt_out_label=args.opt_out_label,
             webhook_url=args.webhook_url,
             network_policy=args.network_policy,
+            flow_control=args.flow_control,
+            flow_control_shares=args.flow_control_shares,
         )
         certificates: Certificates | None = None
         if args.ca_bundle:

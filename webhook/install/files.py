@@ -23,6 +23,7 @@ def dump(objects: list[Obj]) -> str:
 FILES = {
     "00-namespace.yaml": ("Namespace",),
     "10-rbac.yaml": ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"),
+    "15-flowcontrol.yaml": ("PriorityLevelConfiguration", "FlowSchema"),
     "20-workloads.yaml": ("Deployment", "PodDisruptionBudget", "Service", "NetworkPolicy"),
     "25-certificates.yaml": ("Issuer", "Certificate", "Secret"),
     "30-webhooks.yaml": ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"),

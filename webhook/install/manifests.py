@@ -1,15 +1,16 @@
 """Everything an operator applies to install draxr, in order (what ``draxr manifests`` renders).
 
-The namespace, RBAC (rbac.py), the Deployments and Service (workloads.py), the certificates or
-cert-manager's objects (trust.py: exactly one of them, or nothing is rendered) and the webhook
-configurations (webhooks.py). ``manifests/`` holds the cert-manager rendering with the defaults
-(files.py; no key in the repository); a test keeps it equal to this code, and the Helm chart under
-``manifests/helm/draxr`` equal to it.
+The namespace, RBAC (rbac.py), API Priority and Fairness (flowcontrol.py), the Deployments and
+Service (workloads.py), the certificates or cert-manager's objects (trust.py: exactly one of them,
+or nothing is rendered) and the webhook configurations (webhooks.py). ``manifests/`` holds the
+cert-manager rendering with the defaults (files.py; no key in the repository); a test keeps it equal
+to this code, and the Helm chart under ``manifests/helm/draxr`` equal to it.
 """
 
 from __future__ import annotations
 
 from ..core.api.objects import Obj
+from .flowcontrol import flow_control
 from .names import metadata
 from .options import InstallOptions, ManifestError
 from .rbac import certificate_rbac, rbac
@@ -38,6 +39,8 @@ def render(
     objects = [ns, *rbac(opts.namespace)]
     if rotate:
         objects += certificate_rbac(opts.namespace)
+    if opts.flow_control:
+        objects += flow_control(opts.namespace, opts.flow_control_shares)
     objects += workloads(opts, rotate_certificates=rotate)
     if opts.network_policy:
         objects += network_policies(opts.namespace)

@@ -24,6 +24,8 @@ TLS_SECRET = "draxr-webhook-tls"
 CA_SECRET = "draxr-webhook-ca"
 #: The name of both webhook configurations.
 WEBHOOK_CONFIGURATION = "draxr"
+#: The FlowSchema and PriorityLevelConfiguration of draxr's two ServiceAccounts (flowcontrol.py).
+FLOW_CONTROL = "draxr"
 APP_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 #: Namespaces labelled ``draxr.io/opt-out=true`` are never sent to draxr's hooks.

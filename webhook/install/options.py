@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.api.objects import Obj
+from .flowcontrol import DEFAULT_SHARES, MAX_SHARES, MIN_SHARES
 from .names import DEFAULT_NAMESPACE, OPT_OUT_LABEL
 
 DEFAULT_IMAGE = "ghcr.io/draxr/draxr:0.1.0"
@@ -59,6 +60,10 @@ class InstallOptions:
     #: (None: serve's defaults).
     cert_validity: str | None = None
     cert_renew_before: str | None = None
+    #: draxr's own FlowSchema and priority level (flowcontrol.py), with this many nominal
+    #: concurrency shares; off: its requests fall into the catch-all ``service-accounts`` schema.
+    flow_control: bool = True
+    flow_control_shares: int = DEFAULT_SHARES
 
     def __post_init__(self) -> None:
         if self.failure_policy not in FAILURE_POLICIES:
@@ -71,3 +76,8 @@ class InstallOptions:
             raise ManifestError(f"route must be one of {', '.join(ROUTES)}")
         if self.webhook_replicas < 1 or self.worker_replicas < 1:
             raise ManifestError("replicas must be at least 1")
+        if not MIN_SHARES <= self.flow_control_shares <= MAX_SHARES:
+            raise ManifestError(
+                f"flow control shares must be between {MIN_SHARES} and {MAX_SHARES}, "
+                f"not {self.flow_control_shares}"
+            )
