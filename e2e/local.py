@@ -6,7 +6,8 @@ kube-controller-manager (claims from templates, garbage collection, namespaces, 
 Deployments, quota, node lifecycle, the root CA ConfigMap) and kube-scheduler of the row's release,
 then installs draxr the way an operator would, except that draxr itself runs as subprocesses:
 
-1. ``draxr manifests`` renders the Namespace and the RBAC; the real ``kubectl apply`` applies them;
+1. ``draxr manifests`` renders the Namespace, the RBAC and the flow control (FlowSchema and priority
+   level); the real ``kubectl apply`` applies them;
 2. ``draxr certs --ip 127.0.0.1`` makes the webhook's CA and serving certificate;
 3. ``draxr serve --no-worker`` (the webhook, as ``system:serviceaccount:draxr-system:draxr-webhook``)
    and two ``draxr serve --no-webhook`` (the workers, as ``...:draxr-worker``, leader elected with
@@ -87,6 +88,8 @@ def row_nodes(row: Row) -> list[NodeSpec]:
 KEP_DEVICE_CLASS = Path(__file__).resolve().parents[1] / "examples" / "kep-5004" / "deviceclass.yaml"
 KEP_DEVICE_CLASS_NAME = "gpu.example.com"
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+#: draxr's API Priority and Fairness level and FlowSchema, applied with the RBAC as an install does.
+FLOW_CONTROL_KINDS = ("PriorityLevelConfiguration", "FlowSchema")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 START_TIMEOUT = 60.0
 #: kube-controller-manager's controllers on the rows: the launcher's (claims from templates, garbage
@@ -386,8 +389,9 @@ class LocalCluster:
             kubelet=self.kubelet,
         )
         self.nodes.launch()
-        self.progress("installing draxr (RBAC, certificates, webhook, two workers)")
-        self._apply(self._manifests("--cert-manager"), RBAC_KINDS)  # RBAC only: no certificates made here
+        self.progress("installing draxr (RBAC, flow control, certificates, webhook, two workers)")
+        # RBAC and flow control only: no certificates made here.
+        self._apply(self._manifests("--cert-manager"), RBAC_KINDS + FLOW_CONTROL_KINDS)
         _run(draxr_argv("certs", "--out", str(self.certs), "--namespace", NAMESPACE, "--ip", "127.0.0.1"))
         self.processes = LocalProcesses(self._start_draxr(), self.cp.client(), LEASE_TIMINGS)
         webhook = self.processes.procs["webhook"]
