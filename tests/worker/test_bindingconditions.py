@@ -8,7 +8,7 @@ it writes the conditions into the claim's ``status.devices``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +195,63 @@ def test_before_1_36_such_a_device_is_never_picked(tmp_path: Path) -> None:
         kube.em.wait_for(lambda: kube.condition("p") is not None, 10, "PodScheduled written")
         assert (kube.condition("p") or {}).get("status") == "False"
         assert kube.claims() == []
+
+
+def test_the_waiter_ends_each_wait_once_on_claim_events_and_deadlines() -> None:
+    """The waiter alone, on a static cache and a clock the test moves: a claim event decides a
+    wait, a deleted claim fails it, and the timeout thread ends what the clock has passed."""
+    from webhook.kube.cache import ClusterCache
+    from webhook.worker.bindingconditions import BindingConditionWaiter
+
+    now = [0.0]
+    cache = ClusterCache.from_objects([])
+    waiter = BindingConditionWaiter(cache, timeout=60.0, clock=lambda: now[0])
+    ended: dict[str, list[str | None]] = {}
+
+    def pod(name: str) -> Obj:
+        return {"metadata": {"name": name, "namespace": "default", "uid": name}}
+
+    def claim(name: str, *conditions: tuple[str, str]) -> Obj:
+        result = {"request": "r", "driver": DRIVER, "pool": "fabric", "device": name}
+        return {
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"devices": {"requests": []}},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {**result, "bindingConditions": [ATTACHED], "bindingFailureConditions": [FAILED]}
+                        ]
+                    }
+                },
+                "devices": [
+                    {
+                        **{k: result[k] for k in ("driver", "pool", "device")},
+                        "conditions": [{"type": t, "status": s} for t, s in conditions],
+                    }
+                ],
+            },
+        }
+
+    def recorder(name: str) -> Callable[[str | None], None]:
+        return lambda failure: ended.setdefault(name, []).append(failure)
+
+    for name in ("a", "b", "c"):
+        cache.handle("ResourceClaim", "ADDED", claim(name))
+        waiter.wait(pod(name), [("default", name)], recorder(name))
+    assert waiter.pending() == 3
+    cache.handle("ResourceClaim", "MODIFIED", claim("a", (ATTACHED, "True")))
+    cache.handle("ResourceClaim", "MODIFIED", claim("a", (ATTACHED, "True")))  # once only
+    cache.handle("ResourceClaim", "DELETED", claim("b"))
+    assert ended == {"a": [None], "b": ["claim default/b got deleted in the meantime"]}
+    waiter.start()
+    try:
+        now[0] = 61.0
+        with waiter._cond:
+            waiter._cond.notify_all()
+        poll(lambda: "c" in ended, message="the timeout thread ended c")
+        assert ended["c"] == ["device binding timeout"]
+        assert waiter.pending() == 0
+    finally:
+        waiter.stop()

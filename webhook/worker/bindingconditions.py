@@ -82,11 +82,13 @@ class BindingConditionWaiter:
 
     # -- waits -------------------------------------------------------------------------------------
 
-    def wait(self, pod: Obj, claims: list[ClaimKey], done: Done) -> None:
+    def wait(self, pod: Obj, claims: list[ClaimKey], done: Done, elapsed: float = 0.0) -> None:
         """Wait for ``claims``' binding conditions; ``done`` is called once, maybe at once (the
-        conditions may be met already), from this thread, an informer's or the timeout thread."""
+        conditions may be met already), from this thread, an informer's or the timeout thread.
+        ``elapsed``: seconds of ``timeout`` already spent (since an earlier ``allocationTimestamp``)."""
+        deadline = self.clock() + self.timeout - max(elapsed, 0.0)
         with self._cond:
-            self._waits[uid(pod)] = _Wait(uid(pod), tuple(claims), self.clock() + self.timeout, done)
+            self._waits[uid(pod)] = _Wait(uid(pod), tuple(claims), deadline, done)
             self._cond.notify_all()
         self._check(uid(pod))
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ..core.allocation.bindingconditions import BINDING_TIMEOUT, has_binding_conditions
-from ..core.api.objects import Obj, key, name, namespace, parse_time, status, uid
+from ..core.api.objects import Obj, as_dict, key, name, namespace, parse_time, status, uid
 from ..core.scheduling.framework import Decision
 from ..kube.cache import SharedScheduler
 from ..kube.client import ApiError, NotLeader
@@ -131,7 +131,7 @@ class BindingCycle:
             except RuntimeError:  # the pool shut down: the worker stops, a new leader resumes the pod
                 self.metrics.binding_conditions_pending.dec()
 
-        self.conditions.wait(pod, claims, done)
+        self.conditions.wait(pod, claims, done, elapsed=waited_already(decision))
 
     def _resume(
         self,
@@ -255,6 +255,24 @@ def waiting_claims(decision: Decision, written: Written) -> list[ClaimKey]:
         if has_binding_conditions(allocation):
             out.append((namespace(uc.claim), name(uc.claim)))
     return out
+
+
+def waited_already(decision: Decision, now: datetime | None = None) -> float:
+    """Seconds since the oldest ``allocationTimestamp`` of an allocation this decision continues (a
+    special claim resumed, a claim allocated before): upstream times the wait from there. A fresh
+    allocation has waited 0 s."""
+    stamps: list[object] = []
+    if decision.special is None and decision.resumed is not None:
+        stamps.append(as_dict(status(decision.resumed).get("allocation")).get("allocationTimestamp"))
+    stamps += [
+        as_dict(status(uc.claim).get("allocation")).get("allocationTimestamp")
+        for uc in decision.user_claims
+        if uc.allocation is None
+    ]
+    moments = [parse_time(s) for s in stamps if isinstance(s, str) and s]
+    if not moments:
+        return 0.0
+    return max(((now or datetime.now(UTC)) - min(moments)).total_seconds(), 0.0)
 
 
 def device_names(decision: Decision) -> list[str]:
