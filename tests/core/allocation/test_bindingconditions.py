@@ -51,11 +51,12 @@ def test_ready_only_when_every_condition_is_true() -> None:
     assert ready_for_binding(claim([PLAIN])) is True  # nothing to wait for
 
 
-def test_the_status_entry_must_name_the_same_share() -> None:
+def test_the_status_entry_is_found_by_driver_pool_and_device_alone() -> None:
+    """As upstream's ``getAllocatedDeviceStatus``: a ``shareID`` is not compared."""
     shared = {**RESULT, "shareID": "s-1"}
     both = (("Attached", "True"), ("Powered", "True"))
-    assert ready_for_binding(claim([shared], *both, shareID="s-2")) is False
-    assert ready_for_binding(claim([shared], *both, shareID="s-1")) is True
+    assert ready_for_binding(claim([shared], *both, shareID="s-2")) is True
+    assert ready_for_binding(claim([shared], *both, device="gpu-9")) is False
 
 
 def test_a_true_failure_condition_fails_with_upstreams_words() -> None:

@@ -2,9 +2,10 @@
 
 Upstream's ``isClaimReadyForBinding`` (DynamicResources' PreBind): for every device result that
 carries ``bindingConditions``, the claim's ``status.devices`` entry of that device (same driver,
-pool, device and ``shareID``) must show each of them ``True``; any of the result's
-``bindingFailureConditions`` ``True`` there means the binding failed. A claim without an allocation
-is not ready. Pure: the worker calls it on the informers' copy of the claim at each claim event.
+pool and device: ``getAllocatedDeviceStatus`` compares no ``shareID``) must show each of them
+``True``; any of the result's ``bindingFailureConditions`` ``True`` there means the binding failed.
+A claim without an allocation is not ready. Pure: the worker calls it on the informers' copy of
+the claim at each claim event.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ def has_binding_conditions(allocation: Obj | None) -> bool:
 
 
 def _device_status(claim: Obj, result: Obj) -> Obj | None:
-    """``getAllocatedDeviceStatus``: the claim's ``status.devices`` entry of this result."""
-    wanted = (result.get("driver"), result.get("pool"), result.get("device"), result.get("shareID"))
+    """``getAllocatedDeviceStatus``: the claim's first ``status.devices`` entry of this device."""
+    wanted = (result.get("driver"), result.get("pool"), result.get("device"))
     for raw in as_list(status(claim).get("devices")):
         entry = as_dict(raw)
-        if (entry.get("driver"), entry.get("pool"), entry.get("device"), entry.get("shareID")) == wanted:
+        if (entry.get("driver"), entry.get("pool"), entry.get("device")) == wanted:
             return entry
     return None
 
