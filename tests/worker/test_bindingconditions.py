@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.worker.harness import Cluster, cluster, device_class, node, poll
+from tests.worker.harness import Cluster, cluster, device_class, gpu_slice, node, poll
 from webhook.core.api.objects import Obj
 from webhook.runtime.serve import Process
 
@@ -189,12 +189,19 @@ def test_binding_timeout_releases_the_device_and_the_pod_is_placed_again(kube: C
 
 
 def test_before_1_36_such_a_device_is_never_picked(tmp_path: Path) -> None:
-    with cluster(tmp_path) as kube:  # the emulator's default: 1.35, the gate off
+    """The emulator's default release, 1.35: the gate is off, so the plain GPU is taken, without an
+    ``allocationTimestamp``, and the attachable device by nobody."""
+    with cluster(tmp_path) as kube:
+        kube.apply(gpu_slice("n1", 1))
         setup(kube)
         kube.pod("p")
-        kube.em.wait_for(lambda: kube.condition("p") is not None, 10, "PodScheduled written")
-        assert (kube.condition("p") or {}).get("status") == "False"
-        assert kube.claims() == []
+        assert kube.wait_bound(1) == {"p": "n1"}
+        (claim,) = kube.claims()
+        assert "allocationTimestamp" not in claim["status"]["allocation"]
+        kube.pod("q")
+        kube.em.wait_for(lambda: kube.condition("q") is not None, 10, "PodScheduled written")
+        assert (kube.condition("q") or {}).get("status") == "False"
+        assert kube.allocated() == [(DRIVER, "n1-gpu", "gpu-0")]
 
 
 def test_the_waiter_ends_each_wait_once_on_claim_events_and_deadlines() -> None:
