@@ -76,6 +76,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         "draxr serve: error: --gate-probe-interval: must be a positive",
     ),
     (["serve", "--template-grace", "-1"], "draxr serve: error: --template-grace: must be zero or"),
+    (["serve", "--binding-timeout", "0"], "draxr serve: error: --binding-timeout: must be a positive"),
     (
         ["serve", "--deployment", "Draxr_Webhook"],
         "draxr serve: error: --deployment: 'Draxr_Webhook' is not a valid DNS-1123 subdomain",

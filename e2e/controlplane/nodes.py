@@ -77,6 +77,10 @@ class NodeSpec:
     #: The DRA driver's devices as a JSON list of resource.k8s.io/v1 Devices (default: ``gpus`` GPUs
     #: gpu-0.. with attributes model, index, numa, pcieRoot and capacity memory).
     devices: str | None = None
+    #: Devices attachable-0.. the driver publishes besides, each with a binding condition
+    #: (``<driver>/Attached``), a failure condition (``<driver>/AttachFailed``) and ``bindsToNode``
+    #: (KEP-5007): a test flips them through the claim's ``status.devices``.
+    attachable: int = 0
     #: Labels the kubelet registers its Node with (``--node-labels``).
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -361,6 +365,8 @@ class Nodes:
             ]
             if publish and spec.devices is not None:
                 argv.append(f"--devices={spec.devices}")
+            if publish and spec.attachable:
+                argv.append(f"--attachable={spec.attachable}")
             self._spawn(f"{spec.name}-{driver}", argv, node)
         if spec.device_plugin:
             self._spawn(

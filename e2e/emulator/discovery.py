@@ -27,6 +27,23 @@ VERSION: Obj = {
     "platform": "linux/amd64",
 }
 
+
+def version_document(release: str | None = None) -> Obj:
+    """``/version``: ``VERSION``, or the same claiming another release (``"1.37"``), so that a test
+    can run draxr against what a newer or older kube-apiserver reports."""
+    if release is None:
+        return VERSION
+    major, minor = release.split(".")[:2]
+    return {
+        **VERSION,
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "gitVersion": f"v{major}.{minor}.0-draxr-emulator",
+    }
+
+
 _SUBRESOURCE_KIND = {"binding": ("Binding", ("create",)), "status": (None, ("get", "patch", "update"))}
 
 

@@ -62,6 +62,7 @@ class Emulator:
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         resources: Iterable[ResourceType] = BUILTIN,
         port: int = 0,
+        release: str | None = None,
     ) -> None:
         if watch_expired not in ("event", "http"):
             raise ValueError(
@@ -80,6 +81,8 @@ class Emulator:
         admission = AdmissionChain(self._webhook_configs, self._namespace_labels, self._webhooks)
         self.registry = Registry(self.store, self.gates, admission, self._rng)
         self._handler: ApiHandler | None = None
+        #: The release ``/version`` reports ("1.37"; None: discovery.VERSION's).
+        self.release = release
         self._initial_namespaces = tuple(namespaces)
         self._server = ServerThread(self._build, self._shutdown, port=port)
         self.url = f"http://{self._server.host}:{self._server.port}"
@@ -97,6 +100,7 @@ class Emulator:
             address=lambda: f"{self._server.host}:{self._server.port}",
             bookmark_interval=self._bookmark_interval,
             watch_expired_as_http=lambda: self.watch_expired == "http",
+            release=self.release,
         )
         return self._handler
 

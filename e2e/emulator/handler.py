@@ -83,6 +83,7 @@ class ApiHandler:
         address: Callable[[], str],
         bookmark_interval: float,
         watch_expired_as_http: Callable[[], bool],
+        release: str | None = None,
     ) -> None:
         self._index = index
         self._registry = registry
@@ -91,6 +92,7 @@ class ApiHandler:
         self._address = address
         self._bookmark_interval = bookmark_interval
         self._watch_expired_as_http = watch_expired_as_http
+        self._version = discovery.version_document(release)
         self.watches: set[WatchStream] = set()
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -139,7 +141,7 @@ class ApiHandler:
         if parts in ((), ("",)):
             doc = {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]}
         elif parts == ("version",):
-            doc = discovery.VERSION
+            doc = self._version
         elif parts == ("api",):
             doc = discovery.core_versions(self._address())
         elif parts == ("apis",):

@@ -143,3 +143,55 @@ def test_the_request_log_marks_a_server_dry_run(emulator: Emulator, tmp_path: Pa
     assert creates
     assert all(r.dry_run for r in creates)
     assert emulator.find("pods", "demo") is None
+
+
+def test_version_reports_the_release_asked_for() -> None:
+    with Emulator(tokens={"t": ("alice", [])}, release="1.37") as em:
+        api = em.api_client("t")
+        try:
+            doc = client.VersionApi(api).get_code()
+        finally:
+            api.close()
+    assert (doc.major, doc.minor, doc.git_version) == ("1", "37", "v1.37.0-draxr-emulator")
+
+
+def test_claim_status_devices_conditions_are_kept(emulator: Emulator) -> None:
+    """A DRA driver reports binding conditions in ``status.devices`` (KEP-5007): the status
+    subresource keeps them beside the allocation and its ``allocationTimestamp``."""
+    claim = emulator.create(
+        "resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+        },
+    )
+    result = {"request": "r", "driver": "d.example.com", "pool": "p", "device": "x"}
+    claim["status"] = {
+        "allocation": {
+            "devices": {"results": [{**result, "bindingConditions": ["Attached"]}]},
+            "allocationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "devices": [
+            {
+                "driver": "d.example.com",
+                "pool": "p",
+                "device": "x",
+                "conditions": [
+                    {
+                        "type": "Attached",
+                        "status": "True",
+                        "reason": "Done",
+                        "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:01Z",
+                    }
+                ],
+            }
+        ],
+    }
+    emulator.update_status("resourceclaims", claim)
+    kept = emulator.get("resourceclaims", "c", "default")["status"]
+    assert kept["allocation"]["allocationTimestamp"] == "2026-01-01T00:00:00Z"
+    assert kept["allocation"]["devices"]["results"][0]["bindingConditions"] == ["Attached"]
+    assert kept["devices"][0]["conditions"][0]["status"] == "True"

@@ -58,6 +58,7 @@ def test_motivating_example_json_shape() -> None:
             "path",
             "claims",
             "preemption",
+            "bindingConditions",
         }
         assert (p["path"], p["claims"]) == ("native", [])
         assert p["alignment"] is None  # no class of the example aligns by a topology attribute
@@ -996,3 +997,57 @@ def test_plan_shows_each_pods_share_of_a_shared_device(tmp_path: Path) -> None:
             ]
         assert [(r["device"], r["consumedCapacity"]) for r in results] == [("gpu-0", {"memory": "10Gi"})] * 4
         assert len({r["shareID"] for r in results}) == 4
+
+
+def _fabric(tmp: Path) -> Path:
+    """One node with a plain GPU and a fabric-attached one whose binding waits for ``Attached``."""
+    attachable = factory.device(
+        "fabric-0",
+        bindingConditions=["gpu.example.com/Attached"],
+        bindingFailureConditions=["gpu.example.com/AttachFailed"],
+        bindsToNode=True,
+    )
+    return write(
+        tmp,
+        "fabric.yaml",
+        [
+            factory.node("n1"),
+            factory.device_class("gpu.example.com", "example.com/gpu"),
+            factory.resource_slice("local", factory.gpus(1), node_name="n1", pool="local"),
+            factory.resource_slice("fabric", [attachable], pool="fabric", allNodes=True),
+            pod("a", [container("c", {"example.com/gpu": 1})]),
+            pod("b", [container("c", {"example.com/gpu": 1})]),
+        ],
+    )
+
+
+def test_plan_shows_a_device_that_will_wait_for_binding_conditions(tmp_path: Path) -> None:
+    path = _fabric(tmp_path)
+    code, out, _ = plan([path])
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("default/")}
+    assert "local/gpu-0" in rows["default/a"]  # the plain device first
+    assert "waits for binding" not in rows["default/a"]
+    assert "fabric/fabric-0 (waits for binding conditions: gpu.example.com/Attached)" in rows["default/b"]
+    code, out, _ = plan([path], "json")
+    pods = {p["name"]: p for p in json.loads(out)["pods"]}
+    assert pods["a"]["bindingConditions"] == []
+    assert pods["b"]["bindingConditions"] == [
+        {
+            "device": "gpu.example.com/fabric/fabric-0",
+            "conditions": ["gpu.example.com/Attached"],
+            "failureConditions": ["gpu.example.com/AttachFailed"],
+        }
+    ]
+    allocation = pods["b"]["claim"]["status"]["allocation"]
+    assert allocation["devices"]["results"][0]["bindingConditions"] == ["gpu.example.com/Attached"]
+    assert allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n1"]
+
+
+def test_in_rewrite_mode_a_device_with_binding_conditions_is_never_picked(tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = run([_fabric(tmp_path)], "json", "binpack", out, err, mode="rewrite")
+    assert code == 1
+    pods = {p["name"]: p for p in json.loads(out.getvalue())["pods"]}
+    assert pods["a"]["node"] == "n1"
+    assert pods["b"]["node"] is None

@@ -52,3 +52,14 @@ def test_share_text_marks_shares_and_what_they_consume() -> None:
     assert share_text({"device": "gpu-0", "shareID": "x"}) == " (share)"
     assert share_text({"device": "gpu-0"}) == ""
     assert share_text("junk") == ""
+
+
+def test_binding_text_names_the_conditions_a_device_waits_for() -> None:
+    from webhook.commands.text import binding_text
+
+    assert binding_text({"bindingConditions": ["d/Attached", "d/Powered"]}) == (
+        " (waits for binding conditions: d/Attached, d/Powered)"
+    )
+    assert binding_text({"bindingConditions": []}) == ""
+    assert binding_text({"device": "x"}) == ""
+    assert binding_text(None) == ""

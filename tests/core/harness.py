@@ -24,7 +24,9 @@ def state_of(*objects: Obj) -> ClusterState:
 def allocate(st: ClusterState, node: str, claims: list[Obj]) -> list[ClaimAllocation]:
     nd = st.node_devices(node)
     assert nd is not None
-    return Allocator(nd, st.classes.get, st.cel, st.allocated.devices).allocate(claims)
+    return Allocator(
+        nd, st.classes.get, st.cel, st.allocated.devices, binding_conditions=st.devices.binding_conditions
+    ).allocate(claims)
 
 
 def claim(

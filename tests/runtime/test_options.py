@@ -63,3 +63,8 @@ def test_a_setting_is_read_with_its_help() -> None:
     assert opts.setting("lease_name")[1] is None  # no help
     assert opts.setting("namespace")[0] == opts.namespace
     assert {f.name for f in fields(opts)} >= {"server", "tls", "client", "leader_election", "gate", "logs"}
+
+
+def test_binding_timeout_defaults_to_upstreams_600_seconds() -> None:
+    assert ServeOptions().scheduling.binding_timeout == 600.0
+    assert ServeOptions(binding_timeout=30.0).scheduling.binding_timeout == 30.0

@@ -147,6 +147,7 @@ class Cluster:
         max_backoff: float = 60.0,
         qps: float = 1000.0,
         volume_bind_timeout: float = 600.0,
+        binding_timeout: float = 600.0,
         wait_started: bool = True,
     ) -> Process:
         lease_duration, renew_deadline, retry_period = lease or (15.0, 10.0, 2.0)
@@ -165,6 +166,7 @@ class Cluster:
             qps=qps,
             burst=int(qps),
             volume_bind_timeout=volume_bind_timeout,
+            binding_timeout=binding_timeout,
         )
         proc = Process(opts)
         proc.start_background()
@@ -230,8 +232,9 @@ def gpu_slice(node_name: str, count: int, prefix: str = "gpu") -> Obj:
 
 
 @contextlib.contextmanager
-def cluster(tmp: Path) -> Iterator[Cluster]:
-    with Emulator(tokens=TOKENS, bookmark_interval=0.5) as em:
+def cluster(tmp: Path, release: str | None = None) -> Iterator[Cluster]:
+    """``release``: what the emulator's ``/version`` claims ("1.37"; None: its default, 1.35)."""
+    with Emulator(tokens=TOKENS, bookmark_interval=0.5, release=release) as em:
         em.create("namespaces", {"metadata": {"name": "draxr-system"}})
         c = Cluster(em, tmp)
         try:

@@ -56,3 +56,21 @@ def test_a_worker_with_a_lagging_view_never_touches_a_pod_already_bound(kube: Cl
     assert fresh.maintenance.repair_orphans() == 0
     fresh.stop()
     assert [c["metadata"]["uid"] for c in kube.claims()] == [claim["metadata"]["uid"]]
+
+
+def test_a_resumed_allocation_has_waited_since_its_allocation_timestamp() -> None:
+    """A worker that continues an allocated special claim (a new leader) times the wait for its
+    binding conditions from ``allocationTimestamp``, as upstream; a fresh allocation from zero."""
+    from datetime import UTC, datetime
+
+    from webhook.core.scheduling.framework import SCHEDULED, Decision, UserClaim
+    from webhook.worker.bindingcycle import waited_already
+
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    resumed = {"status": {"allocation": {"allocationTimestamp": "2026-01-01T00:00:00Z"}}}
+    assert waited_already(Decision({}, SCHEDULED, "n1", resumed=resumed), now) == 600.0
+    older = {"status": {"allocation": {"allocationTimestamp": "2025-12-31T23:59:00Z"}}}
+    both = Decision({}, SCHEDULED, "n1", resumed=resumed, user_claims=[UserClaim(older)])
+    assert waited_already(both, now) == 660.0
+    assert waited_already(Decision({}, SCHEDULED, "n1"), now) == 0.0
+    assert waited_already(Decision({}, SCHEDULED, "n1", resumed={"status": {"allocation": {}}}), now) == 0.0

@@ -26,6 +26,12 @@ gate off: pods with DRA-backed names become ordinary claims made from draxr's te
 kubelets without the gate serve no DRA-backed name natively, and in a mixed cluster a pod goes
 where it fits now, as ``core.paths`` decides at admission). The ``PATH`` column says which.
 
+A device with binding conditions (KEP-5007) is allocated in ``native`` mode (1.36 and later, where
+``DRADeviceBindingConditions`` is on), after the others: the table says the pod ``waits for binding
+conditions`` on it, and the JSON lists them per pod (``bindingConditions``), since the pod binds
+only once the driver reports them True. In ``rewrite`` mode (the gates off) such devices are never
+picked.
+
 A pod that fits nowhere gets kube-scheduler's DefaultPreemption (``PostFilter``, device-aware,
 with the input's PodDisruptionBudgets): the JSON's ``preemption`` and the table's reason say on
 which node it would be nominated, which running pods would be preempted, and why. The plan shows
@@ -80,7 +86,7 @@ from ..core.scheduling.scheduler import Scheduler
 from ..loader import FROM_CLAIM_TEMPLATE, Loaded, LoadError, expand_workloads, load_paths
 from ..loader.workloads import object_uid
 from .flags import add_cel_engine, add_filename, add_placement, one_line
-from .text import MACHINE_FORMATS, plural, share_text, table, write_data
+from .text import MACHINE_FORMATS, binding_text, plural, share_text, table, write_data
 
 MODES = ("native", "rewrite")
 
@@ -110,6 +116,7 @@ class PodResult:
             "path": self.path,
             "claims": [_claim_json(c, d) for c in self.claims],
             "preemption": _preemption_json(self.preemption),
+            "bindingConditions": _binding_json(d),
         }
         if d.node and d.volumes is not None:  # only for a pod whose claims this placement binds
             out["volumes"] = [b.to_api() for b in claim_bindings(d.volumes, d.node)]
@@ -188,6 +195,9 @@ def build_plan(
     hold is missing (``draxr plan``); otherwise the volume plugins act only once a storage object
     comes (``VolumeState.watched``): a live cluster read without its claims plans as before."""
     state = ClusterState(SelectorEngine(engine=cel_engine))
+    # Native mode is a release with DRAExtendedResource on by default (1.36+), so
+    # DRADeviceBindingConditions is on too; rewrite mode stands for one with the gates off.
+    state.set_binding_conditions(mode == "native")
     state.volumes.watched = whole_storage
     scheduler = Scheduler(state, policy, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     plan = Plan(state=state)
@@ -328,16 +338,34 @@ def _devices_text(r: PodResult) -> str:
         return d.message
     parts: list[str] = []
     if d.special is not None:
-        parts.extend(f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in d.special.results)
+        parts.extend(_device_text(x.to_api()) for x in d.special.results)
     for uc in d.user_claims:
         if uc.allocation is not None:
-            parts.extend(
-                f"{x.device.pool}/{x.device.name}{share_text(x.to_api())}" for x in uc.allocation.results
-            )
+            parts.extend(_device_text(x.to_api()) for x in uc.allocation.results)
     for res, how in sorted(d.served.items()):
         if how.via == "device-plugin":
             parts.append(f"{res} (device plugin)")
     return ", ".join(parts) or "-"
+
+
+def _device_text(result: Obj) -> str:
+    return f"{result['pool']}/{result['device']}{share_text(result)}{binding_text(result)}"
+
+
+def _binding_json(d: Decision) -> list[Obj]:
+    """The devices whose binding conditions the pod will wait for before it binds (KEP-5007)."""
+    out: list[Obj] = []
+    for allocation in d.allocations() if d.node else []:
+        for r in allocation.results:
+            if r.binding_conditions:
+                out.append(
+                    {
+                        "device": f"{r.device.driver}/{r.device.pool}/{r.device.name}",
+                        "conditions": list(r.binding_conditions),
+                        "failureConditions": list(r.binding_failure_conditions),
+                    }
+                )
+    return out
 
 
 def fragmentation_text(attribute: str, groups: Groups) -> str:

@@ -94,6 +94,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--template-grace", type=non_negative_number, metavar="SECONDS", **setting("template_grace")
     )
+    s.add_argument("--binding-timeout", type=positive_number, metavar="SECONDS", **setting("binding_timeout"))
     s.add_argument("--deployment", type=dns_subdomain, **setting("deployment"))
     s.add_argument("--namespace", type=dns_label, **setting("namespace"))
     s.add_argument("--lease-name", type=dns_subdomain, **setting("lease_name"))
@@ -206,6 +207,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         apiserver_gate=args.apiserver_gate,
         gate_probe_interval=args.gate_probe_interval,
         template_grace=args.template_grace,
+        binding_timeout=args.binding_timeout,
         deployment=args.deployment,
         leader_elect=args.leader_elect,
         lease_namespace=args.namespace,

@@ -36,6 +36,15 @@ def write_data(value: Any, fmt: str, out: TextIO) -> None:
         raise ValueError(f"unknown output format {fmt!r}")
 
 
+def binding_text(result: Any) -> str:
+    """`` (waits for binding conditions: a, b)`` for an allocation result with ``bindingConditions``
+    (KEP-5007: the pod binds only once the driver reports them True), else empty."""
+    conditions = result.get("bindingConditions") if isinstance(result, dict) else None
+    if not isinstance(conditions, list) or not conditions:
+        return ""
+    return f" (waits for binding conditions: {', '.join(str(c) for c in conditions)})"
+
+
 def share_text(result: Any) -> str:
     """`` (share memory=10Gi)`` for an allocation result with a ``shareID`` (one share of a
     multi-allocatable device, and what it consumes), else empty: people see a device is shared."""

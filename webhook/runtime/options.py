@@ -87,6 +87,7 @@ FLAT: Final[Mapping[str, tuple[str, ...]]] = {
     "pod_max_backoff": ("scheduling.max_backoff",),
     "template_grace": ("scheduling.template_grace",),
     "volume_bind_timeout": ("scheduling.bind_timeout",),
+    "binding_timeout": ("scheduling.binding_timeout",),
     "log_level": ("logs.level",),
     "log_format": ("logs.format",),
 }

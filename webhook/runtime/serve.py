@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from ..core.api.objects import Obj
 from ..core.cel import SelectorEngine
 from ..core.cluster.deviceclasses import explicit_name
+from ..core.cluster.gates import binding_conditions_gate
 from ..core.cluster.state import ClusterState
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
@@ -249,6 +250,15 @@ class Process:
 
         return both
 
+    def _follow_release(self) -> None:
+        """What the served release's kube-scheduler does by default, the engine does too:
+        ``DRADeviceBindingConditions`` (on from 1.36) lets devices with binding conditions in."""
+        if self.gate is None:
+            return
+        enabled = binding_conditions_gate(self.gate.version)
+        with self.cache.lock:
+            self.cache.state.set_binding_conditions(enabled)
+
     def _on_cluster_event(self, kind: str, _etype: str, _obj: Obj) -> None:
         if kind == "Node":  # the kubelets' gates are part of the mode
             self.mode.refresh()
@@ -300,6 +310,7 @@ class Process:
             self.cache.start(self.client, self.kinds())
         if self.gate is not None:
             self.gate.start()
+            self._follow_release()
         if self.mode is not None:
             self.mode.refresh()
         if self.worker is not None:
@@ -323,6 +334,7 @@ class Process:
         with self._worker_lock:
             if self._worker_gone.is_set():
                 return
+            self._follow_release()
             self.worker.start()
             if self.rotator is not None:
                 self.rotator.start()

@@ -27,11 +27,24 @@ import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from ..core.allocation.claims import extended_resource_claim_status, reserved_for, special_claim
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
-from ..core.api.objects import Obj, as_dict, as_list, key, meta, name, namespace, spec, status, uid
+from ..core.api.objects import (
+    Obj,
+    as_dict,
+    as_list,
+    format_time,
+    key,
+    meta,
+    name,
+    namespace,
+    spec,
+    status,
+    uid,
+)
 from ..core.api.orphans import special_claim_name
 from ..core.scheduling.framework import Decision
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
@@ -89,7 +102,13 @@ class Binder:
         scheduler_name: str,
         fence: Callable[[], bool] = lambda: True,
         on_claim: Callable[[str, bool], None] | None = None,
+        binding_conditions: Callable[[], bool] = lambda: False,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """``binding_conditions``: whether ``DRADeviceBindingConditions`` is on (then every allocation
+        written carries ``allocationTimestamp``, as upstream's ``bindClaim``); ``wall``: its clock."""
+        self.binding_conditions = binding_conditions
+        self.wall = wall
         self.client = client
         self.scheduler_name = scheduler_name
         self.fence = fence
@@ -110,8 +129,11 @@ class Binder:
         live: Obj = pod
         if decision.user_claims or special is not None:
             live = self._unbound(pod)  # before the first write
+        stamp = format_time(self.wall()) if self.binding_conditions() else None
         for uc in decision.user_claims:
             allocation = uc.allocation.to_api() if uc.allocation is not None else None
+            if allocation is not None and stamp is not None:
+                allocation["allocationTimestamp"] = stamp
             ns, cname = namespace(uc.claim), name(uc.claim)
             known = uc.claim
             if allocation is not None:
@@ -121,6 +143,8 @@ class Binder:
             written.versions[(ns, cname)] = self._update_claim_status(
                 ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known
             )
+        if special is not None and stamp is not None and decision.special is not None:
+            special["allocationTimestamp"] = stamp  # a fresh allocation (not a resumed one)
         if special is not None:
             claim = self._special_claim(pod, decision, written, decision.reuse or decision.resumed)
             written.versions[(namespace(claim), name(claim))] = self._update_claim_status(

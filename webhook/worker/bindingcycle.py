@@ -7,26 +7,53 @@ PreBind finds bound already (this worker's view lagged) only loses the reservati
 queue. A bound pod is assumed until the cache shows its node, and its reservation is held until the
 cache shows the claims the cycle wrote (``assumed.py``); then one log line, the ``Scheduled`` Event
 and, for a relaxed alignment, ``AlignmentRelaxed``.
+
+Binding conditions (KEP-5007): when an allocation PreBind wrote carries ``bindingConditions``, the
+cycle posts ``BindingConditionsPending``, hands the pod to ``bindingconditions.py`` and returns its
+thread; the wait's end comes back on the pool: Bind, or (a failure condition, a deleted claim or
+``bindingTimeout``) Unreserve with the special claim deleted even when reused, a
+``FailedScheduling`` Event with upstream's PreBind error, and the pod retried after its backoff.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ..core.api.objects import Obj, key, name, namespace, parse_time, uid
+from ..core.allocation.bindingconditions import BINDING_TIMEOUT, has_binding_conditions
+from ..core.api.objects import Obj, as_dict, key, name, namespace, parse_time, status, uid
 from ..core.scheduling.framework import Decision
 from ..kube.cache import SharedScheduler
 from ..kube.client import ApiError, NotLeader
 from .assumed import AssumedClaims, AssumedPods
 from .binder import AlreadyBound, Binder, BindError, Written
-from .events import ALIGNMENT_RELAXED, EventRecorder, relaxed_alignment_message, scheduled_message
+from .bindingconditions import BindingConditionWaiter, ClaimKey
+from .events import (
+    ALIGNMENT_RELAXED,
+    BINDING_CONDITIONS_PENDING,
+    FAILED_SCHEDULING,
+    EventRecorder,
+    binding_conditions_pending_message,
+    prebind_failed_message,
+    relaxed_alignment_message,
+    scheduled_message,
+)
 from .metrics import WorkerMetrics
 from .queue import SchedulingQueue
 from .volumebinding import VolumeBinder
 
 log = logging.getLogger("draxr.worker")
+
+
+class BindingConditionsFailed(BindError):
+    """The wait for binding conditions ended without them: a failure condition, a deleted claim or
+    pod, or ``bindingTimeout``."""
+
+
+def _inline(call: Callable[[], object]) -> None:
+    call()
 
 
 class BindingCycle:
@@ -40,7 +67,11 @@ class BindingCycle:
         assumed_pods: AssumedPods,
         assumed_claims: AssumedClaims,
         volumes: VolumeBinder | None = None,
+        conditions: BindingConditionWaiter | None = None,
+        submit: Callable[[Callable[[], object]], object] = _inline,
     ) -> None:
+        """``conditions``: the wait for binding conditions (None: bind at once, as before);
+        ``submit``: where a wait's end runs (the binding pool)."""
         self.binder = binder
         self.scheduler = scheduler
         self.queue = queue
@@ -49,6 +80,8 @@ class BindingCycle:
         self.assumed_pods = assumed_pods
         self.assumed_claims = assumed_claims
         self.volumes = volumes
+        self.conditions = conditions
+        self.submit = submit
         #: Pods bound by this worker.
         self.bound = 0
 
@@ -61,8 +94,75 @@ class BindingCycle:
             if self.volumes is not None:
                 self.volumes.pre_bind(pod, decision)  # VolumeBinding's PreBind comes first upstream
             self.binder.pre_bind(pod, decision, written)
+            waits = waiting_claims(decision, written)
+            if waits and self.conditions is not None:
+                self._wait(pod, decision, token, written, started, waits)
+                return
             self.binder.bind(pod, decision.node)
-        except AlreadyBound as e:
+        except Exception as e:
+            self._failed(pod, decision, token, written, e)
+            return
+        self._bound(pod, decision, token, written, started)
+
+    def _wait(
+        self,
+        pod: Obj,
+        decision: Decision,
+        token: str,
+        written: Written,
+        started: float | None,
+        claims: list[ClaimKey],
+    ) -> None:
+        """Hand the pod to the waiter; its end resumes the cycle on the pool."""
+        assert self.conditions is not None
+        assert decision.node is not None
+        self.events.post(
+            pod, "Normal", BINDING_CONDITIONS_PENDING, binding_conditions_pending_message(decision.node)
+        )
+        self.metrics.binding_conditions_pending.inc()
+        waited = time.monotonic()
+
+        def done(failure: str | None) -> None:
+            def resume() -> None:
+                self._resume(pod, decision, token, written, started, failure, waited)
+
+            try:
+                self.submit(resume)
+            except RuntimeError:  # the pool shut down: the worker stops, a new leader resumes the pod
+                self.metrics.binding_conditions_pending.dec()
+
+        self.conditions.wait(pod, claims, done, elapsed=waited_already(decision))
+
+    def _resume(
+        self,
+        pod: Obj,
+        decision: Decision,
+        token: str,
+        written: Written,
+        started: float | None,
+        failure: str | None,
+        waited: float,
+    ) -> None:
+        """The wait ended: Bind, or undo and retry."""
+        assert decision.node is not None
+        self.metrics.binding_conditions_pending.dec()
+        result = "ready" if failure is None else "timeout" if failure == BINDING_TIMEOUT else "failed"
+        self.metrics.binding_conditions.labels(result).inc()
+        self.metrics.plugin_duration.labels(
+            "DynamicResources", "PreBind", "Success" if failure is None else "Error"
+        ).observe(time.monotonic() - waited)
+        try:
+            if failure is not None:
+                raise BindingConditionsFailed(failure)
+            self.binder.bind(pod, decision.node)
+        except Exception as e:
+            self._failed(pod, decision, token, written, e)
+            return
+        self._bound(pod, decision, token, written, started)
+
+    def _failed(self, pod: Obj, decision: Decision, token: str, written: Written, e: Exception) -> None:
+        """Unreserve, and the pod back to the queue (or out of it, when it is bound already)."""
+        if isinstance(e, AlreadyBound):
             # This worker's view lagged (a new leader): nothing was written, nothing is undone but
             # the reservation, and the pod leaves the queue (its next event shows it bound).
             log.info("already bound", extra={"pod": key(pod), "reason": str(e)})
@@ -70,25 +170,45 @@ class BindingCycle:
             self.metrics.attempts.labels("already_bound").inc()
             self.queue.done(uid(pod))
             return
+        log.warning(
+            "binding failed",
+            extra={
+                "pod": key(pod),
+                "node": decision.node,
+                "devices": device_names(decision),
+                "reason": f"{type(e).__name__}: {e}" if not isinstance(e, BindError | ApiError) else str(e),
+            },
+        )
+        if isinstance(e, BindingConditionsFailed):
+            self._release_reused(pod, written)
+            self.events.post(pod, "Warning", FAILED_SCHEDULING, prebind_failed_message(str(e)))
+        self.unreserve(pod, decision, token, written)
+        self.metrics.attempts.labels("bind_error").inc()
+        if isinstance(e, NotLeader):
+            self.queue.requeue(uid(pod))
+        else:
+            self.queue.failed(uid(pod), unschedulable=False)
+
+    def _release_reused(self, pod: Obj, written: Written) -> None:
+        """A special claim this cycle reused holds the device whose binding failed: it goes too (one
+        it created, Unreserve deletes anyway), so the next attempt allocates afresh."""
+        claim = written.reused_claim
+        if claim is None:
+            return
+        try:
+            live = self.binder.read_pod(pod)
+            if live is not None and live.get("spec", {}).get("nodeName"):
+                return  # bound after all: it runs with the claim
+            self.binder.delete_claim(namespace(claim), name(claim), uid(claim))
         except Exception as e:
             log.warning(
-                "binding failed",
-                extra={
-                    "pod": key(pod),
-                    "node": decision.node,
-                    "devices": device_names(decision),
-                    "reason": f"{type(e).__name__}: {e}"
-                    if not isinstance(e, BindError | ApiError)
-                    else str(e),
-                },
+                "binding conditions: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)}
             )
-            self.unreserve(pod, decision, token, written)
-            self.metrics.attempts.labels("bind_error").inc()
-            if isinstance(e, NotLeader):
-                self.queue.requeue(uid(pod))
-            else:
-                self.queue.failed(uid(pod), unschedulable=False)
-            return
+
+    def _bound(
+        self, pod: Obj, decision: Decision, token: str, written: Written, started: float | None
+    ) -> None:
+        assert decision.node is not None
         self.assumed_pods.assume(uid(pod), decision.node)
         claim = written.special_claim or written.reused_claim
         # The reservation stays until the cache shows every claim this cycle wrote.
@@ -119,6 +239,40 @@ class BindingCycle:
         """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""
         self.binder.roll_back(pod, written)
         self.scheduler.unreserve(decision, token)
+
+
+def waiting_claims(decision: Decision, written: Written) -> list[ClaimKey]:
+    """The claims whose allocation waits for binding conditions: the special claim written (or
+    continued), and the pod's own claims, allocated by this decision or before it."""
+    out: list[ClaimKey] = []
+    special = written.special_claim or written.reused_claim
+    if special is not None and has_binding_conditions(decision.special_allocation()):
+        out.append((namespace(special), name(special)))
+    for uc in decision.user_claims:
+        allocation = (
+            uc.allocation.to_api() if uc.allocation is not None else status(uc.claim).get("allocation")
+        )
+        if has_binding_conditions(allocation):
+            out.append((namespace(uc.claim), name(uc.claim)))
+    return out
+
+
+def waited_already(decision: Decision, now: datetime | None = None) -> float:
+    """Seconds since the oldest ``allocationTimestamp`` of an allocation this decision continues (a
+    special claim resumed, a claim allocated before): upstream times the wait from there. A fresh
+    allocation has waited 0 s."""
+    stamps: list[object] = []
+    if decision.special is None and decision.resumed is not None:
+        stamps.append(as_dict(status(decision.resumed).get("allocation")).get("allocationTimestamp"))
+    stamps += [
+        as_dict(status(uc.claim).get("allocation")).get("allocationTimestamp")
+        for uc in decision.user_claims
+        if uc.allocation is None
+    ]
+    moments = [parse_time(s) for s in stamps if isinstance(s, str) and s]
+    if not moments:
+        return 0.0
+    return max(((now or datetime.now(UTC)) - min(moments)).total_seconds(), 0.0)
 
 
 def device_names(decision: Decision) -> list[str]:

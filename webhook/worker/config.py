@@ -12,6 +12,7 @@ from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
 from ..core.scheduling.plugins.volumebinding.prebind import BIND_TIMEOUT_SECONDS
 from ..core.scheduling.sampling import ADAPTIVE
+from .bindingconditions import BINDING_TIMEOUT_SECONDS
 from .queue import INITIAL_BACKOFF, MAX_BACKOFF
 
 
@@ -50,3 +51,12 @@ class WorkerConfig:
     #: VolumeBindingArgs.bindTimeoutSeconds: how long PreBind waits for the claims it selected a
     #: node for (or bound to a volume) to be bound, before the pod is retried.
     bind_timeout: float = BIND_TIMEOUT_SECONDS
+    #: DynamicResourcesArgs.bindingTimeout (KEP-5007): how long PreBind waits for devices' binding
+    #: conditions before it releases them and the pod is retried.
+    binding_timeout: float = field(
+        default=BINDING_TIMEOUT_SECONDS,
+        metadata={
+            "help": "how long a pod waits for its devices' binding conditions before they are released "
+            "and it is placed again (kube-scheduler's bindingTimeout)"
+        },
+    )

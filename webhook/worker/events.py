@@ -288,6 +288,19 @@ def event_body(
 
 
 ALIGNMENT_RELAXED = "AlignmentRelaxed"
+#: KEP-5007: kube-scheduler's Event while PreBind waits for devices' binding conditions.
+BINDING_CONDITIONS_PENDING = "BindingConditionsPending"
+FAILED_SCHEDULING = "FailedScheduling"
+
+
+def binding_conditions_pending_message(node: str) -> str:
+    """Upstream's ``BindingConditionsPending`` message (DynamicResources' PreBind)."""
+    return f"waiting for binding conditions for device on node {node}"
+
+
+def prebind_failed_message(error: str) -> str:
+    """kube-scheduler's ``FailedScheduling`` message for a PreBind error (``RunPreBindPlugins``)."""
+    return f'running PreBind plugin "DynamicResources": {error}'
 
 
 def scheduled_message(pod: Obj, decision: Decision) -> str:

@@ -76,6 +76,27 @@ class WorkerMetrics:
             "a valid mapping to an allocated claim: they run without their devices",
             registry=registry,
         )
+        # KEP-5007: the waits for binding conditions between PreBind's writes and Bind. The duration
+        # is upstream's scheduler_plugin_execution_duration_seconds for DynamicResources' PreBind.
+        self.binding_conditions = Counter(
+            "draxr_binding_conditions_total",
+            "Waits for devices' binding conditions by how they ended (ready, failed, timeout)",
+            ["result"],
+            registry=registry,
+        )
+        self.binding_conditions_pending = Gauge(
+            "draxr_binding_conditions_pending_pods",
+            "Pods whose devices' binding conditions are awaited before they bind",
+            registry=registry,
+        )
+        self.plugin_duration = Histogram(
+            "draxr_plugin_execution_duration_seconds",
+            "Duration of a plugin at one extension point (kube-scheduler's "
+            "scheduler_plugin_execution_duration_seconds): DynamicResources' PreBind wait",
+            ["plugin", "extension_point", "status"],
+            buckets=(0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600),
+            registry=registry,
+        )
         self.orphans_repaired = Counter(
             "draxr_orphaned_claims_repaired",
             "Orphaned special claims released by repair passes",

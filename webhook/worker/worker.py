@@ -7,6 +7,8 @@ It is made of one part per concern, each in its own module, wired here:
   so the next decision already sees the devices), PostFilter, and the unschedulable pod's answer;
 - ``bindingcycle``: a pool runs binding cycles (PreBind, Bind; Unreserve on failure) concurrently;
   ``volumebinding``: VolumeBinding's PreBind (the claims' selected node, waiting for the provisioner);
+- ``bindingconditions``: the wait for devices' binding conditions (KEP-5007) between PreBind and
+  Bind, on claim events and one timeout thread, not on a binding thread per pod;
 - ``maintenance``: a thread frees the claims of finished pods, keeps the rewrite's templates and
   repairs orphans;
 - ``leadership``: only the leader writes (its client is fenced: no write, no retry of one, leaves a
@@ -27,6 +29,7 @@ from ..kube.client import KubeClient
 from ..kube.leader import LeaderElector
 from .assumed import AssumedClaims, AssumedPods
 from .binder import Binder
+from .bindingconditions import BindingConditionWaiter
 from .bindingcycle import BindingCycle
 from .cleanup import Cleaner
 from .config import WorkerConfig
@@ -65,7 +68,13 @@ class Worker:
         self.scheduler = cache.scheduler(
             config.policy, config.scheduler_name, config.percentage_of_nodes_to_score
         )
-        self.binder = Binder(client, config.scheduler_name, fence, metrics.on_claim)
+        self.binder = Binder(
+            client,
+            config.scheduler_name,
+            fence,
+            metrics.on_claim,
+            binding_conditions=lambda: cache.state.devices.binding_conditions,
+        )
         self.cleaner = Cleaner(client, self.binder)
         # Its own write rate limit: an Event for every pod bound must not slow the bindings.
         self.events = EventRecorder(client.with_own_rate_limit(), config.scheduler_name, config.identity)
@@ -90,6 +99,7 @@ class Worker:
         self._stop = threading.Event()
         self.volume_binder = VolumeBinder(client, cache, fence, config.bind_timeout, self._stop)
         self._pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
+        self.binding_conditions = BindingConditionWaiter(cache, config.binding_timeout)
         self.binding = BindingCycle(
             self.binder,
             self.scheduler,
@@ -99,6 +109,8 @@ class Worker:
             self.assumed_pods,
             assumed_claims,
             self.volume_binder,
+            self.binding_conditions,
+            self._pool.submit,
         )
         self.scheduling = SchedulingLoop(
             client,
@@ -154,6 +166,7 @@ class Worker:
 
     def start(self) -> Worker:
         self.events.start()
+        self.binding_conditions.start()
         self.leadership.start()
         loops: tuple[tuple[Callable[[], None], str], ...] = (
             (lambda: self.scheduling.run(self._stop, self.leadership.leading), "schedule"),
@@ -171,6 +184,7 @@ class Worker:
         self.queue.close()
         for t in self._threads:
             t.join(timeout=10)
+        self.binding_conditions.stop()
         self._pool.shutdown(wait=True, cancel_futures=False)
         self.events.stop()
 

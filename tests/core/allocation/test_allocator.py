@@ -1,10 +1,12 @@
 """The structured allocator (spec §5, scenarios 29-32)."""
 
+from typing import Any
+
 import pytest
 
 from tests.core.harness import all_of, allocate, claim, exactly, picked, state_of
 from tests.core.podfactory import device, device_class, gpus, node, resource_slice
-from webhook.core.allocation.allocator import AllocationError, Unsatisfiable
+from webhook.core.allocation.allocator import AllocationError, Allocator, Unsatisfiable
 from webhook.core.api.objects import Obj
 
 GPU = device_class("gpu", selectors=['device.driver == "gpu.example.com"'])
@@ -42,6 +44,83 @@ def test_binding_condition_pools_go_last_and_their_devices_are_not_picked() -> N
     )
     (a,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu", 2)])])
     assert picked(a) == ["b/y", "a/x"]
+    with pytest.raises(Unsatisfiable):  # the gate off (before 1.36): never picked, even if needed
+        allocate(st, "n1", [claim("c", [exactly("r", "gpu", 3)])])
+
+
+def _attachable(name: str, **extra: Any) -> Obj:
+    return device(
+        name,
+        bindingConditions=["example.com/Attached"],
+        bindingFailureConditions=["example.com/AttachFailed"],
+        **extra,
+    )
+
+
+def test_binding_conditions_on_such_devices_are_picked_last_and_their_conditions_copied() -> None:
+    st = state_of(
+        node("n1"),
+        GPU,
+        resource_slice("a", [_attachable("bc")], pool="a", allNodes=True),
+        resource_slice("b", [device("y")], pool="b", allNodes=True),
+    )
+    st.set_binding_conditions(True)
+    (one,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
+    assert picked(one) == ["b/y"]  # pool a sorts first by name, but its binding conditions rank it last
+    assert "bindingConditions" not in one.to_api()["devices"]["results"][0]
+    (two,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu", 2)])])
+    assert picked(two) == ["b/y", "a/bc"]
+    by_device = {r["device"]: r for r in two.to_api()["devices"]["results"]}
+    assert by_device["bc"]["bindingConditions"] == ["example.com/Attached"]
+    assert by_device["bc"]["bindingFailureConditions"] == ["example.com/AttachFailed"]
+    assert "bindingConditions" not in by_device["y"]
+    assert "bindingFailureConditions" not in by_device["y"]
+    assert two.to_api().get("nodeSelector") is None  # allNodes, no bindsToNode: not pinned
+
+
+def test_binds_to_node_pins_the_allocation_to_the_node_only_with_the_gate_on() -> None:
+    st = state_of(
+        node("n1"),
+        node("n2"),
+        GPU,
+        resource_slice("a", [_attachable("bc", bindsToNode=True)], pool="a", allNodes=True),
+    )
+    st.set_binding_conditions(True)
+    (a,) = allocate(st, "n2", [claim("c", [exactly("r", "gpu")])])
+    assert a.to_api()["nodeSelector"] == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]
+    }
+    st.set_binding_conditions(False)
+    with pytest.raises(Unsatisfiable):
+        allocate(st, "n2", [claim("c", [exactly("r", "gpu")])])
+
+
+def test_binding_condition_devices_stay_last_under_a_placement_policy() -> None:
+    """binpack and spread reorder candidates by topology group; a device with binding conditions
+    still comes after a plain one of the same group."""
+    numa0 = {"numa": {"int": 0}}
+    st = state_of(
+        node("n1"),
+        GPU,
+        resource_slice(
+            "a", [_attachable("bc", attributes=numa0), device("x", attributes=numa0)], pool="a", allNodes=True
+        ),
+    )
+    st.set_binding_conditions(True)
+    nd = st.node_devices("n1")
+    assert nd is not None
+    for policy in ("binpack", "spread"):
+        allocator = Allocator(
+            nd,
+            st.classes.get,
+            st.cel,
+            st.allocated.devices,
+            policy=policy,
+            group_attributes=lambda cls: ("gpu.example.com/numa",),
+            binding_conditions=True,
+        )
+        (a,) = allocator.allocate([claim("c", [exactly("r", "gpu")])])
+        assert picked(a) == ["a/x"], policy
 
 
 def test_scenario_30_cel_runtime_error_is_an_allocation_error() -> None:

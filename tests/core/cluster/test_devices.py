@@ -264,6 +264,11 @@ def test_special_candidates_skip_binding_conditions_and_hard_taints() -> None:
     view = idx.node_devices(A)
     assert len(view.class_candidates("any")) == 5
     assert [d.name for d in view.special_candidates("any")] == ["plain", "report-only"]
+    # DRADeviceBindingConditions on (1.36 and later): such a device counts, in slice order.
+    assert idx.set_binding_conditions(True) is True
+    assert idx.set_binding_conditions(True) is False
+    on = idx.node_devices(A)
+    assert [d.name for d in on.special_candidates("any")] == ["plain", "bc", "report-only"]
 
 
 def test_a_tainted_candidate_with_a_cel_error_still_counts_so_the_error_surfaces() -> None:

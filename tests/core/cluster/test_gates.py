@@ -64,3 +64,16 @@ def test_the_native_path_skips_dra_nodes_whose_kubelet_has_the_gate_off() -> Non
     d = only_old.schedule(pod(containers=[container("c", {GPU: 1})]))
     assert d.status == UNSCHEDULABLE
     assert d.message == "0/1 nodes are available: 1 node(s) had a kubelet without DRAExtendedResource."
+
+
+def test_binding_conditions_gate_is_on_from_1_36() -> None:
+    from webhook.core.cluster.gates import binding_conditions_gate
+
+    assert [binding_conditions_gate(v) for v in ("v1.34.2", "v1.35.0", "v1.36.1", "v1.37.2")] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert binding_conditions_gate("") is False
+    assert binding_conditions_gate(None) is False

@@ -102,13 +102,17 @@ def test_device_flags_taints_and_binding_conditions() -> None:
     taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
     devs = [
         device("a", allowMultipleAllocations=True, taints=[taint, "junk"]),
-        device("b", bindingConditions=["up"]),
+        device("b", bindingConditions=["up"], bindingFailureConditions=["down"], bindsToNode=True),
     ]
     a, b = parse_slice(resource_slice("s", devs, node_name="n")).devices
     assert a.allow_multiple_allocations is True
     assert a.taints == (taint,)
-    assert a.binding_conditions is False
-    assert b.binding_conditions is True
+    assert a.binding_conditions == ()
+    assert a.binding_failure_conditions == ()
+    assert not a.binds_to_node
+    assert b.binding_conditions == ("up",)
+    assert b.binding_failure_conditions == ("down",)
+    assert b.binds_to_node is True
     assert b.allow_multiple_allocations is False
 
 

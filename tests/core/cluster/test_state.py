@@ -237,3 +237,23 @@ def test_namespaces_are_applied_with_their_labels_only() -> None:
     assert st.namespaces.labels_of("unknown") == {}
     assert st.apply("Namespace", ns, deleted=True) is True
     assert len(st.namespaces) == 0
+
+
+def test_binding_conditions_gate_changes_what_counts_free() -> None:
+    """With ``DRADeviceBindingConditions`` on, a device with binding conditions is a candidate of the
+    special claim, so it counts free; off, it does not. The flip bumps ``version`` only on change."""
+    attachable = {"name": "bc", "bindingConditions": ["ready"], "bindingFailureConditions": ["failed"]}
+    st = state_of(
+        node("n"),
+        device_class("gpu", "example.com/gpu"),
+        resource_slice("s", [*gpus(1), attachable], node_name="n"),
+    )
+    assert st.capacity.free("gpu") == {"n": 1}
+    before = st.version
+    st.set_binding_conditions(True)
+    assert st.capacity.free("gpu") == {"n": 2}
+    assert st.version == before + 1
+    st.set_binding_conditions(True)
+    assert st.version == before + 1
+    st.set_binding_conditions(False)
+    assert st.capacity.free("gpu") == {"n": 1}

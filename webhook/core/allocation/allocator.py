@@ -8,6 +8,12 @@ request selectors, per-device node selection, binding conditions, consumable cap
 taints, constraints. A CEL error is an allocation error, never a silent non-match; an unsatisfiable
 node is ``None``.
 
+Binding conditions (KEP-5007, ``DRADeviceBindingConditions``): with the gate off (``binding_conditions``
+False, releases before 1.36) a device that has them is never picked. With it on such a device is a
+candidate, tried after the others (its pool sorts last in ``slices.gather_pools``, and a policy's
+order keeps it last), and its result carries ``bindingConditions`` and ``bindingFailureConditions``;
+a device with ``bindsToNode`` pins the allocation's node selector to the node it was allocated for.
+
 Consumable capacity (KEP-5075, ``cluster/consumable``): a device with ``allowMultipleAllocations`` is
 never in use through its shares; it takes another share (in another request or claim: one request
 takes a device once, as upstream's ordered search does) while the request's capacity fits beside
@@ -38,6 +44,7 @@ from typing import Any, Protocol
 from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
 from ..api.nodematch import untolerated
 from ..api.objects import Obj, as_dict, as_list, meta, spec
+from ..api.objects import name as name_of
 from ..api.quantity import Quantity, QuantityError
 from ..cel import CelCompileError, CelError, SelectorEngine
 from ..cluster.allocated import Share, SharedUse
@@ -92,6 +99,9 @@ class DeviceResult:
     device: Device
     admin_access: bool = False
     tolerations: list[Obj] = field(default_factory=list)
+    #: KEP-5007: the device's binding conditions, copied (empty with the gate off).
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
     #: A share of a multi-allocatable device: its ID, and what it consumes (None when nothing).
     share_id: str | None = None
     consumed: dict[str, Quantity] | None = None
@@ -107,6 +117,10 @@ class DeviceResult:
             out["adminAccess"] = True
         if self.tolerations:
             out["tolerations"] = self.tolerations
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+        if self.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
         if self.share_id is not None:
             out["shareID"] = self.share_id
         if self.consumed:
@@ -244,12 +258,15 @@ class Allocator:
         group_attributes: Callable[[str], tuple[str, ...]] | None = None,
         shares: Mapping[DeviceKey, SharedUse] | None = None,
         share_ids: ShareIds | None = None,
+        binding_conditions: bool = False,
     ) -> None:
         """``policy``: ``binpack`` or ``spread`` orders candidates by topology group (the attribute of
         a request's ``matchAttribute`` constraint, else the first of ``group_attributes(class)``);
         None keeps upstream's order. ``allocated``: the devices taken (results without a
         ``shareID``, reservations); ``shares``: the devices with shares, and what they consume;
-        ``share_ids``: where new shares' IDs come from (default: ``share_id_sequence()`` per call)."""
+        ``share_ids``: where new shares' IDs come from (default: ``share_id_sequence()`` per call);
+        ``binding_conditions``: ``DRADeviceBindingConditions`` is on (devices with binding conditions
+        may be picked, their conditions copied into the results)."""
         self.node = node
         self.classes = classes
         self.cel = cel
@@ -261,6 +278,7 @@ class Allocator:
         self.group_attributes = group_attributes
         self.shares: Mapping[DeviceKey, SharedUse] = shares if shares is not None else {}
         self.share_ids = share_ids
+        self.binding_conditions = binding_conditions
 
     # -- public ------------------------------------------------------------------------------
 
@@ -467,7 +485,7 @@ class Allocator:
                         return False
                 return True
 
-        return order_candidates(
+        ordered = order_candidates(
             self.node.class_candidates(req.class_name),
             values,
             groups,
@@ -475,6 +493,9 @@ class Allocator:
             fits,
             self.allocated.__contains__,
         )
+        # Devices with binding conditions stay last among equals, as upstream's pool order has them.
+        ordered.sort(key=lambda c: bool(c[0].binding_conditions))
+        return ordered
 
     # -- search --------------------------------------------------------------------------------
 
@@ -583,8 +604,8 @@ class Allocator:
             ) from None
 
     def _selectable(self, req: _Req, device: Device, class_error: CelError | None) -> bool:
-        if device.binding_conditions:
-            return False  # DRADeviceBindingConditions is not supported: such devices are never picked
+        if device.binding_conditions and not self.binding_conditions:
+            return False  # DRADeviceBindingConditions is off: such devices are never picked
         if class_error is not None:
             kind = "compile" if isinstance(class_error, CelCompileError) else "runtime"
             index = getattr(class_error, "selector_index", 0)
@@ -648,7 +669,14 @@ class Allocator:
                 a.remove()
             self._return_counters(counters)
             return None
-        result = DeviceResult(req.name, device, admin_access=req.admin, tolerations=list(req.tolerations))
+        result = DeviceResult(
+            req.name,
+            device,
+            admin_access=req.admin,
+            tolerations=list(req.tolerations),
+            binding_conditions=device.binding_conditions,
+            binding_failure_conditions=device.binding_failure_conditions,
+        )
         self._results[ci].append(result)
         if shared:
             consumed = self._take_share(req, device)
@@ -785,6 +813,8 @@ class Allocator:
         exprs: list[Obj] = []
         slices = {s.name: s for p in self.node.pools for s in p.slices}
         for r in results:
+            if r.device.binds_to_node and self.binding_conditions:
+                return _pinned(name_of(self.node.node))
             sl = slices.get(r.device.slice_name)
             if sl is None:
                 continue
@@ -793,11 +823,7 @@ class Allocator:
             else:
                 node_name, selector = sl.node_name, sl.node_selector
             if node_name:
-                return {
-                    "nodeSelectorTerms": [
-                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
-                    ]
-                }
+                return _pinned(node_name)
             if selector is not None:
                 terms = as_list(selector.get("nodeSelectorTerms"))
                 if len(terms) > 1:
@@ -813,6 +839,15 @@ class Allocator:
         if fields:
             term["matchFields"] = fields
         return {"nodeSelectorTerms": [term]}
+
+
+def _pinned(node_name: str) -> Obj:
+    """A node selector that selects one node by name (``matchFields`` on ``metadata.name``)."""
+    return {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+        ]
+    }
 
 
 def _merge_requirements(source: list[Any], into: list[Obj]) -> None:

@@ -92,7 +92,7 @@ class NodeDevices:
         out: list[Device] = []
         tolerations = self._index.classes.tolerations(class_name)
         for device, err in self.class_candidates(class_name):
-            if device.binding_conditions:
+            if device.binding_conditions and not self._index.binding_conditions:
                 continue
             if err is None and device.taints and untolerated(device.taints, tolerations) is not None:
                 continue
@@ -116,6 +116,9 @@ class DeviceIndex:
         self._global_slices: dict[str, Slice] = {}
         self._by_pool: dict[PoolKey, list[Slice]] = {}
         self._views: dict[str, NodeDevices] = {}
+        #: ``DRADeviceBindingConditions`` in the served release: devices with binding conditions
+        #: are candidates (off: never picked, as upstream with the gate off).
+        self.binding_conditions = False
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -221,6 +224,15 @@ class DeviceIndex:
         return dropped
 
     # -- what the views depend on ------------------------------------------------------------------
+
+    def set_binding_conditions(self, enabled: bool) -> bool:
+        """Turn ``DRADeviceBindingConditions`` on or off; True when that changed (every node's view
+        is dropped: the counts of special candidates depend on it)."""
+        if enabled == self.binding_conditions:
+            return False
+        self.binding_conditions = enabled
+        self._views.clear()
+        return True
 
     def invalidate_node(self, node_name: str) -> None:
         """The node's labels changed or it went away: its pools must be gathered again."""

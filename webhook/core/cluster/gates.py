@@ -44,6 +44,17 @@ def kubelet_gate(node: Obj) -> bool:
     return version is None or version >= GATE_DEFAULT_ON
 
 
+#: The first release with ``DRADeviceBindingConditions`` (and ``DRAResourceClaimDeviceStatus``) on by
+#: default: KEP-5007 is alpha and off in 1.34 and 1.35, beta and on from 1.36.
+BINDING_CONDITIONS_DEFAULT_ON: Final = (1, 36)
+
+
+def binding_conditions_gate(version: object) -> bool:
+    """Whether kube-scheduler of this release honours devices' binding conditions (unknown: off)."""
+    parsed = parse_version(version)
+    return parsed is not None and parsed >= BINDING_CONDITIONS_DEFAULT_ON
+
+
 def version_gate(version: object) -> bool:
     """Whether a component of this version has the gate on by default (unknown: off)."""
     parsed = parse_version(version)

@@ -48,11 +48,16 @@ class Device:
     capacity: dict[str, Quantity]
     allow_multiple_allocations: bool
     taints: tuple[Obj, ...]
-    binding_conditions: bool
+    #: KEP-5007: the conditions the device's claim status must show True before the pod binds
+    #: (empty: none), those that mean the binding failed, and whether its allocation is pinned to
+    #: the node it was allocated for.
+    binding_conditions: tuple[str, ...]
     consumes_counters: tuple[tuple[str, dict[str, Quantity]], ...]
     node_name: str | None = None
     all_nodes: bool = False
     node_selector: Obj | None = None
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
     fingerprint: Hashable = None
     #: Values checked usable for CEL (parse_attribute and Quantity.parse made them).
     checked: bool = False
@@ -164,7 +169,9 @@ def _parse_device(raw: Any, driver: str, pool: str, slice_name: str, per_device:
         capacity=capacity,
         allow_multiple_allocations=allow_multi,
         taints=tuple(t for t in as_list(d.get("taints")) if isinstance(t, dict)),
-        binding_conditions=bool(as_list(d.get("bindingConditions"))),
+        binding_conditions=tuple(str(c) for c in as_list(d.get("bindingConditions"))),
+        binding_failure_conditions=tuple(str(c) for c in as_list(d.get("bindingFailureConditions"))),
+        binds_to_node=d.get("bindsToNode") is True,
         consumes_counters=counters,
         node_name=d.get("nodeName") if per_device and isinstance(d.get("nodeName"), str) else None,
         all_nodes=per_device and d.get("allNodes") is True,

@@ -144,6 +144,13 @@ class ClusterState:
         self.devices.invalidate_class(class_name)
         self.capacity.forget_class(class_name)
 
+    def set_binding_conditions(self, enabled: bool) -> None:
+        """``DRADeviceBindingConditions`` of the served release (``gates.binding_conditions_gate``):
+        on, devices with binding conditions are allocated (last among equals) and counted."""
+        if self.devices.set_binding_conditions(enabled):
+            self.capacity.forget_nodes(self.nodes.names())
+            self.version += 1
+
     def _devices_changed(self, dropped: list[str]) -> None:
         self.capacity.forget_nodes(dropped)
 

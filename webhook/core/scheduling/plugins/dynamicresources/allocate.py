@@ -78,6 +78,7 @@ def allocate(
         group_attributes=_attributes_of(dra.groups) if dra.groups else None,
         shares=taken.shares,
         share_ids=share_ids,
+        binding_conditions=state.devices.binding_conditions,
     )
     relaxed = False
     checked = prebuilt and dra.align == REQUIRED  # by Filter, unless a CEL error lurks

@@ -36,6 +36,38 @@ func gpus(n int) []resourceapi.Device {
 	return out
 }
 
+// Binding conditions of the attachable devices (KEP-5007): the scheduler binds a pod to one only once
+// the claim's status.devices entry shows Attached True; AttachFailed True makes it release the device
+// and place the pod again. This driver never sets them: a test does, as a fabric controller would.
+const (
+	attachedCondition     = "Attached"
+	attachFailedCondition = "AttachFailed"
+)
+
+// attachable are n devices like composable or fabric-attached GPUs: each waits for the driver's
+// <driver>/Attached condition before a pod binds, fails on <driver>/AttachFailed, and its
+// allocation is pinned to the node it was made for (bindsToNode).
+func attachable(driverName string, n int) []resourceapi.Device {
+	out := make([]resourceapi.Device, 0, n)
+	for i := range n {
+		out = append(out, resourceapi.Device{
+			Name: fmt.Sprintf("attachable-%d", i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"model":      {StringValue: ptr.To("LATEST-GPU-MODEL")},
+				"index":      {IntValue: ptr.To(int64(i))},
+				"attachable": {BoolValue: ptr.To(true)},
+			},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				"memory": {Value: resource.MustParse("80Gi")},
+			},
+			BindsToNode:              ptr.To(true),
+			BindingConditions:        []string{driverName + "/" + attachedCondition},
+			BindingFailureConditions: []string{driverName + "/" + attachFailedCondition},
+		})
+	}
+	return out
+}
+
 // record is one line of the prepare log.
 type record struct {
 	Op     string        `json:"op"` // "prepare" or "unprepare"

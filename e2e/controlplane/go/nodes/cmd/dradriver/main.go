@@ -1,6 +1,7 @@
 // Command dradriver is a DRA driver without hardware for draxr's e2e rows, built on
 // k8s.io/dynamic-resource-allocation/kubeletplugin: it registers with one kubelet through the plugin
-// registration directory, publishes a ResourceSlice for that node (by default eight GPUs), and
+// registration directory, publishes a ResourceSlice for that node (by default eight GPUs, plus
+// --attachable devices with binding conditions, KEP-5007), and
 // prepares claims by handing the kubelet CDI device IDs that name the devices. Every prepare and
 // unprepare call is appended as a JSON line to --prepare-log, so tests can tell what was prepared
 // when, and whether anything was prepared twice.
@@ -32,7 +33,7 @@ type options struct {
 	node, driver, kubeconfig  string
 	registryDir, pluginDir    string
 	cdiKind, devices          string
-	gpus                      int
+	gpus, attachable          int
 	publish                   bool
 	prepareLog, readyFile     string
 	registrationTimeoutSecond int
@@ -48,12 +49,17 @@ func main() {
 	flag.StringVar(&o.pluginDir, "plugin-dir", "", "directory for the driver's DRA socket (default <kubelet plugins dir>/<driver>)")
 	flag.StringVar(&o.cdiKind, "cdi-kind", "draxr.e2e/gpu", "vendor/class of the CDI device IDs handed to the kubelet")
 	flag.IntVar(&o.gpus, "gpus", 8, "publish this many GPUs gpu-0..gpu-<n-1> (ignored with --devices)")
+	flag.IntVar(&o.attachable, "attachable", 0, "also publish this many devices attachable-0..<n-1> that bind only once <driver>/Attached is True in the claim's status.devices (binding conditions, KEP-5007; failure condition <driver>/AttachFailed; bindsToNode)")
 	flag.StringVar(&o.devices, "devices", "", "the devices to publish: a JSON list of resource.k8s.io/v1 Devices, or @FILE")
 	flag.BoolVar(&o.publish, "publish", true, "publish a ResourceSlice (false: only prepare claims whose devices others publish)")
 	flag.StringVar(&o.prepareLog, "prepare-log", "", "file to append one JSON line per prepare or unprepare call to (required)")
 	flag.StringVar(&o.readyFile, "ready-file", "", "created once the kubelet registered the driver and the slice is handed to the publisher")
 	flag.IntVar(&o.registrationTimeoutSecond, "registration-timeout", 120, "seconds to wait for the kubelet's registration")
 	flag.Parse()
+	if o.attachable < 0 {
+		fmt.Fprintln(os.Stderr, "dradriver: --attachable must be zero or more")
+		os.Exit(2)
+	}
 	if o.node == "" || o.kubeconfig == "" || o.prepareLog == "" {
 		fmt.Fprintln(os.Stderr, "dradriver: --node-name, --kubeconfig and --prepare-log are required")
 		os.Exit(2)
@@ -154,10 +160,10 @@ func waitRegistered(ctx context.Context, helper *kubeletplugin.Helper, timeout t
 	}
 }
 
-// deviceList is --devices (JSON or @FILE), or --gpus generated GPUs.
+// deviceList is --devices (JSON or @FILE), or --gpus generated GPUs; then --attachable devices.
 func deviceList(o options) ([]resourceapi.Device, error) {
 	if o.devices == "" {
-		return gpus(o.gpus), nil
+		return append(gpus(o.gpus), attachable(o.driver, o.attachable)...), nil
 	}
 	raw := []byte(o.devices)
 	if name, ok := strings.CutPrefix(o.devices, "@"); ok {
@@ -170,5 +176,5 @@ func deviceList(o options) ([]resourceapi.Device, error) {
 	if err := json.Unmarshal(raw, &devices); err != nil {
 		return nil, fmt.Errorf("--devices: not a JSON list of resource.k8s.io/v1 Devices: %w", err)
 	}
-	return devices, nil
+	return append(devices, attachable(o.driver, o.attachable)...), nil
 }
