@@ -36,6 +36,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
+from e2e.controlplane.launcher import find_cel_oracle
 from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
 from webhook.core.cel.errors import CelCompileError, CelRuntimeError
 
@@ -547,12 +548,6 @@ def measure(oracle: Path, cases: Sequence[Case], engines: Iterable[str], out: Pa
     }
 
 
-def find_oracle() -> Path | str:
-    from e2e.controlplane.launcher import find_cel_oracle
-
-    return find_cel_oracle()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=31, help="the random generator's seed (default 31)")
@@ -567,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 0:
         parser.error("--count must not be negative")
-    oracle = args.oracle or find_oracle()
+    oracle = args.oracle or find_cel_oracle()
     if isinstance(oracle, str):
         parser.error(f"{oracle} (or pass --oracle)")
     try:
