@@ -565,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     oracle = args.oracle or find_cel_oracle()
     if isinstance(oracle, str):
         parser.error(f"{oracle} (or pass --oracle)")
+    if not os.access(oracle, os.X_OK):
+        parser.error(f"--oracle {oracle}: not an executable file")
     try:
         cases = curated_cases(args.curated) + random_cases(args.seed, args.count)
     except (OSError, ValueError) as e:
