@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Builds the e2e cluster's binaries from Go modules, at the versions pinned in versions.env: etcd; for
 # each Kubernetes release kube-apiserver, kube-controller-manager, kube-scheduler and kubelet; and
-# draxr's own node parts (go/nodes: fakecri, dradriver, deviceplugin).
+# draxr's own node parts (go/nodes: fakecri, dradriver, deviceplugin); and the CEL oracle (go/celoracle:
+# upstream's DRA CEL compiler as kube-scheduler calls it, for bench/cel_differential.py).
 #
 #   e2e/controlplane/build.sh                 build whatever is missing (seconds when everything is cached)
-#   e2e/controlplane/build.sh 1.37 1.36       only these releases (etcd and the node parts always)
+#   e2e/controlplane/build.sh 1.37 1.36       only these releases (etcd, the node parts and the CEL oracle always)
 #   e2e/controlplane/build.sh --regen         regenerate go/*/go.mod and go.sum from versions.env, then build
 #
 # Binaries are cached outside the clone, in ${DRAXR_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/draxr/controlplane}
 # /bin/<what>-<key>-<go version>/, where <key> hashes BUILD_RECIPE (versions.env) with the module's
-# go.mod and go.sum (and, for go/nodes, its Go sources): a new clone finds what an older one built, and
-# a changed pin, source or recipe builds anew. launcher.py computes the same key (source_key).
+# go.mod and go.sum (and, for go/nodes and go/celoracle, their Go sources): a new clone finds what an
+# older one built, and a changed pin, source or recipe builds anew. launcher.py computes the same key (source_key).
 #
 # Each Kubernetes release gets a tiny Go module (go/k8s-<minor>/) that requires k8s.io/kubernetes and
 # replaces every staging module k8s.io/<name> with its published v0.<minor>.<patch>: k8s.io/kubernetes's
@@ -260,10 +261,24 @@ build_nodes() {
     done
 }
 
+# The CEL oracle: hand-written like the node parts, so never regenerated; the key covers its sources.
+build_celoracle() {
+    local dir="$HERE/go/celoracle" out
+    out="$CACHE/bin/celoracle-$(source_key "$dir")-$GOVERSION"
+    if [ -x "$out/celoracle" ]; then
+        say "CEL oracle is built ($out/celoracle)"
+        return
+    fi
+    download "$dir" .
+    write_manifest "$out" "$dir" "-s -w"
+    build_binary "$dir" "$out" celoracle . "go-celoracle" "-s -w"
+}
+
 say "Go $GOVERSION, GOPROXY=$(go env GOPROXY), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
 say "binaries: $CACHE/bin; Kubernetes ${RELEASES[*]}"
 build_etcd "$ETCD"
 build_nodes
+build_celoracle
 for minor in "${RELEASES[@]}"; do
     var="KUBE_${minor//./_}"
     build_kube "$minor" "${!var}"

@@ -222,6 +222,15 @@ def find_node_tools() -> NodeTools | str:
     return NodeTools(found / "fakecri", found / "dradriver", found / "deviceplugin")
 
 
+def find_cel_oracle() -> Path | str:
+    """The cached CEL oracle (go/celoracle: upstream's DRA CEL compiler as the scheduler calls it),
+    or why it is missing."""
+    found = _built("celoracle", "celoracle", ("celoracle",))
+    if isinstance(found, str):
+        return f"the CEL oracle is not built: {found}"
+    return found / "celoracle"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
