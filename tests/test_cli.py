@@ -221,6 +221,10 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
         "draxr manifests: error: --priority-class-name: 'High_Priority' is not a valid DNS-1123 subdomain",
     ),
     (
+        ["manifests", "--flow-control-shares", "0"],
+        "draxr manifests: error: --flow-control-shares: must be between 1 and 1000, not 0",
+    ),
+    (
         ["manifests", "--network-policy=yes"],
         "draxr manifests: error: --network-policy: ignored explicit argument 'yes'",
     ),
