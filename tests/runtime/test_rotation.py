@@ -20,8 +20,8 @@ from prometheus_client import generate_latest
 
 from e2e.emulator import Emulator
 from e2e.emulator.sandbox import Sandbox
-from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
-from webhook.install.pki import (
+from webhook.identity.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
+from webhook.identity.pki import (
     Issued,
     issue_ca,
     issue_serving,

@@ -21,8 +21,8 @@ import pytest
 
 from e2e.emulator.sandbox import Sandbox
 from tests.worker.harness import WORKER_USER, Cluster, device_class, gpu_slice, node, poll
+from webhook.identity.pki import issue_ca, issue_serving, serving_names
 from webhook.install.certs import ensure_certs
-from webhook.install.pki import issue_ca, issue_serving, serving_names
 from webhook.runtime import logs
 from webhook.runtime.health import version
 from webhook.runtime.serve import Process, ServeOptions

@@ -120,7 +120,7 @@ class Process:
             self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
         # The worker's leader probes the apiserver's gate and publishes the answer; every other
         # replica reads it (kube/sharedgate.py), so all report the same mode.
-        from ..install.names import GATE_CONFIGMAP
+        from ..identity.names import GATE_CONFIGMAP
         from ..kube.gates import ApiserverGate
         from ..kube.sharedgate import SharedGateRecord
 
