@@ -460,16 +460,21 @@ class Process:
             ),
         }
         if self.opts.webhook:
-            from .tls import ReloadingTLS, uvicorn_server
-
-            tls = ReloadingTLS(self.opts.tls.cert_dir)
-            self.tls = tls
-            self.expiry.track("serving", lambda: tls.certificate)
-            self._watcher = tls.start_watcher(self.opts.tls.reload_interval)
-            self.server = uvicorn_server(self.app(), tls, **kwargs)
-        else:
+            self.server = self._tls_server(kwargs)
+        else:  # the worker alone: health and metrics over plain HTTP
             self.server = uvicorn.Server(uvicorn.Config(self.app(), **kwargs))
         return self.server
+
+    def _tls_server(self, kwargs: dict[str, Any]) -> uvicorn.Server:
+        """The webhook over TLS: the pair of ``--cert-dir``, reloaded when it rotates, its expiry
+        a metric and its state a line of ``/readyz``."""
+        from .tls import uvicorn_server
+
+        tls = ReloadingTLS(self.opts.tls.cert_dir)
+        self.tls = tls
+        self.expiry.track("serving", lambda: tls.certificate)
+        self._watcher = tls.start_watcher(self.opts.tls.reload_interval)
+        return uvicorn_server(self.app(), tls, **kwargs)
 
     def serve_in_thread(self, sock: socket.socket) -> None:
         server = self.build_server()
