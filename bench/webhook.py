@@ -585,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from webhook.install.certs import CA_CERT, ensure_certs
+    from webhook.identity.pki import CA_CERT
+    from webhook.install.certs import ensure_certs
 
     cert_dir = Path(tempfile.mkdtemp(prefix="draxr-bench-"))
     ensure_certs(cert_dir, "draxr-webhook", "draxr-system")

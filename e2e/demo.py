@@ -30,7 +30,7 @@ from webhook.commands.text import table
 from webhook.core.api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
 from webhook.core.api.objects import Obj, as_dict, name, namespace
 from webhook.core.paths.rewrite import REWRITTEN_ANNOTATION
-from webhook.install.names import DEFAULT_NAMESPACE, WEBHOOK
+from webhook.identity.names import DEFAULT_NAMESPACE, WEBHOOK
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import BY_PLURAL
 from webhook.loader import expand_workloads, load_paths

@@ -19,9 +19,21 @@ ALLOWED: dict[str, set[str]] = {
     "admission": {"core", "kube", "admission"},
     "worker": {"core", "kube", "worker"},
     "loader": {"core", "loader"},
-    "install": {"core", "install"},
-    "runtime": {"core", "kube", "admission", "worker", "loader", "install", "runtime"},
-    "commands": {"", "core", "kube", "admission", "worker", "loader", "install", "runtime", "commands"},
+    "identity": {"core", "identity"},
+    "install": {"core", "identity", "install"},
+    "runtime": {"core", "kube", "identity", "admission", "worker", "loader", "runtime"},
+    "commands": {
+        "",
+        "core",
+        "kube",
+        "identity",
+        "admission",
+        "worker",
+        "loader",
+        "install",
+        "runtime",
+        "commands",
+    },
     "cli": {"", "commands", "cli"},
     "": {""},
 }
@@ -95,6 +107,19 @@ def test_every_room_imports_only_the_rooms_below_it() -> None:
                 continue
             wrong.append(f"{module} ({mine or 'root'}) imports {target} ({theirs or 'root'})")
     assert wrong == []
+
+
+def test_what_runs_and_what_is_applied_share_only_identity() -> None:
+    """``draxr serve`` and ``draxr manifests`` find the same objects and certificates through
+    ``identity/`` (names, PKI); the runtime never borrows the renderings of ``install/``, nor they the
+    runtime."""
+    assert "install" not in ALLOWED["runtime"]
+    assert "runtime" not in ALLOWED["install"]
+    runtime_imports = {
+        room(target) for path in (PACKAGE / "runtime").rglob("*.py") for target, _ in imports(path)
+    }
+    assert "identity" in runtime_imports
+    assert "install" not in runtime_imports
 
 
 def test_convert_uses_the_core_not_the_webhook() -> None:

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from webhook.identity.names import WEBHOOK, WORKER
 from webhook.install.flowcontrol import flow_control
-from webhook.install.names import WEBHOOK, WORKER
 
 from .launcher import USERS, ControlPlane, ControlPlaneError, find_binaries
 

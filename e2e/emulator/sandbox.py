@@ -15,8 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from webhook.identity.names import DEFAULT_NAMESPACE, WEBHOOK
 from webhook.install.certs import ensure_certs, load_ca_bundle
-from webhook.install.names import DEFAULT_NAMESPACE, WEBHOOK
 from webhook.install.webhooks import webhook_configurations
 from webhook.kube.client import KubeClient
 from webhook.runtime.serve import Process, ServeOptions, default_writers

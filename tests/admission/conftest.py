@@ -23,7 +23,8 @@ from starlette.types import Receive, Scope, Send
 
 from webhook.admission import AdmissionConfig
 from webhook.core.api.objects import Obj
-from webhook.install.certs import CA_CERT, ensure_certs
+from webhook.identity.pki import CA_CERT
+from webhook.install.certs import ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.runtime.apps import webhook_app
 from webhook.runtime.tls import ReloadingTLS, uvicorn_server

@@ -13,7 +13,8 @@ from cryptography import x509
 
 from webhook.admission import AdmissionConfig, create_app
 from webhook.core.api.objects import Obj
-from webhook.install.certs import TLS_CERT, ensure_certs
+from webhook.identity.pki import TLS_CERT
+from webhook.install.certs import ensure_certs
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.runtime.apps import webhook_app

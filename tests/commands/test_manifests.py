@@ -20,9 +20,8 @@ from e2e.emulator import Emulator
 from webhook.cli import main
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
-from webhook.install.files import defaults
-from webhook.install.names import CA_SECRET, TLS_SECRET
-from webhook.install.pki import (
+from webhook.identity.names import CA_SECRET, TLS_SECRET
+from webhook.identity.pki import (
     Issued,
     issue_ca,
     issue_serving,
@@ -31,6 +30,7 @@ from webhook.install.pki import (
     serving_names,
     signed_by,
 )
+from webhook.install.files import defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl")

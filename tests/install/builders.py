@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from webhook.install.pki import issue_ca, issue_serving, serving_names
+from webhook.identity.pki import issue_ca, issue_serving, serving_names
 from webhook.install.trust import Certificates
 
 

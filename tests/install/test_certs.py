@@ -20,18 +20,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from webhook.identity.pki import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, CertError, parse_key_pair
 from webhook.install.certs import (
-    CA_CERT,
-    CA_KEY,
-    TLS_CERT,
-    TLS_KEY,
     CertPaths,
     describe,
     ensure_certs,
     load_ca_bundle,
     renew_threshold,
 )
-from webhook.install.pki import CertError, parse_key_pair
 
 SVC, NS = "draxr-webhook", "draxr-system"
 T0 = dt.datetime(2030, 1, 1, 12, 0, 0, tzinfo=dt.UTC)

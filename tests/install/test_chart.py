@@ -25,11 +25,11 @@ from e2e.emulator import Emulator
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
 from webhook.core.api.objects import Obj
+from webhook.identity.names import DEFAULT_NAMESPACE, WEBHOOK
+from webhook.identity.pki import parse_bundle, serving_names, signed_by
 from webhook.install import monitoring
 from webhook.install.manifests import render
-from webhook.install.names import DEFAULT_NAMESPACE, WEBHOOK
 from webhook.install.options import InstallOptions
-from webhook.install.pki import parse_bundle, serving_names, signed_by
 from webhook.kube.client import KubeClient
 from webhook.runtime.rotation import CertRotator, RotationConfig
 

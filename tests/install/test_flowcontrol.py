@@ -8,9 +8,9 @@ import pytest
 
 from webhook.cli import main
 from webhook.core.api.objects import Obj
+from webhook.identity.names import WEBHOOK, WORKER
 from webhook.install.flowcontrol import DEFAULT_SHARES, MATCHING_PRECEDENCE, flow_control
 from webhook.install.manifests import render
-from webhook.install.names import WEBHOOK, WORKER
 from webhook.install.options import InstallOptions
 
 from .builders import certificates

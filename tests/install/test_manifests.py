@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tests.install.builders import certificates
 from webhook.core.api.objects import Obj
+from webhook.identity.pki import parse_bundle, signed_by
 from webhook.install.manifests import render
 from webhook.install.options import InstallOptions, ManifestError
-from webhook.install.pki import parse_bundle, signed_by
 from webhook.install.trust import Certificates
 from webhook.install.webhooks import webhook_configurations
 

@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from e2e.emulator.sandbox import Sandbox
 from webhook.cli import build_parser
 from webhook.commands.manifests import run
-from webhook.install import manifests, monitoring, names, webhooks
+from webhook.identity import names
+from webhook.install import manifests, monitoring, webhooks
 from webhook.install.files import dump
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -135,6 +135,19 @@ def test_bind_assigns_the_node(em: Emulator) -> None:
     assert em.get("pods", "p", "default")["spec"]["nodeName"] == "n1"
 
 
+def test_a_binding_for_an_earlier_pod_of_the_name_is_refused(em: Emulator) -> None:
+    """The Binding carries the pod's uid: a pod deleted and recreated under its name between the
+    decision and the write is not placed by a decision made for the other."""
+    c = KubeClient(em.api_client())
+    earlier = c.create(PODS, pod_body(), "default")
+    c.delete(PODS, "p", "default")
+    c.create(PODS, pod_body(), "default")
+    with pytest.raises(ApiError) as exc:
+        c.bind("default", "p", earlier["metadata"]["uid"], "n1")
+    assert exc.value.status == 409
+    assert not em.get("pods", "p", "default")["spec"].get("nodeName")
+
+
 def test_served_finds_the_version_a_resource_is_served_in(em: Emulator) -> None:
     c = KubeClient(em.api_client())
     assert c.served("resource.k8s.io", "devicetaintrules", DEVICE_TAINT_RULE_VERSIONS) == "v1alpha3"

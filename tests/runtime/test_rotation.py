@@ -20,8 +20,8 @@ from prometheus_client import generate_latest
 
 from e2e.emulator import Emulator
 from e2e.emulator.sandbox import Sandbox
-from webhook.install.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
-from webhook.install.pki import (
+from webhook.identity.names import CA_SECRET, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK
+from webhook.identity.pki import (
     Issued,
     issue_ca,
     issue_serving,
@@ -383,11 +383,13 @@ def test_renewal_under_load_loses_no_review() -> None:
         for t in loaders:
             t.start()
         rotator = box.rotating.rotator
+        assert rotator is not None
         first_ca = box.volume.projections
         try:
             # Every renewal is waited for as an event (the webhook putting a new pair in service),
             # until the CA has been replaced and its predecessor has expired and left the bundle.
             tls = box.webhook.tls
+            assert tls is not None
             generation = tls.generation
             while not (rotator.ca_renewals >= 1 and len(live(box.em)[3][0]) == 1 and tls.generation >= 6):
                 assert tls.wait_for_reload(generation, timeout=10), "the webhook did not reload a renewal"

@@ -21,8 +21,8 @@ import pytest
 
 from e2e.emulator.sandbox import Sandbox
 from tests.worker.harness import WORKER_USER, Cluster, device_class, gpu_slice, node, poll
+from webhook.identity.pki import issue_ca, issue_serving, serving_names
 from webhook.install.certs import ensure_certs
-from webhook.install.pki import issue_ca, issue_serving, serving_names
 from webhook.runtime import logs
 from webhook.runtime.health import version
 from webhook.runtime.serve import Process, ServeOptions
@@ -135,6 +135,7 @@ def test_webhook_and_worker_in_one_process_name_the_mode_and_one_address(
         fields = logs.context(_started(caplog)[0])
         address = f"https://127.0.0.1:{sb.port}"
         assert (fields["webhook"], fields["worker"]) == (address, address)
+        assert sb.webhook.mode is not None
         assert fields["mode"] == sb.webhook.mode.current() == "native"
         assert fields["leader_election"] == "draxr-system/draxr-worker"
 
@@ -215,6 +216,7 @@ def test_every_replica_reports_the_mode_of_the_workers_leaders_probe(kube: Clust
         webhook.start_background()
         assert webhook.gate.source.startswith("shared by w1, probed ")
         assert webhook.gate.enabled is worker.gate.enabled is True
+        assert webhook.mode is not None
         assert webhook.mode.current() == "native"
     finally:
         webhook.stop()
@@ -304,6 +306,7 @@ def test_the_lease_never_waits_behind_the_workers_writes(kube: Cluster) -> None:
     leave at once, or the lease lapses and every binding in flight fails NotLeader."""
     process = Process(ServeOptions(webhook=False, kubeconfig=str(kube.kubeconfig), qps=1.0, burst=1))
     assert process.leader is not None
+    assert process.client is not None
     process.client.writes.reserve()  # the worker spends its one token
     assert process.client.writes.reserve() > 0  # and its next write would wait
     assert process.leader.client.writes.reserve() == 0  # the renewal does not

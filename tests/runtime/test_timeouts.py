@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from webhook.install.certs import CA_CERT, ensure_certs
+from webhook.identity.pki import CA_CERT
+from webhook.install.certs import ensure_certs
 from webhook.runtime.serve import Process, ServeOptions
 from webhook.runtime.timeouts import (
     DEFAULT_BODY_TIMEOUT,

@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from webhook.install.certs import CA_CERT, TLS_CERT, TLS_KEY, ensure_certs
-from webhook.install.pki import CertError, parse_key_pair
+from webhook.identity.pki import CA_CERT, TLS_CERT, TLS_KEY, CertError, parse_key_pair
+from webhook.install.certs import ensure_certs
 from webhook.runtime.tls import (
     CertificateExpiry,
     CertWatcher,

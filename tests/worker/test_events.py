@@ -64,6 +64,12 @@ def test_unschedulable_condition_patch() -> None:
     }
 
 
+def test_unschedulable_patch_names_the_pod_uid_as_a_precondition() -> None:
+    patch = unschedulable_patch("Unschedulable", "m", "2026-01-01T00:00:00Z", "uid-1")
+    assert patch.get("metadata") == {"uid": "uid-1"}
+    assert "metadata" not in unschedulable_patch("Unschedulable", "m", "2026-01-01T00:00:00Z")
+
+
 def test_scheduled_message_keeps_kube_schedulers_words_and_adds_the_devices() -> None:
     from tests.core.allocation.test_placement import HALF_USED, gpu_pod, gpu_state
     from webhook.core.scheduling.scheduler import Scheduler

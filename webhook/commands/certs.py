@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..install.certs import DEFAULT_CERT_DIR, MAX_DAYS, describe, ensure_certs
-from ..install.names import DEFAULT_NAMESPACE, WEBHOOK
-from ..install.pki import CertError
+from ..identity.names import DEFAULT_NAMESPACE, WEBHOOK
+from ..identity.pki import DEFAULT_CERT_DIR, CertError
+from ..install.certs import MAX_DAYS, describe, ensure_certs
 from .flags import dns_label, dns_subdomain, integer_between, ip_address, non_empty, one_line
 from .text import MACHINE_FORMATS, write_data
 

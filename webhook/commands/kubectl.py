@@ -36,7 +36,7 @@ from ..core.cluster.state import ClusterState
 from ..core.paths.nodevices import pods_without_devices
 from ..core.scheduling.framework import SCHEDULED
 from ..core.scheduling.scheduler import Scheduler
-from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
+from ..identity.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
 from ..kube.client import ApiError, KubeClient
 from ..kube.resources import (

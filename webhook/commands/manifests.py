@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
+from ..identity.names import CA_SECRET, DEFAULT_NAMESPACE, OPT_OUT_LABEL, TLS_SECRET, WEBHOOK
+from ..identity.pki import DEFAULT_CERT_DIR, DEFAULT_VALIDITY, CertError, parse_bundle
 from ..install import monitoring
-from ..install.certs import DEFAULT_CERT_DIR, ensure_certs, load_ca_bundle
+from ..install.certs import ensure_certs, load_ca_bundle
 from ..install.files import dump
 from ..install.flowcontrol import DEFAULT_SHARES, MAX_SHARES, MIN_SHARES
 from ..install.manifests import render
-from ..install.names import CA_SECRET, DEFAULT_NAMESPACE, OPT_OUT_LABEL, TLS_SECRET, WEBHOOK
 from ..install.options import (
     DEFAULT_IMAGE,
     FAILURE_POLICIES,
@@ -39,7 +40,6 @@ from ..install.options import (
     InstallOptions,
     ManifestError,
 )
-from ..install.pki import DEFAULT_VALIDITY, CertError, parse_bundle
 from ..install.trust import Certificates
 from .flags import (
     dns_label,

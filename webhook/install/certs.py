@@ -6,7 +6,7 @@ The kube-apiserver calls the webhook over HTTPS and verifies it against the ``ca
 same key names as a ``kubernetes.io/tls`` Secret) and is idempotent: running it again keeps valid files
 byte for byte, re-issues only the serving certificate while the CA stays usable (so the ``caBundle``
 already in the cluster keeps working), and replaces everything only when the CA itself is unusable.
-The certificates themselves (keys, issuing, checks) are pki.py's.
+The certificates themselves (keys, issuing, checks) and the file names are identity/pki.py's.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ..core.api.objects import format_time
-from .pki import (
+from ..identity.pki import (
+    CA_CERT,
+    CA_KEY,
     CA_VALIDITY_DAYS,
-    DEFAULT_CA_VALIDITY,
-    DEFAULT_RENEW_BEFORE,
-    DEFAULT_VALIDITY,
+    TLS_CERT,
+    TLS_KEY,
     CertError,
     IPAddress,
     Issued,
@@ -49,14 +50,6 @@ from .pki import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: Where the CA and serving certificate go unless a flag says otherwise (``draxr certs --out``,
-#: ``draxr manifests --cert-dir``, ``draxr serve --cert-dir``).
-DEFAULT_CERT_DIR = "certs"
-CA_CERT = "ca.crt"
-CA_KEY = "ca.key"
-TLS_CERT = "tls.crt"
-TLS_KEY = "tls.key"
 
 #: A certificate is renewed once it expires within this window (or within a third of its lifetime,
 #: whichever is shorter, so that short-lived certificates are not re-issued on every run).
@@ -323,24 +316,3 @@ def describe(paths: CertPaths | str | os.PathLike[str]) -> dict[str, Any]:
         "ca": _summary(_load_certs(resolved.ca_cert)[0]),
         "serving": _summary(_load_certs(resolved.tls_cert)[0]),
     }
-
-
-# The self-managed certificates' lifetimes are pki.py's; ``draxr serve`` (runtime/serve.py,
-# commands/serve.py) reads them here.
-__all__ = [
-    "CA_CERT",
-    "CA_KEY",
-    "DEFAULT_CA_VALIDITY",
-    "DEFAULT_CERT_DIR",
-    "DEFAULT_RENEW_BEFORE",
-    "DEFAULT_VALIDITY",
-    "MAX_DAYS",
-    "RENEW_BEFORE",
-    "TLS_CERT",
-    "TLS_KEY",
-    "CertPaths",
-    "describe",
-    "ensure_certs",
-    "load_ca_bundle",
-    "renew_threshold",
-]

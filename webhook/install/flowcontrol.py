@@ -14,7 +14,7 @@ not changed.
 from __future__ import annotations
 
 from ..core.api.objects import Obj
-from .names import FLOW_CONTROL, WEBHOOK, WORKER, metadata
+from ..identity.names import FLOW_CONTROL, WEBHOOK, WORKER, metadata
 
 API_VERSION = "flowcontrol.apiserver.k8s.io/v1"
 #: Between kube-scheduler's and kube-controller-manager's (800) and the catch-all

@@ -10,8 +10,8 @@ to this code, and the Helm chart under ``manifests/helm/draxr`` equal to it.
 from __future__ import annotations
 
 from ..core.api.objects import Obj
+from ..identity.names import metadata
 from .flowcontrol import flow_control
-from .names import metadata
 from .options import InstallOptions, ManifestError
 from .rbac import certificate_rbac, rbac
 from .trust import Certificates, b64, cert_manager_objects, certificate_secrets

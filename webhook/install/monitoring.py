@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 from ..core.api.objects import Obj
+from ..identity.names import APP_LABEL, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK, WORKER, labels
 from .files import dump
-from .names import APP_LABEL, DEFAULT_NAMESPACE, TLS_SECRET, WEBHOOK, WORKER, labels
 
 #: The webhook configurations' ``timeoutSeconds``: the apiserver gives up on a hook after this.
 WEBHOOK_TIMEOUT_SECONDS = 3

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.api.objects import Obj
+from ..identity.names import DEFAULT_NAMESPACE, OPT_OUT_LABEL
 from .flowcontrol import DEFAULT_SHARES, MAX_SHARES, MIN_SHARES
-from .names import DEFAULT_NAMESPACE, OPT_OUT_LABEL
 
 DEFAULT_IMAGE = "ghcr.io/draxr/draxr:0.1.0"
 FAILURE_POLICIES = ("Fail", "Ignore")

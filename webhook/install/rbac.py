@@ -10,7 +10,7 @@ configurations it renews, by name. A test keeps each role equal to an explicit s
 from __future__ import annotations
 
 from ..core.api.objects import Obj
-from .names import (
+from ..identity.names import (
     CA_SECRET,
     GATE_CONFIGMAP,
     LEASE,

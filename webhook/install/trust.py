@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.api.objects import Obj
-from .names import CA_SECRET, TLS_SECRET, WEBHOOK, metadata
+from ..identity.names import CA_SECRET, TLS_SECRET, WEBHOOK, metadata
 from .options import ManifestError
 
 

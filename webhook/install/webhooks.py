@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.api.objects import Obj
+from ..identity.names import WEBHOOK, WEBHOOK_CONFIGURATION, metadata
 from .matchconditions import MATCH_CONDITIONS, mutate_conditions
-from .names import WEBHOOK, WEBHOOK_CONFIGURATION, metadata
 from .options import InstallOptions, ManifestError
 
 

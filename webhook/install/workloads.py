@@ -8,7 +8,7 @@ root filesystem, no capabilities), spread over nodes and rolled without losing a
 from __future__ import annotations
 
 from ..core.api.objects import Obj
-from .names import TLS_SECRET, WEBHOOK, WEBHOOK_PORT, WORKER, WORKER_PORT, labels, metadata
+from ..identity.names import TLS_SECRET, WEBHOOK, WEBHOOK_PORT, WORKER, WORKER_PORT, labels, metadata
 from .options import InstallOptions
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict
 from urllib.parse import quote, urlencode
 
 import kubernetes
@@ -504,15 +504,42 @@ class KubeClient:
         return result
 
     def bind(self, namespace: str, pod_name: str, pod_uid: str, node_name: str) -> Obj:
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod_name, "namespace": namespace, "uid": pod_uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-        }
         path = PODS.path(namespace, pod_name, "binding")
-        result: Obj = self.request("create", path, body=binding, resource="pods/binding")
+        body = binding(namespace, pod_name, pod_uid, node_name)
+        result: Obj = self.request("create", path, body=body, resource="pods/binding")
         return result
+
+
+class BindingMetadata(TypedDict):
+    name: str
+    namespace: str
+    #: The pod's: the API server refuses the Binding for another pod of the same name.
+    uid: str
+
+
+class NodeReference(TypedDict):
+    apiVersion: Literal["v1"]
+    kind: Literal["Node"]
+    name: str
+
+
+class Binding(TypedDict):
+    """The ``pods/binding`` body that places a pod on its node (the binding cycle's last write)."""
+
+    apiVersion: Literal["v1"]
+    kind: Literal["Binding"]
+    metadata: BindingMetadata
+    target: NodeReference
+
+
+def binding(namespace: str, pod_name: str, pod_uid: str, node_name: str) -> Binding:
+    """What ``bind`` posts: upstream's ``v1.Binding``, the pod's uid as its precondition."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod_name, "namespace": namespace, "uid": pod_uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+    }
 
 
 class WatchStream:

@@ -16,7 +16,7 @@ import threading
 from prometheus_client import CollectorRegistry, Gauge
 
 from ..core.paths.choice import MODES, Mode
-from ..install.names import DEFAULT_NAMESPACE, WEBHOOK
+from ..identity.names import DEFAULT_NAMESPACE, WEBHOOK
 from ..kube.cache import ClusterCache
 from ..kube.client import ApiError, KubeClient
 from ..kube.gates import ApiserverGate

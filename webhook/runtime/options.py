@@ -13,7 +13,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Final
 
 from ..admission.config import AdmissionConfig
-from ..install.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK, WORKER
+from ..identity.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK, WORKER
 from ..kube.client import ClientConnection
 from ..kube.gates import GateSettings
 from ..kube.leader import LeaderElection

@@ -40,8 +40,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from ..core.api.objects import Obj, format_time
-from ..install.names import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
-from ..install.pki import (
+from ..identity.names import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
+from ..identity.pki import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_RENEW_BEFORE,
     DEFAULT_VALIDITY,

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from prometheus_client import CollectorRegistry
@@ -30,7 +30,16 @@ from . import logs
 from .health import register_process_metrics, version
 from .options import ServeOptions, default_writers
 from .timeouts import deadline_protocol
-from .tls import CertificateExpiry
+from .tls import CertificateExpiry, CertWatcher, ReloadingTLS
+
+if TYPE_CHECKING:  # imported where they are built: a webhook-only process loads no worker
+    from ..kube.client import KubeClient
+    from ..kube.gates import ApiserverGate
+    from ..kube.leader import LeaderElector
+    from ..worker.metrics import WorkerMetrics
+    from ..worker.worker import Worker
+    from .mode import ModeReporter
+    from .rotation import CertRotator
 
 log = logging.getLogger("draxr.serve")
 
@@ -45,91 +54,95 @@ __all__ = ["Process", "ServeOptions", "default_writers", "run"]
 
 
 class Process:
-    """Everything one ``draxr serve`` runs, startable and stoppable (tests and the demo use it)."""
+    """Everything one ``draxr serve`` runs, startable and stoppable (tests and the demo use it).
+
+    Built in steps, each its own method: the connection and caches, the apiserver gate, the worker
+    side (worker, certificate rotation, Lease), the mode the webhook reports, the metrics. The TLS
+    server comes later, with ``build_server``."""
 
     def __init__(self, opts: ServeOptions) -> None:
-        from ..worker.metrics import CallbackCollector, WorkerMetrics
-
+        if opts.snapshot and opts.worker:
+            raise ValueError(
+                "--snapshot serves a fixed set of objects; the worker needs a cluster (add --no-worker)"
+            )
         self.opts = opts
         self.registry = CollectorRegistry()
-        self.client: Any = None
-        self.worker: Any = None
-        self.leader: Any = None
-        self.server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._watcher: Any = None
-        self.gate: Any = None
-        self.mode: Any = None
+        self.expiry = CertificateExpiry()
+        self.registry.register(self.expiry)
+        self.metrics = self._worker_metrics()
+        self.client = self._client()
+        self.cache = self._cache()
         self.address: tuple[str, int] = (opts.server.host, opts.server.port)
+        self.server: uvicorn.Server | None = None
+        self.tls: ReloadingTLS | None = None
+        self._watcher: CertWatcher | None = None
+        self._thread: threading.Thread | None = None
         self._announced = threading.Event()
         self._stopping = threading.Event()
         #: Set once the worker (and its Lease campaign) started: after every cache synced.
         self.worker_started = threading.Event()
         self._worker_gone = threading.Event()  # stopped or killed: it must not start any more
         self._worker_lock = threading.Lock()
-        self.tls: Any = None
-        self.rotator: Any = None
-        self.expiry = CertificateExpiry()
-        self.registry.register(self.expiry)
-        self.metrics = WorkerMetrics(self.registry) if opts.worker else None
-        if opts.snapshot:
-            if opts.worker:
-                raise ValueError(
-                    "--snapshot serves a fixed set of objects; the worker needs a cluster (add --no-worker)"
-                )
-            from ..loader import expand_workloads, load_paths
-
-            objects = expand_workloads([item.obj for item in load_paths(opts.snapshot)])
-            self.cache = ClusterCache.from_objects(objects, self._state())
-        else:
-            from ..kube.client import KubeClient
-
-            hook = self.metrics.api_hook if self.metrics is not None else None
-            connection = opts.client
-            self.client = KubeClient.from_config(
-                connection.kubeconfig, qps=connection.qps, burst=connection.burst, hook=hook
-            )
-            self.cache = ClusterCache(self._state())
         identity = opts.identity or f"{socket.gethostname()}_{os.getpid()}"
-        if opts.worker:
-            from ..kube.leader import LeaderElector
-            from ..worker.worker import Worker
+        self.mode: ModeReporter | None = None
+        self.gate = self._gate(identity)
+        self.leader: LeaderElector | None = None
+        self.rotator: CertRotator | None = None
+        #: What follows the Lease (or, without leader election, is told once it leads).
+        self.on_leadership: Callable[[bool], None] | None = None
+        self.worker = self._worker(identity) if opts.worker else None
+        self.mode = self._mode() if opts.webhook else None
+        register_process_metrics(
+            self.registry,
+            self.cache,
+            components=self.components(),
+            cel_engine=self.cache.state.cel.engine,
+        )
 
-            assert self.metrics is not None
-            cfg = replace(opts.scheduling, identity=identity)
-            self.worker = Worker(self.client, self.cache, cfg, self.metrics)
-            #: What follows the Lease (or, without leader election, is told once it leads).
-            self.on_leadership: Callable[[bool], None] = self.worker.on_leadership
-            if opts.tls.rotate:
-                self.on_leadership = self._rotation(self.worker.on_leadership)
-            self.on_leadership = self._waking_the_gate(self.on_leadership)
-            election = opts.leader_election
-            if election.leader_elect:
-                # A client of its own (kube-scheduler's makeLeaderElectionConfig): a renewal never
-                # waits behind the worker's writes.
-                self.leader = LeaderElector(
-                    self.client.with_own_rate_limit(),
-                    opts.namespace,
-                    opts.lease_name,
-                    identity,
-                    lease_duration=election.lease_duration,
-                    renew_deadline=election.renew_deadline,
-                    retry_period=election.retry_period,
-                    on_change=self.on_leadership,
-                )
-                self.worker.leader = self.leader
-            self.registry.register(CallbackCollector(self.worker.queue.depth, self._device_gauges))
-        # The worker's leader probes the apiserver's gate and publishes the answer; every other
-        # replica reads it (kube/sharedgate.py), so all report the same mode.
-        from ..install.names import GATE_CONFIGMAP
+    # -- the steps of construction --------------------------------------------------------------
+
+    def _worker_metrics(self) -> WorkerMetrics | None:
+        """The worker's metrics (also the API client's hook), registered first."""
+        if not self.opts.worker:
+            return None
+        from ..worker.metrics import WorkerMetrics
+
+        return WorkerMetrics(self.registry)
+
+    def _client(self) -> KubeClient | None:
+        """The API client of ``--kubeconfig`` (in-cluster without one); None for ``--snapshot``."""
+        if self.opts.snapshot:
+            return None
+        from ..kube.client import KubeClient
+
+        hook = self.metrics.api_hook if self.metrics is not None else None
+        connection = self.opts.client
+        return KubeClient.from_config(
+            connection.kubeconfig, qps=connection.qps, burst=connection.burst, hook=hook
+        )
+
+    def _cache(self) -> ClusterCache:
+        """The caches: fed by informers, or filled once from ``--snapshot``'s files."""
+        if not self.opts.snapshot:
+            return ClusterCache(self._state())
+        from ..loader import expand_workloads, load_paths
+
+        objects = expand_workloads([item.obj for item in load_paths(self.opts.snapshot)])
+        return ClusterCache.from_objects(objects, self._state())
+
+    def _gate(self, identity: str) -> ApiserverGate:
+        """The apiserver's gate. The worker's leader probes it and publishes the answer; every other
+        replica reads it (kube/sharedgate.py), so all report the same mode."""
+        from ..identity.names import GATE_CONFIGMAP
         from ..kube.gates import ApiserverGate
         from ..kube.sharedgate import SharedGateRecord
 
-        self.gate = ApiserverGate(
+        opts = self.opts
+        return ApiserverGate(
             self.client,
             opts.gate.setting,
             interval=opts.gate.interval,
-            on_change=lambda enabled, source: self.mode.refresh() if self.mode is not None else None,
+            on_change=self._gate_changed,
             shared=SharedGateRecord(self.client, opts.namespace, GATE_CONFIGMAP)
             if self.client is not None
             else None,
@@ -137,25 +150,73 @@ class Process:
             identity=identity,
             reads=opts.webhook,
         )
-        if opts.webhook:
-            from .mode import ModeReporter
 
-            self.mode = ModeReporter(
-                self.cache,
-                self.gate,
-                opts.admission.mode,
-                self.registry,
-                client=self.client,
-                namespace=opts.namespace,
-                deployment=opts.deployment,
-            )
-            self.cache.subscribe(self._on_cluster_event)
-        register_process_metrics(
-            self.registry,
-            self.cache,
-            components=self.components(),
-            cel_engine=self.cache.state.cel.engine,
+    def _worker(self, identity: str) -> Worker:
+        """The worker, the certificate rotation its leader runs, and its Lease campaign."""
+        from ..worker.metrics import CallbackCollector
+        from ..worker.worker import Worker
+
+        client, metrics = self.client, self.metrics
+        # The worker needs a cluster (``--snapshot`` with it is refused above).
+        assert client is not None
+        assert metrics is not None
+        worker = Worker(client, self.cache, replace(self.opts.scheduling, identity=identity), metrics)
+        leadership: Callable[[bool], None] = worker.on_leadership
+        if self.opts.tls.rotate:
+            leadership = self._rotation(client, leadership)
+        self.on_leadership = self._waking_the_gate(leadership)
+        self.leader = self._elector(client, identity, self.on_leadership)
+        worker.leader = self.leader
+        self.registry.register(CallbackCollector(worker.queue.depth, self._device_gauges))
+        return worker
+
+    def _elector(
+        self, client: KubeClient, identity: str, on_change: Callable[[bool], None]
+    ) -> LeaderElector | None:
+        """The Lease campaign; None without leader election (the only worker leads)."""
+        election = self.opts.leader_election
+        if not election.leader_elect:
+            return None
+        from ..kube.leader import LeaderElector
+
+        # A client of its own (kube-scheduler's makeLeaderElectionConfig): a renewal never waits
+        # behind the worker's writes.
+        return LeaderElector(
+            client.with_own_rate_limit(),
+            self.opts.namespace,
+            self.opts.lease_name,
+            identity,
+            lease_duration=election.lease_duration,
+            renew_deadline=election.renew_deadline,
+            retry_period=election.retry_period,
+            on_change=on_change,
         )
+
+    def _gate_changed(self, _enabled: bool, _source: str) -> None:
+        if self.mode is not None:
+            self.mode.refresh()
+
+    def _mode(self) -> ModeReporter:
+        """The mode the webhook reports (native or rewrite), refreshed when a kubelet's gate moves."""
+        from .mode import ModeReporter
+
+        opts = self.opts
+        mode = ModeReporter(
+            self.cache,
+            self.gate,
+            opts.admission.mode,
+            self.registry,
+            client=self.client,
+            namespace=opts.namespace,
+            deployment=opts.deployment,
+        )
+
+        def on_cluster_event(kind: str, _etype: str, _obj: Obj) -> None:
+            if kind == "Node":  # the kubelets' gates are part of the mode
+                mode.refresh()
+
+        self.cache.subscribe(on_cluster_event)
+        return mode
 
     def _waking_the_gate(self, leadership: Callable[[bool], None]) -> Callable[[bool], None]:
         """``leadership``, then, on leading, the gate refreshed at once: it publishes its answer."""
@@ -226,7 +287,9 @@ class Process:
         thread.start()
         return thread
 
-    def _rotation(self, worker_leadership: Callable[[bool], None]) -> Callable[[bool], None]:
+    def _rotation(
+        self, client: KubeClient, worker_leadership: Callable[[bool], None]
+    ) -> Callable[[bool], None]:
         """The certificate rotator; the leadership callback that tells the worker and it."""
         from .rotation import CertRotator, RotationConfig
 
@@ -239,29 +302,24 @@ class Process:
         )
 
         def is_leader() -> bool:
-            return self.leader is None or bool(self.leader.is_leader())
+            return self.leader is None or self.leader.is_leader()
 
-        self.rotator = CertRotator(self.client.fenced(is_leader), config, is_leader=is_leader)
-        self.expiry.track("ca", lambda: self.rotator.ca)
+        rotator = CertRotator(client.fenced(is_leader), config, is_leader=is_leader)
+        self.rotator = rotator
+        self.expiry.track("ca", lambda: rotator.ca)
 
         def both(leading: bool) -> None:
             worker_leadership(leading)
-            self.rotator.on_leadership(leading)
+            rotator.on_leadership(leading)
 
         return both
 
     def _follow_release(self) -> None:
         """What the served release's kube-scheduler does by default, the engine does too:
         ``DRADeviceBindingConditions`` (on from 1.36) lets devices with binding conditions in."""
-        if self.gate is None:
-            return
         enabled = binding_conditions_gate(self.gate.version)
         with self.cache.lock:
             self.cache.state.set_binding_conditions(enabled)
-
-    def _on_cluster_event(self, kind: str, _etype: str, _obj: Obj) -> None:
-        if kind == "Node":  # the kubelets' gates are part of the mode
-            self.mode.refresh()
 
     def _state(self) -> ClusterState:
         """The cluster state, with the CEL engine ``--cel-engine`` names."""
@@ -282,16 +340,17 @@ class Process:
         return ALL_KINDS if self.opts.worker else WEBHOOK_KINDS
 
     def app(self) -> Starlette:
-        if self.opts.webhook:
+        if self.mode is not None:  # the webhook
             from .apps import WEBHOOK_READY_KINDS, webhook_app
             from .health import Readiness
 
             readiness = Readiness(self.cache, WEBHOOK_READY_KINDS, details=[self.mode.details])
             if self.worker is not None:
                 readiness.details.append(self.worker_waits)
-            if self.tls is not None:
-                readiness.certificate = self.tls.problem
-                readiness.details.append(lambda: [self.tls.describe()])
+            tls = self.tls
+            if tls is not None:
+                readiness.certificate = tls.problem
+                readiness.details.append(lambda: [tls.describe()])
             return webhook_app(
                 self.cache,
                 self.opts.admission,
@@ -314,9 +373,11 @@ class Process:
         if self.mode is not None:
             self.mode.refresh()
         if self.worker is not None:
-            threading.Thread(target=self._start_worker_when_synced, name="worker-start", daemon=True).start()
+            threading.Thread(
+                target=self._start_worker_when_synced, args=(self.worker,), name="worker-start", daemon=True
+            ).start()
 
-    def _start_worker_when_synced(self) -> None:
+    def _start_worker_when_synced(self, worker: Worker) -> None:
         """The worker, its certificate rotation and its Lease campaign start once every kind the
         worker reads has synced, as kube-scheduler waits for every handler: a worker that scheduled
         with, say, no claims cached would give a running pod's device to another. It waits as long
@@ -335,12 +396,12 @@ class Process:
             if self._worker_gone.is_set():
                 return
             self._follow_release()
-            self.worker.start()
+            worker.start()
             if self.rotator is not None:
                 self.rotator.start()
             if self.leader is not None:
                 self.leader.start()
-            else:
+            elif self.on_leadership is not None:  # always, beside a worker
                 self.on_leadership(True)
             self.worker_started.set()
 
@@ -409,16 +470,21 @@ class Process:
             ),
         }
         if self.opts.webhook:
-            from .tls import ReloadingTLS, uvicorn_server
-
-            tls = ReloadingTLS(self.opts.tls.cert_dir)
-            self.tls = tls
-            self.expiry.track("serving", lambda: tls.certificate)
-            self._watcher = tls.start_watcher(self.opts.tls.reload_interval)
-            self.server = uvicorn_server(self.app(), tls, **kwargs)
-        else:
+            self.server = self._tls_server(kwargs)
+        else:  # the worker alone: health and metrics over plain HTTP
             self.server = uvicorn.Server(uvicorn.Config(self.app(), **kwargs))
         return self.server
+
+    def _tls_server(self, kwargs: dict[str, Any]) -> uvicorn.Server:
+        """The webhook over TLS: the pair of ``--cert-dir``, reloaded when it rotates, its expiry
+        a metric and its state a line of ``/readyz``."""
+        from .tls import uvicorn_server
+
+        tls = ReloadingTLS(self.opts.tls.cert_dir)
+        self.tls = tls
+        self.expiry.track("serving", lambda: tls.certificate)
+        self._watcher = tls.start_watcher(self.opts.tls.reload_interval)
+        return uvicorn_server(self.app(), tls, **kwargs)
 
     def serve_in_thread(self, sock: socket.socket) -> None:
         server = self.build_server()

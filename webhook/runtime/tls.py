@@ -36,11 +36,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..core.api.objects import format_time
-from ..install.certs import DEFAULT_CERT_DIR, TLS_CERT, TLS_KEY
-from ..install.pki import (
+from ..identity.pki import (
     DEFAULT_CA_VALIDITY,
+    DEFAULT_CERT_DIR,
     DEFAULT_RENEW_BEFORE,
     DEFAULT_VALIDITY,
+    TLS_CERT,
+    TLS_KEY,
     CertError,
     parse_key_pair,
 )

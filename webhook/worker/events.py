@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from ..core.allocation.placement import describe, relaxed_message
 from ..core.api.objects import Obj, format_time, key, name, namespace, uid
@@ -36,6 +36,36 @@ def now_rfc3339(wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str
     return format_time(wall())
 
 
+class PodCondition(TypedDict):
+    """A condition draxr writes on a pod (PodScheduled here, DisruptionTarget in preemption.py)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    #: Written as null on PodScheduled, as kube-scheduler's ``PodCondition`` serialises it.
+    lastProbeTime: NotRequired[None]
+    lastTransitionTime: str
+
+
+class PodStatusPatch(TypedDict, total=False):
+    """The ``status`` of a strategic merge patch on ``pods/status`` (conditions merge by type)."""
+
+    conditions: list[PodCondition]
+    nominatedNodeName: str | None
+
+
+class UidPrecondition(TypedDict):
+    uid: str
+
+
+class PodPatch(TypedDict):
+    """A patch of ``pods/status``; ``metadata.uid`` makes it refused for a pod recreated under the name."""
+
+    status: PodStatusPatch
+    metadata: NotRequired[UidPrecondition]
+
+
 def pod_scheduled_condition(pod: Obj) -> Obj | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(c, dict) and c.get("type") == "PodScheduled":
@@ -43,10 +73,10 @@ def pod_scheduled_condition(pod: Obj) -> Obj | None:
     return None
 
 
-def unschedulable_patch(reason: str, message: str, now: str, pod_uid: str | None = None) -> Obj:
+def unschedulable_patch(reason: str, message: str, now: str, pod_uid: str | None = None) -> PodPatch:
     """Strategic merge patch: conditions merge by ``type``, so other conditions stay. ``pod_uid``:
     a precondition, as in upstream's ``PatchPodStatus`` (refused for a pod recreated under the name)."""
-    patch: Obj = {
+    patch: PodPatch = {
         "status": {
             "conditions": [
                 {

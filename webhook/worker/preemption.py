@@ -22,12 +22,12 @@ from ..core.scheduling.plugins.defaultpreemption import PostFilterResult
 from ..kube.cache import ClusterCache, SharedScheduler
 from ..kube.client import STRATEGIC_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import PODS
-from .events import EventRecorder, now_rfc3339
+from .events import EventRecorder, PodPatch, now_rfc3339
 
 log = logging.getLogger("draxr.worker")
 
 
-def disruption_target_patch(scheduler_name: str, now: str) -> Obj:
+def disruption_target_patch(scheduler_name: str, now: str) -> PodPatch:
     """Upstream's condition on a victim (strategic merge: conditions merge by ``type``)."""
     return {
         "status": {
@@ -121,11 +121,12 @@ class PreemptionExecutor:
             for gone in [u for u in self.nominated if self.cache.pod(u) is None]:
                 del self.nominated[gone]
             self.nominated[uid(pod)] = node
+        nomination: PodPatch = {"status": {"nominatedNodeName": node}}
         try:
             self.client.patch(
                 PODS,
                 name(pod),
-                {"status": {"nominatedNodeName": node}},
+                nomination,
                 namespace=namespace(pod),
                 subresource="status",
                 patch_type=STRATEGIC_PATCH,

@@ -28,7 +28,7 @@ from tests.admission.builders import (
 from tests.admission.conftest import NAMESPACE, SERVICE, Webhook
 from webhook.core.api.constants import DEVICE_CLASS_PREFIX, DRAXR_RESOURCES_ANNOTATION
 from webhook.core.api.objects import Obj
-from webhook.install.certs import CA_CERT
+from webhook.identity.pki import CA_CERT
 from webhook.kube.cache import WEBHOOK_KINDS, ClusterCache
 from webhook.kube.client import KubeClient
 

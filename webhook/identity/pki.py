@@ -1,12 +1,11 @@
 """draxr's small PKI: the webhook's CA and serving certificates, issued, parsed and checked.
 
 Both sides of the webhook's certificates use it: what an operator applies (``draxr certs``'
-directory, certs.py; the Secrets ``draxr manifests`` renders) and what runs (the worker's leader
-renewing the certificates in the cluster, runtime/rotation.py; the webhook loading its pair,
-runtime/tls.py). So it sits in ``install/``, the lowest room both may import (tests/test_layers.py
-``ALLOWED``: runtime may import install, install may not import runtime; core, below both, has no
-clock, no randomness and no files), as a module of its own that imports nothing else of install:
-the runtime depends on the PKI, not on the renderings beside it.
+directory, install/certs.py; the Secrets ``draxr manifests`` renders) and what runs (the worker's
+leader renewing the certificates in the cluster, runtime/rotation.py; the webhook loading its pair,
+runtime/tls.py). So it sits in ``identity/``, below both rooms (tests/test_layers.py ``ALLOWED``:
+neither install nor runtime imports the other; core, below all, has no clock, no randomness and no
+files).
 
 Keys are ECDSA P-256: every TLS stack involved (Go's crypto/tls in the apiserver, OpenSSL behind
 Python's ``ssl``) supports it, it gives 128-bit security, handshakes are small, and generating a key
@@ -37,6 +36,14 @@ CA_VALIDITY_DAYS = 3650
 DEFAULT_VALIDITY = dt.timedelta(days=90)
 DEFAULT_RENEW_BEFORE = dt.timedelta(days=30)
 DEFAULT_CA_VALIDITY = dt.timedelta(days=CA_VALIDITY_DAYS)
+#: Where the CA and serving certificate go unless a flag says otherwise (``draxr certs --out``,
+#: ``draxr manifests --cert-dir``, ``draxr serve --cert-dir``), and the files in it: the key names of
+#: a ``kubernetes.io/tls`` Secret, so a mounted Secret is such a directory too.
+DEFAULT_CERT_DIR = "certs"
+CA_CERT = "ca.crt"
+CA_KEY = "ca.key"
+TLS_CERT = "tls.crt"
+TLS_KEY = "tls.key"
 #: ``notBefore`` is backdated so that a peer whose clock lags a little still accepts a fresh cert.
 CLOCK_SKEW = dt.timedelta(minutes=5)
 

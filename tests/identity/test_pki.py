@@ -1,4 +1,4 @@
-"""``webhook.install.pki``: the names a serving certificate must carry, from any service and namespace
+"""``webhook.identity.pki``: the names a serving certificate must carry, from any service and namespace
 (the CA and serving certificates it issues are checked through ``draxr certs``' directory, test_certs.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.install.pki import CertError, serving_names
+from webhook.identity.pki import CertError, serving_names
 
 _LABEL = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
 
