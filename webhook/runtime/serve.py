@@ -129,7 +129,7 @@ class Process:
             self.client,
             opts.gate.setting,
             interval=opts.gate.interval,
-            on_change=lambda enabled, source: self.mode.refresh() if self.mode is not None else None,
+            on_change=self._gate_changed,
             shared=SharedGateRecord(self.client, opts.namespace, GATE_CONFIGMAP)
             if self.client is not None
             else None,
@@ -249,6 +249,14 @@ class Process:
             self.rotator.on_leadership(leading)
 
         return both
+
+    def _gate_changed(self, _enabled: bool, _source: str) -> None:
+        """A new answer about the apiserver: the mode follows it, and the release's defaults follow
+        the version read with it (a leader-elected worker reads it first when it leads, after its
+        worker started)."""
+        if self.mode is not None:
+            self.mode.refresh()
+        self._follow_release()
 
     def _follow_release(self) -> None:
         """What the served release's kube-scheduler does by default, the engine does too:
