@@ -19,8 +19,9 @@ then installs draxr the way an operator would, except that draxr itself runs as 
 5. two real kubelets of the row's release (``e2e/controlplane/nodes.py``; started right after the
    control plane, waited for here), each with a fake container runtime and the DRA driver
    ``gpu.example.com`` publishing 8 GPUs; ``e2e-node-b`` also runs a device plugin for
-   ``example.com/gpu`` (KEP-5004's mixed cluster). Pods really run: the runtime records each
-   container's CDI devices in the row's CDI log;
+   ``example.com/gpu`` (KEP-5004's mixed cluster) and, where ``DRADeviceBindingConditions`` is on
+   (1.36, 1.37), its driver also publishes ``Row.attachable`` devices with binding conditions. Pods
+   really run: the runtime records each container's CDI devices in the row's CDI log;
 6. the KEP example's DeviceClass (``examples/kep-5004/deviceclass.yaml``: ``gpu.example.com`` maps
    ``example.com/gpu``).
 
