@@ -19,8 +19,9 @@ then installs draxr the way an operator would, except that draxr itself runs as 
 5. two real kubelets of the row's release (``e2e/controlplane/nodes.py``; started right after the
    control plane, waited for here), each with a fake container runtime and the DRA driver
    ``gpu.example.com`` publishing 8 GPUs; ``e2e-node-b`` also runs a device plugin for
-   ``example.com/gpu`` (KEP-5004's mixed cluster). Pods really run: the runtime records each
-   container's CDI devices in the row's CDI log;
+   ``example.com/gpu`` (KEP-5004's mixed cluster) and, where ``DRADeviceBindingConditions`` is on
+   (1.36, 1.37), its driver also publishes ``Row.attachable`` devices with binding conditions. Pods
+   really run: the runtime records each container's CDI devices in the row's CDI log;
 6. the KEP example's DeviceClass (``examples/kep-5004/deviceclass.yaml``: ``gpu.example.com`` maps
    ``example.com/gpu``).
 
@@ -74,14 +75,25 @@ NODES = (NodeSpec("e2e-node-a"), NodeSpec("e2e-node-b", device_plugin=2))
 GATE = "DRAExtendedResource"
 
 
+#: The Node whose DRA driver also publishes the row's attachable devices (``Row.attachable``): the
+#: device plugin's, where ``example.com/gpu`` is the device plugin's name (KEP-5004's mixed cluster),
+#: so the KEP example's class, which selects every ``gpu.example.com`` device, never allocates them
+#: for that name; only e2e/test_binding_conditions.py's class selects them.
+ATTACHABLE_NODE = "e2e-node-b"
+
+
 def row_nodes(row: Row) -> list[NodeSpec]:
-    """NODES for a row; where the row sets the gate by hand, labelled as an admin who did so labels
-    them (GATE_LABEL), so draxr knows the kubelets' gate (1.35-gate-on: on, though 1.35's default is
-    off)."""
+    """NODES for a row, with the row's attachable devices on ATTACHABLE_NODE; where the row sets the
+    gate by hand, labelled as an admin who did so labels them (GATE_LABEL), so draxr knows the
+    kubelets' gate (1.35-gate-on: on, though 1.35's default is off)."""
+    specs = [
+        dataclasses.replace(spec, attachable=row.attachable) if spec.name == ATTACHABLE_NODE else spec
+        for spec in NODES
+    ]
     if GATE not in row.gates:
-        return list(NODES)
+        return specs
     label = ((GATE_LABEL, "on" if row.gates[GATE] else "off"),)
-    return [dataclasses.replace(spec, labels=spec.labels + label) for spec in NODES]
+    return [dataclasses.replace(spec, labels=spec.labels + label) for spec in specs]
 
 
 #: The KEP example's DeviceClass (gpu.example.com maps example.com/gpu), installed on every row.
@@ -121,6 +133,15 @@ DRAXR_FLAGS = (
     f"!{UNMANAGED_LABEL}",
 )
 
+#: Attachable devices on the rows where DRADeviceBindingConditions is on (Row.attachable).
+ATTACHABLE = 2
+#: The workers' ``--binding-timeout`` there (upstream's default is 600 s): a pod whose devices'
+#: conditions are never set is released after it. Only e2e/test_binding_conditions.py's pods wait
+#: for binding conditions (no other class selects the attachable devices), so no other scenario
+#: notices it; 30 s leaves that module time to set a condition before the timeout.
+BINDING_TIMEOUT = 30
+BINDING_CONDITIONS_FLAGS = ("--binding-timeout", str(BINDING_TIMEOUT))
+
 Obj = dict[str, Any]
 
 
@@ -138,6 +159,10 @@ class Row:
     native: bool = True
     #: More ``draxr serve`` flags for the row's processes.
     draxr_flags: tuple[str, ...] = ()
+    #: Devices with binding conditions (KEP-5007) ATTACHABLE_NODE's DRA driver publishes besides its
+    #: GPUs: only where ``DRADeviceBindingConditions`` is on (beta and on by default from 1.36; off in
+    #: 1.34 and 1.35, where the apiserver drops the fields).
+    attachable: int = 0
 
 
 ROWS: dict[str, Row] = {
@@ -149,8 +174,9 @@ ROWS: dict[str, Row] = {
         Row("1.35-gate-off", "1.35", {"DRAExtendedResource": False}, native=False),
         Row("1.35-gate-on", "1.35", {"DRAExtendedResource": True}),
         # Beta and on by default in 1.36; GA and locked on in 1.37 (not passed: it cannot be set).
-        Row("1.36-default", "1.36"),
-        Row("1.37", "1.37"),
+        # DRADeviceBindingConditions is on in both: two attachable devices, a short binding timeout.
+        Row("1.36-default", "1.36", draxr_flags=BINDING_CONDITIONS_FLAGS, attachable=ATTACHABLE),
+        Row("1.37", "1.37", draxr_flags=BINDING_CONDITIONS_FLAGS, attachable=ATTACHABLE),
     )
 }
 

@@ -413,8 +413,8 @@ class Nodes:
         }
 
     def _wait_node(self, spec: NodeSpec) -> None:
-        """Ready (and untainted), its drivers registered, its GPUs published, the device plugin's
-        devices in allocatable."""
+        """Ready (and untainted), its drivers registered, its GPUs and attachable devices published,
+        the device plugin's devices in allocatable."""
         admin = self.cp.client()
         node = self._node_dir(spec)
         last: list[str] = ["nothing yet"]
@@ -445,7 +445,9 @@ class Nodes:
                 fieldSelector=f"spec.nodeName={spec.name},spec.driver={DRIVER}",
             )
             published = sum(len(s["spec"].get("devices") or []) for s in body.get("items") or [])
-            want = len(json.loads(spec.devices)) if spec.devices is not None else spec.gpus
+            want = (
+                len(json.loads(spec.devices)) if spec.devices is not None else spec.gpus
+            ) + spec.attachable
             if status != 200 or published != want:
                 last[0] = f"{published} of {want} devices published ({status})"
                 return False

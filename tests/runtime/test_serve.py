@@ -21,6 +21,7 @@ import pytest
 
 from e2e.emulator.sandbox import Sandbox
 from tests.worker.harness import WORKER_USER, Cluster, device_class, gpu_slice, node, poll
+from tests.worker.harness import cluster as harness_cluster
 from webhook.identity.pki import issue_ca, issue_serving, serving_names
 from webhook.install.certs import ensure_certs
 from webhook.runtime import logs
@@ -310,3 +311,16 @@ def test_the_lease_never_waits_behind_the_workers_writes(kube: Cluster) -> None:
     process.client.writes.reserve()  # the worker spends its one token
     assert process.client.writes.reserve() > 0  # and its next write would wait
     assert process.leader.client.writes.reserve() == 0  # the renewal does not
+
+
+def test_a_worker_that_leads_after_it_started_follows_the_release_it_then_reads(tmp_path: Path) -> None:
+    """A leader-elected worker reads the apiserver's version only once it leads (its first probe),
+    after its worker started: the release's DRADeviceBindingConditions (on from 1.36) must follow
+    that read, or a 1.37 cluster's devices with binding conditions are never allocated."""
+    with harness_cluster(tmp_path, release="1.37") as kube:
+        proc = kube.worker("w", leader_elect=True, lease=(1.5, 1.0, 0.2))
+        assert proc.gate is not None
+        poll(
+            lambda: proc.gate is not None and proc.gate.version.startswith("v1.37."), 30, "the leader's probe"
+        )
+        poll(lambda: proc.cache.state.devices.binding_conditions, 10, "binding conditions on")

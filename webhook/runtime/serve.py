@@ -192,10 +192,6 @@ class Process:
             on_change=on_change,
         )
 
-    def _gate_changed(self, _enabled: bool, _source: str) -> None:
-        if self.mode is not None:
-            self.mode.refresh()
-
     def _mode(self) -> ModeReporter:
         """The mode the webhook reports (native or rewrite), refreshed when a kubelet's gate moves."""
         from .mode import ModeReporter
@@ -313,6 +309,14 @@ class Process:
             rotator.on_leadership(leading)
 
         return both
+
+    def _gate_changed(self, _enabled: bool, _source: str) -> None:
+        """A new answer about the apiserver: the mode follows it, and the release's defaults follow
+        the version read with it (a leader-elected worker reads it first when it leads, after its
+        worker started)."""
+        if self.mode is not None:
+            self.mode.refresh()
+        self._follow_release()
 
     def _follow_release(self) -> None:
         """What the served release's kube-scheduler does by default, the engine does too:
