@@ -251,6 +251,8 @@ class Builder:
                 self.log(f"{name}: cached ({tarball})")
                 return Built(**{**record, "cached": True, "seconds": round(time.monotonic() - t0, 2)})
             self.log(f"{name}: building (key {key})")
+            # A copy left in buildah's storage by another cache would stay behind untagged.
+            subprocess.run(["buildah", "rmi", "--force", ref], capture_output=True, check=False)
             with tempfile.TemporaryDirectory(prefix=f"draxr-images-{name}-") as tmp:
                 build(ref, Path(tmp))
                 part = Path(tmp) / "image.tar"
