@@ -163,3 +163,13 @@ def test_the_dockerfile_takes_its_base_as_an_argument() -> None:
     assert [lines[i].split()[1] for i in froms] == ["${BASE}", "${BASE}"]
     assert "USER 65532:65532" in lines
     assert 'ENTRYPOINT ["draxr"]' in lines
+
+
+def test_make_test_leaves_the_image_builds_to_e2e_local() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    unit = makefile.split("\nunit:", 1)[1].split("\n\n", 1)[0]
+    pytest_lines = [ln for ln in unit.splitlines() if "pytest" in ln]
+    assert pytest_lines
+    assert all("--ignore=e2e/images" in ln for ln in pytest_lines)
+    e2e_local = makefile.split("\ne2e-local:", 1)[1].split("\n\n", 1)[0]
+    assert "pytest -q e2e/images" in e2e_local
