@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -31,6 +32,8 @@ TOOLS = ("buildah", "mmdebstrap")
 HOST_CA = Path(os.environ.get("DRAXR_IMAGE_BUILD_CA", "/etc/ssl/certs/ca-certificates.crt"))
 # Build steps run as plain chroots: no runc, cgroups or network namespace needed on the host.
 BUD = ("buildah", "bud", "--isolation", "chroot", "--quiet")
+# Tarballs kept per image: the current one and the last few (another branch, a change undone).
+KEEP = 3
 
 
 class ImageError(Exception):
@@ -98,6 +101,19 @@ def _sizes(tarball: Path) -> tuple[int, int]:
             with tarfile.open(fileobj=fileobj, mode="r|*") as inner:
                 unpacked += sum(m.size for m in inner if m.isreg())
     return gz, unpacked
+
+
+def prune(cache: Path, name: str, keep: int = KEEP) -> list[Path]:
+    """Removes all but the ``keep`` newest tarballs of an image (each webhook change makes a new
+    draxr tarball of about 380 MB); returns what it removed."""
+    # name-<16 hex>.tar: "draxr" must not match draxr-workload's tarballs.
+    pattern = re.compile(re.escape(name) + r"-(?:\d+\.\d+-)?[0-9a-f]{16}\.tar")
+    tarballs = [p for p in cache.glob(f"{name}-*.tar") if pattern.fullmatch(p.name)]
+    tarballs.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in tarballs[keep:]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".json").unlink(missing_ok=True)
+    return tarballs[keep:]
 
 
 @contextlib.contextmanager
@@ -270,6 +286,7 @@ class Builder:
                 name, ref, key, str(tarball), False, seconds, seconds, tarball.stat().st_size, gz, unpacked
             )
             meta.write_text(json.dumps(built.as_json(), indent=2) + "\n")
+            prune(self.cache, name)
             return built
 
     def _ensure_loaded(self, built: Built) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from e2e.images import keys
-from e2e.images.build import Builder, ImageError, _sizes, cache_dir
+from e2e.images.build import Builder, ImageError, _sizes, cache_dir, prune
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "localhost/draxr-test-python:3.11-0123456789abcdef"
@@ -173,3 +174,22 @@ def test_make_test_leaves_the_image_builds_to_e2e_local() -> None:
     assert all("--ignore=e2e/images" in ln for ln in pytest_lines)
     e2e_local = makefile.split("\ne2e-local:", 1)[1].split("\n\n", 1)[0]
     assert "pytest -q e2e/images" in e2e_local
+
+
+def test_the_cache_keeps_the_newest_tarballs_of_each_image(tmp_path: Path) -> None:
+    for i, name in enumerate(["draxr-" + f"{n:016x}" for n in range(5)]):
+        for suffix in (".tar", ".json"):
+            (tmp_path / (name + suffix)).write_text("")
+            os.utime(tmp_path / (name + suffix), ns=(i * 10**9, i * 10**9))
+    (tmp_path / f"draxr-workload-{0:016x}.tar").write_text("")
+    (tmp_path / f"draxr-test-python-3.11-{0:016x}.tar").write_text("")
+    removed = prune(tmp_path, "draxr", keep=3)
+    assert sorted(p.name for p in removed) == [f"draxr-{0:016x}.tar", f"draxr-{1:016x}.tar"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [
+            *(f"draxr-{n:016x}{s}" for n in (2, 3, 4) for s in (".tar", ".json")),
+            f"draxr-workload-{0:016x}.tar",
+            f"draxr-test-python-3.11-{0:016x}.tar",
+        ]
+    )
+    assert prune(tmp_path, "draxr-test-python", keep=0) == [tmp_path / f"draxr-test-python-3.11-{0:016x}.tar"]
