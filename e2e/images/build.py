@@ -127,6 +127,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _check_pause(binary: Path) -> None:
+    if not binary.is_file():
+        raise ImageError(f"--pause {binary}: no such file")
+    with binary.open("rb") as f:
+        if f.read(4) != b"\x7fELF" or not os.access(binary, os.X_OK):
+            raise ImageError(f"--pause {binary}: not an executable ELF binary")
+
+
 def _containerfile(ctx: Path, text: str) -> Path:
     path = ctx / "Containerfile"
     path.write_text(text)
@@ -162,11 +170,7 @@ class Builder:
         return self._image("draxr-workload", f"localhost/draxr-workload:{key}", key, self._build_workload)
 
     def pause(self, binary: Path) -> Built:
-        if not binary.is_file():
-            raise ImageError(f"--pause {binary}: no such file")
-        with binary.open("rb") as f:
-            if f.read(4) != b"\x7fELF" or not os.access(binary, os.X_OK):
-                raise ImageError(f"--pause {binary}: not an executable ELF binary")
+        _check_pause(binary)
         key = keys.pause_key(binary)
         return self._image(
             "draxr-pause",
@@ -182,6 +186,8 @@ class Builder:
                 f"{', '.join(missing)} not on PATH: install them with .ci/image-tools.sh "
                 "(apt-get install buildah mmdebstrap busybox-static)"
             )
+        if pause is not None:
+            _check_pause(pause)  # before minutes of other builds
         base = self.python_base()
         out = [base, self.draxr(base), self.workload()]
         if pause is not None:

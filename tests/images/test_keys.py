@@ -193,3 +193,18 @@ def test_the_cache_keeps_the_newest_tarballs_of_each_image(tmp_path: Path) -> No
         ]
     )
     assert prune(tmp_path, "draxr-test-python", keep=0) == [tmp_path / f"draxr-test-python-3.11-{0:016x}.tar"]
+
+
+def test_the_cli_refuses_a_bad_pause_before_building_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from e2e.images import __main__ as cli
+    from e2e.images import build
+
+    def no_build(self: Builder) -> None:
+        raise AssertionError("built before checking --pause")
+
+    monkeypatch.setattr(build, "missing_tools", list)
+    monkeypatch.setattr(Builder, "python_base", no_build)
+    assert cli.main(["--pause", str(tmp_path / "absent"), "--cache", str(tmp_path / "cache")]) == 1
+    assert capsys.readouterr().err == f"error: --pause {tmp_path / 'absent'}: no such file\n"
