@@ -33,8 +33,8 @@ typecheck: $(STAMP)
 # Everything but the real control plane (e2e-local): the e2e scenarios run on the emulator here.
 # The e2e scenarios' targets here are the emulator's two (a user's cluster is `DRAXR_E2E_TARGETS=cluster`).
 unit: $(STAMP)
-	DRAXR_E2E_TARGETS=emulator,emulator-gate-off $(BIN)/pytest -q -n 4 -m 'not timed' --ignore=e2e/controlplane
-	DRAXR_E2E_TARGETS=emulator,emulator-gate-off $(BIN)/pytest -q -m timed --ignore=e2e/controlplane
+	DRAXR_E2E_TARGETS=emulator,emulator-gate-off $(BIN)/pytest -q -n 4 -m 'not timed' --ignore=e2e/controlplane --ignore=e2e/images
+	DRAXR_E2E_TARGETS=emulator,emulator-gate-off $(BIN)/pytest -q -m timed --ignore=e2e/controlplane --ignore=e2e/images
 
 bench: $(STAMP)
 	$(BIN)/python bench/allocate.py
@@ -60,7 +60,9 @@ helm:
 controlplane:
 	e2e/controlplane/build.sh
 
-# The e2e suite on real clusters: the launcher's smoke tests, then the e2e scenarios on each matrix row
+# The test images first (e2e/images: built with buildah from Debian packages, cached by their inputs;
+# .ci/image-tools.sh installs the tools; `make test` leaves them out). Then the e2e suite on real
+# clusters: the launcher's smoke tests, then the e2e scenarios on each matrix row
 # (1.34 gate off, 1.35 gate off and on, 1.36 default, 1.37), each a control plane with two real kubelets
 # and draxr installed as subprocesses (e2e/local.py). Builds the binaries first when needed. Without them
 # (no Go, no module proxy) this skips with the build's reason, except under CI=true, where that is a
@@ -71,8 +73,9 @@ CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.local import ROWS, 
 	sys.exit(any(u(r) for r in ROWS.values()) or isinstance(o(), str))"
 
 e2e-local: $(STAMP)
+	$(BIN)/pytest -q e2e/images
 	@if $(CONTROLPLANE_BUILT) || e2e/controlplane/build.sh; then \
-		DRAXR_E2E_TARGETS=controlplane $(BIN)/pytest -q e2e; \
+		DRAXR_E2E_TARGETS=controlplane $(BIN)/pytest -q e2e --ignore=e2e/images; \
 	elif [ "$${CI:-}" = true ]; then \
 		echo "e2e-local: FAILED: the control plane could not be built (see above); CI=true makes that a failure" >&2; \
 		exit 1; \
