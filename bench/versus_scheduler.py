@@ -4,7 +4,7 @@ Kubernetes ``--version`` (default 1.37; DRAExtendedResource on by default since 
 control plane (e2e/controlplane; ``make controlplane``): etcd, kube-apiserver and kube-scheduler, no
 kubelet. Nodes are Ready with their taints lifted, one ResourceSlice each. Three shapes (``--shape``):
 
-- ``single`` (the default; README's figures): ``--nodes`` 500 Nodes with ``--devices`` 8 devices each,
+- ``single`` (the default; docs/performance.md): ``--nodes`` 500 Nodes with ``--devices`` 8 devices each,
   one DeviceClass ``gpu.example.com`` with ``extendedResourceName: example.com/gpu``; ``--pods`` 1,000
   pods, each asking for ``example.com/gpu: 1``.
 - ``upstream``: scheduler_perf's ``ExtendedResource`` workload ``Explicit_25classes_5000pods_500nodes``

@@ -261,7 +261,7 @@ def test_implicit_and_explicit_names_in_one_container(target: Target) -> None:
 
 def _needs_gate(target: Target, what: str) -> None:
     """Upstream runs ``what`` only where DRAExtendedResource is on: with it off the apiserver drops
-    the fields and draxr decides each pod's path at admission instead (README, "Mixed clusters")."""
+    the fields and draxr decides each pod's path at admission instead (docs/modes.md, "Mixed clusters")."""
     if not target.native:
         pytest.skip(
             f"upstream's {what} needs DRAExtendedResource on; with it off draxr rewrites at admission"
@@ -394,7 +394,7 @@ def test_extended_resources_together_with_a_resource_claim(target: Target) -> No
     """upstream: "supports extended resources together with ResourceClaim": a pod with a claim of
     its own (one test device, which only the device plugin's node has) and ``example.com/gpu: 1``
     runs there with the claim's device and one GPU. Where the gate is on the GPU is the device
-    plugin's (no special claim); where it is off draxr rewrites the name at admission (README,
+    plugin's (no special claim); where it is off draxr rewrites the name at admission (docs/modes.md,
     "Mixed clusters") and the GPU is one of the node's DRA devices."""
     if target.cdi_log is None:
         pytest.skip("needs the local rows' kubelets and device plugin (make e2e-local)")
@@ -449,7 +449,7 @@ def test_extended_resource_with_resource_quota(target: Target) -> None:
     devices in its special claim), and a second pod with a claim of one device of the class. The
     quota's ``used`` is exactly upstream's: 2 claims, 5 of each of the three others (the special
     claim's devices beyond what the pod's containers already charge). Upstream runs it where the
-    gate is on; where it is off quota charges rewritten pods differently (README, "ResourceQuota,
+    gate is on; where it is off quota charges rewritten pods differently (docs/modes.md, "ResourceQuota,
     release by release")."""
     _needs_gate(target, "quota case")
     target.require_controllers("the resourcequota controller")

@@ -195,7 +195,7 @@ def _restart_kubelet(c: LocalCluster, node: str, kubelet: Path, version: str) ->
 
 
 def _label_gate(c: LocalCluster, on: bool) -> None:
-    """As the admin who sets the kubelets' gate by hand labels the Nodes (README, Mixed clusters)."""
+    """As the admin who sets the kubelets' gate by hand labels the Nodes (docs/modes.md, Mixed clusters)."""
     for node in NODES:
         status, body = c.cp.client().merge_patch(
             f"/api/v1/nodes/{node}", {"metadata": {"labels": {GATE_LABEL: "on" if on else "off"}}}

@@ -49,14 +49,34 @@ def test_a_claim_delivered_under_the_cache_lock_wakes_the_waiter() -> None:
     assert found == [claim]
 
 
-def test_other_claims_do_not_end_the_wait_early() -> None:
+def test_other_claims_do_not_end_the_wait_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another claim's event wakes the waiter: it must look, not find its claim and wait again (its
+    second wait, observed below), then end with the claim it asked for. A waiter that gave up on any
+    event would return None before that second wait, and this test would fail."""
     cache = ClusterCache()
-    waiter = ClaimWaiter(cache, timeout=0.3)
+    waiter = ClaimWaiter(cache, timeout=30)
+    waits = [threading.Event(), threading.Event()]
+    entered: list[int] = []
+    wait_past = waiter._wait_past
+
+    def counted(seen: int, timeout: float) -> int:
+        if len(entered) < len(waits):
+            waits[len(entered)].set()
+        entered.append(seen)
+        return wait_past(seen, timeout)
+
+    monkeypatch.setattr(waiter, "_wait_past", counted)
     found: list[Obj | None] = []
     thread = _wait_in_thread(waiter, found)
+    assert waits[0].wait(10), "the waiter never waited for the cache"
     cache.handle("ResourceClaim", "ADDED", special_claim("other", gpu_pod()))
+    assert waits[1].wait(10), f"another claim ended the wait: {found}"
+    assert found == []
+    claim = special_claim("c", gpu_pod())
+    cache.handle("ResourceClaim", "ADDED", claim)
     thread.join(10)
-    assert found == [None]
+    assert not thread.is_alive()
+    assert found == [claim]
 
 
 def test_no_wait_on_a_snapshot_or_when_disabled() -> None:

@@ -259,7 +259,7 @@ def test_wait_synced_gives_up_when_the_informers_cannot_sync() -> None:
 # cache fed as its informers feed it (each object decoded from its own JSON document, then trimmed):
 # realistic nodes without devices, realistic devices (seven attributes, a UUID each), running pods
 # the cache's scheduler placed, each with its special claim. The bounds leave 1.5 to 2 times what was
-# measured (CPython 3.11, cel-python; README "Sizing").
+# measured (CPython 3.11, cel-python; docs/install.md, "Sizing").
 
 KIB = 1024
 #: A node as the kubelet reports it, trimmed (measured 6.5 to 6.6 KB).

@@ -6,7 +6,7 @@ The figures are ``bench/memory.py``'s (``engine_units``): ``tracemalloc`` growth
 special claim allocated and the pod bound), every object decoded from its own JSON document as an
 informer delivers it, every class counted over every node. Python's sets grow fourfold and its dicts
 twofold, so a figure depends on where N falls: the bounds leave 1.5 to 2 times what was measured
-(CPython 3.11, cel-python, 25 classes; README "Sizing").
+(CPython 3.11, cel-python, 25 classes; docs/install.md, "Sizing").
 """
 
 from __future__ import annotations

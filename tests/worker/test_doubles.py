@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from tests.worker.harness import Cluster, device_class, gpu_slice, node
+from tests.worker.harness import Cluster, device_class, gpu_slice, node, poll
 from webhook.core.api.objects import Obj
 
 DRIVER = "gpu.example.com"
@@ -68,19 +68,22 @@ def test_a_device_in_two_claims_is_reported_on_both(kube: Cluster, caplog: pytes
     lines = [r.getMessage() for r in caplog.records if "double allocation" in r.getMessage()]
     assert len(lines) == 1
     assert "default/c2 and default/x0-extended-resources-zxlw7" in lines[0]
-    # One claim lets go: the gauge falls back.
+    # One claim lets go: the gauge falls back. The gauge lives in the worker, not in the emulator's
+    # store, so it is polled (a store wait would sleep its whole timeout after the deletion).
     kube.em.delete("resourceclaims", "c2", "default")
-    kube.em.wait_for(
-        lambda: proc.registry.get_sample_value("draxr_double_allocated_devices") == 0, 20, "gauge back to 0"
-    )
+    poll(lambda: proc.registry.get_sample_value("draxr_double_allocated_devices") == 0, 20, "gauge back to 0")
 
 
 def test_shares_of_one_device_are_not_reported(kube: Cluster) -> None:
-    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    # The gauge starts at 0, so 0 alone would not show that a check ran: a true double beside the
+    # shares makes the check visible (1, not 2 had the shares been counted).
+    kube.apply(node("n"), device_class(), gpu_slice("n", 2))
     kube.apply(allocated_claim("a", "pa", "uid-a", "gpu-0", shareID=SHARE))
     kube.apply(allocated_claim("b", "pb", "uid-b", "gpu-0", shareID=SHARE.replace("1", "2")))
+    kube.apply(allocated_claim("c", "pc", "uid-c", "gpu-1"))
+    kube.apply(allocated_claim("d", "pd", "uid-d", "gpu-1"))
     proc = kube.worker()
-    kube.em.wait_for(
-        lambda: proc.registry.get_sample_value("draxr_double_allocated_devices") == 0, 20, "the gauge set"
-    )
-    assert reasons(kube) == []
+    poll(lambda: proc.registry.get_sample_value("draxr_double_allocated_devices") == 1, 20, "one double")
+    kube.em.wait_for(lambda: len(reasons(kube)) == 4, 20, "four DeviceAllocatedTwice events")
+    assert reasons(kube) == [("Pod", "pc"), ("Pod", "pd"), ("ResourceClaim", "c"), ("ResourceClaim", "d")]
+    assert proc.registry.get_sample_value("draxr_double_allocated_devices") == 1

@@ -12,7 +12,7 @@ Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework
   volume plugins VolumeBinding, VolumeZone, NodeVolumeLimits and VolumeRestrictions (PVC and
   generic ephemeral volumes, CSINode limits, inline disks; plugins/volume*.py), InterPodAffinity
   and PodTopologySpread (the pod's own terms and constraints; the cluster's default spread
-  constraints, which only score, are not applied: README, Limitations);
+  constraints, which only score, are not applied: docs/limitations.md);
 * listed: workload-aware scheduling, the GangScheduling, TopologyAware and PodGroupPodsCount plugins
   (KEP-4671, ``GenericWorkload``): a pod of a PodGroup is placed with its group, all or nothing;
   the worker would place it alone. ``spec.workloadRef`` is 1.35's field, ``spec.schedulingGroup``
@@ -21,7 +21,7 @@ Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework
 Not a pod's feature, so not here: preemption (DefaultPreemption's PostFilter) and the nominated
 pods kube-scheduler counts as taking room; a routed pod is never preempted for nor preempts.
 Device features the worker lacks are not a pod's either: devices with binding conditions are never
-picked (README, Limitations), so a class whose devices carry them is one to leave out of
+picked (docs/limitations.md), so a class whose devices carry them is one to leave out of
 ``--managed-classes``.
 """
 
