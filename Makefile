@@ -53,7 +53,8 @@ helm:
 	.ci/helm.sh
 
 # The e2e cluster's binaries (etcd; kube-apiserver, kube-controller-manager, kube-scheduler and kubelet of
-# Kubernetes 1.34 to 1.37; draxr's fake runtime, DRA driver and device plugin), built from Go modules at
+# Kubernetes 1.34 to 1.37; draxr's fake runtime, DRA driver and device plugin; the real node runtime:
+# containerd, CNI plugins, kube-proxy of RUNTIME_RELEASES, pause), built from Go modules (pause with gcc) at
 # the versions in e2e/controlplane/versions.env into ~/.cache/draxr/controlplane/bin (XDG_CACHE_HOME;
 # shared by every clone: a no-op once built).
 controlplane:
@@ -66,7 +67,8 @@ controlplane:
 # failure. Needs kubectl on PATH (.ci/kubectl.sh). Built already: then no Go is needed (build.sh asks for
 # it before it looks at the binaries).
 CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.local import ROWS, unavailable as u; \
-	sys.exit(any(u(r) for r in ROWS.values()))"
+	from e2e.controlplane.runtime_bins import runtime_unavailable as rt; \
+	sys.exit(any(u(r) for r in ROWS.values()) or rt() is not None)"
 
 e2e-local: $(STAMP)
 	@if $(CONTROLPLANE_BUILT) || e2e/controlplane/build.sh; then \
