@@ -54,7 +54,8 @@ helm:
 
 # The e2e cluster's binaries (etcd; kube-apiserver, kube-controller-manager, kube-scheduler and kubelet of
 # Kubernetes 1.34 to 1.37; draxr's fake runtime, DRA driver and device plugin; the CEL oracle of
-# bench/cel_differential.py), built from Go modules at
+# bench/cel_differential.py; the real node runtime: containerd, CNI plugins, kube-proxy of
+# RUNTIME_RELEASES, pause), built from Go modules (pause with gcc) at
 # the versions in e2e/controlplane/versions.env into ~/.cache/draxr/controlplane/bin (XDG_CACHE_HOME;
 # shared by every clone: a no-op once built).
 controlplane:
@@ -70,7 +71,8 @@ controlplane:
 # it before it looks at the binaries).
 CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.local import ROWS, unavailable as u; \
 	from e2e.controlplane.launcher import find_cel_oracle as o; \
-	sys.exit(any(u(r) for r in ROWS.values()) or isinstance(o(), str))"
+	from e2e.controlplane.runtime_bins import runtime_unavailable as rt; \
+	sys.exit(any(u(r) for r in ROWS.values()) or isinstance(o(), str) or rt() is not None)"
 
 e2e-local: $(STAMP)
 	$(BIN)/pytest -q e2e/images

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Builds the e2e cluster's binaries from Go modules, at the versions pinned in versions.env: etcd; for
 # each Kubernetes release kube-apiserver, kube-controller-manager, kube-scheduler and kubelet; and
-# draxr's own node parts (go/nodes: fakecri, dradriver, deviceplugin); and the CEL oracle (go/celoracle:
-# upstream's DRA CEL compiler as kube-scheduler calls it, for bench/cel_differential.py).
+# draxr's own node parts (go/nodes: fakecri, dradriver, deviceplugin); the CEL oracle (go/celoracle:
+# upstream's DRA CEL compiler as kube-scheduler calls it, for bench/cel_differential.py); then the real
+# node runtime: containerd, ctr and containerd-shim-runc-v2 (go/containerd), the CNI plugins bridge,
+# host-local, loopback and portmap (go/cni), kube-proxy for each of RUNTIME_RELEASES
+# (go/kube-proxy-<minor>) and the pause binary (gcc, from k8s.io/kubernetes's
+# build/pause/linux/pause.c). runc comes from Debian's package.
 #
 #   e2e/controlplane/build.sh                 build whatever is missing (seconds when everything is cached)
 #   e2e/controlplane/build.sh 1.37 1.36       only these releases (etcd, the node parts and the CEL oracle always)
 #   e2e/controlplane/build.sh --regen         regenerate go/*/go.mod and go.sum from versions.env, then build
+#   e2e/controlplane/build.sh --runtime-only  only the node runtime (with releases: only their kube-proxy)
 #
 # Binaries are cached outside the clone, in ${DRAXR_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/draxr/controlplane}
 # /bin/<what>-<key>-<go version>/, where <key> hashes BUILD_RECIPE (versions.env) with the module's
 # go.mod and go.sum (and, for go/nodes and go/celoracle, their Go sources): a new clone finds what an
-# older one built, and a changed pin, source or recipe builds anew. launcher.py computes the same key (source_key).
+# older one built, and a changed pin, source or recipe builds anew. launcher.py computes the same key
+# (source_key), and runtime_bins.py for the runtime's binaries (pause: bin/pause-v<tag>-<key of
+# recipe + pause.c>-gcc<version>/).
 #
 # Each Kubernetes release gets a tiny Go module (go/k8s-<minor>/) that requires k8s.io/kubernetes and
 # replaces every staging module k8s.io/<name> with its published v0.<minor>.<patch>: k8s.io/kubernetes's
@@ -31,13 +38,15 @@ die() { printf '[controlplane] error: %s\n' "$*" >&2; exit "${2:-1}"; }
 elapsed() { printf '%ss' "$((SECONDS - ${1:-$START}))"; }
 
 REGEN=0
+RUNTIME_ONLY=0
 ONLY=()
 for arg in "$@"; do
     case "$arg" in
         --regen) REGEN=1 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        --runtime-only) RUNTIME_ONLY=1 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         1.[0-9]*) ONLY+=("$arg") ;;
-        *) die "unknown argument: $arg (usage: build.sh [--regen] [1.34 1.35 ...])" 2 ;;
+        *) die "unknown argument: $arg (usage: build.sh [--regen] [--runtime-only] [1.34 1.35 ...])" 2 ;;
     esac
 done
 
@@ -46,6 +55,8 @@ command -v go >/dev/null 2>&1 || die "go is not on PATH: install Go >= 1.26 (htt
 # shellcheck source=versions.env
 source "$HERE/versions.env"
 : "${ETCD:?versions.env sets no ETCD}" "${BUILD_RECIPE:?versions.env sets no BUILD_RECIPE}"
+: "${CONTAINERD:?versions.env sets no CONTAINERD}" "${CNI_PLUGINS:?versions.env sets no CNI_PLUGINS}"
+: "${RUNTIME_RELEASES:?versions.env sets no RUNTIME_RELEASES}" "${PAUSE_KUBE:?versions.env sets no PAUSE_KUBE}"
 RELEASES=()
 for key in $(compgen -v | grep -E '^KUBE_1_[0-9]+$' | sort -t_ -k3 -n); do
     minor="1.${key#KUBE_1_}"
@@ -274,13 +285,20 @@ build_celoracle() {
     build_binary "$dir" "$out" celoracle . "go-celoracle" "-s -w"
 }
 
+# The node runtime's part of the build: its functions live beside this script.
+# shellcheck source=build-runtime.sh
+source "$HERE/build-runtime.sh"
+
 say "Go $GOVERSION, GOPROXY=$(go env GOPROXY), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
 say "binaries: $CACHE/bin; Kubernetes ${RELEASES[*]}"
-build_etcd "$ETCD"
-build_nodes
-build_celoracle
-for minor in "${RELEASES[@]}"; do
-    var="KUBE_${minor//./_}"
-    build_kube "$minor" "${!var}"
-done
+if [ "$RUNTIME_ONLY" = 0 ]; then
+    build_etcd "$ETCD"
+    build_nodes
+    build_celoracle
+    for minor in "${RELEASES[@]}"; do
+        var="KUBE_${minor//./_}"
+        build_kube "$minor" "${!var}"
+    done
+fi
+build_runtime
 say "done in $(elapsed) ($(du -sh "$CACHE/bin" | cut -f1) in $CACHE/bin)"
