@@ -61,9 +61,9 @@ helm:
 controlplane:
 	e2e/controlplane/build.sh
 
-# The test images first (e2e/images: built with buildah from Debian packages, cached by their inputs;
-# .ci/image-tools.sh installs the tools; `make test` leaves them out). Then the e2e suite on real
-# clusters: the launcher's smoke tests, then the e2e scenarios on each matrix row
+# The binaries first (built when missing), then the test images (e2e/images: built with buildah from
+# Debian packages and the pause binary, cached by their inputs; .ci/image-tools.sh installs the tools;
+# `make test` leaves them out), then the e2e suite on real clusters: the launcher's smoke tests, then the e2e scenarios on each matrix row
 # (1.34 gate off, 1.35 gate off and on, 1.36 default, 1.37), each a control plane with two real kubelets
 # and draxr installed as subprocesses (e2e/local.py). Builds the binaries first when needed. Without them
 # (no Go, no module proxy) this skips with the build's reason, except under CI=true, where that is a
@@ -75,8 +75,8 @@ CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.local import ROWS, 
 	sys.exit(any(u(r) for r in ROWS.values()) or isinstance(o(), str) or rt() is not None)"
 
 e2e-local: $(STAMP)
-	$(BIN)/pytest -q e2e/images
 	@if $(CONTROLPLANE_BUILT) || e2e/controlplane/build.sh; then \
+		$(BIN)/pytest -q e2e/images && \
 		DRAXR_E2E_TARGETS=controlplane $(BIN)/pytest -q e2e --ignore=e2e/images; \
 	elif [ "$${CI:-}" = true ]; then \
 		echo "e2e-local: FAILED: the control plane could not be built (see above); CI=true makes that a failure" >&2; \
