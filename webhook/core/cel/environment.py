@@ -33,8 +33,19 @@ from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
+from . import extlib
 from .errors import CelCompileError
-from .library import KNOWN_FUNCTIONS
+from .library import KNOWN_FUNCTIONS as _LIBRARY_FUNCTIONS
+
+#: Every function or method name the compile-time check accepts (namespaced ones as ``ns.f``).
+KNOWN_FUNCTIONS = _LIBRARY_FUNCTIONS | frozenset(extlib.FUNCTIONS)
+#: Identifiers that, when not a variable, qualify a function name (``sets.contains(...)``).
+NAMESPACES = frozenset(name.split(".", 1)[0] for name in KNOWN_FUNCTIONS if "." in name)
+#: Functions whose receiver must be a list (or, for ``reverse``/``indexOf``/..., a string).
+_LIST_RECEIVER = frozenset(
+    {"isSorted", "sum", "min", "max", "slice", "flatten", "distinct", "sort", "sortBy"}
+)
+_LIST_OR_STRING_RECEIVER = frozenset({"reverse", "indexOf", "lastIndexOf"})
 
 #: Grammar rule of an operator -> the CEL function that implements it (checker and evaluator).
 OPERATORS = {
@@ -61,8 +72,8 @@ _COLLAPSIBLE = frozenset(
     {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member"}
 )
 _BALANCED = frozenset({"conditionaland", "conditionalor"})
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-_UNSUPPORTED_METHODS = frozenset({"reduce", "min"})  # celpy extensions that are not CEL
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
+_UNSUPPORTED_METHODS = frozenset({"reduce"})  # celpy extensions that are not CEL
 _TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "type"})
 _DEVICE_FIELDS = {
     "driver": "string",
@@ -378,21 +389,54 @@ class _Checker:
                 raise _fail(name_token, "cel.bind() requires an identifier, an init and an expression")
             self.infer(args[1], scope)
             return self.infer(args[2], scope | {str(_ident_name(args[0]))})
+        namespace = _ident_name(target)
+        if namespace in NAMESPACES and namespace not in scope:
+            qualified = f"{namespace}.{name}"
+            if qualified not in KNOWN_FUNCTIONS:
+                raise _fail(name_token, f"undeclared reference to '{qualified}' (in container '')")
+            for a in args:
+                self.infer(a, scope)
+            self._check_regex(qualified, args, 0)
+            return _RESULT_TYPES.get(qualified, "dyn")
         t = self.infer(target, scope)
         if name in _MACROS:
             if len(args) != 2 or _ident_name(args[0]) is None:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
-            if t in _PRIMITIVES or t == _DEVICE:
+            if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             body = self.infer(args[1], scope | {str(_ident_name(args[0]))})
             if name in ("all", "exists", "exists_one", "filter") and _known_not(body, "bool"):
                 raise _fail(name_token, f"{name}() predicate must be bool, not {body}")
-            return "list(dyn)" if name in ("map", "filter") else "bool"
+            return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
-        for a in args:
-            self.infer(a, scope)
+        types = [self.infer(a, scope) for a in args]
+        receiver_ok = (
+            t not in _PRIMITIVES
+            or (name in _LIST_OR_STRING_RECEIVER and t == "string")
+            or name not in (_LIST_RECEIVER | _LIST_OR_STRING_RECEIVER)
+        )
+        if not receiver_ok or (name in _LIST_RECEIVER and t.startswith("map(")):
+            applied = ", ".join(types)
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
+        self._check_regex(name, args, 1)
+        if name == "sum" and t.startswith("list(") and t != "list(dyn)":
+            return t[len("list(") : -1]
         return _RESULT_TYPES.get(name, "dyn")
+
+    @staticmethod
+    def _check_regex(name: str, args: list[Any], receivers: int) -> None:
+        """A literal regular expression must compile (cel-go's ``ValidateRegexLiterals``)."""
+        index = extlib.REGEX_ARGUMENT.get(name)
+        if index is None or index - receivers >= len(args) or index - receivers < 0:
+            return
+        pattern = _string_literal(args[index - receivers])
+        if pattern is None:
+            return
+        error = extlib.regex_error(pattern)
+        if error is not None:
+            word = "invalid matches argument" if name == "matches" else error
+            raise _fail(args[index - receivers], word)
 
     # primaries
 
@@ -439,6 +483,7 @@ class _Checker:
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
         types = [self.infer(a, scope) for a in args]
+        self._check_regex(name, args, 0)
         if name == "dyn":
             if len(args) != 1:
                 raise _fail(name_token, "dyn() requires one argument")
@@ -456,6 +501,20 @@ class _Checker:
 
 def _known_not(t: str, wanted: str) -> bool:
     return t != "dyn" and t != wanted
+
+
+def _string_literal(node: Any) -> str | None:
+    """The value of a string literal node, or None for anything else."""
+    if not (isinstance(node, lark.Tree) and node.data == "primary"):
+        return None
+    child = node.children[0]
+    if not (isinstance(child, lark.Tree) and child.data == "literal"):
+        return None
+    token = child.children[0]
+    if not (isinstance(token, lark.Token) and token.type in ("STRING_LIT", "MLSTRING_LIT")):
+        return None
+    value = Evaluator(node, Activation()).literal(child)
+    return str(value) if isinstance(value, str) else None
 
 
 def _ident_name(node: Any) -> str | None:
@@ -519,4 +578,5 @@ _RESULT_TYPES = {
     "split": "list(string)",
     "substring": "string",
     "join": "string",
+    **extlib.RESULT_TYPES,
 }

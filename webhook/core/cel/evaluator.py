@@ -25,7 +25,8 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
-from .environment import OPERATORS, CompiledExpression
+from . import extlib
+from .environment import NAMESPACES, OPERATORS, CompiledExpression
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, cel_type_name, no_overload
 
@@ -39,9 +40,9 @@ _celpy_logger = logging.getLogger("celpy")
 if _celpy_logger.level == logging.NOTSET:
     _celpy_logger.setLevel(logging.WARNING)
 
-ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {**base_functions, **FUNCTIONS}
+ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {**base_functions, **FUNCTIONS, **extlib.FUNCTIONS}
 
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
 
 
 class CostLimitExceeded(Exception):
@@ -167,6 +168,16 @@ class _Evaluator(Evaluator):
             return self._bind(tree.children[2])
         if name in _MACROS:
             return self._macro(name, target_tree, tree.children[2])
+        namespace = _namespace(target_tree)
+        if namespace is not None and not self._bound(namespace):
+            qualified = f"{namespace}.{name}"
+            args = self._arguments(tree.children[2] if len(tree.children) == 3 else None)
+            if isinstance(args, CELEvalError):
+                return args
+            fn = ALL_FUNCTIONS.get(qualified)
+            if fn is None:
+                return CELEvalError(f"undeclared reference to '{qualified}'")
+            return _call(fn, qualified, args)
         target = self._visit_tree(target_tree)
         if isinstance(target, CELEvalError):
             return target
@@ -207,6 +218,16 @@ class _Evaluator(Evaluator):
                 elif error is None:
                     error = value if isinstance(value, CELEvalError) else no_overload(name, value)
             return error if error is not None else celtypes.BoolType(not decisive)
+        if name == "sortBy":
+            if not isinstance(target, list):
+                return no_overload(name, target)
+            keys = []
+            for item in target:
+                key = apply(item)
+                if isinstance(key, CELEvalError):
+                    return key
+                keys.append(key)
+            return extlib.sort_values(name, list(target), keys)
         results = []
         for item in target:
             value = apply(item)
@@ -263,6 +284,15 @@ class _Evaluator(Evaluator):
                 return _call(fn, name, args)
         return super().primary(tree)
 
+    def _bound(self, name: str) -> bool:
+        """Whether ``name`` is a variable here (a macro or bind variable shadows a namespace)."""
+        container: NameContainer | None = self.activation.identifiers
+        while container is not None:
+            if dict.get(container, name) is not None:
+                return True
+            container = container.parent
+        return False
+
     def _variable(self, name: str) -> Any:
         """Innermost binding first (macro and bind variables shadow ``device``)."""
         container: NameContainer | None = self.activation.identifiers
@@ -293,6 +323,16 @@ def _logical(name: str, left: Any, right: Any, *, decisive: bool) -> Any:
     if isinstance(left, CELEvalError):
         return left
     return no_overload(name, left, right)
+
+
+def _namespace(node: Any) -> str | None:
+    """The identifier of ``ns`` in ``ns.f(...)`` when ``ns`` names a function namespace."""
+    if not isinstance(node, lark.Tree) or node.data != "primary":
+        return None
+    child = node.children[0]
+    if isinstance(child, lark.Tree) and child.data == "ident" and str(child.children[0]) in NAMESPACES:
+        return str(child.children[0])
+    return None
 
 
 def _is_ident(node: Any, name: str) -> bool:

@@ -1,0 +1,270 @@
+"""Conformance of the selector environment's libraries with upstream, on both engines.
+
+Each case names the upstream test it is transcribed from (``k8s.io/apiserver/pkg/cel/library``
+``*_test.go``, cel-go ``ext/*_test.go``). Cases that rely on mixed-type list literals are left out:
+Kubernetes compiles with ``HomogeneousAggregateLiterals``, which rejects them. An expected value
+is True/False, or ``(kind, words)``: a compile or runtime error whose message contains ``words``.
+The compiled engine hands every function it does not know to the reference; the last tests
+check that it does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.core.cel.conftest import require_engine
+from webhook.core.cel import CelError, SelectorEngine, SimpleDevice
+from webhook.core.cel.backend import make_backend
+
+#: Each test compares the two engines itself: it runs once (conftest's ``both_engines``).
+pytestmark = pytest.mark.both_engines
+
+COMPILE, RUNTIME = "CelCompileError", "CelRuntimeError"
+GPU = "gpu.example.com"
+DEVICE = SimpleDevice(
+    driver=GPU,
+    attributes={
+        f"{GPU}/model": ("string", "A100-SXM4-80GB"),
+        f"{GPU}/cores": ("int", 108),
+        f"{GPU}/address": ("string", "10.1.2.3"),
+    },
+)
+
+Case = tuple[str, str, Any]
+
+LISTS: list[Case] = [
+    # k8s library/lists_test.go TestLists
+    ("k8s TestLists isSorted", "[1, 2, 3].isSorted()", True),
+    ("k8s TestLists isSorted", "[].isSorted()", True),
+    ("k8s TestLists isSorted", "['a', 'b', 'b', 'c'].isSorted()", True),
+    ("k8s TestLists isSorted", "[3, 2, 1].isSorted()", False),
+    ("k8s TestLists isSorted", "[1.0, 2.0].isSorted()", True),
+    ("k8s TestLists sum", "[1, 2, 3].sum() == 6", True),
+    ("k8s TestLists sum", "[1.0, 2.5].sum() == 3.5", True),
+    ("k8s TestLists sum", "[1u, 2u].sum() == 3u", True),
+    ("k8s TestLists sum", "[].sum() == 0", True),
+    ("k8s TestLists sum", "[duration('1s'), duration('2s')].sum() == duration('3s')", True),
+    ("k8s TestLists min", "[1, 2, 3].min() == 1", True),
+    ("k8s TestLists min", "['b', 'a'].min() == 'a'", True),
+    ("k8s TestLists min", "[].min() == 1", (RUNTIME, "min called on empty list")),
+    ("k8s TestLists max", "[1, 3, 2].max() == 3", True),
+    ("k8s TestLists max", "[1.0, -1.0].max() == 1.0", True),
+    ("k8s TestLists max", "[].max() == 1", (RUNTIME, "max called on empty list")),
+    ("k8s TestLists indexOf", "[1, 2, 2, 3].indexOf(2) == 1", True),
+    ("k8s TestLists indexOf", "['a', 'b'].indexOf('c') == -1", True),
+    ("k8s TestLists indexOf", "[[1], [2]].indexOf([2]) == 1", True),
+    ("k8s TestLists lastIndexOf", "[1, 2, 2, 3].lastIndexOf(2) == 2", True),
+    ("k8s TestLists lastIndexOf", "[].lastIndexOf(1) == -1", True),
+    ("k8s TestLists strings indexOf still works", "'abcabc'.indexOf('c') == 2", True),
+    ("k8s TestLists no overload", "'abc'.sum() == 1", (COMPILE, "found no matching overload for 'sum'")),
+    ("k8s TestLists no overload", "true.isSorted()", (COMPILE, "found no matching overload for 'isSorted'")),
+    # cel-go ext/lists_test.go TestLists
+    ("cel-go TestLists range", "lists.range(4) == [0,1,2,3]", True),
+    ("cel-go TestLists range", "lists.range(0) == []", True),
+    ("cel-go TestLists reverse", "[5,1,2,3].reverse() == [3,2,1,5]", True),
+    ("cel-go TestLists reverse", "[].reverse() == []", True),
+    ("cel-go TestLists reverse", "[false, true, true].reverse().reverse() == [false, true, true]", True),
+    ("cel-go TestLists slice", "[1,2,3,4].slice(0, 4) == [1,2,3,4]", True),
+    ("cel-go TestLists slice", "[1,2,3,4].slice(1, 1) == []", True),
+    ("cel-go TestLists slice", "[1,2,3,4].slice(1, 3) == [2, 3]", True),
+    (
+        "cel-go TestLists slice",
+        "[1,2,3,4].slice(3, 0) == []",
+        (RUNTIME, "cannot slice(3, 0), start index must be less than or equal to end index"),
+    ),
+    (
+        "cel-go TestLists slice",
+        "[1,2,3,4].slice(0, 10) == []",
+        (RUNTIME, "cannot slice(0, 10), list is length 4"),
+    ),
+    (
+        "cel-go TestLists slice",
+        "[1,2,3,4].slice(-5, 10) == []",
+        (RUNTIME, "cannot slice(-5, 10), negative indexes not supported"),
+    ),
+    ("cel-go TestLists flatten", "dyn([]).flatten() == []", True),
+    ("cel-go TestLists flatten", "[1,[2,[3,4]]].flatten() == [1,2,[3,4]]", True),
+    ("cel-go TestLists flatten", "[1,2,[],[],[3,4]].flatten() == [1,2,3,4]", True),
+    ("cel-go TestLists flatten", "[1,[2,[3,4]]].flatten(2) == [1,2,3,4]", True),
+    (
+        "cel-go TestLists flatten",
+        "[1,[2,[3,[4]]]].flatten(-1) == []",
+        (RUNTIME, "level must be non-negative"),
+    ),
+    ("cel-go TestListsRuntimeErrors", "dyn({}).flatten() == []", (RUNTIME, "no matching overload")),
+    ("cel-go TestLists sort", "[].sort() == []", True),
+    ("cel-go TestLists sort", "[4, 3, 2, 1].sort() == [1, 2, 3, 4]", True),
+    ("cel-go TestLists sort", "['d', 'a', 'b', 'c'].sort() == ['a', 'b', 'c', 'd']", True),
+    ("cel-go TestLists sortBy", "[].sortBy(e, e) == []", True),
+    ("cel-go TestLists sortBy", "[-3, 1, -5, -2, 4].sortBy(e, -(e * e)) == [-5, 4, -3, -2, 1]", True),
+    (
+        "cel-go TestLists sortBy",
+        "[-3, 1, -5, -2, 4].map(e, e * 2).sortBy(e, -(e * e)) == [-10, 8, -6, -4, 2]",
+        True,
+    ),
+    ("cel-go TestLists sortBy", "lists.range(3).sortBy(e, -e) == [2, 1, 0]", True),
+    (
+        "cel-go TestLists sortBy",
+        "['a', 'c', 'b', 'first'].sortBy(e, e == 'first' ? '' : e) == ['first', 'a', 'b', 'c']",
+        True,
+    ),
+    (
+        "cel-go TestListsVersion sortBy",
+        "[{'field': 'lo'}, {'field': 'hi'}].sortBy(m, m.field) == [{'field': 'hi'}, {'field': 'lo'}]",
+        True,
+    ),
+    ("cel-go TestLists distinct", "[-2, 5, -2, 1, 1, 5, -2, 1].distinct() == [-2, 5, 1]", True),
+    (
+        "cel-go TestLists distinct",
+        "['c', 'a', 'a', 'b', 'a', 'b', 'c', 'c'].distinct() == ['c', 'a', 'b']",
+        True,
+    ),
+    ("cel-go TestLists distinct", "[[1], [1], [2]].distinct() == [[1], [2]]", True),
+]
+
+SETS: list[Case] = [
+    # cel-go ext/sets_test.go TestSets
+    ("cel-go TestSets contains", "sets.contains([], [])", True),
+    ("cel-go TestSets contains", "sets.contains([1], [])", True),
+    ("cel-go TestSets contains", "sets.contains([1], [1, 1])", True),
+    ("cel-go TestSets contains", "sets.contains([2, 1], [1])", True),
+    ("cel-go TestSets contains", "sets.contains([1, 2, 3, 4], [2, 3])", True),
+    ("cel-go TestSets contains", "sets.contains([[1], [2, 3]], [[2, 3]])", True),
+    ("cel-go TestSets contains", "sets.contains([1], [2])", False),
+    ("cel-go TestSets contains", "sets.contains([1], [1, 2])", False),
+    ("cel-go TestSets equivalent", "sets.equivalent([], [])", True),
+    ("cel-go TestSets equivalent", "sets.equivalent([1], [1, 1])", True),
+    ("cel-go TestSets equivalent", "sets.equivalent([1, 2, 3], [3, 2, 1])", True),
+    ("cel-go TestSets equivalent", "sets.equivalent([2, 1], [1])", False),
+    ("cel-go TestSets intersects", "sets.intersects([1], [1])", True),
+    ("cel-go TestSets intersects", "sets.intersects([2, 1], [1])", True),
+    ("cel-go TestSets intersects", "sets.intersects([], [])", False),
+    ("cel-go TestSets intersects", "sets.intersects([1], [])", False),
+    ("cel-go TestSets intersects", "sets.intersects([1], [2])", False),
+    (
+        "undeclared namespaced function",
+        "sets.union([1], [2])",
+        (COMPILE, "undeclared reference to 'sets.union'"),
+    ),
+]
+
+REGEX: list[Case] = [
+    # k8s library/regex_test.go (TestRegex)
+    ("k8s TestRegex find", "'abc 123'.find('[0-9]+') == '123'", True),
+    ("k8s TestRegex find", "'abc 123'.find('xyz') == ''", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+') == ['123', '456']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', 0) == []", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', 1) == ['123']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', 3) == ['123', '456']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', -1) == ['123', '456']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('xyz') == []", True),
+    ("Go FindAllString empty matches", "'abc'.findAll('b*') == ['', 'b', '', '']", False),
+    ("Go FindAllString empty matches", "'abc'.findAll('b*') == ['', 'b', '']", True),
+    (
+        "k8s TestRegex invalid literal",
+        "'abc'.find('[') == ''",
+        (COMPILE, "error parsing regexp: missing closing ]"),
+    ),
+    (
+        "k8s TestRegex invalid literal",
+        "'abc'.findAll('(') == []",
+        (COMPILE, "error parsing regexp: missing closing )"),
+    ),
+    ("cel-go ValidateRegexLiterals", "'abc'.matches('(')", (COMPILE, "invalid matches argument")),
+    ("cel-go ValidateRegexLiterals", "matches('abc', '[')", (COMPILE, "invalid matches argument")),
+    ("matches", "'A100-80GB'.matches('^A[0-9]+')", True),
+    ("RE2 syntax: no backreferences", "'aa'.matches('(a)\\\\1')", (COMPILE, "invalid matches argument")),
+    ("RE2 syntax: \\pL", "'é'.matches('^\\\\pL$')", True),
+    ("computed pattern", "'abc'.matches(device.driver)", False),
+    ("computed invalid pattern", "'abc'.find(device.driver + '(') == ''", (RUNTIME, "Illegal regex")),
+]
+
+STRINGS: list[Case] = [
+    # cel-go ext/strings_test.go (format, quote) and strings v3 reverse
+    ("cel-go TestStrings format %s", "'%s %s'.format(['hello', 'world']) == 'hello world'", True),
+    ("cel-go TestStrings format %d", "'%d'.format([42]) == '42'", True),
+    ("cel-go TestStrings format %d uint", "'%d'.format([42u]) == '42'", True),
+    ("cel-go TestStrings format %f", "'%.3f'.format([1.2345]) == '1.234'", True),
+    ("cel-go TestStrings format %f default", "'%f'.format([2.5]) == '2.500000'", True),
+    ("cel-go TestStrings format %e", "'%e'.format([2.71828]) == '2.718280e+00'", True),
+    ("cel-go TestStrings format %b", "'%b'.format([5]) == '101'", True),
+    ("cel-go TestStrings format %b bool", "'%b'.format([true]) == '1'", True),
+    ("cel-go TestStrings format %o", "'%o'.format([11]) == '13'", True),
+    ("cel-go TestStrings format %x", "'%x'.format([30]) == '1e'", True),
+    ("cel-go TestStrings format %X", "'%X'.format([30]) == '1E'", True),
+    (
+        "cel-go TestStrings format %x string",
+        "'%x'.format(['Hello world!']) == '48656c6c6f20776f726c6421'",
+        True,
+    ),
+    ("cel-go TestStrings format %s bool", "'%s'.format([true]) == 'true'", True),
+    ("cel-go TestStrings format %s list", "'%s'.format([[1, 2]]) == '[1, 2]'", True),
+    ("cel-go TestStrings format %s list of strings", "'%s'.format([['a']]) == '[\"a\"]'", True),
+    ("cel-go TestStrings format %%", "'100%%'.format([]) == '100%'", True),
+    (
+        "cel-go TestStrings format %d double",
+        "'%d'.format([1.5]) == ''",
+        (RUNTIME, "decimal clause can only be used on integers, was given double"),
+    ),
+    (
+        "cel-go TestStrings format missing argument",
+        "'%s'.format([]) == ''",
+        (RUNTIME, "index 0 out of range"),
+    ),
+    ("cel-go TestStrings quote", "strings.quote('first\\nsecond') == '\"first\\\\nsecond\"'", True),
+    ("cel-go TestStrings quote", "strings.quote('a\"b') == '\"a\\\\\"b\"'", True),
+    ("cel-go TestStrings reverse", "'gums'.reverse() == 'smug'", True),
+    ("cel-go TestStrings reverse", "''.reverse() == ''", True),
+]
+
+CASES = LISTS + SETS + REGEX + STRINGS
+
+
+def outcome(engine: SelectorEngine, expression: str) -> Any:
+    try:
+        return engine.matches(expression, DEVICE)
+    except CelError as e:
+        return (type(e).__name__, e.message)
+
+
+def _check(got: Any, expected: Any) -> None:
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple), f"expected {expected}, got {got!r}"
+        assert got[0] == expected[0], f"expected {expected}, got {got!r}"
+        assert expected[1] in got[1], f"expected {expected}, got {got!r}"
+    else:
+        assert got is expected
+
+
+@pytest.mark.parametrize(("upstream", "expression", "expected"), CASES, ids=[c[1] for c in CASES])
+def test_conformance(upstream: str, expression: str, expected: Any) -> None:
+    """``upstream`` names the transcribed test; both engines must give its answer."""
+    require_engine("cel-rust")
+    for name in ("cel-python", "cel-rust"):
+        _check(outcome(SelectorEngine(engine=name), expression), expected)
+
+
+NEW_FUNCTIONS = [
+    f"device.attributes['{GPU}'].model.find('[0-9]+') == '100'",
+    f"device.attributes['{GPU}'].model.findAll('[0-9]+').size() == 3",
+    f"device.attributes['{GPU}'].model.matches('^A1')",
+    f"sets.contains(['A100-SXM4-80GB'], [device.attributes['{GPU}'].model])",
+    f"[device.attributes['{GPU}'].cores, 1].max() == 108",
+    f"[device.attributes['{GPU}'].cores].sum() == 108",
+    f"'%s'.format([device.attributes['{GPU}'].model]) == 'A100-SXM4-80GB'",
+    f"device.attributes['{GPU}'].model.split('-').sortBy(p, p).size() == 3",
+]
+
+
+@pytest.mark.parametrize("expression", NEW_FUNCTIONS)
+def test_compiled_engine_hands_new_functions_to_the_reference(expression: str) -> None:
+    require_engine("cel-rust")
+    backend = make_backend("cel-rust")
+    program = backend.compile(expression)
+    assert backend.evaluate(program, backend.prepare(DEVICE)) is True
+    stats = backend.stats()
+    assert stats["declined_programs"] == 1
+    assert stats["reference_evaluations"] == 1
+    assert SelectorEngine(engine="cel-python").matches(expression, DEVICE) is True
