@@ -219,7 +219,233 @@ STRINGS: list[Case] = [
     ("cel-go TestStrings reverse", "''.reverse() == ''", True),
 ]
 
-CASES = LISTS + SETS + REGEX + STRINGS
+IP_CIDR: list[Case] = [
+    # k8s library/ip_test.go TestIP
+    ("k8s TestIP parse ipv4", "ip('192.168.0.1') == ip('192.168.0.1')", True),
+    (
+        "k8s TestIP parse invalid ipv4",
+        "ip('192.168.0.1.0') == ip('192.168.0.1')",
+        (RUNTIME, 'IP Address "192.168.0.1.0" parse error during conversion from string: ParseAddr('),
+    ),
+    ("k8s TestIP isIP valid ipv4", "isIP('192.168.0.1')", True),
+    ("k8s TestIP isIP invalid ipv4", "isIP('192.168.0.1.0')", False),
+    ("k8s TestIP ip.isCanonical valid ipv4", "ip.isCanonical('127.0.0.1')", True),
+    ("k8s TestIP ip.isCanonical invalid ipv4", "ip.isCanonical('127.0.0.1.0')", (RUNTIME, "parse error")),
+    ("k8s TestIP ipv4 family", "ip('192.168.0.1').family() == 4", True),
+    ("k8s TestIP ipv4 isUnspecified true", "ip('0.0.0.0').isUnspecified()", True),
+    ("k8s TestIP ipv4 isUnspecified false", "ip('127.0.0.1').isUnspecified()", False),
+    ("k8s TestIP ipv4 isLoopback true", "ip('127.0.0.1').isLoopback()", True),
+    ("k8s TestIP ipv4 isLoopback false", "ip('1.2.3.4').isLoopback()", False),
+    ("k8s TestIP ipv4 isLinkLocalMulticast true", "ip('224.0.0.1').isLinkLocalMulticast()", True),
+    ("k8s TestIP ipv4 isLinkLocalMulticast false", "ip('224.0.1.1').isLinkLocalMulticast()", False),
+    ("k8s TestIP ipv4 isLinkLocalUnicast true", "ip('169.254.169.254').isLinkLocalUnicast()", True),
+    ("k8s TestIP ipv4 isLinkLocalUnicast false", "ip('192.168.0.1').isLinkLocalUnicast()", False),
+    ("k8s TestIP ipv4 isGlobalUnicast true", "ip('192.168.0.1').isGlobalUnicast()", True),
+    ("k8s TestIP ipv4 isGlobalUnicast false", "ip('255.255.255.255').isGlobalUnicast()", False),
+    ("k8s TestIP isIP invalid ipv6", "isIP('2001:db8:::68')", False),
+    ("k8s TestIP ip.isCanonical valid ipv6", "ip.isCanonical('2001:db8::68')", True),
+    ("k8s TestIP ip.isCanonical non-canonical ipv6", "ip.isCanonical('2001:DB8::68')", False),
+    ("k8s TestIP ipv6 family", "ip('2001:db8::68').family() == 6", True),
+    ("k8s TestIP ipv6 isUnspecified true", "ip('::').isUnspecified()", True),
+    ("k8s TestIP ipv6 isLoopback true", "ip('::1').isLoopback()", True),
+    ("k8s TestIP ipv6 isLoopback false", "ip('2001:db8::abcd').isLoopback()", False),
+    ("k8s TestIP ipv6 isLinkLocalMulticast true", "ip('ff02::1').isLinkLocalMulticast()", True),
+    ("k8s TestIP ipv6 isLinkLocalMulticast false", "ip('fd00::1').isLinkLocalMulticast()", False),
+    ("k8s TestIP ipv6 isLinkLocalUnicast true", "ip('fe80::1').isLinkLocalUnicast()", True),
+    ("k8s TestIP ipv6 isLinkLocalUnicast false", "ip('fd80::1').isLinkLocalUnicast()", False),
+    ("k8s TestIP ipv6 isGlobalUnicast true", "ip('2001:db8::abcd').isGlobalUnicast()", True),
+    ("k8s TestIP ipv6 isGlobalUnicast false", "ip('ff00::1').isGlobalUnicast()", False),
+    (
+        "k8s TestIP passing cidr into isIP returns compile error",
+        "isIP(cidr('192.168.0.0/24'))",
+        (COMPILE, "found no matching overload for 'isIP' applied to '(net.CIDR)'"),
+    ),
+    ("k8s TestIP converting an IP address to a string", "string(ip('192.168.0.1')) == '192.168.0.1'", True),
+    ("k8s parseIPAddr: no zones", "isIP('fe80::1%eth0')", False),
+    (
+        "k8s parseIPAddr: no IPv4-mapped IPv6",
+        "ip('::ffff:1.2.3.4').family() == 6",
+        (RUNTIME, "is not allowed"),
+    ),
+    ("netip: no leading zeros", "isIP('010.0.0.1')", False),
+    # k8s library/cidr_test.go TestCIDR
+    (
+        "k8s TestCIDR compilation error for cidr(int)",
+        "cidr(192168) == cidr('1.0.0.0/8')",
+        (COMPILE, "'cidr'"),
+    ),
+    (
+        "k8s TestCIDR parse invalid ipv4",
+        "cidr('192.168.0.0/') == cidr('192.168.0.0/24')",
+        (
+            RUNTIME,
+            "network address parse error during conversion from string: network address parse error during "
+            'conversion from string: netip.ParsePrefix("192.168.0.0/"): bad bits after slash: ""',
+        ),
+    ),
+    ("k8s TestCIDR contains IP ipv4 (IP)", "cidr('192.168.0.0/24').containsIP(ip('192.168.0.1'))", True),
+    (
+        "k8s TestCIDR does not contain IP ipv4 (IP)",
+        "cidr('192.168.0.0/24').containsIP(ip('192.168.1.1'))",
+        False,
+    ),
+    ("k8s TestCIDR contains IP ipv4 (string)", "cidr('192.168.0.0/24').containsIP('192.168.0.1')", True),
+    (
+        "k8s TestCIDR contains CIDR ipv4 (CIDR)",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.0/25'))",
+        True,
+    ),
+    (
+        "k8s TestCIDR does not contain ipv4 (CIDR)",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.0/23'))",
+        False,
+    ),
+    (
+        "k8s TestCIDR contains CIDR ipv4 (string)",
+        "cidr('192.168.0.0/24').containsCIDR('192.168.0.0/25')",
+        True,
+    ),
+    ("k8s TestCIDR returns IP ipv4", "cidr('192.168.0.0/24').ip() == ip('192.168.0.0')", True),
+    ("k8s TestCIDR masks unmasked ipv4", "cidr('192.168.0.1/24').masked() == cidr('192.168.0.0/24')", True),
+    ("k8s TestCIDR returns prefix length ipv4", "cidr('192.168.0.0/24').prefixLength() == 24", True),
+    ("k8s TestCIDR contains IP ipv6 (IP)", "cidr('2001:db8::/32').containsIP(ip('2001:db8::1'))", True),
+    (
+        "k8s TestCIDR does not contain IP ipv6 (IP)",
+        "cidr('2001:db8::/32').containsIP(ip('2001:dc8::1'))",
+        False,
+    ),
+    ("k8s TestCIDR contains CIDR ipv6 (string)", "cidr('2001:db8::/32').containsCIDR('2001:db8::/33')", True),
+    (
+        "k8s TestCIDR does not contain ipv6 (string)",
+        "cidr('2001:db8::/32').containsCIDR('2001:db8::/31')",
+        False,
+    ),
+    ("k8s TestCIDR masks unmasked ipv6", "cidr('2001:db8:1::/32').masked() == cidr('2001:db8::/32')", True),
+    (
+        "k8s TestCIDR converting a CIDR to a string",
+        "string(cidr('192.168.0.0/24')) == '192.168.0.0/24'",
+        True,
+    ),
+    ("netip.ParsePrefix: decimal bits only", "isCIDR('10.0.0.0/08')", False),
+    ("netip.ParsePrefix: bits in range", "isCIDR('10.0.0.0/33')", False),
+    ("cross-family containsIP", "cidr('2001:db8::/32').containsIP(ip('192.168.1.1'))", False),
+    ("equality by type", "ip('10.0.0.1') == cidr('10.0.0.1/32').ip()", True),
+]
+
+URLS: list[Case] = [
+    # k8s library/urls.go examples (and url.ParseRequestURI)
+    ("k8s urls url", "url('https://example.com/path').getScheme() == 'https'", True),
+    ("k8s urls getHost", "url('https://example.com:80/').getHost() == 'example.com:80'", True),
+    ("k8s urls getHost ipv6", "url('https://[::1]:80/').getHost() == '[::1]:80'", True),
+    ("k8s urls getHostname", "url('https://example.com:80/').getHostname() == 'example.com'", True),
+    ("k8s urls getHostname ipv6", "url('https://[::1]:80/').getHostname() == '::1'", True),
+    ("k8s urls getPort", "url('https://example.com:80/').getPort() == '80'", True),
+    ("k8s urls getPort none", "url('https://example.com/').getPort() == ''", True),
+    (
+        "k8s urls getEscapedPath",
+        "url('https://example.com/path%20with%20spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+        True,
+    ),
+    ("k8s urls getEscapedPath empty", "url('https://example.com').getEscapedPath() == ''", True),
+    (
+        "k8s urls getQuery",
+        "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+        True,
+    ),
+    ("k8s urls getQuery empty", "url('https://example.com/path').getQuery() == {}", True),
+    ("k8s urls isURL", "isURL('https://user:pass@example.com:80/path?query=val#fragment')", True),
+    ("k8s urls isURL relative", "isURL('/absolute-path')", True),
+    ("k8s urls isURL not a request URI", "isURL('../relative-path')", False),
+    ("k8s urls isURL bad escape", "isURL('https://example.com/%zz')", False),
+    (
+        "k8s urls url() error",
+        "url('../relative-path').getScheme() == ''",
+        (
+            RUNTIME,
+            "URL parse error during conversion from string: "
+            'parse "../relative-path": invalid URI for request',
+        ),
+    ),
+]
+
+FORMAT_OPTIONAL: list[Case] = [
+    # k8s library/format.go examples (format_test.go)
+    (
+        "k8s TestFormat dns1123Label valid",
+        "!format.dns1123Label().validate('my-label-name').hasValue()",
+        True,
+    ),
+    ("k8s TestFormat dns1123Label invalid", "format.dns1123Label().validate('MY_LABEL').hasValue()", True),
+    (
+        "k8s TestFormat dns1123Label message",
+        "format.dns1123Label().validate('MY_LABEL').value()[0].startsWith("
+        "'a lowercase RFC 1123 label must consist of lower case alphanumeric characters')",
+        True,
+    ),
+    (
+        "k8s TestFormat dns1123Subdomain",
+        "!format.dns1123Subdomain().validate('apiextensions.k8s.io').hasValue()",
+        True,
+    ),
+    ("k8s TestFormat dns1035Label", "!format.dns1035Label().validate('my-label-name').hasValue()", True),
+    ("k8s TestFormat dns1035Label invalid", "format.dns1035Label().validate('1abc').hasValue()", True),
+    (
+        "k8s TestFormat qualifiedName",
+        "!format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').hasValue()",
+        True,
+    ),
+    (
+        "k8s TestFormat dns1123LabelPrefix",
+        "!format.dns1123LabelPrefix().validate('my-label-prefix-').hasValue()",
+        True,
+    ),
+    ("k8s TestFormat labelValue", "!format.labelValue().validate('my-cool-label-Value').hasValue()", True),
+    ("k8s TestFormat uri", "!format.uri().validate('http://example.com').hasValue()", True),
+    (
+        "k8s TestFormat uuid",
+        "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+        True,
+    ),
+    (
+        "k8s TestFormat uuid invalid",
+        "format.uuid().validate('x').value() == ['does not match the UUID format']",
+        True,
+    ),
+    ("k8s TestFormat byte", "!format.byte().validate('aGVsbG8=').hasValue()", True),
+    ("k8s TestFormat byte invalid", "format.byte().validate('aGVsbG8').value() == ['invalid base64']", True),
+    ("k8s TestFormat date", "!format.date().validate('2021-01-01').hasValue()", True),
+    ("k8s TestFormat date invalid", "format.date().validate('2021-13-01').value() == ['invalid date']", True),
+    ("k8s TestFormat datetime", "!format.datetime().validate('2021-01-01T00:00:00Z').hasValue()", True),
+    (
+        "k8s TestFormat datetime invalid",
+        "format.datetime().validate('2021-01-01').value() == ['invalid datetime']",
+        True,
+    ),
+    (
+        "k8s TestFormat named",
+        "format.named('dns1123Label').value().validate('my-name') == optional.none()",
+        True,
+    ),
+    ("k8s TestFormat named unknown", "format.named('unknown').hasValue()", False),
+    (
+        "k8s TestFormat undeclared",
+        "format.unknown().validate('x').hasValue()",
+        (COMPILE, "undeclared reference"),
+    ),
+    # cel-go optional functions (optional syntax is not supported)
+    ("cel-go optionals of/value", "optional.of(1).value() == 1", True),
+    ("cel-go optionals none/orValue", "optional.none().orValue(2) == 2", True),
+    ("cel-go optionals or", "optional.none().or(optional.of(3)).value() == 3", True),
+    ("cel-go optionals ofNonZeroValue", "!optional.ofNonZeroValue('').hasValue()", True),
+    ("cel-go optionals ofNonZeroValue", "optional.ofNonZeroValue([1]).hasValue()", True),
+    (
+        "cel-go optionals none dereference",
+        "optional.none().value() == 1",
+        (RUNTIME, "optional.none() dereference"),
+    ),
+]
+
+CASES = LISTS + SETS + REGEX + STRINGS + IP_CIDR + URLS + FORMAT_OPTIONAL
 
 
 def outcome(engine: SelectorEngine, expression: str) -> Any:
@@ -255,6 +481,9 @@ NEW_FUNCTIONS = [
     f"[device.attributes['{GPU}'].cores].sum() == 108",
     f"'%s'.format([device.attributes['{GPU}'].model]) == 'A100-SXM4-80GB'",
     f"device.attributes['{GPU}'].model.split('-').sortBy(p, p).size() == 3",
+    f"ip(device.attributes['{GPU}'].address).family() == 4",
+    f"cidr('10.0.0.0/8').containsIP(device.attributes['{GPU}'].address)",
+    f"!format.dns1123Label().validate(device.attributes['{GPU}'].model).hasValue() == false",
 ]
 
 

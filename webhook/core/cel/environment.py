@@ -33,12 +33,17 @@ from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
-from . import extlib
+from . import extlib, formatlib, netlib
 from .errors import CelCompileError
 from .library import KNOWN_FUNCTIONS as _LIBRARY_FUNCTIONS
 
 #: Every function or method name the compile-time check accepts (namespaced ones as ``ns.f``).
-KNOWN_FUNCTIONS = _LIBRARY_FUNCTIONS | frozenset(extlib.FUNCTIONS)
+KNOWN_FUNCTIONS = (
+    _LIBRARY_FUNCTIONS
+    | frozenset(extlib.FUNCTIONS)
+    | frozenset(netlib.FUNCTIONS)
+    | frozenset(formatlib.FUNCTIONS)
+)
 #: Identifiers that, when not a variable, qualify a function name (``sets.contains(...)``).
 NAMESPACES = frozenset(name.split(".", 1)[0] for name in KNOWN_FUNCTIONS if "." in name)
 #: Functions whose receiver must be a list (or, for ``reverse``/``indexOf``/..., a string).
@@ -82,7 +87,7 @@ _DEVICE_FIELDS = {
     "capacity": "map(string, map(string, kubernetes.Quantity))",
 }
 _DEVICE = "kubernetes.DRADevice"
-_STRING_ARG = frozenset({"quantity", "isQuantity", "semver", "isSemver"})
+_STRING_ARG = frozenset({"quantity", "isQuantity", "semver", "isSemver"}) | netlib.STRING_ARGUMENT
 _PRIMITIVES = frozenset({"bool", "int", "uint", "double", "string", "bytes", "null_type"})
 _NUMERIC = frozenset({"int", "uint", "double"})
 
@@ -579,4 +584,6 @@ _RESULT_TYPES = {
     "substring": "string",
     "join": "string",
     **extlib.RESULT_TYPES,
+    **netlib.RESULT_TYPES,
+    **formatlib.RESULT_TYPES,
 }

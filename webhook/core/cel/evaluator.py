@@ -25,7 +25,7 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
-from . import extlib
+from . import extlib, formatlib, netlib
 from .environment import NAMESPACES, OPERATORS, CompiledExpression
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, cel_type_name, no_overload
@@ -40,7 +40,13 @@ _celpy_logger = logging.getLogger("celpy")
 if _celpy_logger.level == logging.NOTSET:
     _celpy_logger.setLevel(logging.WARNING)
 
-ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {**base_functions, **FUNCTIONS, **extlib.FUNCTIONS}
+ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **base_functions,
+    **FUNCTIONS,
+    **extlib.FUNCTIONS,
+    **netlib.FUNCTIONS,
+    **formatlib.FUNCTIONS,
+}
 
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
 

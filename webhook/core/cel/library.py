@@ -41,6 +41,14 @@ _ALL = celtypes.IntType(-1)
 _EMPTY = celtypes.StringType("")
 
 
+class OpaqueValue:
+    """A library's own value type (IP, CIDR, URL, ...): equal by value to its own type only.
+    Subclasses are immutable and name their CEL type in ``type_name``."""
+
+    __slots__ = ()
+    type_name = "opaque"
+
+
 def no_overload(name: str, *args: Any) -> CELEvalError:
     types = ", ".join(cel_type_name(a) for a in args)
     return CELEvalError(f"found no matching overload for '{name}' applied to '({types})'")
@@ -66,6 +74,8 @@ def cel_type_name(value: Any) -> str:
         return "list"
     if isinstance(value, dict):
         return "map"
+    if isinstance(value, OpaqueValue):
+        return value.type_name
     if isinstance(value, Quantity):
         return "kubernetes.Quantity"
     if isinstance(value, Semver):
@@ -103,6 +113,8 @@ def cel_equal(a: Any, b: Any) -> Any:
         return b
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, OpaqueValue) or isinstance(b, OpaqueValue):
+        return type(a) is type(b) and bool(a == b)
     if isinstance(a, Quantity | Semver):
         if type(a) is not type(b):
             return no_overload("_==_", a, b)
@@ -583,6 +595,9 @@ def fn_string(value: Any) -> Any:
     cached results."""
     if isinstance(value, Quantity | Semver):
         return no_overload("string", value)
+    if isinstance(value, OpaqueValue):
+        text = getattr(value, "cel_string", None)
+        return celtypes.StringType(text()) if callable(text) else no_overload("string", value)
     return celtypes.StringType(value)
 
 
