@@ -445,7 +445,48 @@ FORMAT_OPTIONAL: list[Case] = [
     ),
 ]
 
-CASES = LISTS + SETS + REGEX + STRINGS + IP_CIDR + URLS + FORMAT_OPTIONAL
+TWO_VARIABLE: list[Case] = [
+    # cel-go ext/comprehensions_test.go (TestTwoVarComprehensions and its cost cases)
+    ("cel-go all list", "[10, 20, 30].all(i, v, v > i)", True),
+    ("cel-go all map", "{'hello': 'world', 'taco': 'bell'}.all(k, v, k != v)", True),
+    ("cel-go exists map", "{'x': 1, 'y': 2}.exists(k, v, k == 'x' && v == 1)", True),
+    ("cel-go existsOne list", "[1, 2, 1].existsOne(i, v, v == 1)", False),
+    ("cel-go existsOne list", "[1, 2, 3].existsOne(i, v, i == 1 && v == 2)", True),
+    ("cel-go transformList list", "[1, 2, 3].transformList(i, v, i + v) == [1, 3, 5]", True),
+    ("cel-go transformList filter", "[1, 2, 3].transformList(i, v, i % 2 == 0, i + v) == [1, 5]", True),
+    ("cel-go transformList map", "{'a': 1, 'b': 2}.transformList(k, v, k).sort() == ['a', 'b']", True),
+    ("cel-go transformMap map", "{'a': 1, 'b': 2}.transformMap(k, v, v + 1) == {'a': 2, 'b': 3}", True),
+    (
+        "cel-go tranformMap filter map",
+        "{1: 2, 3: 4, 5: 6}.transformMap(k, v, k % 3 == 0, v + 1) == {3: 5}",
+        True,
+    ),
+    ("cel-go transformMap list", "[5, 6].transformMap(i, v, v * 2) == {0: 10, 1: 12}", True),
+    ("cel-go transformMapEntry literal input", "{1: 2}.transformMapEntry(k, v, {v: k}) == {2: 1}", True),
+    (
+        "cel-go transformMapEntry swap",
+        "{'hello': 'world', 'greetings': 'tacocat'}.transformMapEntry(k, v, {v: k}) "
+        "== {'world': 'hello', 'tacocat': 'greetings'}",
+        True,
+    ),
+    ("cel-go transformMapEntry empty", "{'hello': 'world'}.transformMapEntry(k, v, {}) == {}", True),
+    (
+        "cel-go transformMapEntry duplicate key",
+        "{'a': 'same', 'c': 'same'}.transformMapEntry(k, v, {v: k}) == {}",
+        (RUNTIME, "insert failed: key same already exists"),
+    ),
+    ("cel-go two-var nested all", "[1, 2].all(i, v, [1, 2].all(j, w, i + j < v + w))", True),
+    ("cel-go bind with two-var comprehension", "cel.bind(l, [1, 2, 3], l.all(i, v, i < v))", True),
+    ("cel-go duplicate variable", "[1].all(e, e, true)", (COMPILE, "duplicate variable name: e")),
+    (
+        "cel-go first variable not an identifier",
+        "[1].all(a.b, e, true)",
+        (COMPILE, "requires two identifiers"),
+    ),
+    ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
+]
+
+CASES = LISTS + SETS + REGEX + STRINGS + IP_CIDR + URLS + FORMAT_OPTIONAL + TWO_VARIABLE
 
 
 def outcome(engine: SelectorEngine, expression: str) -> Any:
@@ -484,6 +525,8 @@ NEW_FUNCTIONS = [
     f"ip(device.attributes['{GPU}'].address).family() == 4",
     f"cidr('10.0.0.0/8').containsIP(device.attributes['{GPU}'].address)",
     f"!format.dns1123Label().validate(device.attributes['{GPU}'].model).hasValue() == false",
+    f"device.attributes['{GPU}'].model.split('-').all(i, v, v.size() > i)",
+    f"device.attributes['{GPU}'].model.split('-').transformList(i, v, v.size()).sum() == 12",
 ]
 
 

@@ -78,7 +78,16 @@ _COLLAPSIBLE = frozenset(
 )
 _BALANCED = frozenset({"conditionaland", "conditionalor"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
-_UNSUPPORTED_METHODS = frozenset({"reduce"})  # celpy extensions that are not CEL
+_UNSUPPORTED_METHODS = frozenset({"reduce"})
+#: cel-go's two-variable comprehensions (``ext.TwoVarComprehensions``) by name: argument counts.
+TWO_VARIABLE_MACROS = {
+    "all": (3,),
+    "exists": (3,),
+    "existsOne": (3,),
+    "transformList": (3, 4),
+    "transformMap": (3, 4),
+    "transformMapEntry": (3, 4),
+}  # celpy extensions that are not CEL
 _TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "type"})
 _DEVICE_FIELDS = {
     "driver": "string",
@@ -404,6 +413,8 @@ class _Checker:
             self._check_regex(qualified, args, 0)
             return _RESULT_TYPES.get(qualified, "dyn")
         t = self.infer(target, scope)
+        if name in TWO_VARIABLE_MACROS and len(args) in TWO_VARIABLE_MACROS[name]:
+            return self._two_variables(node, name_token, t, args, scope)
         if name in _MACROS:
             if len(args) != 2 or _ident_name(args[0]) is None:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
@@ -428,6 +439,29 @@ class _Checker:
         if name == "sum" and t.startswith("list(") and t != "list(dyn)":
             return t[len("list(") : -1]
         return _RESULT_TYPES.get(name, "dyn")
+
+    def _two_variables(
+        self, node: lark.Tree[Any], name_token: Any, t: str, args: list[Any], scope: frozenset[str]
+    ) -> str:
+        """cel-go's ``TwoVarComprehensions``: ``all/exists/existsOne(i, v, p)``,
+        ``transformList/transformMap/transformMapEntry(i, v, [filter,] expr)``."""
+        name = str(name_token)
+        first, second = _ident_name(args[0]), _ident_name(args[1])
+        if first is None or second is None:
+            raise _fail(name_token, f"{name}() requires two identifiers")
+        if first == second:
+            raise _fail(args[1], f"duplicate variable name: {first}")
+        if t in _PRIMITIVES or t == _DEVICE:
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
+        inner = scope | {first, second}
+        types = [self.infer(a, inner) for a in args[2:]]
+        if (name in ("all", "exists", "existsOne") or len(args) == 4) and _known_not(types[0], "bool"):
+            raise _fail(name_token, f"{name}() predicate must be bool, not {types[0]}")
+        if name == "transformList":
+            return "list(dyn)"
+        if name.startswith("transformMap"):
+            return "map(dyn, dyn)"
+        return "bool"
 
     @staticmethod
     def _check_regex(name: str, args: list[Any], receivers: int) -> None:

@@ -26,7 +26,7 @@ from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
 from . import extlib, formatlib, netlib
-from .environment import NAMESPACES, OPERATORS, CompiledExpression
+from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression
 from .errors import CelRuntimeError
 from .library import FUNCTIONS, cel_type_name, no_overload
 
@@ -172,6 +172,9 @@ class _Evaluator(Evaluator):
         name = str(name_token)
         if name == "bind" and len(tree.children) == 3 and _is_ident(target_tree, "cel"):
             return self._bind(tree.children[2])
+        arity = len(tree.children[2].children) if len(tree.children) == 3 else 0
+        if arity in TWO_VARIABLE_MACROS.get(name, ()):
+            return self._two_variables(name, target_tree, tree.children[2])
         if name in _MACROS:
             return self._macro(name, target_tree, tree.children[2])
         namespace = _namespace(target_tree)
@@ -247,6 +250,75 @@ class _Evaluator(Evaluator):
         if name == "filter":
             return celtypes.ListType([item for item, v in results if v])
         return celtypes.ListType([v for _, v in results])
+
+    def _two_variables(self, name: str, target_tree: lark.Tree[Any], exprlist: lark.Tree[Any]) -> Any:
+        """cel-go's two-variable comprehensions: (index, value) over a list, (key, value) over a
+        map; errors as in :meth:`_macro` (a decisive element wins over errors in others)."""
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if isinstance(target, list):
+            pairs: list[tuple[Any, Any]] = [(celtypes.IntType(i), v) for i, v in enumerate(target)]
+        elif isinstance(target, dict):
+            pairs = list(target.items())
+        else:
+            return no_overload(name, target)
+        children = exprlist.children
+        first, second = (str(c.children[0].children[0]) for c in children[:2])
+        body = self.sub_evaluator(children[-1])
+        guard = self.sub_evaluator(children[2]) if len(children) == 4 else None
+
+        def apply(evaluator: _Evaluator, key: Any, value: Any) -> Any:
+            try:
+                return evaluator.evaluate({first: key, second: value})
+            except CELEvalError as e:
+                return e
+
+        if name in ("all", "exists"):
+            decisive = name == "exists"
+            error: CELEvalError | None = None
+            for key, value in pairs:
+                result = apply(body, key, value)
+                if isinstance(result, celtypes.BoolType):
+                    if bool(result) is decisive:
+                        return result
+                elif error is None:
+                    error = result if isinstance(result, CELEvalError) else no_overload(name, result)
+            return error if error is not None else celtypes.BoolType(not decisive)
+        if name == "existsOne":
+            count = 0
+            for key, value in pairs:
+                result = apply(body, key, value)
+                if not isinstance(result, celtypes.BoolType):
+                    return result if isinstance(result, CELEvalError) else no_overload(name, result)
+                count += bool(result)
+            return celtypes.BoolType(count == 1)
+        out_list: list[Any] = []
+        out_map: dict[Any, Any] = {}
+        for key, value in pairs:
+            if guard is not None:
+                keep = apply(guard, key, value)
+                if not isinstance(keep, celtypes.BoolType):
+                    return keep if isinstance(keep, CELEvalError) else no_overload(name, keep)
+                if not keep:
+                    continue
+            result = apply(body, key, value)
+            if isinstance(result, CELEvalError):
+                return result
+            if name == "transformList":
+                out_list.append(result)
+            elif name == "transformMap":
+                out_map[key] = result
+            else:
+                if not isinstance(result, dict):
+                    return no_overload(name, result)
+                for k, v in result.items():
+                    if k in out_map:
+                        return CELEvalError(f"insert failed: key {k} already exists")
+                    out_map[k] = v
+        if name == "transformList":
+            return celtypes.ListType(out_list)
+        return celtypes.MapType(out_map)
 
     def _bind(self, exprlist: lark.Tree[Any]) -> Any:
         var_tree, init_tree, body_tree = exprlist.children

@@ -317,6 +317,8 @@ class _Translator:
             init = self.value(self.t(args[1], scope))
             body = self.value(self.t(args[2], {**scope, var: init.type}))
             return _Node(f"[{init.text}].map({var}, {body.text})[0]", body.type)
+        if name in _MACROS and len(args) != 2:
+            raise Declined("two-variable comprehension")
         if name in _MACROS:
             target = self.value(self.t(target_tree, scope))
             var = str(_ident(args[0]))
