@@ -486,7 +486,25 @@ TWO_VARIABLE: list[Case] = [
     ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
 ]
 
-CASES = LISTS + SETS + REGEX + STRINGS + IP_CIDR + URLS + FORMAT_OPTIONAL + TWO_VARIABLE
+SEMANTICS: list[Case] = [
+    # cel-go's runtime semantics the issue lists (cel-spec conformance: basic, conversions, integer_math)
+    ("cel-spec logic: double negation", "!!true", True),
+    ("cel-spec integer_math: double minus", "--1 == 1", True),
+    ("cel-spec conversions: string(bool)", "string(true) == 'true' && string(false) == 'false'", True),
+    ("cel-spec types: type(1) == int", "type(1) == int", True),
+    ("cel-spec types: type('a') == string", "type('a') == string && type(1) != string", True),
+    ("cel-spec types: type of a list and a map", "type([]) == list && type({}) == map", True),
+    ("cel-spec types: type of a type", "type(int) == type", True),
+    ("cel-spec comparisons: NaN", "double('NaN') != double('NaN')", True),
+    ("cel-spec integer_math: int64 overflow", "9223372036854775807 + 1 == 0", (RUNTIME, "integer overflow")),
+    ("cel-spec integer_math: uint64 overflow", "0u - 1u == 0u", (RUNTIME, "unsigned integer overflow")),
+    ("cel-spec integer_math: division by zero", "1 / 0 == 1", (RUNTIME, "division by zero")),
+    ("cel-spec integer_math: modulus by zero", "1 % 0 == 1", (RUNTIME, "modulus by zero")),
+    ("cel-spec integer_math: MinInt64 % -1", "-9223372036854775808 % -1 == 0", True),
+    ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
+]
+
+CASES = LISTS + SETS + REGEX + STRINGS + IP_CIDR + URLS + FORMAT_OPTIONAL + TWO_VARIABLE + SEMANTICS
 
 
 def outcome(engine: SelectorEngine, expression: str) -> Any:

@@ -88,7 +88,9 @@ TWO_VARIABLE_MACROS = {
     "transformMap": (3, 4),
     "transformMapEntry": (3, 4),
 }  # celpy extensions that are not CEL
-_TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "type"})
+_TYPE_IDENTS = frozenset(
+    {"int", "uint", "double", "bool", "string", "bytes", "null_type", "type", "list", "map"}
+)
 _DEVICE_FIELDS = {
     "driver": "string",
     "allowMultipleAllocations": "bool",

@@ -28,7 +28,7 @@ from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer,
 from . import extlib, formatlib, netlib
 from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression
 from .errors import CelRuntimeError
-from .library import FUNCTIONS, cel_type_name, no_overload
+from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload
 
 #: Tree nodes one evaluation may visit. Real selectors visit tens to a few thousand (a macro over
 #: a 32-value list); the budget caps hostile macro nesting at well under a second of CPU.
@@ -49,6 +49,7 @@ ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
+_ARITHMETIC = frozenset({"_+_", "_-_", "_*_", "_/_", "_%_", "-_"})
 
 
 class CostLimitExceeded(Exception):
@@ -65,8 +66,11 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
     try:
         return fn(*args)
     except ZeroDivisionError:
-        return CELEvalError("modulus or divide by zero")
+        return CELEvalError("modulus by zero" if name == "_%_" else "division by zero")
     except (ValueError, OverflowError) as e:
+        if name in _ARITHMETIC:  # cel-go's words for int64/uint64 overflow
+            unsigned = any(isinstance(a, celtypes.UintType) for a in args)
+            return CELEvalError("unsigned integer overflow" if unsigned else "integer overflow")
         return CELEvalError(f"return error for overflow: {e}"[:300])
     except (TypeError, AttributeError, KeyError, IndexError):
         return no_overload(name, *args)
@@ -379,7 +383,10 @@ class _Evaluator(Evaluator):
             if referent is not None:
                 return referent.value
             container = container.parent
-        fn = ALL_FUNCTIONS.get(name)  # type identifiers such as ``int`` resolve to their converter
+        kind = TYPE_VALUES.get(name)  # type identifiers such as ``int`` are type values
+        if kind is not None:
+            return kind
+        fn = ALL_FUNCTIONS.get(name)
         return fn if fn is not None else CELEvalError(f"undeclared reference to '{name}'")
 
     def exprlist(self, tree: lark.Tree[Any]) -> Any:

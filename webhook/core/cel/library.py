@@ -589,12 +589,35 @@ def _checked_int(fn: Fn) -> Fn:
     return convert
 
 
+#: Type identifiers as values (``type(x) == int``), by CEL type name.
+TYPE_VALUES: dict[str, Any] = {
+    "bool": celtypes.BoolType,
+    "int": celtypes.IntType,
+    "uint": celtypes.UintType,
+    "double": celtypes.DoubleType,
+    "string": celtypes.StringType,
+    "bytes": celtypes.BytesType,
+    "list": celtypes.ListType,
+    "map": celtypes.MapType,
+    "null_type": type(None),
+    "type": celtypes.TypeType,
+}
+
+
+def fn_type(value: Any) -> Any:
+    """``type(x)``: the type value its identifier names (a domain map is a ``map``)."""
+    kind = TYPE_VALUES.get(cel_type_name(value))
+    return kind if kind is not None else type(value)
+
+
 def fn_string(value: Any) -> Any:
     """celpy's ``string()``, minus quantities and versions: upstream has no such overload, and
     their text would tell ``1Gi`` from ``1024Mi`` although devices with equal values share
     cached results."""
     if isinstance(value, Quantity | Semver):
         return no_overload("string", value)
+    if _is_bool(value):
+        return celtypes.StringType("true" if value else "false")
     if isinstance(value, OpaqueValue):
         text = getattr(value, "cel_string", None)
         return celtypes.StringType(text()) if callable(text) else no_overload("string", value)
@@ -621,6 +644,7 @@ FUNCTIONS: dict[str, Fn] = {
     "size": fn_size,
     "int": _checked_int(celtypes.IntType),
     "string": fn_string,
+    "type": fn_type,
     "contains": fn_contains,
     "startsWith": fn_starts_with,
     "endsWith": fn_ends_with,
