@@ -504,7 +504,45 @@ SEMANTICS: list[Case] = [
     ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
 ]
 
-CASES = LISTS + SETS + REGEX + STRINGS + IP_CIDR + URLS + FORMAT_OPTIONAL + TWO_VARIABLE + SEMANTICS
+OPTIONAL_SYNTAX: list[Case] = [
+    # cel-go optional syntax (cel-spec optionals conformance, cel-go TestOptionals)
+    ("cel-go optionals: select present", "{'key': 'test'}.?key.orValue('') == 'test'", True),
+    ("cel-go optionals: select absent", "{'key': 'test'}.?other.hasValue()", False),
+    ("cel-go optionals: select on none chains", "optional.none().?key.hasValue()", False),
+    ("cel-go optionals: select on of", "optional.of({'a': 1}).?a == optional.of(1)", True),
+    ("cel-go optionals: chained field", "{'a': {'b': 1}}.?a.b.value() == 1", True),
+    (
+        "cel-go optionals: chained field, missing",
+        "{'a': {'b': 1}}.?a.c.value() == 1",
+        (RUNTIME, "no such key: c"),
+    ),
+    ("cel-go optionals: index list", "[1, 2, 3][?2] == optional.of(3)", True),
+    ("cel-go optionals: index list out of range", "[1, 2, 3][?3].hasValue()", False),
+    ("cel-go optionals: index map", "{'k': 'v'}[?'k'].value() == 'v'", True),
+    ("cel-go optionals: index map absent", "{'k': 'v'}[?'x'].orValue('d') == 'd'", True),
+    (
+        "DRA: an optional attribute",
+        f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
+        True,
+    ),
+    ("DRA: a missing attribute", f"device.attributes['{GPU}'].?memory.orValue(0) == 0", True),
+    ("DRA: an unknown domain", "device.attributes['other.example.com'].?model.hasValue()", False),
+    ("DRA: optional on a device field", "device.?driver.value() == 'gpu.example.com'", True),
+    ("checker: unknown device field", "device.?nope.hasValue()", (COMPILE, "undefined field 'nope'")),
+]
+
+CASES = (
+    LISTS
+    + SETS
+    + REGEX
+    + STRINGS
+    + IP_CIDR
+    + URLS
+    + FORMAT_OPTIONAL
+    + TWO_VARIABLE
+    + SEMANTICS
+    + OPTIONAL_SYNTAX
+)
 
 
 def outcome(engine: SelectorEngine, expression: str) -> Any:
@@ -545,6 +583,8 @@ NEW_FUNCTIONS = [
     f"!format.dns1123Label().validate(device.attributes['{GPU}'].model).hasValue() == false",
     f"device.attributes['{GPU}'].model.split('-').all(i, v, v.size() > i)",
     f"device.attributes['{GPU}'].model.split('-').transformList(i, v, v.size()).sum() == 12",
+    f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
+    f"device.attributes['{GPU}'][?'cores'].value() == 108",
 ]
 
 

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import lark
-from celpy.celparser import CELParseError, CELParser
+from celpy.celparser import CELParseError
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
 from . import extlib, formatlib, netlib
 from .errors import CelCompileError
+from .grammar import Parser
 from .library import KNOWN_FUNCTIONS as _LIBRARY_FUNCTIONS
 
 #: Every function or method name the compile-time check accepts (namespaced ones as ``ns.f``).
@@ -103,7 +104,7 @@ _PRIMITIVES = frozenset({"bool", "int", "uint", "double", "string", "bytes", "nu
 _NUMERIC = frozenset({"int", "uint", "double"})
 
 _parser_lock = threading.Lock()
-_parser: CELParser | None = None
+_parser: Parser | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +211,7 @@ def _parse(expression: str) -> lark.Tree[Any]:
     global _parser
     with _parser_lock:
         if _parser is None:
-            _parser = CELParser()
+            _parser = Parser()
         parser = _parser
         try:
             return parser.parse(expression)
@@ -375,6 +376,8 @@ class _Checker:
     def _member_dot(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         target, field = node.children
         t = self.infer(target, scope)
+        if t.startswith("optional_type("):  # selection on an optional chains
+            return "optional_type(dyn)"
         if t == _DEVICE:
             if str(field) not in _DEVICE_FIELDS:
                 raise _fail(field, f"undefined field '{field}'")
@@ -383,10 +386,20 @@ class _Checker:
             raise _fail(field, f"type '{t}' does not support field selection")
         return "dyn"
 
+    def _member_dot_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        """``x.?field``: an optional of what ``x.field`` would be."""
+        return _optional(self._member_dot(node, scope))
+
+    def _member_index_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        """``x[?key]``: an optional of what ``x[key]`` would be."""
+        return _optional(self._member_index(node, scope))
+
     def _member_index(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         target, index = node.children
         t = self.infer(target, scope)
         self.infer(index, scope)
+        if t.startswith("optional_type("):
+            return "optional_type(dyn)"
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(node, f"found no matching overload for '_[_]' applied to '({t}, ...)'")
         if t.startswith("map(string, map(string, "):
@@ -538,6 +551,10 @@ class _Checker:
     def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
         if _known_not(t, "bool"):
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+def _optional(t: str) -> str:
+    return t if t.startswith("optional_type(") else f"optional_type({t})"
 
 
 def _known_not(t: str, wanted: str) -> bool:

@@ -28,7 +28,8 @@ from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer,
 from . import extlib, formatlib, netlib
 from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression
 from .errors import CelRuntimeError
-from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload
+from .formatlib import NONE, OptionalValue
+from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
 
 #: Tree nodes one evaluation may visit. Real selectors visit tens to a few thousand (a macro over
 #: a 32-value list); the budget caps hostile macro nesting at well under a second of CPU.
@@ -154,12 +155,53 @@ class _Evaluator(Evaluator):
         target = self._visit_tree(target_tree)
         if isinstance(target, CELEvalError):
             return target
+        if isinstance(target, OptionalValue):  # ``opt.field`` chains: none stays none
+            if not target.present:
+                return target
+            inner = _select(target.value, str(field))
+            return inner if isinstance(inner, CELEvalError) else OptionalValue(inner)
+        return _select(target, str(field))
+
+    def member_dot_opt(self, tree: lark.Tree[Any]) -> Any:
+        """``x.?field``: optional.of(x.field) when ``x`` has the field, else optional.none()."""
+        target_tree, field = tree.children
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if isinstance(target, OptionalValue):
+            if not target.present:
+                return target
+            target = target.value
         if isinstance(target, celtypes.MapType):
-            try:
-                return target[str(field)]
-            except KeyError:
-                return CELEvalError(f"no such key: {field}")
+            return OptionalValue(target[str(field)]) if str(field) in target else NONE
         return CELEvalError(f"type '{cel_type_name(target)}' does not support field selection")
+
+    def member_index_opt(self, tree: lark.Tree[Any]) -> Any:
+        """``x[?key]``: optional.of(x[key]) when the key or index is present, else none."""
+        target_tree, index_tree = tree.children
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        index = self._visit_tree(index_tree)
+        if isinstance(index, CELEvalError):
+            return index
+        if isinstance(target, OptionalValue):
+            if not target.present:
+                return target
+            target = target.value
+        if isinstance(target, dict):
+            present = op_in(index, target)
+        elif isinstance(target, list):
+            integral = isinstance(index, int) and not isinstance(index, bool | celtypes.BoolType)
+            present = celtypes.BoolType(integral and 0 <= index < len(target))
+        else:
+            return no_overload("_[?_]", target, index)
+        if not isinstance(present, celtypes.BoolType):
+            return present
+        if not present:
+            return NONE
+        value = _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target, index])
+        return value if isinstance(value, CELEvalError) else OptionalValue(value)
 
     def member_index(self, tree: lark.Tree[Any]) -> Any:
         target_tree, index_tree = tree.children
@@ -169,6 +211,11 @@ class _Evaluator(Evaluator):
         index = self._visit_tree(index_tree)
         if isinstance(index, CELEvalError):
             return index
+        if isinstance(target, OptionalValue):  # ``opt[key]`` chains: none stays none
+            if not target.present:
+                return target
+            inner = _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target.value, index])
+            return inner if isinstance(inner, CELEvalError) else OptionalValue(inner)
         return _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target, index])
 
     def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
@@ -395,6 +442,16 @@ class _Evaluator(Evaluator):
 
 
 _NOT_CACHED = object()
+
+
+def _select(target: Any, field: str) -> Any:
+    """``target.field``: a map's key, or the CEL error."""
+    if isinstance(target, celtypes.MapType):
+        try:
+            return target[field]
+        except KeyError:
+            return CELEvalError(f"no such key: {field}")
+    return CELEvalError(f"type '{cel_type_name(target)}' does not support field selection")
 
 
 def _logical(name: str, left: Any, right: Any, *, decisive: bool) -> Any:
