@@ -85,12 +85,19 @@ LISTS: list[Case] = [
         (RUNTIME, "cannot slice(-5, 10), negative indexes not supported"),
     ),
     ("cel-go TestLists flatten", "dyn([]).flatten() == []", True),
-    ("cel-go TestLists flatten", "[1,[2,[3,4]]].flatten() == [1,2,[3,4]]", True),
-    ("cel-go TestLists flatten", "[1,2,[],[],[3,4]].flatten() == [1,2,3,4]", True),
-    ("cel-go TestLists flatten", "[1,[2,[3,4]]].flatten(2) == [1,2,3,4]", True),
+    # cel-go's own flatten cases mix elements and lists in one literal, which Kubernetes'
+    # HomogeneousAggregateLiterals rejects; dyn() makes the same lists.
+    (
+        "cel-go TestLists flatten (k8s env)",
+        "[1,[2,[3,4]]].flatten() == [1,2,[3,4]]",
+        (COMPILE, "expected type 'int'"),
+    ),
+    ("cel-go TestLists flatten", "[dyn(1), dyn([2, dyn([3, 4])])].flatten() == [1, 2, dyn([3, 4])]", True),
+    ("cel-go TestLists flatten", "[[1, 2], [], [], [3, 4]].flatten() == [1, 2, 3, 4]", True),
+    ("cel-go TestLists flatten", "[dyn(1), dyn([2, dyn([3, 4])])].flatten(2) == [1, 2, 3, 4]", True),
     (
         "cel-go TestLists flatten",
-        "[1,[2,[3,[4]]]].flatten(-1) == []",
+        "[[1], [2]].flatten(-1) == []",
         (RUNTIME, "level must be non-negative"),
     ),
     ("cel-go TestListsRuntimeErrors", "dyn({}).flatten() == []", (RUNTIME, "no matching overload")),
@@ -501,6 +508,29 @@ SEMANTICS: list[Case] = [
     ("cel-spec integer_math: division by zero", "1 / 0 == 1", (RUNTIME, "division by zero")),
     ("cel-spec integer_math: modulus by zero", "1 % 0 == 1", (RUNTIME, "modulus by zero")),
     ("cel-spec integer_math: MinInt64 % -1", "-9223372036854775808 % -1 == 0", True),
+    (
+        "cel-go checker: == needs one type",
+        "1 == 1.0",
+        (COMPILE, "no matching overload for '_==_' applied to '(int, double)'"),
+    ),
+    ("cel-go CrossTypeNumericComparisons: ordering", "1 < 1.5 && 2u > 1", True),
+    (
+        "cel-go HomogeneousAggregateLiterals: list",
+        "[1, 'a'].size() == 2",
+        (COMPILE, "expected type 'int' but found 'string'"),
+    ),
+    (
+        "cel-go HomogeneousAggregateLiterals: map",
+        "{'a': 1, 2: 1}.size() == 2",
+        (COMPILE, "expected type 'string' but found 'int'"),
+    ),
+    ("cel-go HomogeneousAggregateLiterals: dyn mixes", "[dyn(1), 'a'].size() == 2", True),
+    (
+        "cel-go checker: in on a map of other keys",
+        "1 in {'a': 1}",
+        (COMPILE, "no matching overload for '@in'"),
+    ),
+    ("cel-go checker: in on a map", "'a' in {'a': 1}", True),
     ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
 ]
 

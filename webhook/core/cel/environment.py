@@ -337,11 +337,14 @@ class _Checker:
         b = self.infer(right, scope)
         op = op_node.data
         if op == "relation_in":
-            if b in _PRIMITIVES:
+            element = _type_args(b)[0] if b.startswith(("list(", "map(")) else "dyn"
+            if b in _PRIMITIVES or (a in _PRIMITIVES and element in _PRIMITIVES and a != element):
                 raise _fail(node, f"found no matching overload for '@in' applied to '({a}, {b})'")
             return "bool"
         symbol = OPERATORS[op]
-        if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not (a in _NUMERIC and b in _NUMERIC):
+        # Cross-type numeric comparison is ordering only: ``1 == 1.0`` does not type-check.
+        numeric_mix = a in _NUMERIC and b in _NUMERIC and op not in ("relation_eq", "relation_ne")
+        if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not numeric_mix:
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
         return "bool"
 
@@ -514,16 +517,27 @@ class _Checker:
         if kind == "ident_arg":
             return self._call(child, scope)
         if kind == "list_lit":
-            for c in child.children:
-                for item in c.children:
-                    self.infer(item, scope)
-            return "list(dyn)"
+            items = [item for c in child.children for item in c.children]
+            return f"list({self._homogeneous(items, scope)})"
         if kind == "map_lit":
-            for c in child.children:
-                for item in c.children:
-                    self.infer(item, scope)
-            return "map(dyn, dyn)"
+            entries = [item for c in child.children for item in c.children]
+            keys = self._homogeneous(entries[0::2], scope)
+            return f"map({keys}, {self._homogeneous(entries[1::2], scope)})"
         raise _fail(child, f"unsupported syntax: {kind}")
+
+    def _homogeneous(self, items: list[Any], scope: frozenset[str]) -> str:
+        """The one type of a literal's elements (cel-go's ``HomogeneousAggregateLiterals``, which
+        Kubernetes enables); ``dyn`` elements (attributes, ``dyn(x)``) mix with any."""
+        found = "dyn"
+        for item in items:
+            t = self.infer(item, scope)
+            if t == "dyn" or t.endswith(("(dyn)", ", dyn)")):
+                continue
+            if found == "dyn":
+                found = t
+            elif t != found:
+                raise _fail(item, f"expected type '{found}' but found '{t}'")
+        return found
 
     def _call(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         name_token = node.children[0]
@@ -551,6 +565,22 @@ class _Checker:
     def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
         if _known_not(t, "bool"):
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+def _type_args(t: str) -> list[str]:
+    """The parameters of ``list(T)`` or ``map(K, V)`` (top-level commas only)."""
+    inner = t[t.index("(") + 1 : -1]
+    args, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(inner[start:i].strip())
+            start = i + 1
+    args.append(inner[start:].strip())
+    return args
 
 
 def _optional(t: str) -> str:
