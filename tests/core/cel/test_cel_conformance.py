@@ -531,6 +531,12 @@ SEMANTICS: list[Case] = [
         (COMPILE, "no matching overload for '@in'"),
     ),
     ("cel-go checker: in on a map", "'a' in {'a': 1}", True),
+    ("cel-spec macros: map with a filter", "[1, 2, 3].map(x, x > 1, x * 2) == [4, 6]", True),
+    (
+        "cel-spec macros: map filter must be bool",
+        "[1].map(x, 1, x).size() == 1",
+        (COMPILE, "filter must be bool"),
+    ),
     ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
 ]
 
@@ -615,6 +621,7 @@ NEW_FUNCTIONS = [
     f"device.attributes['{GPU}'].model.split('-').transformList(i, v, v.size()).sum() == 12",
     f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
     f"device.attributes['{GPU}'][?'cores'].value() == 108",
+    f"device.attributes['{GPU}'].model.split('-').map(p, p != '', p.size()).sum() == 12",
 ]
 
 

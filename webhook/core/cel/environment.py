@@ -15,8 +15,13 @@ so this module stands in for both as far as it cheaply can:
   ... -> ``member``: ten levels per parenthesis) and balances ``&&``/``||`` chains, as cel-go's
   parser does, so that long conjunctions do not nest deeply;
 * compile-time checks that cel-go's checker would make: undeclared identifiers and functions,
-  unknown ``device`` fields, ``has()`` arguments, macro shapes, literal operand mismatches and
-  a result type that cannot be bool (``must evaluate to bool or the unknown type, not string``).
+  unknown ``device`` fields, ``has()`` arguments, macro shapes, literal operand mismatches,
+  mixed-type list and map literals (``HomogeneousAggregateLiterals``), invalid literal regular
+  expressions (``ValidateRegexLiterals``) and a result type that cannot be bool (``must evaluate
+  to bool or the unknown type, not string``);
+* namespaced functions (``sets.contains``, ``ip.isCanonical``, ``format.dns1123Label``) resolve
+  when the namespace is not a variable; two-variable comprehensions and optional syntax
+  (:mod:`.grammar`) are checked like the one-variable macros.
 
 Nothing here changes the process recursion limit: celpy's ``Environment`` (which raises it to
 2500) is never created; the parser is used directly.
@@ -434,11 +439,15 @@ class _Checker:
         if name in TWO_VARIABLE_MACROS and len(args) in TWO_VARIABLE_MACROS[name]:
             return self._two_variables(node, name_token, t, args, scope)
         if name in _MACROS:
-            if len(args) != 2 or _ident_name(args[0]) is None:
+            arity_ok = len(args) == 2 or (name == "map" and len(args) == 3)  # map(x, filter, transform)
+            if not arity_ok or _ident_name(args[0]) is None:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
-            body = self.infer(args[1], scope | {str(_ident_name(args[0]))})
+            inner = scope | {str(_ident_name(args[0]))}
+            if len(args) == 3 and _known_not(self.infer(args[1], inner), "bool"):
+                raise _fail(name_token, "map() filter must be bool")
+            body = self.infer(args[-1], inner)
             if name in ("all", "exists", "exists_one", "filter") and _known_not(body, "bool"):
                 raise _fail(name_token, f"{name}() predicate must be bool, not {body}")
             return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"

@@ -257,16 +257,29 @@ class _Evaluator(Evaluator):
             return target
         if not isinstance(target, list | dict):
             return no_overload(name, target)
-        var_tree, body_tree = exprlist.children
+        var_tree, *rest = exprlist.children
         var = str(var_tree.children[0].children[0])
-        body = self.sub_evaluator(body_tree)
+        body = self.sub_evaluator(rest[-1])
 
-        def apply(item: Any) -> Any:
+        def apply(item: Any, evaluator: _Evaluator = body) -> Any:
             try:
-                return body.evaluate({var: item})
+                return evaluator.evaluate({var: item})
             except CELEvalError as e:
                 return e
 
+        if len(rest) == 2:  # map(x, filter, transform)
+            guard = self.sub_evaluator(rest[0])
+            mapped = []
+            for item in target:
+                keep = apply(item, guard)
+                if not isinstance(keep, celtypes.BoolType):
+                    return keep if isinstance(keep, CELEvalError) else no_overload(name, keep)
+                if keep:
+                    value = apply(item)
+                    if isinstance(value, CELEvalError):
+                        return value
+                    mapped.append(value)
+            return celtypes.ListType(mapped)
         error: CELEvalError | None = None
         if name in ("all", "exists"):
             decisive = name == "exists"
