@@ -52,11 +52,11 @@ KNOWN_FUNCTIONS = (
 )
 #: Identifiers that, when not a variable, qualify a function name (``sets.contains(...)``).
 NAMESPACES = frozenset(name.split(".", 1)[0] for name in KNOWN_FUNCTIONS if "." in name)
-#: Functions whose receiver must be a list (or, for ``reverse``/``indexOf``/..., a string).
+#: Functions whose receiver must be a list (or, for ``indexOf``/``lastIndexOf``, a string).
 _LIST_RECEIVER = frozenset(
-    {"isSorted", "sum", "min", "max", "slice", "flatten", "distinct", "sort", "sortBy"}
+    {"isSorted", "sum", "min", "max", "slice", "flatten", "distinct", "sort", "sortBy", "reverse"}
 )
-_LIST_OR_STRING_RECEIVER = frozenset({"reverse", "indexOf", "lastIndexOf"})
+_LIST_OR_STRING_RECEIVER = frozenset({"indexOf", "lastIndexOf"})
 
 #: Grammar rule of an operator -> the CEL function that implements it (checker and evaluator).
 OPERATORS = {

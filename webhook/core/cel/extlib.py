@@ -1,5 +1,5 @@
 """Libraries of upstream's base CEL environment beyond quantity/semver: lists, sets, regex, and the
-strings extension's ``format``/``quote``/``reverse``.
+strings extension's ``format``/``quote`` (version 2, as Kubernetes enables it).
 
 Sources: ``k8s.io/apiserver/pkg/cel/library/{lists,regex}.go``; cel-go ``ext/lists.go``
 (``slice``, ``flatten``, ``distinct``, ``reverse``, ``sort``, ``lists.range``; ``sortBy`` is a
@@ -145,11 +145,10 @@ def fn_distinct(items: Any) -> Any:
 
 
 def fn_reverse(value: Any) -> Any:
-    """``list.reverse()`` (ext.Lists) and ``string.reverse()`` (ext.Strings)."""
+    """``list.reverse()`` (ext.Lists v2). Strings' ``reverse`` is strings version 3, which
+    Kubernetes' base environment (strings version 2) does not have."""
     if isinstance(value, list):
         return celtypes.ListType(value[::-1])
-    if isinstance(value, str):
-        return celtypes.StringType(str(value)[::-1])
     return no_overload("reverse", value)
 
 
