@@ -192,6 +192,7 @@ STRINGS: list[Case] = [
     # cel-go ext/strings_test.go (format, quote) and strings v3 reverse
     ("cel-go TestStrings format %s", "'%s %s'.format(['hello', 'world']) == 'hello world'", True),
     ("cel-go TestStrings format %d", "'%d'.format([42]) == '42'", True),
+    ("cel-go format: mixed argument list", "'%s is %d'.format(['x', 2]) == 'x is 2'", True),
     ("cel-go TestStrings format %d uint", "'%d'.format([42u]) == '42'", True),
     ("cel-go TestStrings format %f", "'%.3f'.format([1.2345]) == '1.234'", True),
     ("cel-go TestStrings format %f default", "'%f'.format([2.5]) == '2.500000'", True),

@@ -453,7 +453,13 @@ class _Checker:
             return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
-        types = [self.infer(a, scope) for a in args]
+        if name == "format" and len(args) == 1 and _list_literal(args[0]) is not None:
+            # cel-go's format validator exempts its argument list from homogeneous literals
+            for item in _list_literal(args[0]) or []:
+                self.infer(item, scope)
+            types = ["list(dyn)"]
+        else:
+            types = [self.infer(a, scope) for a in args]
         receiver_ok = (
             t not in _PRIMITIVES
             or (name in _LIST_OR_STRING_RECEIVER and t == "string")
@@ -598,6 +604,15 @@ def _optional(t: str) -> str:
 
 def _known_not(t: str, wanted: str) -> bool:
     return t != "dyn" and t != wanted
+
+
+def _list_literal(node: Any) -> list[Any] | None:
+    """The element nodes of a list literal, or None for anything else."""
+    if isinstance(node, lark.Tree) and node.data == "primary":
+        child = node.children[0]
+        if isinstance(child, lark.Tree) and child.data == "list_lit":
+            return [item for c in child.children for item in c.children]
+    return None
 
 
 def _string_literal(node: Any) -> str | None:
