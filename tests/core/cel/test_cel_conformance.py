@@ -129,6 +129,18 @@ LISTS: list[Case] = [
         True,
     ),
     ("cel-go TestLists distinct", "[[1], [1], [2]].distinct() == [[1], [2]]", True),
+    # upstream's runtime cost limit, which the value-size and comparison caps stand in for
+    ("cost limit: range", "lists.range(2000000).size() > 0", (RUNTIME, "actual cost limit exceeded")),
+    (
+        "cost limit: distinct",
+        "lists.range(2000).distinct().size() > 0",
+        (RUNTIME, "actual cost limit exceeded"),
+    ),
+    (
+        "cost limit: sets",
+        "sets.contains(lists.range(2000), lists.range(2000))",
+        (RUNTIME, "actual cost limit exceeded"),
+    ),
 ]
 
 SETS: list[Case] = [

@@ -23,9 +23,23 @@ import re2
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from .library import _ordered, cel_equal, cel_type_name, fn_index_of, fn_last_index_of, no_overload, op_add
+from .library import (
+    MAX_VALUE_SIZE,
+    _ordered,
+    cel_equal,
+    cel_type_name,
+    fn_index_of,
+    fn_last_index_of,
+    no_overload,
+    op_add,
+)
 
 Fn = Callable[..., Any]
+
+#: Element comparisons one quadratic operation (``distinct``, ``sets.*``) may make: upstream's
+#: runtime cost limit (1,000,000) charges about one per comparison.
+MAX_COMPARISONS = 1_000_000
+_COST_LIMIT = "operation cancelled: actual cost limit exceeded"
 
 _ONE = celtypes.IntType(1)
 _ALL = celtypes.IntType(-1)
@@ -137,6 +151,8 @@ def fn_flatten(items: Any, depth: Any = _ONE) -> Any:
 def fn_distinct(items: Any) -> Any:
     if not isinstance(items, list):
         return no_overload("distinct", items)
+    if len(items) * len(items) > MAX_COMPARISONS:
+        return CELEvalError(_COST_LIMIT)
     out: list[Any] = []
     for item in items:
         if not any(cel_equal(kept, item) is True for kept in out):
@@ -183,6 +199,8 @@ def fn_sort(items: Any) -> Any:
 def fn_lists_range(n: Any) -> Any:
     if not _is_int(n):
         return no_overload("lists.range", n)
+    if n > MAX_VALUE_SIZE:
+        return CELEvalError(_COST_LIMIT)
     return celtypes.ListType([celtypes.IntType(i) for i in range(max(0, int(n)))])
 
 
@@ -193,6 +211,8 @@ def _sets(name: str, test: Callable[[list[Any], list[Any]], bool]) -> Fn:
     def apply(a: Any, b: Any) -> Any:
         if not isinstance(a, list) or not isinstance(b, list):
             return no_overload(name, a, b)
+        if len(a) * len(b) > MAX_COMPARISONS:
+            return CELEvalError(_COST_LIMIT)
         return celtypes.BoolType(test(a, b))
 
     apply.__name__ = name
