@@ -229,6 +229,14 @@ STRINGS: list[Case] = [
         (RUNTIME, "decimal clause can only be used on integers, was given double"),
     ),
     (
+        "cost limit: format",
+        "cel.bind(a, 'aaaaaaaaaaaaaaaa', cel.bind(b, a + a + a + a + a + a + a + a, cel.bind(c, b + b + b + b"
+        " + b + b + b + b, cel.bind(d, c + c + c + c + c + c + c + c, cel.bind(e, d + d + d + d + d + d + d"
+        " + d, cel.bind(f, e + e + e + e + e + e + e + e, '%s%s%s%s%s%s%s%s%s%s'.format([f, f, f, f, f, f, f,"
+        " f, f, f]))))))).size() > 0",
+        (RUNTIME, "actual cost limit exceeded"),
+    ),
+    (
         "cel-go TestStrings format missing argument",
         "'%s'.format([]) == ''",
         (RUNTIME, "index 0 out of range"),

@@ -374,10 +374,14 @@ def _as_string(value: Any) -> str | CELEvalError:
         return "null"
     if isinstance(value, list):
         parts = []
+        size = 0
         for item in value:
             text = _as_quoted(item)
             if isinstance(text, CELEvalError):
                 return text
+            size += len(text) + 2
+            if size > MAX_VALUE_SIZE:
+                return CELEvalError(_COST_LIMIT)
             parts.append(text)
         return "[" + ", ".join(parts) + "]"
     if isinstance(value, dict):
@@ -389,6 +393,8 @@ def _as_string(value: Any) -> str | CELEvalError:
             if isinstance(vt, CELEvalError):
                 return vt
             entries.append((kt, f"{kt}: {vt}"))
+            if sum(len(e) for _, e in entries) > MAX_VALUE_SIZE:
+                return CELEvalError(_COST_LIMIT)
         return "{" + ", ".join(e for _, e in sorted(entries)) + "}"
     if isinstance(value, type):
         return cel_type_name(value) if value is not type else "type"
@@ -484,7 +490,7 @@ def fn_format(template: Any, args: Any) -> Any:
         return no_overload("format", template, args)
     text = str(template)
     out: list[str] = []
-    i, used = 0, 0
+    i, used, size = 0, 0, len(text)
     while i < len(text):
         ch = text[i]
         if ch != "%":
@@ -516,6 +522,9 @@ def fn_format(template: Any, args: Any) -> Any:
             return clause
         used += 1
         out.append(clause)
+        size += len(clause)
+        if size > MAX_VALUE_SIZE:
+            return CELEvalError(_COST_LIMIT)
     if used < len(args):
         return CELEvalError(
             f"too many arguments supplied to string.format (expected {used}, got {len(args)})"
