@@ -388,6 +388,13 @@ URLS: list[Case] = [
     ("k8s urls getQuery empty", "url('https://example.com/path').getQuery() == {}", True),
     ("k8s urls isURL", "isURL('https://user:pass@example.com:80/path?query=val#fragment')", True),
     ("k8s urls isURL relative", "isURL('/absolute-path')", True),
+    (
+        "k8s urls: fragment cut by url.Parse",
+        "url('https://a.example/p?x=1#frag').getQuery() == {'x': ['1']}",
+        True,
+    ),
+    ("k8s urls: fragment before a query", "url('https://a.example/p#f?x=1').getEscapedPath() == '/p'", True),
+    ("k8s urls: scheme lowercased", "url('HTTPS://a.example/').getScheme() == 'https'", True),
     ("k8s urls isURL not a request URI", "isURL('../relative-path')", False),
     ("k8s urls isURL bad escape", "isURL('https://example.com/%zz')", False),
     (

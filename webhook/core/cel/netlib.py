@@ -224,10 +224,22 @@ def _bad_escape(text: str) -> str | None:
 
 
 def _parse_url(text: str) -> URLValue | str:
-    """Go's ``url.ParseRequestURI`` (its checks), then the parts ``url.Parse`` would give."""
+    """Go's ``url.ParseRequestURI`` as the check (the fragment is part of the path or query
+    there), then the parts ``url.Parse`` gives once the fragment is cut, as upstream does."""
+    checked = _split(text, text)
+    if isinstance(checked, str):
+        return checked
+    if "#" not in text:
+        return checked
+    parts = _split(text.partition("#")[0], text)
+    return checked if isinstance(parts, str) else parts
+
+
+def _split(text: str, original: str) -> URLValue | str:
+    """Scheme, host, path and raw query of ``text``; an error names ``original``."""
 
     def fail(why: str) -> str:
-        return f'URL parse error during conversion from string: parse "{text}": {why}'
+        return f'URL parse error during conversion from string: parse "{original}": {why}'
 
     if not text:
         return fail("empty url")
@@ -244,8 +256,8 @@ def _parse_url(text: str) -> URLValue | str:
             break
     rest, _, query = rest.partition("?")
     if not rest.startswith("/"):
-        if scheme:
-            return URLValue(scheme.lower(), "", "", query.partition("#")[0])
+        if scheme:  # an opaque URL (``mailto:x``): no host, no path
+            return URLValue(scheme.lower(), "", "", query)
         return fail("invalid URI for request")
     host = ""
     if scheme and rest.startswith("//"):
@@ -263,12 +275,10 @@ def _parse_url(text: str) -> URLValue | str:
             port = host[host.rfind(":") :]
             if port != ":" and not port[1:].isdigit():
                 return fail(f'invalid port "{port}" after host')
-    bad = _bad_escape(rest.partition("#")[0])
+    bad = _bad_escape(rest)
     if bad is not None:
         return fail(f'invalid URL escape "{bad}"')
-    path = rest.partition("#")[0] if "#" in rest and not query else rest
-    query = query.partition("#")[0]
-    return URLValue(scheme.lower(), host, path, query)
+    return URLValue(scheme.lower(), host, rest, query)
 
 
 def fn_url(value: Any) -> Any:
