@@ -258,7 +258,11 @@ IP_CIDR: list[Case] = [
     (
         "k8s TestIP parse invalid ipv4",
         "ip('192.168.0.1.0') == ip('192.168.0.1')",
-        (RUNTIME, 'IP Address "192.168.0.1.0" parse error during conversion from string: ParseAddr('),
+        (
+            RUNTIME,
+            'IP Address "192.168.0.1.0" parse error during conversion from string: '
+            'ParseAddr("192.168.0.1.0"): IPv4 address too long',
+        ),
     ),
     ("k8s TestIP isIP valid ipv4", "isIP('192.168.0.1')", True),
     ("k8s TestIP isIP invalid ipv4", "isIP('192.168.0.1.0')", False),
@@ -301,6 +305,18 @@ IP_CIDR: list[Case] = [
         (RUNTIME, "is not allowed"),
     ),
     ("netip: no leading zeros", "isIP('010.0.0.1')", False),
+    (
+        "netip: leading zero words",
+        "ip('010.0.0.1') == ip('10.0.0.1')",
+        (RUNTIME, "IPv4 field has octet with leading zero"),
+    ),
+    ("netip: >255 words", "ip('1.2.3.256') == ip('10.0.0.1')", (RUNTIME, "IPv4 field has value >255")),
+    ("netip: short words", "ip('1.2.3') == ip('10.0.0.1')", (RUNTIME, "IPv4 address too short")),
+    (
+        "netip: empty field words",
+        "ip('1..2.3') == ip('1.2.3.4')",
+        (RUNTIME, 'must have at least one digit (at ".2.3")'),
+    ),
     # k8s library/cidr_test.go TestCIDR
     (
         "k8s TestCIDR compilation error for cidr(int)",

@@ -59,19 +59,52 @@ class URLValue(OpaqueValue):
 
 
 def _parse_addr(text: str) -> Address | str:
-    """The address, or why it is not one (upstream's words)."""
+    """The address, or why it is not one (upstream's words, with Go's ``ParseAddr`` detail)."""
     try:
         if "%" in text:
             raise ValueError("IPv6 zones are not allowed")
         addr = ipaddress.ip_address(text)
     except ValueError:
-        return (
-            f'IP Address "{text}" parse error during conversion from string: '
-            f'ParseAddr("{text}"): unable to parse IP'
-        )
+        return f'IP Address "{text}" parse error during conversion from string: {_go_parse_addr_error(text)}'
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return f'IPv4-mapped IPv6 address "{text}" is not allowed'
     return addr
+
+
+def _go_parse_addr_error(text: str) -> str:
+    """Go ``netip.ParseAddr``'s error for text that is not an address: exact for IPv4 (its
+    ``parseIPv4Fields``), a short description for IPv6."""
+    head = f'ParseAddr("{text}")'
+    for c in text:
+        if c == "%":
+            return f"{head}: missing IPv6 address"
+        if c == ":":
+            return f"{head}: unable to parse IPv6 address"
+        if c == ".":
+            return f"{head}: {_ipv4_error(text)}"
+    return f"{head}: unable to parse IP"
+
+
+def _ipv4_error(s: str) -> str:
+    val = digits = fields = 0
+    for i, c in enumerate(s):
+        if "0" <= c <= "9":
+            if digits == 1 and val == 0:
+                return "IPv4 field has octet with leading zero"
+            val = val * 10 + ord(c) - ord("0")
+            digits += 1
+            if val > 255:
+                return "IPv4 field has value >255"
+        elif c == ".":
+            if i == 0 or i == len(s) - 1 or s[i - 1] == ".":
+                return f'IPv4 field must have at least one digit (at "{s[i:]}")'
+            if fields == 3:
+                return "IPv4 address too long"
+            fields += 1
+            val = digits = 0
+        else:
+            return f'unexpected character (at "{s[i:]}")'
+    return "IPv4 address too short" if fields < 3 else "unable to parse IP"
 
 
 def fn_ip(value: Any) -> Any:
@@ -142,7 +175,7 @@ def _parse_cidr(text: str) -> CIDRValue | str:
     try:
         addr = ipaddress.ip_address(address)
     except ValueError:
-        return f'{prefix}: netip.ParsePrefix("{text}"): ParseAddr("{address}"): unable to parse IP'
+        return f'{prefix}: netip.ParsePrefix("{text}"): {_go_parse_addr_error(address)}'
     if int(bits) > addr.max_prefixlen:
         return f'{prefix}: netip.ParsePrefix("{text}"): prefix length out of range'
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
