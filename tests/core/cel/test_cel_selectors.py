@@ -131,7 +131,7 @@ def test_heterogeneous_equality(engine: SelectorEngine) -> None:
     assert match(engine, f"device.attributes['{GPU}'].index < 3.5")
     assert match(engine, "dyn(1) == dyn(1u)")
     assert not match(engine, "dyn(true) == dyn(1)")
-    assert match(engine, "[1, 'a'] == [1, 'a'] && {'a': 1} == {'a': 1}")
+    assert match(engine, "[dyn(1), dyn('a')] == [dyn(1), dyn('a')] && {'a': 1} == {'a': 1}")
 
 
 def test_literal_type_mismatch_is_a_compile_error(engine: SelectorEngine) -> None:
@@ -290,10 +290,10 @@ def test_macros(engine: SelectorEngine) -> None:
     assert match(engine, "[1, 2, 3].map(x, x * 2) == [2, 4, 6]")
     assert match(engine, "[1, 2, 3].exists_one(x, x == 2)")
     assert match(engine, "[1, 0].exists(x, 1 / x == 1)")  # an error loses against a true element
-    with pytest.raises(CelRuntimeError, match="divide by zero"):
+    with pytest.raises(CelRuntimeError, match="division by zero"):
         match(engine, "[0].exists(x, 1 / x == 1)")
     assert not match(engine, "[0, -1].all(x, 1 / x > 0)")  # a false element wins over the error
-    with pytest.raises(CelRuntimeError, match="divide by zero"):
+    with pytest.raises(CelRuntimeError, match="division by zero"):
         match(engine, "[0, 1].all(x, 1 / x > 0)")
     assert match(engine, "true || [0].map(x, 1 / x)[0] == 1")  # errors stay values inside macros
     assert match(engine, "{'a': 1, 'b': 2}.exists(k, k == 'b')")
@@ -320,7 +320,7 @@ def test_result_must_be_bool(engine: SelectorEngine) -> None:
         ("1 + 1", "int"),
         ("'a'", "string"),
         ("quantity('1')", "kubernetes.Quantity"),
-        ("[true]", "list(dyn)"),
+        ("[true]", "list(bool)"),
     ]:
         with pytest.raises(CelCompileError, match=re.escape(f"not {typename}")):
             engine.compile(expr)

@@ -6,13 +6,17 @@ which gives the reference's answers and error texts, faster.
 
 Semantics follow upstream ``dynamic-resource-allocation/cel/compile.go`` (newest: list-typed
 attributes with ``includes``, ``allowMultipleAllocations``) on the cel-python engine (``celpy``
-0.5), with the Kubernetes quantity and semver libraries, ``cel.bind`` and part of the strings
-extension. What celpy cannot do is either added here (heterogeneous equality, unknown attribute
-domains as empty maps, compile-time name and result-type checks, length/nesting/step limits) or
-rejected at compile time. Not supported: optional syntax (``a[?'k']``, ``.?f``), the Kubernetes
-lists/sets/regex/URL/IP/CIDR/format libraries, quantity ``mul``/``div``/``divInt``, strings
-``format``/``quote``/``reverse``, 3-argument ``map``, and cost estimation (a step budget and
-size caps stand in for the runtime cost limit).
+0.5), in the libraries of upstream's base environment: quantity, semver, ``cel.bind``, the strings
+extension (version 2), Kubernetes lists and cel-go ``ext.Lists`` (version 3), sets, regex
+(RE2), URL, IP, CIDR and format (:mod:`.extlib`, :mod:`.netlib`, :mod:`.formatlib`), optional
+values and syntax (:mod:`.grammar`), and two-variable comprehensions. What celpy cannot do is either
+added here (heterogeneous equality, unknown attribute domains as empty maps, compile-time name and
+type checks, length/nesting/step limits) or rejected at compile time. No version gating: the
+engine does not know the served release, and 1.34-1.37 share one base environment for stored
+expressions (the newest library, ``ext.Lists`` version 3, came in 1.34). Not supported: optional
+elements in literals (``[?x]``, ``{?k: v}``), ``type(x) == net.IP``-style qualified type names,
+the ``image`` library, and cost estimation (a step budget and size caps stand in for the runtime
+cost limit).
 """
 
 from .backend import DEFAULT_ENGINE, ENGINES, available_engines

@@ -15,8 +15,13 @@ so this module stands in for both as far as it cheaply can:
   ... -> ``member``: ten levels per parenthesis) and balances ``&&``/``||`` chains, as cel-go's
   parser does, so that long conjunctions do not nest deeply;
 * compile-time checks that cel-go's checker would make: undeclared identifiers and functions,
-  unknown ``device`` fields, ``has()`` arguments, macro shapes, literal operand mismatches and
-  a result type that cannot be bool (``must evaluate to bool or the unknown type, not string``).
+  unknown ``device`` fields, ``has()`` arguments, macro shapes, literal operand mismatches,
+  mixed-type list and map literals (``HomogeneousAggregateLiterals``), invalid literal regular
+  expressions (``ValidateRegexLiterals``) and a result type that cannot be bool (``must evaluate
+  to bool or the unknown type, not string``);
+* namespaced functions (``sets.contains``, ``ip.isCanonical``, ``format.dns1123Label``) resolve
+  when the namespace is not a variable; two-variable comprehensions and optional syntax
+  (:mod:`.grammar`) are checked like the one-variable macros.
 
 Nothing here changes the process recursion limit: celpy's ``Environment`` (which raises it to
 2500) is never created; the parser is used directly.
@@ -29,12 +34,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import lark
-from celpy.celparser import CELParseError, CELParser
+from celpy.celparser import CELParseError
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
+from . import extlib, formatlib, netlib
 from .errors import CelCompileError
-from .library import KNOWN_FUNCTIONS
+from .grammar import Parser
+from .library import KNOWN_FUNCTIONS as _LIBRARY_FUNCTIONS
+
+#: Every function or method name the compile-time check accepts (namespaced ones as ``ns.f``).
+KNOWN_FUNCTIONS = (
+    _LIBRARY_FUNCTIONS
+    | frozenset(extlib.FUNCTIONS)
+    | frozenset(netlib.FUNCTIONS)
+    | frozenset(formatlib.FUNCTIONS)
+)
+#: Identifiers that, when not a variable, qualify a function name (``sets.contains(...)``).
+NAMESPACES = frozenset(name.split(".", 1)[0] for name in KNOWN_FUNCTIONS if "." in name)
+#: Functions whose receiver must be a list (or, for ``indexOf``/``lastIndexOf``, a string).
+_LIST_RECEIVER = frozenset(
+    {"isSorted", "sum", "min", "max", "slice", "flatten", "distinct", "sort", "sortBy", "reverse"}
+)
+_LIST_OR_STRING_RECEIVER = frozenset({"indexOf", "lastIndexOf"})
 
 #: Grammar rule of an operator -> the CEL function that implements it (checker and evaluator).
 OPERATORS = {
@@ -61,9 +83,20 @@ _COLLAPSIBLE = frozenset(
     {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member"}
 )
 _BALANCED = frozenset({"conditionaland", "conditionalor"})
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-_UNSUPPORTED_METHODS = frozenset({"reduce", "min"})  # celpy extensions that are not CEL
-_TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "type"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
+_UNSUPPORTED_METHODS = frozenset({"reduce"})
+#: cel-go's two-variable comprehensions (``ext.TwoVarComprehensions``) by name: argument counts.
+TWO_VARIABLE_MACROS = {
+    "all": (3,),
+    "exists": (3,),
+    "existsOne": (3,),
+    "transformList": (3, 4),
+    "transformMap": (3, 4),
+    "transformMapEntry": (3, 4),
+}  # celpy extensions that are not CEL
+_TYPE_IDENTS = frozenset(
+    {"int", "uint", "double", "bool", "string", "bytes", "null_type", "type", "list", "map"}
+)
 _DEVICE_FIELDS = {
     "driver": "string",
     "allowMultipleAllocations": "bool",
@@ -71,12 +104,12 @@ _DEVICE_FIELDS = {
     "capacity": "map(string, map(string, kubernetes.Quantity))",
 }
 _DEVICE = "kubernetes.DRADevice"
-_STRING_ARG = frozenset({"quantity", "isQuantity", "semver", "isSemver"})
+_STRING_ARG = frozenset({"quantity", "isQuantity", "semver", "isSemver"}) | netlib.STRING_ARGUMENT
 _PRIMITIVES = frozenset({"bool", "int", "uint", "double", "string", "bytes", "null_type"})
 _NUMERIC = frozenset({"int", "uint", "double"})
 
 _parser_lock = threading.Lock()
-_parser: CELParser | None = None
+_parser: Parser | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +216,7 @@ def _parse(expression: str) -> lark.Tree[Any]:
     global _parser
     with _parser_lock:
         if _parser is None:
-            _parser = CELParser()
+            _parser = Parser()
         parser = _parser
         try:
             return parser.parse(expression)
@@ -309,11 +342,14 @@ class _Checker:
         b = self.infer(right, scope)
         op = op_node.data
         if op == "relation_in":
-            if b in _PRIMITIVES:
+            element = _type_args(b)[0] if b.startswith(("list(", "map(")) else "dyn"
+            if b in _PRIMITIVES or (a in _PRIMITIVES and element in _PRIMITIVES and a != element):
                 raise _fail(node, f"found no matching overload for '@in' applied to '({a}, {b})'")
             return "bool"
         symbol = OPERATORS[op]
-        if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not (a in _NUMERIC and b in _NUMERIC):
+        # Cross-type numeric comparison is ordering only: ``1 == 1.0`` does not type-check.
+        numeric_mix = a in _NUMERIC and b in _NUMERIC and op not in ("relation_eq", "relation_ne")
+        if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not numeric_mix:
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
         return "bool"
 
@@ -348,6 +384,8 @@ class _Checker:
     def _member_dot(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         target, field = node.children
         t = self.infer(target, scope)
+        if t.startswith("optional_type("):  # selection on an optional chains
+            return "optional_type(dyn)"
         if t == _DEVICE:
             if str(field) not in _DEVICE_FIELDS:
                 raise _fail(field, f"undefined field '{field}'")
@@ -356,10 +394,20 @@ class _Checker:
             raise _fail(field, f"type '{t}' does not support field selection")
         return "dyn"
 
+    def _member_dot_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        """``x.?field``: an optional of what ``x.field`` would be."""
+        return _optional(self._member_dot(node, scope))
+
+    def _member_index_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        """``x[?key]``: an optional of what ``x[key]`` would be."""
+        return _optional(self._member_index(node, scope))
+
     def _member_index(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         target, index = node.children
         t = self.infer(target, scope)
         self.infer(index, scope)
+        if t.startswith("optional_type("):
+            return "optional_type(dyn)"
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(node, f"found no matching overload for '_[_]' applied to '({t}, ...)'")
         if t.startswith("map(string, map(string, "):
@@ -378,21 +426,89 @@ class _Checker:
                 raise _fail(name_token, "cel.bind() requires an identifier, an init and an expression")
             self.infer(args[1], scope)
             return self.infer(args[2], scope | {str(_ident_name(args[0]))})
+        namespace = _ident_name(target)
+        if namespace in NAMESPACES and namespace not in scope:
+            qualified = f"{namespace}.{name}"
+            if qualified not in KNOWN_FUNCTIONS:
+                raise _fail(name_token, f"undeclared reference to '{qualified}' (in container '')")
+            for a in args:
+                self.infer(a, scope)
+            self._check_regex(qualified, args, 0)
+            return _RESULT_TYPES.get(qualified, "dyn")
         t = self.infer(target, scope)
+        if name in TWO_VARIABLE_MACROS and len(args) in TWO_VARIABLE_MACROS[name]:
+            return self._two_variables(node, name_token, t, args, scope)
         if name in _MACROS:
-            if len(args) != 2 or _ident_name(args[0]) is None:
+            arity_ok = len(args) == 2 or (name == "map" and len(args) == 3)  # map(x, filter, transform)
+            if not arity_ok or _ident_name(args[0]) is None:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
-            if t in _PRIMITIVES or t == _DEVICE:
+            if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
-            body = self.infer(args[1], scope | {str(_ident_name(args[0]))})
+            inner = scope | {str(_ident_name(args[0]))}
+            if len(args) == 3 and _known_not(self.infer(args[1], inner), "bool"):
+                raise _fail(name_token, "map() filter must be bool")
+            body = self.infer(args[-1], inner)
             if name in ("all", "exists", "exists_one", "filter") and _known_not(body, "bool"):
                 raise _fail(name_token, f"{name}() predicate must be bool, not {body}")
-            return "list(dyn)" if name in ("map", "filter") else "bool"
+            return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
-        for a in args:
-            self.infer(a, scope)
+        if name == "format" and len(args) == 1 and _list_literal(args[0]) is not None:
+            # cel-go's format validator exempts its argument list from homogeneous literals
+            for item in _list_literal(args[0]) or []:
+                self.infer(item, scope)
+            types = ["list(dyn)"]
+        else:
+            types = [self.infer(a, scope) for a in args]
+        receiver_ok = (
+            t not in _PRIMITIVES
+            or (name in _LIST_OR_STRING_RECEIVER and t == "string")
+            or name not in (_LIST_RECEIVER | _LIST_OR_STRING_RECEIVER)
+        )
+        if not receiver_ok or (name in _LIST_RECEIVER and t.startswith("map(")):
+            applied = ", ".join(types)
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
+        self._check_regex(name, args, 1)
+        if name == "sum" and t.startswith("list(") and t != "list(dyn)":
+            return t[len("list(") : -1]
         return _RESULT_TYPES.get(name, "dyn")
+
+    def _two_variables(
+        self, node: lark.Tree[Any], name_token: Any, t: str, args: list[Any], scope: frozenset[str]
+    ) -> str:
+        """cel-go's ``TwoVarComprehensions``: ``all/exists/existsOne(i, v, p)``,
+        ``transformList/transformMap/transformMapEntry(i, v, [filter,] expr)``."""
+        name = str(name_token)
+        first, second = _ident_name(args[0]), _ident_name(args[1])
+        if first is None or second is None:
+            raise _fail(name_token, f"{name}() requires two identifiers")
+        if first == second:
+            raise _fail(args[1], f"duplicate variable name: {first}")
+        if t in _PRIMITIVES or t == _DEVICE:
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
+        inner = scope | {first, second}
+        types = [self.infer(a, inner) for a in args[2:]]
+        if (name in ("all", "exists", "existsOne") or len(args) == 4) and _known_not(types[0], "bool"):
+            raise _fail(name_token, f"{name}() predicate must be bool, not {types[0]}")
+        if name == "transformList":
+            return "list(dyn)"
+        if name.startswith("transformMap"):
+            return "map(dyn, dyn)"
+        return "bool"
+
+    @staticmethod
+    def _check_regex(name: str, args: list[Any], receivers: int) -> None:
+        """A literal regular expression must compile (cel-go's ``ValidateRegexLiterals``)."""
+        index = extlib.REGEX_ARGUMENT.get(name)
+        if index is None or index - receivers >= len(args) or index - receivers < 0:
+            return
+        pattern = _string_literal(args[index - receivers])
+        if pattern is None:
+            return
+        error = extlib.regex_error(pattern)
+        if error is not None:
+            word = "invalid matches argument" if name == "matches" else error
+            raise _fail(args[index - receivers], word)
 
     # primaries
 
@@ -416,16 +532,27 @@ class _Checker:
         if kind == "ident_arg":
             return self._call(child, scope)
         if kind == "list_lit":
-            for c in child.children:
-                for item in c.children:
-                    self.infer(item, scope)
-            return "list(dyn)"
+            items = [item for c in child.children for item in c.children]
+            return f"list({self._homogeneous(items, scope)})"
         if kind == "map_lit":
-            for c in child.children:
-                for item in c.children:
-                    self.infer(item, scope)
-            return "map(dyn, dyn)"
+            entries = [item for c in child.children for item in c.children]
+            keys = self._homogeneous(entries[0::2], scope)
+            return f"map({keys}, {self._homogeneous(entries[1::2], scope)})"
         raise _fail(child, f"unsupported syntax: {kind}")
+
+    def _homogeneous(self, items: list[Any], scope: frozenset[str]) -> str:
+        """The one type of a literal's elements (cel-go's ``HomogeneousAggregateLiterals``, which
+        Kubernetes enables); ``dyn`` elements (attributes, ``dyn(x)``) mix with any."""
+        found = "dyn"
+        for item in items:
+            t = self.infer(item, scope)
+            if t == "dyn" or t.endswith(("(dyn)", ", dyn)")):
+                continue
+            if found == "dyn":
+                found = t
+            elif t != found:
+                raise _fail(item, f"expected type '{found}' but found '{t}'")
+        return found
 
     def _call(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         name_token = node.children[0]
@@ -439,6 +566,7 @@ class _Checker:
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
         types = [self.infer(a, scope) for a in args]
+        self._check_regex(name, args, 0)
         if name == "dyn":
             if len(args) != 1:
                 raise _fail(name_token, "dyn() requires one argument")
@@ -454,8 +582,51 @@ class _Checker:
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
 
 
+def _type_args(t: str) -> list[str]:
+    """The parameters of ``list(T)`` or ``map(K, V)`` (top-level commas only)."""
+    inner = t[t.index("(") + 1 : -1]
+    args, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(inner[start:i].strip())
+            start = i + 1
+    args.append(inner[start:].strip())
+    return args
+
+
+def _optional(t: str) -> str:
+    return t if t.startswith("optional_type(") else f"optional_type({t})"
+
+
 def _known_not(t: str, wanted: str) -> bool:
     return t != "dyn" and t != wanted
+
+
+def _list_literal(node: Any) -> list[Any] | None:
+    """The element nodes of a list literal, or None for anything else."""
+    if isinstance(node, lark.Tree) and node.data == "primary":
+        child = node.children[0]
+        if isinstance(child, lark.Tree) and child.data == "list_lit":
+            return [item for c in child.children for item in c.children]
+    return None
+
+
+def _string_literal(node: Any) -> str | None:
+    """The value of a string literal node, or None for anything else."""
+    if not (isinstance(node, lark.Tree) and node.data == "primary"):
+        return None
+    child = node.children[0]
+    if not (isinstance(child, lark.Tree) and child.data == "literal"):
+        return None
+    token = child.children[0]
+    if not (isinstance(token, lark.Token) and token.type in ("STRING_LIT", "MLSTRING_LIT")):
+        return None
+    value = Evaluator(node, Activation()).literal(child)
+    return str(value) if isinstance(value, str) else None
 
 
 def _ident_name(node: Any) -> str | None:
@@ -519,4 +690,7 @@ _RESULT_TYPES = {
     "split": "list(string)",
     "substring": "string",
     "join": "string",
+    **extlib.RESULT_TYPES,
+    **netlib.RESULT_TYPES,
+    **formatlib.RESULT_TYPES,
 }

@@ -25,9 +25,11 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
-from .environment import OPERATORS, CompiledExpression
+from . import extlib, formatlib, netlib
+from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression
 from .errors import CelRuntimeError
-from .library import FUNCTIONS, cel_type_name, no_overload
+from .formatlib import NONE, OptionalValue
+from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
 
 #: Tree nodes one evaluation may visit. Real selectors visit tens to a few thousand (a macro over
 #: a 32-value list); the budget caps hostile macro nesting at well under a second of CPU.
@@ -39,9 +41,16 @@ _celpy_logger = logging.getLogger("celpy")
 if _celpy_logger.level == logging.NOTSET:
     _celpy_logger.setLevel(logging.WARNING)
 
-ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {**base_functions, **FUNCTIONS}
+ALL_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **base_functions,
+    **FUNCTIONS,
+    **extlib.FUNCTIONS,
+    **netlib.FUNCTIONS,
+    **formatlib.FUNCTIONS,
+}
 
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
+_ARITHMETIC = frozenset({"_+_", "_-_", "_*_", "_/_", "_%_", "-_"})
 
 
 class CostLimitExceeded(Exception):
@@ -58,8 +67,11 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
     try:
         return fn(*args)
     except ZeroDivisionError:
-        return CELEvalError("modulus or divide by zero")
+        return CELEvalError("modulus by zero" if name == "_%_" else "division by zero")
     except (ValueError, OverflowError) as e:
+        if name in _ARITHMETIC:  # cel-go's words for int64/uint64 overflow
+            unsigned = any(isinstance(a, celtypes.UintType) for a in args)
+            return CELEvalError("unsigned integer overflow" if unsigned else "integer overflow")
         return CELEvalError(f"return error for overflow: {e}"[:300])
     except (TypeError, AttributeError, KeyError, IndexError):
         return no_overload(name, *args)
@@ -143,12 +155,53 @@ class _Evaluator(Evaluator):
         target = self._visit_tree(target_tree)
         if isinstance(target, CELEvalError):
             return target
+        if isinstance(target, OptionalValue):  # ``opt.field`` chains: none stays none
+            if not target.present:
+                return target
+            inner = _select(target.value, str(field))
+            return inner if isinstance(inner, CELEvalError) else OptionalValue(inner)
+        return _select(target, str(field))
+
+    def member_dot_opt(self, tree: lark.Tree[Any]) -> Any:
+        """``x.?field``: optional.of(x.field) when ``x`` has the field, else optional.none()."""
+        target_tree, field = tree.children
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if isinstance(target, OptionalValue):
+            if not target.present:
+                return target
+            target = target.value
         if isinstance(target, celtypes.MapType):
-            try:
-                return target[str(field)]
-            except KeyError:
-                return CELEvalError(f"no such key: {field}")
+            return OptionalValue(target[str(field)]) if str(field) in target else NONE
         return CELEvalError(f"type '{cel_type_name(target)}' does not support field selection")
+
+    def member_index_opt(self, tree: lark.Tree[Any]) -> Any:
+        """``x[?key]``: optional.of(x[key]) when the key or index is present, else none."""
+        target_tree, index_tree = tree.children
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        index = self._visit_tree(index_tree)
+        if isinstance(index, CELEvalError):
+            return index
+        if isinstance(target, OptionalValue):
+            if not target.present:
+                return target
+            target = target.value
+        if isinstance(target, dict):
+            present = op_in(index, target)
+        elif isinstance(target, list):
+            integral = isinstance(index, int) and not isinstance(index, bool | celtypes.BoolType)
+            present = celtypes.BoolType(integral and 0 <= index < len(target))
+        else:
+            return no_overload("_[?_]", target, index)
+        if not isinstance(present, celtypes.BoolType):
+            return present
+        if not present:
+            return NONE
+        value = _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target, index])
+        return value if isinstance(value, CELEvalError) else OptionalValue(value)
 
     def member_index(self, tree: lark.Tree[Any]) -> Any:
         target_tree, index_tree = tree.children
@@ -158,6 +211,11 @@ class _Evaluator(Evaluator):
         index = self._visit_tree(index_tree)
         if isinstance(index, CELEvalError):
             return index
+        if isinstance(target, OptionalValue):  # ``opt[key]`` chains: none stays none
+            if not target.present:
+                return target
+            inner = _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target.value, index])
+            return inner if isinstance(inner, CELEvalError) else OptionalValue(inner)
         return _call(ALL_FUNCTIONS["_[_]"], "_[_]", [target, index])
 
     def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
@@ -165,8 +223,21 @@ class _Evaluator(Evaluator):
         name = str(name_token)
         if name == "bind" and len(tree.children) == 3 and _is_ident(target_tree, "cel"):
             return self._bind(tree.children[2])
+        arity = len(tree.children[2].children) if len(tree.children) == 3 else 0
+        if arity in TWO_VARIABLE_MACROS.get(name, ()):
+            return self._two_variables(name, target_tree, tree.children[2])
         if name in _MACROS:
             return self._macro(name, target_tree, tree.children[2])
+        namespace = _namespace(target_tree)
+        if namespace is not None and not self._bound(namespace):
+            qualified = f"{namespace}.{name}"
+            args = self._arguments(tree.children[2] if len(tree.children) == 3 else None)
+            if isinstance(args, CELEvalError):
+                return args
+            fn = ALL_FUNCTIONS.get(qualified)
+            if fn is None:
+                return CELEvalError(f"undeclared reference to '{qualified}'")
+            return _call(fn, qualified, args)
         target = self._visit_tree(target_tree)
         if isinstance(target, CELEvalError):
             return target
@@ -186,16 +257,29 @@ class _Evaluator(Evaluator):
             return target
         if not isinstance(target, list | dict):
             return no_overload(name, target)
-        var_tree, body_tree = exprlist.children
+        var_tree, *rest = exprlist.children
         var = str(var_tree.children[0].children[0])
-        body = self.sub_evaluator(body_tree)
+        body = self.sub_evaluator(rest[-1])
 
-        def apply(item: Any) -> Any:
+        def apply(item: Any, evaluator: _Evaluator = body) -> Any:
             try:
-                return body.evaluate({var: item})
+                return evaluator.evaluate({var: item})
             except CELEvalError as e:
                 return e
 
+        if len(rest) == 2:  # map(x, filter, transform)
+            guard = self.sub_evaluator(rest[0])
+            mapped = []
+            for item in target:
+                keep = apply(item, guard)
+                if not isinstance(keep, celtypes.BoolType):
+                    return keep if isinstance(keep, CELEvalError) else no_overload(name, keep)
+                if keep:
+                    value = apply(item)
+                    if isinstance(value, CELEvalError):
+                        return value
+                    mapped.append(value)
+            return celtypes.ListType(mapped)
         error: CELEvalError | None = None
         if name in ("all", "exists"):
             decisive = name == "exists"
@@ -207,6 +291,16 @@ class _Evaluator(Evaluator):
                 elif error is None:
                     error = value if isinstance(value, CELEvalError) else no_overload(name, value)
             return error if error is not None else celtypes.BoolType(not decisive)
+        if name == "sortBy":
+            if not isinstance(target, list):
+                return no_overload(name, target)
+            keys = []
+            for item in target:
+                key = apply(item)
+                if isinstance(key, CELEvalError):
+                    return key
+                keys.append(key)
+            return extlib.sort_values(name, list(target), keys)
         results = []
         for item in target:
             value = apply(item)
@@ -220,6 +314,75 @@ class _Evaluator(Evaluator):
         if name == "filter":
             return celtypes.ListType([item for item, v in results if v])
         return celtypes.ListType([v for _, v in results])
+
+    def _two_variables(self, name: str, target_tree: lark.Tree[Any], exprlist: lark.Tree[Any]) -> Any:
+        """cel-go's two-variable comprehensions: (index, value) over a list, (key, value) over a
+        map; errors as in :meth:`_macro` (a decisive element wins over errors in others)."""
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if isinstance(target, list):
+            pairs: list[tuple[Any, Any]] = [(celtypes.IntType(i), v) for i, v in enumerate(target)]
+        elif isinstance(target, dict):
+            pairs = list(target.items())
+        else:
+            return no_overload(name, target)
+        children = exprlist.children
+        first, second = (str(c.children[0].children[0]) for c in children[:2])
+        body = self.sub_evaluator(children[-1])
+        guard = self.sub_evaluator(children[2]) if len(children) == 4 else None
+
+        def apply(evaluator: _Evaluator, key: Any, value: Any) -> Any:
+            try:
+                return evaluator.evaluate({first: key, second: value})
+            except CELEvalError as e:
+                return e
+
+        if name in ("all", "exists"):
+            decisive = name == "exists"
+            error: CELEvalError | None = None
+            for key, value in pairs:
+                result = apply(body, key, value)
+                if isinstance(result, celtypes.BoolType):
+                    if bool(result) is decisive:
+                        return result
+                elif error is None:
+                    error = result if isinstance(result, CELEvalError) else no_overload(name, result)
+            return error if error is not None else celtypes.BoolType(not decisive)
+        if name == "existsOne":
+            count = 0
+            for key, value in pairs:
+                result = apply(body, key, value)
+                if not isinstance(result, celtypes.BoolType):
+                    return result if isinstance(result, CELEvalError) else no_overload(name, result)
+                count += bool(result)
+            return celtypes.BoolType(count == 1)
+        out_list: list[Any] = []
+        out_map: dict[Any, Any] = {}
+        for key, value in pairs:
+            if guard is not None:
+                keep = apply(guard, key, value)
+                if not isinstance(keep, celtypes.BoolType):
+                    return keep if isinstance(keep, CELEvalError) else no_overload(name, keep)
+                if not keep:
+                    continue
+            result = apply(body, key, value)
+            if isinstance(result, CELEvalError):
+                return result
+            if name == "transformList":
+                out_list.append(result)
+            elif name == "transformMap":
+                out_map[key] = result
+            else:
+                if not isinstance(result, dict):
+                    return no_overload(name, result)
+                for k, v in result.items():
+                    if k in out_map:
+                        return CELEvalError(f"insert failed: key {k} already exists")
+                    out_map[k] = v
+        if name == "transformList":
+            return celtypes.ListType(out_list)
+        return celtypes.MapType(out_map)
 
     def _bind(self, exprlist: lark.Tree[Any]) -> Any:
         var_tree, init_tree, body_tree = exprlist.children
@@ -263,6 +426,15 @@ class _Evaluator(Evaluator):
                 return _call(fn, name, args)
         return super().primary(tree)
 
+    def _bound(self, name: str) -> bool:
+        """Whether ``name`` is a variable here (a macro or bind variable shadows a namespace)."""
+        container: NameContainer | None = self.activation.identifiers
+        while container is not None:
+            if dict.get(container, name) is not None:
+                return True
+            container = container.parent
+        return False
+
     def _variable(self, name: str) -> Any:
         """Innermost binding first (macro and bind variables shadow ``device``)."""
         container: NameContainer | None = self.activation.identifiers
@@ -271,7 +443,10 @@ class _Evaluator(Evaluator):
             if referent is not None:
                 return referent.value
             container = container.parent
-        fn = ALL_FUNCTIONS.get(name)  # type identifiers such as ``int`` resolve to their converter
+        kind = TYPE_VALUES.get(name)  # type identifiers such as ``int`` are type values
+        if kind is not None:
+            return kind
+        fn = ALL_FUNCTIONS.get(name)
         return fn if fn is not None else CELEvalError(f"undeclared reference to '{name}'")
 
     def exprlist(self, tree: lark.Tree[Any]) -> Any:
@@ -280,6 +455,16 @@ class _Evaluator(Evaluator):
 
 
 _NOT_CACHED = object()
+
+
+def _select(target: Any, field: str) -> Any:
+    """``target.field``: a map's key, or the CEL error."""
+    if isinstance(target, celtypes.MapType):
+        try:
+            return target[field]
+        except KeyError:
+            return CELEvalError(f"no such key: {field}")
+    return CELEvalError(f"type '{cel_type_name(target)}' does not support field selection")
 
 
 def _logical(name: str, left: Any, right: Any, *, decisive: bool) -> Any:
@@ -293,6 +478,16 @@ def _logical(name: str, left: Any, right: Any, *, decisive: bool) -> Any:
     if isinstance(left, CELEvalError):
         return left
     return no_overload(name, left, right)
+
+
+def _namespace(node: Any) -> str | None:
+    """The identifier of ``ns`` in ``ns.f(...)`` when ``ns`` names a function namespace."""
+    if not isinstance(node, lark.Tree) or node.data != "primary":
+        return None
+    child = node.children[0]
+    if isinstance(child, lark.Tree) and child.data == "ident" and str(child.children[0]) in NAMESPACES:
+        return str(child.children[0])
+    return None
 
 
 def _is_ident(node: Any, name: str) -> bool:

@@ -41,6 +41,14 @@ _ALL = celtypes.IntType(-1)
 _EMPTY = celtypes.StringType("")
 
 
+class OpaqueValue:
+    """A library's own value type (IP, CIDR, URL, ...): equal by value to its own type only.
+    Subclasses are immutable and name their CEL type in ``type_name``."""
+
+    __slots__ = ()
+    type_name = "opaque"
+
+
 def no_overload(name: str, *args: Any) -> CELEvalError:
     types = ", ".join(cel_type_name(a) for a in args)
     return CELEvalError(f"found no matching overload for '{name}' applied to '({types})'")
@@ -66,6 +74,8 @@ def cel_type_name(value: Any) -> str:
         return "list"
     if isinstance(value, dict):
         return "map"
+    if isinstance(value, OpaqueValue):
+        return value.type_name
     if isinstance(value, Quantity):
         return "kubernetes.Quantity"
     if isinstance(value, Semver):
@@ -103,6 +113,8 @@ def cel_equal(a: Any, b: Any) -> Any:
         return b
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, OpaqueValue) or isinstance(b, OpaqueValue):
+        return type(a) is type(b) and bool(a == b)
     if isinstance(a, Quantity | Semver):
         if type(a) is not type(b):
             return no_overload("_==_", a, b)
@@ -577,12 +589,38 @@ def _checked_int(fn: Fn) -> Fn:
     return convert
 
 
+#: Type identifiers as values (``type(x) == int``), by CEL type name.
+TYPE_VALUES: dict[str, Any] = {
+    "bool": celtypes.BoolType,
+    "int": celtypes.IntType,
+    "uint": celtypes.UintType,
+    "double": celtypes.DoubleType,
+    "string": celtypes.StringType,
+    "bytes": celtypes.BytesType,
+    "list": celtypes.ListType,
+    "map": celtypes.MapType,
+    "null_type": type(None),
+    "type": celtypes.TypeType,
+}
+
+
+def fn_type(value: Any) -> Any:
+    """``type(x)``: the type value its identifier names (a domain map is a ``map``)."""
+    kind = TYPE_VALUES.get(cel_type_name(value))
+    return kind if kind is not None else type(value)
+
+
 def fn_string(value: Any) -> Any:
     """celpy's ``string()``, minus quantities and versions: upstream has no such overload, and
     their text would tell ``1Gi`` from ``1024Mi`` although devices with equal values share
     cached results."""
     if isinstance(value, Quantity | Semver):
         return no_overload("string", value)
+    if _is_bool(value):
+        return celtypes.StringType("true" if value else "false")
+    if isinstance(value, OpaqueValue):
+        text = getattr(value, "cel_string", None)
+        return celtypes.StringType(text()) if callable(text) else no_overload("string", value)
     return celtypes.StringType(value)
 
 
@@ -606,6 +644,7 @@ FUNCTIONS: dict[str, Fn] = {
     "size": fn_size,
     "int": _checked_int(celtypes.IntType),
     "string": fn_string,
+    "type": fn_type,
     "contains": fn_contains,
     "startsWith": fn_starts_with,
     "endsWith": fn_ends_with,

@@ -21,8 +21,8 @@ from celpy.evaluation import CELEvalError
 
 from .environment import CompiledExpression
 from .errors import CelRuntimeError
+from .evaluator import ALL_FUNCTIONS as FUNCTIONS
 from .evaluator import _call, evaluate
-from .library import FUNCTIONS
 from .rustvalues import RustDevice, decode, encode
 
 # Library functions called back from Rust (the reference's implementations).

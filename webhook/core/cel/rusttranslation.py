@@ -5,8 +5,10 @@ reference's, word for word); its shaped tree is *translated* to the Rust engine'
 *declined* (:class:`Declined`: the expression is then evaluated by the reference, always).
 Declined: arithmetic and unary minus (int64 overflow and division rules differ), map literals, uint
 literals, ``matches`` (RE2 vs Python regex), conversions (``int()``, ``string()``, ``type()``,
-timestamps), ``device``/``device.attributes`` used as whole values, and macro nests whose worst-case
-cost could reach the reference's step budget (:data:`.evaluator.MAX_STEPS`).
+timestamps), ``device``/``device.attributes`` used as whole values, macro nests whose worst-case
+cost could reach the reference's step budget (:data:`.evaluator.MAX_STEPS`), and every function,
+macro or syntax without a callback here (the lists, sets, regex, URL, IP, CIDR and format
+libraries, optional syntax, two-variable comprehensions, ``sortBy``, three-argument ``map``).
 
 Device paths become flat input variables (:class:`.rustvalues.Input`). Where the reference raises
 "no matching overload" (a quantity on the left of ``==`` with another type, ``size()``/``in``/macros
@@ -317,6 +319,8 @@ class _Translator:
             init = self.value(self.t(args[1], scope))
             body = self.value(self.t(args[2], {**scope, var: init.type}))
             return _Node(f"[{init.text}].map({var}, {body.text})[0]", body.type)
+        if name in _MACROS and len(args) != 2:
+            raise Declined("two-variable comprehension")
         if name in _MACROS:
             target = self.value(self.t(target_tree, scope))
             var = str(_ident(args[0]))

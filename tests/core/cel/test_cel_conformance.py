@@ -1,0 +1,686 @@
+"""Conformance of the selector environment's libraries with upstream, on both engines.
+
+Each case names the upstream test it is transcribed from (``k8s.io/apiserver/pkg/cel/library``
+``*_test.go``, cel-go ``ext/*_test.go``). Cases that rely on mixed-type list literals are left out:
+Kubernetes compiles with ``HomogeneousAggregateLiterals``, which rejects them. An expected value
+is True/False, or ``(kind, words)``: a compile or runtime error whose message contains ``words``.
+The compiled engine hands every function it does not know to the reference; the last tests
+check that it does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.core.cel.conftest import require_engine
+from webhook.core.cel import CelError, SelectorEngine, SimpleDevice
+from webhook.core.cel.backend import make_backend
+
+#: Each test compares the two engines itself: it runs once (conftest's ``both_engines``).
+pytestmark = pytest.mark.both_engines
+
+COMPILE, RUNTIME = "CelCompileError", "CelRuntimeError"
+GPU = "gpu.example.com"
+DEVICE = SimpleDevice(
+    driver=GPU,
+    attributes={
+        f"{GPU}/model": ("string", "A100-SXM4-80GB"),
+        f"{GPU}/cores": ("int", 108),
+        f"{GPU}/address": ("string", "10.1.2.3"),
+    },
+)
+
+Case = tuple[str, str, Any]
+
+LISTS: list[Case] = [
+    # k8s library/lists_test.go TestLists
+    ("k8s TestLists isSorted", "[1, 2, 3].isSorted()", True),
+    ("k8s TestLists isSorted", "[].isSorted()", True),
+    ("k8s TestLists isSorted", "['a', 'b', 'b', 'c'].isSorted()", True),
+    ("k8s TestLists isSorted", "[3, 2, 1].isSorted()", False),
+    ("k8s TestLists isSorted", "[1.0, 2.0].isSorted()", True),
+    ("k8s TestLists sum", "[1, 2, 3].sum() == 6", True),
+    ("k8s TestLists sum", "[1.0, 2.5].sum() == 3.5", True),
+    ("k8s TestLists sum", "[1u, 2u].sum() == 3u", True),
+    ("k8s TestLists sum", "[].sum() == 0", True),
+    ("k8s TestLists sum", "[duration('1s'), duration('2s')].sum() == duration('3s')", True),
+    ("k8s TestLists min", "[1, 2, 3].min() == 1", True),
+    ("k8s TestLists min", "['b', 'a'].min() == 'a'", True),
+    ("k8s TestLists min", "[].min() == 1", (RUNTIME, "min called on empty list")),
+    ("k8s TestLists max", "[1, 3, 2].max() == 3", True),
+    ("k8s TestLists max", "[1.0, -1.0].max() == 1.0", True),
+    ("k8s TestLists max", "[].max() == 1", (RUNTIME, "max called on empty list")),
+    ("k8s TestLists indexOf", "[1, 2, 2, 3].indexOf(2) == 1", True),
+    ("k8s TestLists indexOf", "['a', 'b'].indexOf('c') == -1", True),
+    ("k8s TestLists indexOf", "[[1], [2]].indexOf([2]) == 1", True),
+    ("k8s TestLists lastIndexOf", "[1, 2, 2, 3].lastIndexOf(2) == 2", True),
+    ("k8s TestLists lastIndexOf", "[].lastIndexOf(1) == -1", True),
+    ("k8s TestLists strings indexOf still works", "'abcabc'.indexOf('c') == 2", True),
+    ("k8s TestLists no overload", "'abc'.sum() == 1", (COMPILE, "found no matching overload for 'sum'")),
+    ("k8s TestLists no overload", "true.isSorted()", (COMPILE, "found no matching overload for 'isSorted'")),
+    # cel-go ext/lists_test.go TestLists
+    ("cel-go TestLists range", "lists.range(4) == [0,1,2,3]", True),
+    ("cel-go TestLists range", "lists.range(0) == []", True),
+    ("cel-go TestLists reverse", "[5,1,2,3].reverse() == [3,2,1,5]", True),
+    ("cel-go TestLists reverse", "[].reverse() == []", True),
+    ("cel-go TestLists reverse", "[false, true, true].reverse().reverse() == [false, true, true]", True),
+    ("cel-go TestLists slice", "[1,2,3,4].slice(0, 4) == [1,2,3,4]", True),
+    ("cel-go TestLists slice", "[1,2,3,4].slice(1, 1) == []", True),
+    ("cel-go TestLists slice", "[1,2,3,4].slice(1, 3) == [2, 3]", True),
+    (
+        "cel-go TestLists slice",
+        "[1,2,3,4].slice(3, 0) == []",
+        (RUNTIME, "cannot slice(3, 0), start index must be less than or equal to end index"),
+    ),
+    (
+        "cel-go TestLists slice",
+        "[1,2,3,4].slice(0, 10) == []",
+        (RUNTIME, "cannot slice(0, 10), list is length 4"),
+    ),
+    (
+        "cel-go TestLists slice",
+        "[1,2,3,4].slice(-5, 10) == []",
+        (RUNTIME, "cannot slice(-5, 10), negative indexes not supported"),
+    ),
+    ("cel-go TestLists flatten", "dyn([]).flatten() == []", True),
+    # cel-go's own flatten cases mix elements and lists in one literal, which Kubernetes'
+    # HomogeneousAggregateLiterals rejects; dyn() makes the same lists.
+    (
+        "cel-go TestLists flatten (k8s env)",
+        "[1,[2,[3,4]]].flatten() == [1,2,[3,4]]",
+        (COMPILE, "expected type 'int'"),
+    ),
+    ("cel-go TestLists flatten", "[dyn(1), dyn([2, dyn([3, 4])])].flatten() == [1, 2, dyn([3, 4])]", True),
+    ("cel-go TestLists flatten", "[[1, 2], [], [], [3, 4]].flatten() == [1, 2, 3, 4]", True),
+    ("cel-go TestLists flatten", "[dyn(1), dyn([2, dyn([3, 4])])].flatten(2) == [1, 2, 3, 4]", True),
+    (
+        "cel-go TestLists flatten",
+        "[[1], [2]].flatten(-1) == []",
+        (RUNTIME, "level must be non-negative"),
+    ),
+    ("cel-go TestListsRuntimeErrors", "dyn({}).flatten() == []", (RUNTIME, "no matching overload")),
+    ("cel-go TestLists sort", "[].sort() == []", True),
+    ("cel-go TestLists sort", "[4, 3, 2, 1].sort() == [1, 2, 3, 4]", True),
+    ("cel-go TestLists sort", "['d', 'a', 'b', 'c'].sort() == ['a', 'b', 'c', 'd']", True),
+    ("cel-go TestLists sortBy", "[].sortBy(e, e) == []", True),
+    ("cel-go TestLists sortBy", "[-3, 1, -5, -2, 4].sortBy(e, -(e * e)) == [-5, 4, -3, -2, 1]", True),
+    (
+        "cel-go TestLists sortBy",
+        "[-3, 1, -5, -2, 4].map(e, e * 2).sortBy(e, -(e * e)) == [-10, 8, -6, -4, 2]",
+        True,
+    ),
+    ("cel-go TestLists sortBy", "lists.range(3).sortBy(e, -e) == [2, 1, 0]", True),
+    (
+        "cel-go TestLists sortBy",
+        "['a', 'c', 'b', 'first'].sortBy(e, e == 'first' ? '' : e) == ['first', 'a', 'b', 'c']",
+        True,
+    ),
+    (
+        "cel-go TestListsVersion sortBy",
+        "[{'field': 'lo'}, {'field': 'hi'}].sortBy(m, m.field) == [{'field': 'hi'}, {'field': 'lo'}]",
+        True,
+    ),
+    ("cel-go TestLists distinct", "[-2, 5, -2, 1, 1, 5, -2, 1].distinct() == [-2, 5, 1]", True),
+    (
+        "cel-go TestLists distinct",
+        "['c', 'a', 'a', 'b', 'a', 'b', 'c', 'c'].distinct() == ['c', 'a', 'b']",
+        True,
+    ),
+    ("cel-go TestLists distinct", "[[1], [1], [2]].distinct() == [[1], [2]]", True),
+    # upstream's runtime cost limit, which the value-size and comparison caps stand in for
+    ("cost limit: range", "lists.range(2000000).size() > 0", (RUNTIME, "actual cost limit exceeded")),
+    (
+        "cost limit: distinct",
+        "lists.range(2000).distinct().size() > 0",
+        (RUNTIME, "actual cost limit exceeded"),
+    ),
+    (
+        "cost limit: sets",
+        "sets.contains(lists.range(2000), lists.range(2000))",
+        (RUNTIME, "actual cost limit exceeded"),
+    ),
+]
+
+SETS: list[Case] = [
+    # cel-go ext/sets_test.go TestSets
+    ("cel-go TestSets contains", "sets.contains([], [])", True),
+    ("cel-go TestSets contains", "sets.contains([1], [])", True),
+    ("cel-go TestSets contains", "sets.contains([1], [1, 1])", True),
+    ("cel-go TestSets contains", "sets.contains([2, 1], [1])", True),
+    ("cel-go TestSets contains", "sets.contains([1, 2, 3, 4], [2, 3])", True),
+    ("cel-go TestSets contains", "sets.contains([[1], [2, 3]], [[2, 3]])", True),
+    ("cel-go TestSets contains", "sets.contains([1], [2])", False),
+    ("cel-go TestSets contains", "sets.contains([1], [1, 2])", False),
+    ("cel-go TestSets equivalent", "sets.equivalent([], [])", True),
+    ("cel-go TestSets equivalent", "sets.equivalent([1], [1, 1])", True),
+    ("cel-go TestSets equivalent", "sets.equivalent([1, 2, 3], [3, 2, 1])", True),
+    ("cel-go TestSets equivalent", "sets.equivalent([2, 1], [1])", False),
+    ("cel-go TestSets intersects", "sets.intersects([1], [1])", True),
+    ("cel-go TestSets intersects", "sets.intersects([2, 1], [1])", True),
+    ("cel-go TestSets intersects", "sets.intersects([], [])", False),
+    ("cel-go TestSets intersects", "sets.intersects([1], [])", False),
+    ("cel-go TestSets intersects", "sets.intersects([1], [2])", False),
+    (
+        "undeclared namespaced function",
+        "sets.union([1], [2])",
+        (COMPILE, "undeclared reference to 'sets.union'"),
+    ),
+]
+
+REGEX: list[Case] = [
+    # k8s library/regex_test.go (TestRegex)
+    ("k8s TestRegex find", "'abc 123'.find('[0-9]+') == '123'", True),
+    ("k8s TestRegex find", "'abc 123'.find('xyz') == ''", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+') == ['123', '456']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', 0) == []", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', 1) == ['123']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', 3) == ['123', '456']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('[0-9]+', -1) == ['123', '456']", True),
+    ("k8s TestRegex findAll", "'123 abc 456'.findAll('xyz') == []", True),
+    ("Go FindAllString empty matches", "'abc'.findAll('b*') == ['', 'b', '', '']", False),
+    ("Go FindAllString empty matches", "'abc'.findAll('b*') == ['', 'b', '']", True),
+    (
+        "k8s TestRegex invalid literal",
+        "'abc'.find('[') == ''",
+        (COMPILE, "error parsing regexp: missing closing ]"),
+    ),
+    (
+        "k8s TestRegex invalid literal",
+        "'abc'.findAll('(') == []",
+        (COMPILE, "error parsing regexp: missing closing )"),
+    ),
+    ("cel-go ValidateRegexLiterals", "'abc'.matches('(')", (COMPILE, "invalid matches argument")),
+    ("cel-go ValidateRegexLiterals", "matches('abc', '[')", (COMPILE, "invalid matches argument")),
+    ("matches", "'A100-80GB'.matches('^A[0-9]+')", True),
+    ("RE2 syntax: no backreferences", "'aa'.matches('(a)\\\\1')", (COMPILE, "invalid matches argument")),
+    ("RE2 syntax: \\pL", "'é'.matches('^\\\\pL$')", True),
+    ("computed pattern", "'abc'.matches(device.driver)", False),
+    ("computed invalid pattern", "'abc'.find(device.driver + '(') == ''", (RUNTIME, "Illegal regex")),
+]
+
+STRINGS: list[Case] = [
+    # cel-go ext/strings_test.go (format, quote) and strings v3 reverse
+    ("cel-go TestStrings format %s", "'%s %s'.format(['hello', 'world']) == 'hello world'", True),
+    ("cel-go TestStrings format %d", "'%d'.format([42]) == '42'", True),
+    ("cel-go format: mixed argument list", "'%s is %d'.format(['x', 2]) == 'x is 2'", True),
+    ("cel-go TestStrings format %d uint", "'%d'.format([42u]) == '42'", True),
+    ("cel-go TestStrings format %f", "'%.3f'.format([1.2345]) == '1.234'", True),
+    ("cel-go TestStrings format %f default", "'%f'.format([2.5]) == '2.500000'", True),
+    ("cel-go TestStrings format %e", "'%e'.format([2.71828]) == '2.718280e+00'", True),
+    ("cel-go TestStrings format %b", "'%b'.format([5]) == '101'", True),
+    ("cel-go TestStrings format %b bool", "'%b'.format([true]) == '1'", True),
+    ("cel-go TestStrings format %o", "'%o'.format([11]) == '13'", True),
+    ("cel-go TestStrings format %x", "'%x'.format([30]) == '1e'", True),
+    ("cel-go TestStrings format %X", "'%X'.format([30]) == '1E'", True),
+    (
+        "cel-go TestStrings format %x string",
+        "'%x'.format(['Hello world!']) == '48656c6c6f20776f726c6421'",
+        True,
+    ),
+    ("cel-go TestStrings format %s bool", "'%s'.format([true]) == 'true'", True),
+    ("cel-go TestStrings format %s list", "'%s'.format([[1, 2]]) == '[1, 2]'", True),
+    ("cel-go TestStrings format %s list of strings", "'%s'.format([['a']]) == '[\"a\"]'", True),
+    ("cel-go TestStrings format %%", "'100%%'.format([]) == '100%'", True),
+    (
+        "cel-go TestStrings format %d double",
+        "'%d'.format([1.5]) == ''",
+        (RUNTIME, "decimal clause can only be used on integers, was given double"),
+    ),
+    (
+        "cost limit: format",
+        "cel.bind(a, 'aaaaaaaaaaaaaaaa', cel.bind(b, a + a + a + a + a + a + a + a, cel.bind(c, b + b + b + b"
+        " + b + b + b + b, cel.bind(d, c + c + c + c + c + c + c + c, cel.bind(e, d + d + d + d + d + d + d"
+        " + d, cel.bind(f, e + e + e + e + e + e + e + e, '%s%s%s%s%s%s%s%s%s%s'.format([f, f, f, f, f, f, f,"
+        " f, f, f]))))))).size() > 0",
+        (RUNTIME, "actual cost limit exceeded"),
+    ),
+    (
+        "cel-go TestStrings format missing argument",
+        "'%s'.format([]) == ''",
+        (RUNTIME, "index 0 out of range"),
+    ),
+    ("cel-go TestStrings quote", "strings.quote('first\\nsecond') == '\"first\\\\nsecond\"'", True),
+    ("cel-go TestStrings quote", "strings.quote('a\"b') == '\"a\\\\\"b\"'", True),
+    # strings' reverse is version 3; Kubernetes enables version 2
+    (
+        "k8s base.go: ext.Strings(StringsVersion(2))",
+        "'gums'.reverse() == 'smug'",
+        (COMPILE, "found no matching overload for 'reverse' applied to 'string.()'"),
+    ),
+    ("strings v2, dyn receiver", "dyn('gums').reverse() == 'smug'", (RUNTIME, "no matching overload")),
+]
+
+IP_CIDR: list[Case] = [
+    # k8s library/ip_test.go TestIP
+    ("k8s TestIP parse ipv4", "ip('192.168.0.1') == ip('192.168.0.1')", True),
+    (
+        "k8s TestIP parse invalid ipv4",
+        "ip('192.168.0.1.0') == ip('192.168.0.1')",
+        (
+            RUNTIME,
+            'IP Address "192.168.0.1.0" parse error during conversion from string: '
+            'ParseAddr("192.168.0.1.0"): IPv4 address too long',
+        ),
+    ),
+    ("k8s TestIP isIP valid ipv4", "isIP('192.168.0.1')", True),
+    ("k8s TestIP isIP invalid ipv4", "isIP('192.168.0.1.0')", False),
+    ("k8s TestIP ip.isCanonical valid ipv4", "ip.isCanonical('127.0.0.1')", True),
+    ("k8s TestIP ip.isCanonical invalid ipv4", "ip.isCanonical('127.0.0.1.0')", (RUNTIME, "parse error")),
+    ("k8s TestIP ipv4 family", "ip('192.168.0.1').family() == 4", True),
+    ("k8s TestIP ipv4 isUnspecified true", "ip('0.0.0.0').isUnspecified()", True),
+    ("k8s TestIP ipv4 isUnspecified false", "ip('127.0.0.1').isUnspecified()", False),
+    ("k8s TestIP ipv4 isLoopback true", "ip('127.0.0.1').isLoopback()", True),
+    ("k8s TestIP ipv4 isLoopback false", "ip('1.2.3.4').isLoopback()", False),
+    ("k8s TestIP ipv4 isLinkLocalMulticast true", "ip('224.0.0.1').isLinkLocalMulticast()", True),
+    ("k8s TestIP ipv4 isLinkLocalMulticast false", "ip('224.0.1.1').isLinkLocalMulticast()", False),
+    ("k8s TestIP ipv4 isLinkLocalUnicast true", "ip('169.254.169.254').isLinkLocalUnicast()", True),
+    ("k8s TestIP ipv4 isLinkLocalUnicast false", "ip('192.168.0.1').isLinkLocalUnicast()", False),
+    ("k8s TestIP ipv4 isGlobalUnicast true", "ip('192.168.0.1').isGlobalUnicast()", True),
+    ("k8s TestIP ipv4 isGlobalUnicast false", "ip('255.255.255.255').isGlobalUnicast()", False),
+    ("k8s TestIP isIP invalid ipv6", "isIP('2001:db8:::68')", False),
+    ("k8s TestIP ip.isCanonical valid ipv6", "ip.isCanonical('2001:db8::68')", True),
+    ("k8s TestIP ip.isCanonical non-canonical ipv6", "ip.isCanonical('2001:DB8::68')", False),
+    ("k8s TestIP ipv6 family", "ip('2001:db8::68').family() == 6", True),
+    ("k8s TestIP ipv6 isUnspecified true", "ip('::').isUnspecified()", True),
+    ("k8s TestIP ipv6 isLoopback true", "ip('::1').isLoopback()", True),
+    ("k8s TestIP ipv6 isLoopback false", "ip('2001:db8::abcd').isLoopback()", False),
+    ("k8s TestIP ipv6 isLinkLocalMulticast true", "ip('ff02::1').isLinkLocalMulticast()", True),
+    ("k8s TestIP ipv6 isLinkLocalMulticast false", "ip('fd00::1').isLinkLocalMulticast()", False),
+    ("k8s TestIP ipv6 isLinkLocalUnicast true", "ip('fe80::1').isLinkLocalUnicast()", True),
+    ("k8s TestIP ipv6 isLinkLocalUnicast false", "ip('fd80::1').isLinkLocalUnicast()", False),
+    ("k8s TestIP ipv6 isGlobalUnicast true", "ip('2001:db8::abcd').isGlobalUnicast()", True),
+    ("k8s TestIP ipv6 isGlobalUnicast false", "ip('ff00::1').isGlobalUnicast()", False),
+    (
+        "k8s TestIP passing cidr into isIP returns compile error",
+        "isIP(cidr('192.168.0.0/24'))",
+        (COMPILE, "found no matching overload for 'isIP' applied to '(net.CIDR)'"),
+    ),
+    ("k8s TestIP converting an IP address to a string", "string(ip('192.168.0.1')) == '192.168.0.1'", True),
+    ("k8s parseIPAddr: no zones", "isIP('fe80::1%eth0')", False),
+    (
+        "k8s parseIPAddr: no IPv4-mapped IPv6",
+        "ip('::ffff:1.2.3.4').family() == 6",
+        (RUNTIME, "is not allowed"),
+    ),
+    ("netip: no leading zeros", "isIP('010.0.0.1')", False),
+    (
+        "netip: leading zero words",
+        "ip('010.0.0.1') == ip('10.0.0.1')",
+        (RUNTIME, "IPv4 field has octet with leading zero"),
+    ),
+    ("netip: >255 words", "ip('1.2.3.256') == ip('10.0.0.1')", (RUNTIME, "IPv4 field has value >255")),
+    ("netip: short words", "ip('1.2.3') == ip('10.0.0.1')", (RUNTIME, "IPv4 address too short")),
+    (
+        "netip: empty field words",
+        "ip('1..2.3') == ip('1.2.3.4')",
+        (RUNTIME, 'must have at least one digit (at ".2.3")'),
+    ),
+    # k8s library/cidr_test.go TestCIDR
+    (
+        "k8s TestCIDR compilation error for cidr(int)",
+        "cidr(192168) == cidr('1.0.0.0/8')",
+        (COMPILE, "'cidr'"),
+    ),
+    (
+        "k8s TestCIDR parse invalid ipv4",
+        "cidr('192.168.0.0/') == cidr('192.168.0.0/24')",
+        (
+            RUNTIME,
+            "network address parse error during conversion from string: network address parse error during "
+            'conversion from string: netip.ParsePrefix("192.168.0.0/"): bad bits after slash: ""',
+        ),
+    ),
+    ("k8s TestCIDR contains IP ipv4 (IP)", "cidr('192.168.0.0/24').containsIP(ip('192.168.0.1'))", True),
+    (
+        "k8s TestCIDR does not contain IP ipv4 (IP)",
+        "cidr('192.168.0.0/24').containsIP(ip('192.168.1.1'))",
+        False,
+    ),
+    ("k8s TestCIDR contains IP ipv4 (string)", "cidr('192.168.0.0/24').containsIP('192.168.0.1')", True),
+    (
+        "k8s TestCIDR contains CIDR ipv4 (CIDR)",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.0/25'))",
+        True,
+    ),
+    (
+        "k8s TestCIDR does not contain ipv4 (CIDR)",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.0/23'))",
+        False,
+    ),
+    (
+        "k8s TestCIDR contains CIDR ipv4 (string)",
+        "cidr('192.168.0.0/24').containsCIDR('192.168.0.0/25')",
+        True,
+    ),
+    ("k8s TestCIDR returns IP ipv4", "cidr('192.168.0.0/24').ip() == ip('192.168.0.0')", True),
+    ("k8s TestCIDR masks unmasked ipv4", "cidr('192.168.0.1/24').masked() == cidr('192.168.0.0/24')", True),
+    ("k8s TestCIDR returns prefix length ipv4", "cidr('192.168.0.0/24').prefixLength() == 24", True),
+    ("k8s TestCIDR contains IP ipv6 (IP)", "cidr('2001:db8::/32').containsIP(ip('2001:db8::1'))", True),
+    (
+        "k8s TestCIDR does not contain IP ipv6 (IP)",
+        "cidr('2001:db8::/32').containsIP(ip('2001:dc8::1'))",
+        False,
+    ),
+    ("k8s TestCIDR contains CIDR ipv6 (string)", "cidr('2001:db8::/32').containsCIDR('2001:db8::/33')", True),
+    (
+        "k8s TestCIDR does not contain ipv6 (string)",
+        "cidr('2001:db8::/32').containsCIDR('2001:db8::/31')",
+        False,
+    ),
+    ("k8s TestCIDR masks unmasked ipv6", "cidr('2001:db8:1::/32').masked() == cidr('2001:db8::/32')", True),
+    (
+        "k8s TestCIDR converting a CIDR to a string",
+        "string(cidr('192.168.0.0/24')) == '192.168.0.0/24'",
+        True,
+    ),
+    ("netip.ParsePrefix: decimal bits only", "isCIDR('10.0.0.0/08')", False),
+    ("netip.ParsePrefix: bits in range", "isCIDR('10.0.0.0/33')", False),
+    ("cross-family containsIP", "cidr('2001:db8::/32').containsIP(ip('192.168.1.1'))", False),
+    ("equality by type", "ip('10.0.0.1') == cidr('10.0.0.1/32').ip()", True),
+]
+
+URLS: list[Case] = [
+    # k8s library/urls.go examples (and url.ParseRequestURI)
+    ("k8s urls url", "url('https://example.com/path').getScheme() == 'https'", True),
+    ("k8s urls getHost", "url('https://example.com:80/').getHost() == 'example.com:80'", True),
+    ("k8s urls getHost ipv6", "url('https://[::1]:80/').getHost() == '[::1]:80'", True),
+    ("k8s urls getHostname", "url('https://example.com:80/').getHostname() == 'example.com'", True),
+    ("k8s urls getHostname ipv6", "url('https://[::1]:80/').getHostname() == '::1'", True),
+    ("k8s urls getPort", "url('https://example.com:80/').getPort() == '80'", True),
+    ("k8s urls getPort none", "url('https://example.com/').getPort() == ''", True),
+    (
+        "k8s urls getEscapedPath",
+        "url('https://example.com/path%20with%20spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+        True,
+    ),
+    ("k8s urls getEscapedPath empty", "url('https://example.com').getEscapedPath() == ''", True),
+    (
+        "k8s urls getQuery",
+        "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+        True,
+    ),
+    ("k8s urls getQuery empty", "url('https://example.com/path').getQuery() == {}", True),
+    ("k8s urls isURL", "isURL('https://user:pass@example.com:80/path?query=val#fragment')", True),
+    ("k8s urls isURL relative", "isURL('/absolute-path')", True),
+    (
+        "k8s urls: fragment cut by url.Parse",
+        "url('https://a.example/p?x=1#frag').getQuery() == {'x': ['1']}",
+        True,
+    ),
+    ("k8s urls: fragment before a query", "url('https://a.example/p#f?x=1').getEscapedPath() == '/p'", True),
+    ("k8s urls: scheme lowercased", "url('HTTPS://a.example/').getScheme() == 'https'", True),
+    ("k8s urls isURL not a request URI", "isURL('../relative-path')", False),
+    ("k8s urls isURL bad escape", "isURL('https://example.com/%zz')", False),
+    (
+        "k8s urls url() error",
+        "url('../relative-path').getScheme() == ''",
+        (
+            RUNTIME,
+            "URL parse error during conversion from string: "
+            'parse "../relative-path": invalid URI for request',
+        ),
+    ),
+]
+
+FORMAT_OPTIONAL: list[Case] = [
+    # k8s library/format.go examples (format_test.go)
+    (
+        "k8s TestFormat dns1123Label valid",
+        "!format.dns1123Label().validate('my-label-name').hasValue()",
+        True,
+    ),
+    ("k8s TestFormat dns1123Label invalid", "format.dns1123Label().validate('MY_LABEL').hasValue()", True),
+    (
+        "k8s TestFormat dns1123Label message",
+        "format.dns1123Label().validate('MY_LABEL').value()[0].startsWith("
+        "'a lowercase RFC 1123 label must consist of lower case alphanumeric characters')",
+        True,
+    ),
+    (
+        "k8s TestFormat dns1123Subdomain",
+        "!format.dns1123Subdomain().validate('apiextensions.k8s.io').hasValue()",
+        True,
+    ),
+    ("k8s TestFormat dns1035Label", "!format.dns1035Label().validate('my-label-name').hasValue()", True),
+    ("k8s TestFormat dns1035Label invalid", "format.dns1035Label().validate('1abc').hasValue()", True),
+    (
+        "k8s TestFormat qualifiedName",
+        "!format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').hasValue()",
+        True,
+    ),
+    (
+        "k8s TestFormat dns1123LabelPrefix",
+        "!format.dns1123LabelPrefix().validate('my-label-prefix-').hasValue()",
+        True,
+    ),
+    ("k8s TestFormat labelValue", "!format.labelValue().validate('my-cool-label-Value').hasValue()", True),
+    ("k8s TestFormat uri", "!format.uri().validate('http://example.com').hasValue()", True),
+    (
+        "k8s TestFormat uuid",
+        "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+        True,
+    ),
+    (
+        "k8s TestFormat uuid invalid",
+        "format.uuid().validate('x').value() == ['does not match the UUID format']",
+        True,
+    ),
+    ("k8s TestFormat byte", "!format.byte().validate('aGVsbG8=').hasValue()", True),
+    ("k8s TestFormat byte invalid", "format.byte().validate('aGVsbG8').value() == ['invalid base64']", True),
+    ("k8s TestFormat date", "!format.date().validate('2021-01-01').hasValue()", True),
+    ("k8s TestFormat date invalid", "format.date().validate('2021-13-01').value() == ['invalid date']", True),
+    ("k8s TestFormat datetime", "!format.datetime().validate('2021-01-01T00:00:00Z').hasValue()", True),
+    (
+        "k8s TestFormat datetime invalid",
+        "format.datetime().validate('2021-01-01').value() == ['invalid datetime']",
+        True,
+    ),
+    (
+        "k8s TestFormat named",
+        "format.named('dns1123Label').value().validate('my-name') == optional.none()",
+        True,
+    ),
+    ("k8s TestFormat named unknown", "format.named('unknown').hasValue()", False),
+    (
+        "k8s TestFormat undeclared",
+        "format.unknown().validate('x').hasValue()",
+        (COMPILE, "undeclared reference"),
+    ),
+    # cel-go optional functions (optional syntax is not supported)
+    ("cel-go optionals of/value", "optional.of(1).value() == 1", True),
+    ("cel-go optionals none/orValue", "optional.none().orValue(2) == 2", True),
+    ("cel-go optionals or", "optional.none().or(optional.of(3)).value() == 3", True),
+    ("cel-go optionals ofNonZeroValue", "!optional.ofNonZeroValue('').hasValue()", True),
+    ("cel-go optionals ofNonZeroValue", "optional.ofNonZeroValue([1]).hasValue()", True),
+    (
+        "cel-go optionals none dereference",
+        "optional.none().value() == 1",
+        (RUNTIME, "optional.none() dereference"),
+    ),
+]
+
+TWO_VARIABLE: list[Case] = [
+    # cel-go ext/comprehensions_test.go (TestTwoVarComprehensions and its cost cases)
+    ("cel-go all list", "[10, 20, 30].all(i, v, v > i)", True),
+    ("cel-go all map", "{'hello': 'world', 'taco': 'bell'}.all(k, v, k != v)", True),
+    ("cel-go exists map", "{'x': 1, 'y': 2}.exists(k, v, k == 'x' && v == 1)", True),
+    ("cel-go existsOne list", "[1, 2, 1].existsOne(i, v, v == 1)", False),
+    ("cel-go existsOne list", "[1, 2, 3].existsOne(i, v, i == 1 && v == 2)", True),
+    ("cel-go transformList list", "[1, 2, 3].transformList(i, v, i + v) == [1, 3, 5]", True),
+    ("cel-go transformList filter", "[1, 2, 3].transformList(i, v, i % 2 == 0, i + v) == [1, 5]", True),
+    ("cel-go transformList map", "{'a': 1, 'b': 2}.transformList(k, v, k).sort() == ['a', 'b']", True),
+    ("cel-go transformMap map", "{'a': 1, 'b': 2}.transformMap(k, v, v + 1) == {'a': 2, 'b': 3}", True),
+    (
+        "cel-go tranformMap filter map",
+        "{1: 2, 3: 4, 5: 6}.transformMap(k, v, k % 3 == 0, v + 1) == {3: 5}",
+        True,
+    ),
+    ("cel-go transformMap list", "[5, 6].transformMap(i, v, v * 2) == {0: 10, 1: 12}", True),
+    ("cel-go transformMapEntry literal input", "{1: 2}.transformMapEntry(k, v, {v: k}) == {2: 1}", True),
+    (
+        "cel-go transformMapEntry swap",
+        "{'hello': 'world', 'greetings': 'tacocat'}.transformMapEntry(k, v, {v: k}) "
+        "== {'world': 'hello', 'tacocat': 'greetings'}",
+        True,
+    ),
+    ("cel-go transformMapEntry empty", "{'hello': 'world'}.transformMapEntry(k, v, {}) == {}", True),
+    (
+        "cel-go transformMapEntry duplicate key",
+        "{'a': 'same', 'c': 'same'}.transformMapEntry(k, v, {v: k}) == {}",
+        (RUNTIME, "insert failed: key same already exists"),
+    ),
+    ("cel-go two-var nested all", "[1, 2].all(i, v, [1, 2].all(j, w, i + j < v + w))", True),
+    ("cel-go bind with two-var comprehension", "cel.bind(l, [1, 2, 3], l.all(i, v, i < v))", True),
+    ("cel-go duplicate variable", "[1].all(e, e, true)", (COMPILE, "duplicate variable name: e")),
+    (
+        "cel-go first variable not an identifier",
+        "[1].all(a.b, e, true)",
+        (COMPILE, "requires two identifiers"),
+    ),
+    ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
+]
+
+SEMANTICS: list[Case] = [
+    # cel-go's runtime semantics the issue lists (cel-spec conformance: basic, conversions, integer_math)
+    ("cel-spec logic: double negation", "!!true", True),
+    ("cel-spec integer_math: double minus", "--1 == 1", True),
+    ("cel-spec conversions: string(bool)", "string(true) == 'true' && string(false) == 'false'", True),
+    ("cel-spec types: type(1) == int", "type(1) == int", True),
+    ("cel-spec types: type('a') == string", "type('a') == string && type(1) != string", True),
+    ("cel-spec types: type of a list and a map", "type([]) == list && type({}) == map", True),
+    ("cel-spec types: type of a type", "type(int) == type", True),
+    ("cel-spec comparisons: NaN", "double('NaN') != double('NaN')", True),
+    ("cel-spec integer_math: int64 overflow", "9223372036854775807 + 1 == 0", (RUNTIME, "integer overflow")),
+    ("cel-spec integer_math: uint64 overflow", "0u - 1u == 0u", (RUNTIME, "unsigned integer overflow")),
+    ("cel-spec integer_math: division by zero", "1 / 0 == 1", (RUNTIME, "division by zero")),
+    ("cel-spec integer_math: modulus by zero", "1 % 0 == 1", (RUNTIME, "modulus by zero")),
+    ("cel-spec integer_math: MinInt64 % -1", "-9223372036854775808 % -1 == 0", True),
+    (
+        "cel-go checker: == needs one type",
+        "1 == 1.0",
+        (COMPILE, "no matching overload for '_==_' applied to '(int, double)'"),
+    ),
+    ("cel-go CrossTypeNumericComparisons: ordering", "1 < 1.5 && 2u > 1", True),
+    (
+        "cel-go HomogeneousAggregateLiterals: list",
+        "[1, 'a'].size() == 2",
+        (COMPILE, "expected type 'int' but found 'string'"),
+    ),
+    (
+        "cel-go HomogeneousAggregateLiterals: map",
+        "{'a': 1, 2: 1}.size() == 2",
+        (COMPILE, "expected type 'string' but found 'int'"),
+    ),
+    ("cel-go HomogeneousAggregateLiterals: dyn mixes", "[dyn(1), 'a'].size() == 2", True),
+    (
+        "cel-go checker: in on a map of other keys",
+        "1 in {'a': 1}",
+        (COMPILE, "no matching overload for '@in'"),
+    ),
+    ("cel-go checker: in on a map", "'a' in {'a': 1}", True),
+    ("cel-spec macros: map with a filter", "[1, 2, 3].map(x, x > 1, x * 2) == [4, 6]", True),
+    (
+        "cel-spec macros: map filter must be bool",
+        "[1].map(x, 1, x).size() == 1",
+        (COMPILE, "filter must be bool"),
+    ),
+    ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
+]
+
+OPTIONAL_SYNTAX: list[Case] = [
+    # cel-go optional syntax (cel-spec optionals conformance, cel-go TestOptionals)
+    ("cel-go optionals: select present", "{'key': 'test'}.?key.orValue('') == 'test'", True),
+    ("cel-go optionals: select absent", "{'key': 'test'}.?other.hasValue()", False),
+    ("cel-go optionals: select on none chains", "optional.none().?key.hasValue()", False),
+    ("cel-go optionals: select on of", "optional.of({'a': 1}).?a == optional.of(1)", True),
+    ("cel-go optionals: chained field", "{'a': {'b': 1}}.?a.b.value() == 1", True),
+    (
+        "cel-go optionals: chained field, missing",
+        "{'a': {'b': 1}}.?a.c.value() == 1",
+        (RUNTIME, "no such key: c"),
+    ),
+    ("cel-go optionals: index list", "[1, 2, 3][?2] == optional.of(3)", True),
+    ("cel-go optionals: index list out of range", "[1, 2, 3][?3].hasValue()", False),
+    ("cel-go optionals: index map", "{'k': 'v'}[?'k'].value() == 'v'", True),
+    ("cel-go optionals: index map absent", "{'k': 'v'}[?'x'].orValue('d') == 'd'", True),
+    (
+        "DRA: an optional attribute",
+        f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
+        True,
+    ),
+    ("DRA: a missing attribute", f"device.attributes['{GPU}'].?memory.orValue(0) == 0", True),
+    ("DRA: an unknown domain", "device.attributes['other.example.com'].?model.hasValue()", False),
+    ("DRA: optional on a device field", "device.?driver.value() == 'gpu.example.com'", True),
+    ("checker: unknown device field", "device.?nope.hasValue()", (COMPILE, "undefined field 'nope'")),
+]
+
+CASES = (
+    LISTS
+    + SETS
+    + REGEX
+    + STRINGS
+    + IP_CIDR
+    + URLS
+    + FORMAT_OPTIONAL
+    + TWO_VARIABLE
+    + SEMANTICS
+    + OPTIONAL_SYNTAX
+)
+
+
+def outcome(engine: SelectorEngine, expression: str) -> Any:
+    try:
+        return engine.matches(expression, DEVICE)
+    except CelError as e:
+        return (type(e).__name__, e.message)
+
+
+def _check(got: Any, expected: Any) -> None:
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple), f"expected {expected}, got {got!r}"
+        assert got[0] == expected[0], f"expected {expected}, got {got!r}"
+        assert expected[1] in got[1], f"expected {expected}, got {got!r}"
+    else:
+        assert got is expected
+
+
+@pytest.mark.parametrize(("upstream", "expression", "expected"), CASES, ids=[c[1] for c in CASES])
+def test_conformance(upstream: str, expression: str, expected: Any) -> None:
+    """``upstream`` names the transcribed test; both engines must give its answer."""
+    require_engine("cel-rust")
+    for name in ("cel-python", "cel-rust"):
+        _check(outcome(SelectorEngine(engine=name), expression), expected)
+
+
+NEW_FUNCTIONS = [
+    f"device.attributes['{GPU}'].model.find('[0-9]+') == '100'",
+    f"device.attributes['{GPU}'].model.findAll('[0-9]+').size() == 3",
+    f"device.attributes['{GPU}'].model.matches('^A1')",
+    f"sets.contains(['A100-SXM4-80GB'], [device.attributes['{GPU}'].model])",
+    f"[device.attributes['{GPU}'].cores, 1].max() == 108",
+    f"[device.attributes['{GPU}'].cores].sum() == 108",
+    f"'%s'.format([device.attributes['{GPU}'].model]) == 'A100-SXM4-80GB'",
+    f"device.attributes['{GPU}'].model.split('-').sortBy(p, p).size() == 3",
+    f"ip(device.attributes['{GPU}'].address).family() == 4",
+    f"cidr('10.0.0.0/8').containsIP(device.attributes['{GPU}'].address)",
+    f"!format.dns1123Label().validate(device.attributes['{GPU}'].model).hasValue() == false",
+    f"device.attributes['{GPU}'].model.split('-').all(i, v, v.size() > i)",
+    f"device.attributes['{GPU}'].model.split('-').transformList(i, v, v.size()).sum() == 12",
+    f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
+    f"device.attributes['{GPU}'][?'cores'].value() == 108",
+    f"device.attributes['{GPU}'].model.split('-').map(p, p != '', p.size()).sum() == 12",
+]
+
+
+@pytest.mark.parametrize("expression", NEW_FUNCTIONS)
+def test_compiled_engine_hands_new_functions_to_the_reference(expression: str) -> None:
+    require_engine("cel-rust")
+    backend = make_backend("cel-rust")
+    program = backend.compile(expression)
+    assert backend.evaluate(program, backend.prepare(DEVICE)) is True
+    stats = backend.stats()
+    assert stats["declined_programs"] == 1
+    assert stats["reference_evaluations"] == 1
+    assert SelectorEngine(engine="cel-python").matches(expression, DEVICE) is True

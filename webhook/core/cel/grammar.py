@@ -1,0 +1,60 @@
+"""celpy's CEL grammar, extended with cel-go's optional syntax (``cel.OptionalTypes``).
+
+Upstream's base environment enables optional types since 1.28: ``x.?field`` and ``x[?key]``
+select or index only when the field or key is present and give an optional value (none
+otherwise); on an optional value they chain. celpy's grammar has neither, so this module builds a
+parser of its own from celpy's grammar text with two more ``member`` alternatives. It is a
+separate ``Lark`` instance: celpy's process-wide ``CELParser.CEL_PARSER`` is left untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import celpy
+import lark
+from celpy.celparser import CELParseError, CELParser
+
+_MEMBER = "member         : member_dot | member_dot_arg | member_index | member_object | primary"
+_EXTENDED = (
+    "member         : member_dot | member_dot_arg | member_index | member_object"
+    " | member_dot_opt | member_index_opt | primary\n"
+    'member_dot_opt : member "." "?" IDENT\n'
+    'member_index_opt : member "[" "?" expr "]"'
+)
+
+
+def grammar_text() -> str:
+    """celpy's grammar with the optional selection and index rules; ValueError if celpy's grammar
+    no longer has the ``member`` rule this extends (a celpy upgrade must be looked at)."""
+    text = (Path(celpy.__file__).parent / "cel.lark").read_text()
+    if _MEMBER not in text:
+        raise ValueError("celpy's grammar changed: its member rule is not the one draxr extends")
+    return text.replace(_MEMBER, _EXTENDED, 1)
+
+
+class Parser:
+    """A CEL parser with the optional syntax; raises celpy's ``CELParseError`` like ``CELParser``.
+    Not thread-safe (Lark's LALR parser keeps no state between calls, but callers lock anyway)."""
+
+    def __init__(self) -> None:
+        self._lark = lark.Lark(
+            grammar_text(),
+            parser="lalr",
+            start="expr",
+            g_regex_flags=re.M,
+            lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
+            propagate_positions=True,
+            maybe_placeholders=False,
+            priority="invert",
+        )
+
+    def parse(self, text: str) -> lark.Tree[Any]:
+        try:
+            return self._lark.parse(text)
+        except (lark.exceptions.UnexpectedToken, lark.exceptions.UnexpectedCharacters) as ex:
+            raise CELParseError(ex.get_context(text), *ex.args, line=ex.line, column=ex.column) from ex
+        except (lark.exceptions.LexError, lark.exceptions.ParseError) as ex:
+            raise CELParseError(str(ex.args[0]).splitlines()[0], *ex.args) from ex
