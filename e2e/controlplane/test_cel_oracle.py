@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,27 @@ def test_a_bad_line_gets_an_error_and_the_next_line_its_answer(oracle: Path) -> 
     assert bad["inputError"].startswith("invalid request:")
     assert missing["inputError"] == "invalid request: expression and device are required"
     assert good["matches"] is True
+
+
+#: The differential check's ceiling (bench/cel_differential.py, default seed and count): the most
+#: expressions either engine may still decide otherwise than upstream. It only goes down: lower it
+#: when a change closes differences (issue: 0).
+MAX_DIFFERENCES = 205
+
+
+def test_the_differential_check_does_not_regress(oracle: Path) -> None:
+    """Both engines against upstream's compiler on 1,478 selectors: never more differences than the
+    ceiling, so a change that breaks a library upstream accepts fails here."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "cel_differential.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--oracle", str(oracle)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    differing = {name: engine["differing"] for name, engine in report["engines"].items()}
+    assert differing, report
+    assert all(n <= MAX_DIFFERENCES for n in differing.values()), differing
