@@ -1,4 +1,4 @@
-"""The image cache keys (e2e/images/keys.py) and the parts of the builder that need no buildah: a
+"""The e2e test images' cache keys (e2e/images/keys.py) and the parts of the builder that need no buildah: a
 changed input rebuilds, an unchanged one never does, and the Dockerfile takes its base as an argument."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from e2e.images import keys
 from e2e.images.build import Builder, ImageError, _sizes, cache_dir, prune
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BASE = "localhost/draxr-test-python:3.11-0123456789abcdef"
 
 
