@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.core.allocation.allocator import Allocator, ClaimAllocation
+from webhook.core.allocation.allocator import Allocator
+from webhook.core.allocation.results import ClaimAllocation
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 from webhook.core.scheduling.scheduler import Scheduler

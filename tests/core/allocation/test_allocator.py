@@ -6,7 +6,8 @@ import pytest
 
 from tests.core.harness import all_of, allocate, claim, exactly, picked, state_of
 from tests.core.podfactory import device, device_class, gpus, node, resource_slice
-from webhook.core.allocation.allocator import AllocationError, Allocator, Unsatisfiable
+from webhook.core.allocation.allocator import Allocator
+from webhook.core.allocation.errors import AllocationError, Unsatisfiable
 from webhook.core.api.objects import Obj
 
 GPU = device_class("gpu", selectors=['device.driver == "gpu.example.com"'])

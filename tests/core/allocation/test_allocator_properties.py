@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from tests.core.harness import allocate, claim, exactly, state_of
 from tests.core.podfactory import device, device_class, node, resource_slice
-from webhook.core.allocation.allocator import ClaimAllocation, Unsatisfiable
+from webhook.core.allocation.errors import Unsatisfiable
+from webhook.core.allocation.results import ClaimAllocation
 from webhook.core.api.objects import Obj
 
 CLASSES = [

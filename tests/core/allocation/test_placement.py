@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
-from webhook.core.allocation.allocator import Allocator, Unsatisfiable
+from webhook.core.allocation.allocator import Allocator
+from webhook.core.allocation.errors import Unsatisfiable
 from webhook.core.allocation.placement import alignment_text, describe
 from webhook.core.api.alignment import ALIGN_ANNOTATION, ALIGN_BY_ANNOTATION
 from webhook.core.api.objects import Obj

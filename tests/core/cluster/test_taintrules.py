@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.core.harness import allocate, claim, exactly, state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
-from webhook.core.allocation.allocator import Unsatisfiable
+from webhook.core.allocation.errors import Unsatisfiable
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 from webhook.core.cluster.taintrules import parse_taint_rule

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.core.harness import allocate, claim, exactly, state_of
 from tests.core.podfactory import device, device_class, node, pod, resource_slice
-from webhook.core.allocation.allocator import Unsatisfiable
+from webhook.core.allocation.errors import Unsatisfiable
 from webhook.core.api.alignment import (
     ALIGN_ANNOTATION,
     ALIGN_BY_ANNOTATION,

@@ -21,14 +21,9 @@ import pytest
 
 from tests.core.harness import all_of, claim, exactly, state_of
 from tests.core.podfactory import device, device_class, node, resource_slice
-from webhook.core.allocation.allocator import (
-    AllocationError,
-    Allocator,
-    ClaimAllocation,
-    ShareIds,
-    Unsatisfiable,
-    share_id_sequence,
-)
+from webhook.core.allocation.allocator import Allocator
+from webhook.core.allocation.errors import AllocationError, Unsatisfiable
+from webhook.core.allocation.results import ClaimAllocation, ShareIds, share_id_sequence
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
 from webhook.core.cluster.allocated import Share

@@ -27,7 +27,8 @@ from tests.scenarios.consumable.test_allocator_consumable import (
     klass,
     sliced,
 )
-from webhook.core.allocation.allocator import ClaimAllocation, Unsatisfiable
+from webhook.core.allocation.errors import Unsatisfiable
+from webhook.core.allocation.results import ClaimAllocation
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
 from webhook.core.cluster.consumable import DeviceCapacity, parse_capacities, resolve, violates_policy

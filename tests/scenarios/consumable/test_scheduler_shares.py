@@ -9,8 +9,8 @@ import uuid
 
 from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
-from webhook.core.allocation.allocator import share_id_sequence
 from webhook.core.allocation.claims import claim_status, special_claim_after_prebind
+from webhook.core.allocation.results import share_id_sequence
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
 from webhook.core.cluster.state import ClusterState

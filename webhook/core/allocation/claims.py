@@ -13,7 +13,7 @@ from ..api.constants import (
     SPECIAL_CLAIM_GENERATE_SUFFIX,
 )
 from ..api.objects import Obj, name, namespace, uid
-from .allocator import ClaimAllocation
+from .results import ClaimAllocation
 
 #: The API server's generateName alphabet (no vowels, no digits that read like letters).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -13,8 +13,8 @@ from typing import Any
 from ..api.alignment import PREFERRED
 from ..api.objects import Obj
 from ..cluster.topology import request_owner, shared_values, show_value, spanned_values
-from .allocator import DeviceResult
 from .policy import BINPACK, SPREAD, UPSTREAM
+from .results import DeviceResult
 
 
 @dataclass(slots=True)

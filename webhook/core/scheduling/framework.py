@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ..allocation.allocator import ClaimAllocation
 from ..allocation.placement import Placement
+from ..allocation.results import ClaimAllocation
 from ..api.objects import Obj, as_dict, status
 from ..cluster.allocated import Share
 from ..cluster.nodeinfo import NodeInfo

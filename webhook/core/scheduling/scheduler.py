@@ -40,8 +40,9 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
-from ..allocation.allocator import AllocationError, ShareIds, Unsatisfiable
+from ..allocation.errors import AllocationError, Unsatisfiable
 from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
+from ..allocation.results import ShareIds
 from ..api.capacityrequests import capacity_by_class
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from ....allocation.allocator import AllocationError
+from ....allocation.errors import AllocationError
 from ....api.constants import WRITER_ANNOTATION
 from ....api.objects import Obj, annotations_of, as_dict, spec, status
 from ...cycle import Cycle

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ....allocation.allocator import Allocator, ShareIds, Unsatisfiable
+from ....allocation.allocator import Allocator
+from ....allocation.errors import Unsatisfiable
 from ....allocation.placement import Placement, record_alignment
 from ....allocation.policy import UPSTREAM
+from ....allocation.results import ShareIds
 from ....api.alignment import NONE, PREFERRED, REQUIRED
 from ....api.capacityrequests import capacity_by_class
 from ....api.constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, SPECIAL_CLAIM_IN_MEMORY_NAME

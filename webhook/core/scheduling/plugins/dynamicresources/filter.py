@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from ....allocation.allocator import INVALID_POOLS
+from ....allocation.errors import INVALID_POOLS
 from ....api.alignment import REQUIRED
 from ....api.names import is_dra_extended_resource_name
 from ....api.nodematch import SelectorError, node_selector_matches

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ....allocation.allocator import ClaimAllocation
 from ....allocation.placement import Placement
+from ....allocation.results import ClaimAllocation
 from ....api.objects import Obj
 from ....cluster.topology import Groups
 from ...framework import ServedBy, UserClaim
