@@ -371,6 +371,8 @@ class Nodes:
             argv.append(f"--node-ip={self.real.net.node_ip(self.specs.index(spec))}")
         self._kubelet_argv[spec.name] = argv
         self._spawn(f"{spec.name}-kubelet", self._in_node(spec, containment.namespaced(argv)), node)
+        if self.real is not None and self.real.bins.kube_proxy is not None:
+            self._start_kube_proxy(spec)
         drivers = [(DRIVER, CDI_KIND, True)] + [(d, TEST_CDI_KIND, False) for d in self.test_drivers]
         for driver, kind, publish in drivers:
             argv = [
@@ -459,6 +461,33 @@ class Nodes:
         out = kubeconfig.with_name(kubeconfig.stem + "-node.kubeconfig")
         out.write_text(json.dumps(config, indent=2) + "\n")
         return out
+
+    def _start_kube_proxy(self, spec: NodeSpec) -> None:
+        """kube-proxy (iptables mode) in the node's network namespace, as ``system:kube-proxy`` (the
+        default system:node-proxier binding): its rules and net.* sysctls live and die there; the
+        conntrack settings that would write global sysctls are off."""
+        assert self.real is not None
+        assert self.real.bins.kube_proxy is not None
+        node = self._node_dir(spec)
+        kubeconfig = self._node_kubeconfig(
+            self.cp.add_user(f"proxy-{spec.name}", User("system:kube-proxy", ()))
+        )
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "mode": "iptables",
+            "hostnameOverride": spec.name,
+            "clusterCIDR": self.real.net.pod_cidr(self.specs.index(spec)),
+            "conntrack": {"maxPerCore": 0, "min": 0},
+            "healthzBindAddress": "127.0.0.1:10256",  # the node's own loopback
+            "metricsBindAddress": "127.0.0.1:10249",
+            "oomScoreAdj": 0,  # lowering it needs CAP_SYS_RESOURCE
+        }
+        path = node / "kube-proxy.json"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        argv = [str(self.real.bins.kube_proxy), f"--config={path}", "--v=2"]
+        self._spawn(f"{spec.name}-kube-proxy", self._in_node(spec, argv), node)
 
     def _start_containerd(self, spec: NodeSpec) -> Path:
         """containerd for one node (realnode.containerd_argv), its CNI config and the row's images
