@@ -133,6 +133,7 @@ class Nodes:
         self.prepare_log = self.workdir / "prepare.jsonl"
         self._run: Path | None = None
         self._snapshotter: str | None = None
+        self._cgroups: set[Path] | None = None
         self._images: list[Path] | None = None
         self._procs: list[Proc] = []
         self._host: HostState | None = None
@@ -166,6 +167,7 @@ class Nodes:
         """Starts every node's processes without waiting for them (wait_ready does), so a caller can
         do other work while the kubelets register."""
         self._host = HostState.now()
+        self._cgroups = realnode.runtime_cgroups() if self.real is not None else None
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cdi_log.touch()
         self.prepare_log.touch()
@@ -225,6 +227,9 @@ class Nodes:
         if self._host is not None:
             self.host_repairs = self._host.restore()
             self._host = None
+        if self._cgroups is not None:
+            self.host_repairs += [f"cgroup kept: {c}" for c in realnode.remove_cgroups(self._cgroups)]
+            self._cgroups = None
         if self._run is not None:
             shutil.rmtree(self._run, ignore_errors=True)
             self._run = None

@@ -240,6 +240,7 @@ class HostNetState:
             if shutil.which(tool[0]):
                 with contextlib.suppress(ControlPlaneError):
                     out += [f"{tool[0]} " + line for line in _run(*tool).splitlines()]
+        out += [f"cgroup {d}" for d in sorted(runtime_cgroups())]
         if Path("/run/netns").is_dir():
             out += ["netns " + n for n in os.listdir("/run/netns")]
         return cls(tuple(out))
@@ -406,6 +407,35 @@ class RealNodeConfig:
 
     bins: RuntimeBinaries
     net: RowNetwork
+
+
+CGROUPS = Path("/sys/fs/cgroup")
+#: containerd's CRI puts a container of a pod with no cgroup parent (the kubelet's cgroupsPerQOS is off)
+#: at /k8s.io/<id> in every hierarchy; runc leaves the empty directories when containerd is killed.
+CRI_CGROUP = "k8s.io"
+
+
+def runtime_cgroups() -> set[Path]:
+    """The CRI's cgroup directories (every hierarchy's k8s.io and what is in it)."""
+    out: set[Path] = set()
+    for top in CGROUPS.glob(f"*/{CRI_CGROUP}"):
+        out.add(top)
+        out.update(d for d in top.rglob("*") if d.is_dir())
+    return out
+
+
+def remove_cgroups(before: set[Path]) -> list[str]:
+    """Removes the CRI cgroup directories that did not exist in ``before``, deepest first; a cgroup
+    with processes (another row's live container) refuses rmdir and stays. Returns what stays."""
+    stays = []
+    for d in sorted(runtime_cgroups() - before, key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            stays.append(f"{d}: {e.strerror}")
+    return stays
 
 
 def scratch_dir() -> Path:

@@ -279,7 +279,7 @@ def test_the_host_is_as_before(row: Row) -> None:
     row.nodes.stop()
     stopped = time.monotonic() - t0
     row.net.stop()
-    markers = [row.net.prefix, run_dir, f".{row.net.base}.", "draxr-e2e-run"]
+    markers = [row.net.prefix, run_dir, f".{row.net.base}.", "draxr-e2e-run", "cgroup "]
     assert row.host_net.leftovers(markers) == []
     assert row.nodes.host_repairs == []
     assert row.host.differences(HostState.now()) == []
