@@ -115,7 +115,7 @@ class Nodes:
         elif real is not None:
             tools = NodeTools(tools.fakecri, real.bins.dradriver, tools.deviceplugin)
         self.runtime = runtime
-        self.real = real
+        self.real = real if runtime == "containerd" else None
         if not specs or len({s.name for s in specs}) != len(specs):
             raise ValueError("Nodes needs one or more specs with distinct names")
         self.tools = tools
