@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from . import oci
-from .launcher import ControlPlaneError, cache_dir
+from .launcher import ControlPlaneError, cache_dir, find_node_tools
 
 #: The images every node imports; pods use them with ``imagePullPolicy: Never``.
 PAUSE_IMAGE = "draxr.invalid/e2e/pause:3.10"
@@ -62,11 +62,14 @@ def _which(name: str, dirs: Sequence[Path]) -> Path | None:
 
 def find_runtime_binaries(extra_dirs: Sequence[Path] = ()) -> RuntimeBinaries | str:
     """The runtime's binaries from ``extra_dirs`` (e.g. $DRAXR_RUNTIME_BIN), build.sh's cache
-    (``containerd-*``, ``cni-plugins-*``) and PATH, or what is missing."""
+    (``containerd-*``, ``cni-plugins-*``, the current ``nodes-<key>``) and PATH, or what is missing."""
     dirs = [Path(d) for d in extra_dirs]
     bin_root = cache_dir() / "bin"
-    for prefix in ("containerd-v", "cni-plugins-v", "nodes-"):
+    for prefix in ("containerd-v", "cni-plugins-v"):
         dirs += sorted(bin_root.glob(prefix + "*"), key=lambda d: d.stat().st_mtime, reverse=True)
+    tools = find_node_tools()  # the driver built from these sources (an older one writes no CDI specs)
+    if not isinstance(tools, str):
+        dirs.append(tools.dradriver.parent)
     names = {
         "containerd": "containerd",
         "ctr": "ctr",

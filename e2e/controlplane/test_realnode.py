@@ -3,7 +3,7 @@ one containerd node in its own network namespace. Pods run the workload image (b
 the host reaches, see exactly their claim's devices as ``DRA_DEVICE_`` variables applied by the
 runtime from the driver's CDI specs; the host is as before afterwards.
 
-Binaries: build.sh's cache, then $DRAXR_RUNTIME_BIN (colon-separated directories), then PATH.
+Binaries: $DRAXR_RUNTIME_BIN (colon-separated directories), then build.sh's cache, then PATH.
 Skips with the reason when any is missing, unless CI=true. Tests run in file order on one
 module-scoped cluster; the last one stops it.
 """
