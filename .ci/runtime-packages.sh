@@ -13,6 +13,7 @@ declare -A NEEDED=(
     [conntrack]=conntrack
     [ip]=iproute2
     [gcc]=gcc
+    [busybox]=busybox-static
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do

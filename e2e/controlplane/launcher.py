@@ -425,7 +425,15 @@ class Proc:
     log: Path
 
 
-def spawn(name: str, argv: list[str], workdir: Path, cwd: Path, *, own_group: bool = False) -> Proc:
+def spawn(
+    name: str,
+    argv: list[str],
+    workdir: Path,
+    cwd: Path,
+    *,
+    own_group: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> Proc:
     """Starts ``argv`` in ``cwd``, logging to ``<workdir>/<name>.log`` (the command line first); it
     dies with this process. ``own_group``: a process group of its own, stopped as one."""
     log = workdir / f"{name}.log"
@@ -440,6 +448,7 @@ def spawn(name: str, argv: list[str], workdir: Path, cwd: Path, *, own_group: bo
             cwd=cwd,
             start_new_session=own_group,
             preexec_fn=_die_with_parent,
+            env=dict(env) if env is not None else None,
         )
     return Proc(name, popen, log)
 
@@ -490,6 +499,9 @@ class ControlPlane:
     v1beta1 and v1beta2 on besides v1; v1alpha3 stays off).
     ``workdir``: certificates, kubeconfigs and one ``<process>.log`` each; a temporary directory when None
     (removed on a clean exit, kept when the block raised).
+    ``advertise_address``: also serve on this host address (nodes in network namespaces reach the API
+    there): the apiserver binds 0.0.0.0, the address is in its certificate and is the ``kubernetes``
+    Service's endpoint; the host's clients keep using 127.0.0.1. None: loopback only.
     """
 
     def __init__(
@@ -507,6 +519,7 @@ class ControlPlane:
         users: Mapping[str, User] = USERS,
         start_timeout: float = 120.0,
         stop_timeout: float = 15.0,
+        advertise_address: str | None = None,
     ) -> None:
         found = find_binaries(version)
         if isinstance(found, str):
@@ -528,6 +541,7 @@ class ControlPlane:
         self.scheduler_args = tuple(scheduler_args)
         self.controller_manager_args = tuple(controller_manager_args)
         self.users = dict(users)
+        self.advertise_address = str(ipaddress.ip_address(advertise_address)) if advertise_address else None
         self._tokens = {key: secrets.token_urlsafe(24) for key in self.users}
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -672,7 +686,7 @@ class ControlPlane:
             "kube-apiserver",
             server=True,
             dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-            ips=["127.0.0.1", "10.0.0.1"],
+            ips=["127.0.0.1", "10.0.0.1", *([self.advertise_address] if self.advertise_address else [])],
         )
         _write_cert(pki / "apiserver.crt", cert)
         _write_key(pki / "apiserver.key", key)
@@ -733,8 +747,6 @@ class ControlPlane:
         argv = [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
             f"--secure-port={self.port}",
             f"--tls-cert-file={pki / 'apiserver.crt'}",
             f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -744,8 +756,6 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            # The "kubernetes" Service's endpoints would be 127.0.0.1, which Endpoints validation rejects.
-            "--endpoint-reconciler-type=none",
             # Kubelets join with node identities: the node authorizer (with its graph of pods, claims and
             # the special claim a pod's status names) and the NodeRestriction admission plugin guard them.
             "--authorization-mode=Node,RBAC",
@@ -753,6 +763,22 @@ class ControlPlane:
             "--allow-privileged=true",
             "--v=1",
         ]
+        if self.advertise_address:
+            argv += [
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={self.advertise_address}",
+                "--endpoint-reconciler-type=lease",
+                # Nodes are named, not resolvable: logs and exec go to the kubelet's InternalIP.
+                "--kubelet-preferred-address-types=InternalIP",
+            ]
+        else:
+            argv += [
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                # The "kubernetes" Service's endpoints would be 127.0.0.1, which Endpoints validation
+                # rejects.
+                "--endpoint-reconciler-type=none",
+            ]
         if self.gates:
             argv.append("--feature-gates=" + _gates_flag(self.gates))
         if self.runtime_config:

@@ -29,10 +29,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from . import realnode
 from .host import Containment, HostState
 from .launcher import (
     ControlPlane,
     ControlPlaneError,
+    NodeTools,
     Proc,
     User,
     _gates_flag,
@@ -99,10 +101,25 @@ class Nodes:
         kubelet: Path | None = None,
         start_timeout: float = 120.0,
         stop_timeout: float = 15.0,
+        runtime: str = "fake",
+        real: realnode.RealNodeConfig | None = None,
     ) -> None:
+        if runtime not in ("fake", "containerd"):
+            raise ValueError(f"runtime must be 'fake' or 'containerd', not {runtime!r}")
+        if runtime == "containerd" and real is None:
+            raise ValueError("runtime='containerd' needs real=RealNodeConfig(binaries, row network)")
+        if real is not None and len(specs) > real.net.count:
+            raise ValueError(f"the row network has {real.net.count} node slots for {len(specs)} nodes")
         tools = find_node_tools()
-        if isinstance(tools, str):
+        if isinstance(tools, str) and real is None:
             raise ControlPlaneError(tools)
+        if isinstance(tools, str):
+            assert real is not None
+            tools = NodeTools(Path("/nonexistent"), real.bins.dradriver, Path("/nonexistent"))
+        elif real is not None:
+            tools = NodeTools(tools.fakecri, real.bins.dradriver, tools.deviceplugin)
+        self.runtime = runtime
+        self.real = real if runtime == "containerd" else None
         if not specs or len({s.name for s in specs}) != len(specs):
             raise ValueError("Nodes needs one or more specs with distinct names")
         self.tools = tools
@@ -119,6 +136,9 @@ class Nodes:
         self.cdi_log = self.workdir / "cdi.jsonl"
         self.prepare_log = self.workdir / "prepare.jsonl"
         self._run: Path | None = None
+        self._snapshotter: str | None = None
+        self._cgroups: set[Path] | None = None
+        self._images: list[Path] | None = None
         self._procs: list[Proc] = []
         self._host: HostState | None = None
         #: What the safety net had to put back after stop() (empty when the containment held).
@@ -151,6 +171,7 @@ class Nodes:
         """Starts every node's processes without waiting for them (wait_ready does), so a caller can
         do other work while the kubelets register."""
         self._host = HostState.now()
+        self._cgroups = realnode.runtime_cgroups() if self.real is not None else None
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cdi_log.touch()
         self.prepare_log.touch()
@@ -210,9 +231,13 @@ class Nodes:
         if self._host is not None:
             self.host_repairs = self._host.restore()
             self._host = None
+        if self._cgroups is not None:
+            self.host_repairs += [f"cgroup kept: {c}" for c in realnode.remove_cgroups(self._cgroups)]
+            self._cgroups = None
         if self._run is not None:
             shutil.rmtree(self._run, ignore_errors=True)
             self._run = None
+        self._images = None
 
     def _terminate(self, proc: Proc) -> None:
         """SIGTERM to the process group, SIGKILL after ``stop_timeout``."""
@@ -314,23 +339,28 @@ class Nodes:
         kubeconfig = self.cp.add_user(
             f"node-{spec.name}", User(f"system:node:{spec.name}", ("system:nodes",))
         )
-        socket = node / "cri.sock"
-        runtime = self._spawn(
-            f"{spec.name}-fakecri",
-            [
-                str(self.tools.fakecri),
-                f"--socket={socket}",
-                f"--cdi-log={self.cdi_log}",
-                f"--kubeconfig={kubeconfig}",
-            ],
-            node,
-        )
-        wait_until(
-            f"the fake runtime of {spec.name} did not listen",
-            socket.exists,
-            self.start_timeout,
-            alive=lambda: self.dead() if runtime.popen.poll() is not None else None,
-        )
+        if self.real is not None:
+            socket = self._start_containerd(spec)
+            kubeconfig = self._node_kubeconfig(kubeconfig)
+            driver_kubeconfig = self._node_kubeconfig(driver_kubeconfig)
+        else:
+            socket = node / "cri.sock"
+            runtime = self._spawn(
+                f"{spec.name}-fakecri",
+                [
+                    str(self.tools.fakecri),
+                    f"--socket={socket}",
+                    f"--cdi-log={self.cdi_log}",
+                    f"--kubeconfig={kubeconfig}",
+                ],
+                node,
+            )
+            wait_until(
+                f"the fake runtime of {spec.name} did not listen",
+                socket.exists,
+                self.start_timeout,
+                alive=lambda: self.dead() if runtime.popen.poll() is not None else None,
+            )
         config = node / "kubelet.json"
         config.write_text(json.dumps(self._kubelet_config(spec, socket), indent=2) + "\n")
         argv = [
@@ -346,8 +376,12 @@ class Nodes:
             argv.append("--feature-gates=" + _gates_flag(self.gates))
         if spec.labels:
             argv.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in spec.labels))
+        if self.real is not None:
+            argv.append(f"--node-ip={self.real.net.node_ip(self.specs.index(spec))}")
         self._kubelet_argv[spec.name] = argv
-        self._spawn(f"{spec.name}-kubelet", containment.namespaced(argv), node)
+        self._spawn(f"{spec.name}-kubelet", self._in_node(spec, containment.namespaced(argv)), node)
+        if self.real is not None:
+            self._start_kube_proxy(spec)
         drivers = [(DRIVER, CDI_KIND, True)] + [(d, TEST_CDI_KIND, False) for d in self.test_drivers]
         for driver, kind, publish in drivers:
             argv = [
@@ -367,6 +401,8 @@ class Nodes:
                 argv.append(f"--devices={spec.devices}")
             if publish and spec.attachable:
                 argv.append(f"--attachable={spec.attachable}")
+            if self.real is not None:
+                argv.append(f"--cdi-dir={node / 'cdi'}")
             self._spawn(f"{spec.name}-{driver}", argv, node)
         if spec.device_plugin:
             self._spawn(
@@ -386,7 +422,7 @@ class Nodes:
     def _kubelet_config(self, spec: NodeSpec, socket: Path) -> Obj:
         """What a kubelet needs to run as root on cgroup v1 without systemd, on loopback ports."""
         endpoint = f"unix://{socket}"
-        return {
+        config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             "failCgroupV1": False,
@@ -411,6 +447,94 @@ class Nodes:
             "serializeImagePulls": False,
             "resolvConf": "",
         }
+        if self.real is not None:
+            # In the node's own network namespace: the API server reaches it (logs, exec) at the node
+            # IP; only the host can route there, so it serves anonymously as on loopback.
+            config["address"] = self.real.net.node_ip(self.specs.index(spec))
+            config["authentication"] = {"anonymous": {"enabled": True}, "webhook": {"enabled": False}}
+        return config
+
+    # -- containerd nodes --------------------------------------------------------------------------------
+
+    def _in_node(self, spec: NodeSpec, argv: list[str]) -> list[str]:
+        """``argv`` in the node's network namespace (a containerd node), else unchanged."""
+        if self.real is None:
+            return argv
+        return [*self.real.net.netns(self.specs.index(spec)), *argv]
+
+    def _node_kubeconfig(self, kubeconfig: Path) -> Path:
+        """A copy of ``kubeconfig`` naming the API server by the row bridge's address (a node's
+        loopback is its own)."""
+        assert self.real is not None
+        config = json.loads(kubeconfig.read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = f"https://{self.real.net.host_ip}:{self.cp.port}"
+        out = kubeconfig.with_name(kubeconfig.stem + "-node.kubeconfig")
+        out.write_text(json.dumps(config, indent=2) + "\n")
+        return out
+
+    def _start_kube_proxy(self, spec: NodeSpec) -> None:
+        """kube-proxy (iptables mode) in the node's network namespace, as ``system:kube-proxy`` (the
+        default system:node-proxier binding): its rules and net.* sysctls live and die there; the
+        conntrack settings that would write global sysctls are off."""
+        assert self.real is not None
+        node = self._node_dir(spec)
+        kubeconfig = self._node_kubeconfig(
+            self.cp.add_user(f"proxy-{spec.name}", User("system:kube-proxy", ()))
+        )
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "mode": "iptables",
+            "hostnameOverride": spec.name,
+            "clusterCIDR": self.real.net.pod_cidr(self.specs.index(spec)),
+            "conntrack": {"maxPerCore": 0, "min": 0},
+            "healthzBindAddress": "127.0.0.1:10256",  # the node's own loopback
+            "metricsBindAddress": "127.0.0.1:10249",
+            "oomScoreAdj": 0,  # lowering it needs CAP_SYS_RESOURCE
+        }
+        path = node / "kube-proxy.json"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        argv = [str(self.real.bins.kube_proxy), f"--config={path}", "--v=2"]
+        self._spawn(f"{spec.name}-kube-proxy", self._in_node(spec, argv), node)
+
+    def _start_containerd(self, spec: NodeSpec) -> Path:
+        """containerd for one node (realnode.containerd_argv), its CNI config and the row's images
+        imported; returns its socket."""
+        assert self.real is not None
+        assert self._run is not None
+        bins, net = self.real.bins, self.real.net
+        index = self.specs.index(spec)
+        node = self._node_dir(spec)
+        for d in ("cni", "cdi", "cni-state"):
+            (node / d).mkdir(parents=True, exist_ok=True)
+        (node / "cni" / "10-draxr.conflist").write_text(realnode.cni_config(node, net.pod_cidr(index)) + "\n")
+        if self._snapshotter is None:
+            self._snapshotter = "overlayfs" if realnode.overlay_works(self._run / "ov") else "native"
+        config = node / "containerd.toml"
+        config.write_text(realnode.containerd_config(node, bins, node / "cdi", self._snapshotter))
+        socket = node / "c.sock"
+        argv = realnode.containerd_argv(net.netns(index), config, bins)
+        proc = spawn(
+            f"{spec.name}-containerd",
+            argv,
+            self.workdir,
+            node,
+            own_group=True,
+            env=realnode.runtime_env(bins),
+        )
+        self._procs.append(proc)
+        wait_until(
+            f"containerd of {spec.name} did not listen",
+            socket.exists,
+            self.start_timeout,
+            alive=lambda: self.dead() if proc.popen.poll() is not None else None,
+        )
+        if self._images is None:
+            self._images = realnode.build_images(bins, self._run / "images")
+        realnode.import_images(bins, socket, self._images, self._snapshotter)
+        return socket
 
     def _wait_node(self, spec: NodeSpec) -> None:
         """Ready (and untainted), its drivers registered, its GPUs and attachable devices published,

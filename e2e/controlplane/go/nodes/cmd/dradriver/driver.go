@@ -88,17 +88,19 @@ type claimRecord struct {
 // that is not shareable to a second claim while the first still has it.
 type driver struct {
 	node, name, cdiKind string
-	log                 *jsonl.Writer
-	fail                context.CancelCauseFunc
+	// cdiDir, when set, gets a CDI spec file per prepared claim (a real runtime applies it).
+	cdiDir string
+	log    *jsonl.Writer
+	fail   context.CancelCauseFunc
 
 	mu       sync.Mutex
 	prepared map[types.UID][]kubeletplugin.Device
 	holder   map[string]types.UID // "<pool>/<device>" -> the claim it is prepared for (exclusive devices)
 }
 
-func newDriver(node, name, cdiKind string, log *jsonl.Writer, fail context.CancelCauseFunc) *driver {
+func newDriver(node, name, cdiKind, cdiDir string, log *jsonl.Writer, fail context.CancelCauseFunc) *driver {
 	return &driver{
-		node: node, name: name, cdiKind: cdiKind, log: log, fail: fail,
+		node: node, name: name, cdiKind: cdiKind, cdiDir: cdiDir, log: log, fail: fail,
 		prepared: map[types.UID][]kubeletplugin.Device{},
 		holder:   map[string]types.UID{},
 	}
@@ -106,11 +108,7 @@ func newDriver(node, name, cdiKind string, log *jsonl.Writer, fail context.Cance
 
 // cdiID names one allocated device (and its share, for a device allocated to several claims).
 func (d *driver) cdiID(r resourceapi.DeviceRequestAllocationResult) string {
-	id := fmt.Sprintf("%s=%s-%s", d.cdiKind, r.Pool, r.Device)
-	if r.ShareID != nil {
-		id += "-" + string(*r.ShareID)
-	}
-	return id
+	return d.cdiKind + "=" + cdiName(r)
 }
 
 func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -142,10 +140,12 @@ func (d *driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 	}
 	var devices []kubeletplugin.Device
 	var taken []string
+	var mine []resourceapi.DeviceRequestAllocationResult
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != d.name {
 			continue
 		}
+		mine = append(mine, r)
 		key := r.Pool + "/" + r.Device
 		if r.ShareID == nil {
 			if other, ok := d.holder[key]; ok && other != claim.UID {
@@ -160,6 +160,11 @@ func (d *driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 			CDIDeviceIDs: []string{d.cdiID(r)},
 			ShareID:      r.ShareID,
 		})
+	}
+	if d.cdiDir != "" && len(mine) > 0 {
+		if err := writeCDISpec(d.cdiDir, d.cdiKind, d.name, claim.UID, mine); err != nil {
+			return nil, fmt.Errorf("write the CDI spec of claim %s/%s: %w", claim.Namespace, claim.Name, err)
+		}
 	}
 	for _, key := range taken {
 		d.holder[key] = claim.UID
@@ -182,6 +187,9 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 		delete(d.prepared, claim.UID)
 		out[claim.UID] = nil
+		if d.cdiDir != "" {
+			out[claim.UID] = removeCDISpec(d.cdiDir, d.name, claim.UID)
+		}
 		rec.Claims = append(rec.Claims, claimRecord{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name})
 	}
 	return out, d.log.Append(rec)

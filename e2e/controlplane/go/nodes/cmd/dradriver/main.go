@@ -32,7 +32,7 @@ import (
 type options struct {
 	node, driver, kubeconfig  string
 	registryDir, pluginDir    string
-	cdiKind, devices          string
+	cdiKind, cdiDir, devices  string
 	gpus, attachable          int
 	publish                   bool
 	prepareLog, readyFile     string
@@ -48,6 +48,7 @@ func main() {
 	flag.StringVar(&o.registryDir, "registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration directory (<root-dir>/plugins_registry)")
 	flag.StringVar(&o.pluginDir, "plugin-dir", "", "directory for the driver's DRA socket (default <kubelet plugins dir>/<driver>)")
 	flag.StringVar(&o.cdiKind, "cdi-kind", "draxr.e2e/gpu", "vendor/class of the CDI device IDs handed to the kubelet")
+	flag.StringVar(&o.cdiDir, "cdi-dir", "", "write a CDI spec per prepared claim here (the runtime's CDI spec dir); each device gets DRA_DEVICE_<DEVICE>=<driver>/<pool>/<device>")
 	flag.IntVar(&o.gpus, "gpus", 8, "publish this many GPUs gpu-0..gpu-<n-1> (ignored with --devices)")
 	flag.IntVar(&o.attachable, "attachable", 0, "also publish this many devices attachable-0..<n-1> that bind only once <driver>/Attached is True in the claim's status.devices (binding conditions, KEP-5007; failure condition <driver>/AttachFailed; bindsToNode)")
 	flag.StringVar(&o.devices, "devices", "", "the devices to publish: a JSON list of resource.k8s.io/v1 Devices, or @FILE")
@@ -92,7 +93,7 @@ func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(ctx)
-	d := newDriver(o.node, o.driver, o.cdiKind, log, cancel)
+	d := newDriver(o.node, o.driver, o.cdiKind, o.cdiDir, log, cancel)
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(o.driver),
 		kubeletplugin.NodeName(o.node),
