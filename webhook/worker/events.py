@@ -34,8 +34,9 @@ log = logging.getLogger("draxr.events")
 #: client-go's ``maxQueuedEvents``: Events waiting for the sender beyond this are dropped.
 MAX_QUEUED_EVENTS = 1000
 #: Sender threads: each Event is one round trip, so N senders write about N times what one does
-#: (one kept up with about 45 binds/s against a real API server); 4 keep up with the worker's
-#: bind rate on a connection pool of 4 while costing the API server no more than 4 in flight.
+#: while the API server, not this process, is what takes time (one fell behind 46 binds/s against
+#: a real API server, issue 35; with an 8 ms create through the emulator 4 wrote 400/s, one 107/s).
+#: 4 keep an Event burst to at most 4 requests in flight, on a connection pool of 4.
 EVENT_SENDERS = 4
 #: What a sender takes from the queue at once (its share of what is queued, at most this): a
 #: burst costs fewer queue hand-offs, and at most ``EVENT_SENDERS * EVENT_BATCH`` Events are out
