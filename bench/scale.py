@@ -16,8 +16,9 @@ departure of the oldest pod):
   HTTP (the emulator in this process), the same pods created with up to ``--window`` unbound at
   a time, bound pods deleted as above. Reports pods bound/s, the worker's API writes per pod
   (special claim create and status, pod status, binding, event, and the cleanup of departed
-  pods' claims), the worker process's RSS (``VmRSS`` at the end, ``VmHWM`` peak), and the CPU
-  time per pod of the worker and of this process (the emulator and the pod driver).
+  pods' claims), the worker process's RSS (``VmRSS`` at the end, ``VmHWM`` peak), the share of pods
+  that got their ``Scheduled`` Event, and the CPU time per pod of the worker and of this process
+  (the emulator and the pod driver).
 
 The machine is shared and the numbers are noisy: compare runs made side by side.
 
@@ -198,6 +199,18 @@ def wait_bound(em: Emulator, name: str, timeout: float) -> None:
         time.sleep(0.005)
 
 
+def scheduled_events(em: Emulator, pods: int) -> int:
+    """How many of the measured pods (``pod-00000``..) got a ``Scheduled`` Event from the worker."""
+    measured = {f"pod-{i:05d}" for i in range(pods)}
+    return len(
+        {
+            e["involvedObject"]["name"]
+            for e in em.list("events", "default")
+            if e.get("reason") == "Scheduled" and e["involvedObject"].get("name") in measured
+        }
+    )
+
+
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     capacity = args.nodes * args.devices
     with (
@@ -261,12 +274,15 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
                 proc.kill()
                 proc.wait()
             log.close()
+        # After the worker's stop, which sends what its recorder still queued (bounded).
+        scheduled = scheduled_events(em, args.worker_pods)
     return {
         "pods": args.worker_pods,
         "window": args.window,
         "live_pods": live_limit,
         "worker_pods_per_second": round(args.worker_pods / total, 1),
         "api_writes_per_pod_including_cleanup": round(writes / args.worker_pods, 2),
+        "scheduled_events_per_pod": round(scheduled / args.worker_pods, 3),
         "worker_cpu_ms_per_pod": round(worker_cpu * 1000 / args.worker_pods, 2),
         "emulator_and_driver_cpu_ms_per_pod": round(bench_cpu * 1000 / args.worker_pods, 2),
         "worker_rss_mb": end_rss.get("VmRSS"),

@@ -503,6 +503,32 @@ def test_a_client_with_its_own_rate_limit_shares_the_rest(em: Emulator) -> None:
     assert own.api is c.api
 
 
+def test_a_client_with_its_own_connections_takes_no_token_nor_connection_of_the_other(em: Emulator) -> None:
+    """The Events' client (kube-scheduler's event client): its writes leave the main client's
+    bucket and pool untouched, and it is still fenced and authenticated like it."""
+    up = [True]
+    em.add_token("t", "events-writer", ["system:masters"])
+    c = KubeClient(em.api_client("t"), qps=1, burst=1).fenced(lambda: up[0])
+    own = c.with_own_connections(4)
+    assert own._pool is not None
+    assert c._pool is not None
+    main_pool, own_pool = c._pool[0], own._pool[0]
+    assert own_pool is not main_pool
+    assert own_pool.pool is not None
+    assert own_pool.pool.maxsize == 4
+    own.writes = TokenBucket(qps=1000, burst=1000)
+    for i in range(5):
+        own.create(NODES, {"metadata": {"name": f"n{i}"}})
+    assert main_pool.num_requests == 0
+    assert own_pool.num_requests == 5
+    assert c.writes.reserve() == 0.0  # its one token is still there: nothing waited on it
+    up[0] = False
+    with pytest.raises(NotLeader):
+        own.create(NODES, {"metadata": {"name": "late"}})
+    assert len(em.list("nodes")) == 5
+    assert {r.user for r in em.requests() if r.verb == "create"} == {"events-writer"}
+
+
 # -- the transport -------------------------------------------------------------------------------
 
 

@@ -1,6 +1,8 @@
 """Events are rate limited: the same message for the same pod at most once per interval; the
 PodScheduled condition is written to the pod it is about."""
 
+import time
+
 import pytest
 
 from tests.worker.harness import Cluster
@@ -128,29 +130,94 @@ def test_post_does_not_wait_for_the_write_and_flush_does(kube: Cluster) -> None:
 
 
 def test_a_full_queue_drops_and_counts_what_does_not_fit(kube: Cluster) -> None:
-    pods = [kube.pod(f"p{i}") for i in range(6)]
+    pods = [_pod(i) for i in range(10)]
     kube.em.inject(verbs="create", resource="events", latency=0.3)
-    rec = EventRecorder(kube.client(), "draxr", "x", max_queued=2).start()
+    rec = EventRecorder(kube.client(), "draxr", "x", max_queued=2, senders=2, batch=2).start()
     for pod in pods:
         rec.post(pod, "Normal", "Scheduled", "ok")
     assert rec.flush(10)
     written = len(_events(kube))
-    assert rec.overflowed >= 3  # at most one in flight and two queued when the posts came
+    assert rec.overflowed >= 4  # at most 2 x 2 taken by the senders and two queued when the posts came
     assert written + rec.overflowed == len(pods)  # each Event written or counted, none lost unseen
     rec.stop()
 
 
+def _pod(i: int) -> dict[str, dict[str, str]]:
+    """What an Event needs of its pod (the pod itself need not exist)."""
+    return {"metadata": {"name": f"p{i}", "namespace": "default", "uid": f"uid-{i}"}}
+
+
+def _burst(kube: Cluster, senders: int, events: int = 2500, rate: float = 400.0) -> EventRecorder:
+    """``events`` Events posted at ``rate`` a second (as a binding cycle posts them) while each
+    Event's create takes at least 8 ms: one sender writes at most 125 a second, so over the 6.25 s
+    of the burst it falls at least 1,720 behind (the queue holds 1,000; a slower machine posts
+    slower too, and one sender still overflows until posting takes 12 s); 4 senders need only
+    240 a second of their 500 to stay within the queue."""
+    kube.em.inject(verbs="create", resource="events", latency=0.008)
+    client = kube.client(qps=100_000, burst=100_000)  # the senders under test, not the rate limit
+    rec = EventRecorder(client.with_own_connections(senders), "draxr", "x", senders=senders).start()
+    t0 = time.monotonic()
+    for i in range(events):
+        ahead = t0 + i / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)  # pacing the posts, not waiting for the senders
+        rec.post(_pod(i), "Normal", "Scheduled", "ok")
+    return rec
+
+
+def test_a_burst_of_2500_scheduled_events_is_written_whole_by_the_senders(kube: Cluster) -> None:
+    """Issue 35: one sender writing one round trip at a time let the queue overflow (1,098 of
+    2,500 pods got their Event); the senders together keep up."""
+    rec = _burst(kube, senders=4)
+    assert rec.flush(60)
+    assert rec.overflowed == 0
+    assert len(_events(kube)) == 2500
+    rec.stop()
+
+
+def test_one_sender_cannot_keep_up_with_the_same_burst(kube: Cluster) -> None:
+    """The control of the test above: the same burst overflows a single sender's queue."""
+    rec = _burst(kube, senders=1)
+    assert rec.overflowed > 0
+    senders = list(rec._senders)
+    rec.stop(timeout=0.5)
+    for t in senders:  # the one Event in flight at the stop ends its sender's batch
+        t.join(10)
+    assert rec.overflowed + rec.abandoned + len(_events(kube)) == 2500  # each written or counted
+
+
 def test_stop_sends_what_is_queued_then_post_writes_at_once(kube: Cluster) -> None:
-    pods = [kube.pod(f"p{i}") for i in range(3)]
-    kube.em.inject(verbs="create", resource="events", latency=0.2)
+    pods = [kube.pod(f"p{i}") for i in range(3)] + [_pod(i) for i in range(3, 100)]
+    kube.em.inject(verbs="create", resource="events", latency=0.05)
     rec = EventRecorder(kube.client(), "draxr", "x").start()
     for pod in pods:
         rec.post(pod, "Normal", "Scheduled", "ok")
     rec.stop()
-    assert len(_events(kube)) == 3
+    assert len(_events(kube)) == 100  # more than 4 senders x 16 take at once: queued ones too
+    assert rec.abandoned == 0
     kube.em.clear_faults()
     rec.post(pods[0], "Normal", "Preempted", "by q")
-    assert sorted(_events(kube)) == ["Preempted", "Scheduled", "Scheduled", "Scheduled"]
+    assert sorted(_events(kube)) == ["Preempted"] + ["Scheduled"] * 100
+
+
+def test_stop_is_bounded_and_counts_what_it_leaves(kube: Cluster) -> None:
+    """A full queue behind a slow API server: ``stop`` returns within its timeout, and every Event
+    is written or counted as abandoned (none counted twice)."""
+    kube.em.inject(verbs="create", resource="events", latency=0.5)
+    rec = EventRecorder(kube.client(), "draxr", "x", max_queued=50, senders=2, batch=4).start()
+    for i in range(50):
+        rec.post(_pod(i), "Normal", "Scheduled", "ok")
+    assert rec.overflowed == 0
+    senders = list(rec._senders)
+    t0 = time.monotonic()
+    rec.stop(timeout=1.0)
+    assert time.monotonic() - t0 < 2.0
+    assert rec.abandoned > 0
+    for t in senders:
+        t.join(10)
+    assert rec.abandoned + len(_events(kube)) == 50
+    rec.post(_pod(100), "Normal", "Scheduled", "after")  # no sender now: written at once
+    assert "after" in {e["message"] for e in kube.em.list("events", "default")}
 
 
 def test_a_refused_event_is_dropped_and_the_sender_goes_on(kube: Cluster) -> None:

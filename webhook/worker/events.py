@@ -4,10 +4,13 @@ A scheduled pod's ``Scheduled`` Event keeps kube-scheduler's words and adds whic
 why (``core.placement.describe``); a ``draxr.io/align: preferred`` pod that got no aligned set also
 gets an ``AlignmentRelaxed`` Event.
 
-The scheduling and binding cycles ``post`` their Events as kube-scheduler's recorder does: queued for
-a sender thread of their own (client-go's broadcaster, 1,000 queued at most, more dropped and
-counted), so a binding never waits for its Event's round trip. Reporters that must know whether the
-Event was written (``doubles.py``, ``nodevices.py``) call ``event``, which writes at once.
+The scheduling and binding cycles ``post`` their Events as kube-scheduler's recorder does: queued
+(client-go's broadcaster, 1,000 queued at most, more dropped and counted), so a binding never waits
+for its Event's round trip. A few sender threads drain the one queue, each on a connection of its
+own (the worker gives the recorder a client with its own pool and rate limit, as kube-scheduler's
+event client is its own): one sender writing one round trip at a time fell behind the binds and
+the queue overflowed (issue 35). Reporters that must know whether the Event was written
+(``doubles.py``, ``nodevices.py``) call ``event``, which writes at once.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ log = logging.getLogger("draxr.events")
 
 #: client-go's ``maxQueuedEvents``: Events waiting for the sender beyond this are dropped.
 MAX_QUEUED_EVENTS = 1000
+#: Sender threads: each Event is one round trip, so N senders write about N times what one does
+#: while the API server, not this process, is what takes time (one fell behind 46 binds/s against
+#: a real API server, issue 35; with an 8 ms create through the emulator 4 wrote 400/s, one 107/s).
+#: 4 keep an Event burst to at most 4 requests in flight, on a connection pool of 4.
+EVENT_SENDERS = 4
+#: What a sender takes from the queue at once (its share of what is queued, at most this): a
+#: burst costs fewer queue hand-offs, and at most ``EVENT_SENDERS * EVENT_BATCH`` Events are out
+#: of the queue and unsent at any time (memory beyond the queue's bound, what ``stop`` may leave).
+EVENT_BATCH = 16
 
 
 def now_rfc3339(wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
@@ -116,7 +128,11 @@ class EventRecorder:
         burst: int = SPAM_BURST,
         clock: Callable[[], float] = time.monotonic,
         max_queued: int = MAX_QUEUED_EVENTS,
+        senders: int = EVENT_SENDERS,
+        batch: int = EVENT_BATCH,
     ) -> None:
+        if senders < 1 or batch < 1:
+            raise ValueError("senders and batch must be >= 1")
         self.client = client
         self.component = component
         self.instance = instance
@@ -131,8 +147,14 @@ class EventRecorder:
         self.dropped = 0
         #: Events ``post`` dropped because the sender's queue was full.
         self.overflowed = 0
+        #: Events ``stop`` left unsent when its time was up.
+        self.abandoned = 0
+        self.max_queued = max_queued
+        self.senders = senders
+        self.batch = batch
         self._queue: queue.Queue[Obj | None] = queue.Queue(max_queued)
-        self._sender: threading.Thread | None = None
+        self._senders: list[threading.Thread] = []
+        self._closed = threading.Event()
 
     def allow(self, obj_uid: str, reason: str, message: str) -> bool:
         key = (obj_uid, reason, message)
@@ -184,11 +206,11 @@ class EventRecorder:
         api_version: str = "v1",
     ) -> None:
         """An Event about ``pod``, fire and forget: filtered as ``event``, then queued for the sender
-        thread (written at once when none runs); dropped and counted when the queue is full."""
+        threads (written at once when none runs); dropped and counted when the queue is full."""
         body = self._body(pod, event_type, reason, message, kind, api_version)
         if body is None:
             return
-        if self._sender is None:
+        if not self._senders:
             self._send(body)
             return
         try:
@@ -198,10 +220,19 @@ class EventRecorder:
                 self.overflowed += 1
 
     def start(self) -> EventRecorder:
-        """``post`` queues from now on, for a sender thread of its own."""
-        if self._sender is None:
-            self._sender = threading.Thread(target=self._run, name="events", daemon=True)
-            self._sender.start()
+        """``post`` queues from now on, for ``senders`` threads of their own."""
+        if not self._senders:
+            # A fresh queue and stop signal: what an earlier ``stop`` left behind is not sent now.
+            self._queue = queue.Queue(self.max_queued)
+            self._closed = threading.Event()
+            self._senders = [
+                threading.Thread(
+                    target=self._run, args=(self._queue, self._closed), name=f"events-{i}", daemon=True
+                )
+                for i in range(self.senders)
+            ]
+            for t in self._senders:
+                t.start()
         return self
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -216,26 +247,58 @@ class EventRecorder:
         return True
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Send what is queued (bounded by ``timeout``), then end the sender; ``post`` writes at
-        once again."""
-        sender, self._sender = self._sender, None
-        if sender is None:
+        """Send what is queued (bounded by ``timeout``: what is left then is counted in
+        ``abandoned``), then end the senders; ``post`` writes at once again."""
+        senders, self._senders = self._senders, []
+        if not senders:
             return
+        deadline = time.monotonic() + timeout
         self.flush(timeout)
-        self._queue.put(None)
-        sender.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            body = self._queue.get()
+        self._closed.set()  # a sender still busy ends after its current Event
+        left = 0
+        while True:  # what the senders did not reach in time
             try:
-                if body is None:
-                    return
-                self._send(body)
-            except Exception:  # the sender outlives any one Event
-                log.exception("event not written")
-            finally:
-                self._queue.task_done()
+                body = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            left += body is not None
+            self._queue.task_done()
+        with self._lock:
+            self.abandoned += left
+        for _ in senders:  # one None wakes and ends each idle sender
+            try:
+                self._queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Full:
+                break
+        for t in senders:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self, q: queue.Queue[Obj | None], closed: threading.Event) -> None:
+        """One sender: takes its share of what is queued (at most ``batch``) and writes it back to
+        back on its connection; ends at a None or once ``closed``."""
+        while not closed.is_set():
+            batch = [q.get()]
+            share = min(self.batch, -(-q.qsize() // self.senders) + 1)
+            while len(batch) < share and batch[-1] is not None:
+                try:
+                    batch.append(q.get_nowait())
+                except queue.Empty:
+                    break
+            for body in batch:
+                try:
+                    if body is None:
+                        continue
+                    if closed.is_set():
+                        with self._lock:
+                            self.abandoned += 1
+                        continue
+                    self._send(body)
+                except Exception:  # a sender outlives any one Event
+                    log.exception("event not written")
+                finally:
+                    q.task_done()
+            if batch[-1] is None:
+                return
 
     def _body(
         self, pod: Obj, event_type: str, reason: str, message: str, kind: str, api_version: str

@@ -35,7 +35,7 @@ from .cleanup import Cleaner
 from .config import WorkerConfig
 from .doubles import DoubleAllocations
 from .eventhandlers import EventHandlers, is_ours
-from .events import EventRecorder
+from .events import EVENT_SENDERS, EventRecorder
 from .leadership import Leadership
 from .maintenance import Maintenance
 from .metrics import WorkerMetrics
@@ -76,8 +76,11 @@ class Worker:
             binding_conditions=lambda: cache.state.devices.binding_conditions,
         )
         self.cleaner = Cleaner(client, self.binder)
-        # Its own write rate limit: an Event for every pod bound must not slow the bindings.
-        self.events = EventRecorder(client.with_own_rate_limit(), config.scheduler_name, config.identity)
+        # A client of its own (kube-scheduler's event client): an Event for every pod bound takes
+        # neither write tokens nor connections from the bindings; a connection per sender.
+        self.events = EventRecorder(
+            client.with_own_connections(EVENT_SENDERS), config.scheduler_name, config.identity
+        )
         self.templates = TemplateKeeper(client, cache, fence, grace=config.template_grace)
         self.unmapped = UnmappedPods(metrics.unmapped, self.events, fence)
         self.maintenance = Maintenance(
