@@ -587,6 +587,10 @@ SEMANTICS: list[Case] = [
         (COMPILE, "filter must be bool"),
     ),
     ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
+    # cel-go interpreter evalMap: the first error among keys and values, a repeated key's last value
+    ("cel-go evalMap: an error key", "{1 / 0: 1}.size() == 1", (RUNTIME, "division by zero")),
+    ("cel-go evalMap: an error value", "{'a': 1 / 0}.size() == 1", (RUNTIME, "division by zero")),
+    ("cel-go evalMap: a repeated key", "{'a': 1, 'a': 2}['a'] == 2", True),
 ]
 
 OPTIONAL_SYNTAX: list[Case] = [
