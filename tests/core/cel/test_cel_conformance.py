@@ -587,6 +587,44 @@ SEMANTICS: list[Case] = [
         (COMPILE, "filter must be bool"),
     ),
     ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
+    # differential: upstream masks the other prefix's address to the container's length
+    ("k8s cidr containsCIDR (differential)", "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')", True),
+    (
+        "k8s cidr containsCIDR (differential)",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.1/32'))",
+        True,
+    ),
+    ("k8s cidr containsCIDR (differential)", "cidr('10.1.0.0/8').containsCIDR('10.2.0.0/16')", True),
+    ("k8s cidr containsCIDR (differential)", "cidr('10.0.0.0/8').containsCIDR('11.0.0.0/16')", False),
+    ("k8s cidr containsCIDR (differential)", "cidr('::/0').containsCIDR('10.0.0.0/8')", False),
+    # differential: resource.ParseQuantity reads a missing integer part as 0
+    ("k8s quantity without digits (differential)", "quantity('Gi') == quantity('0')", True),
+    ("k8s quantity without digits (differential)", "quantity('Gi').isInteger()", True),
+    ("k8s quantity without digits (differential)", "quantity('-Gi') == quantity('0')", True),
+    (
+        "k8s quantity without digits (differential)",
+        "isQuantity('+') && isQuantity('.') && isQuantity('E')",
+        True,
+    ),
+    (
+        "k8s quantity without digits (differential)",
+        "isQuantity('.e') || isQuantity('..Gi') || isQuantity('')",
+        False,
+    ),
+    # cel-go ext/strings_test.go (differential): an offset at or past the end finds nothing, an
+    # empty substring is found at the offset capped at the length, a negative offset is an error
+    ("cel-go strings indexOf past the end", "'tacocat'.indexOf('a', 30) == -1", True),
+    ("cel-go strings indexOf empty past the end", "'tacocat'.indexOf('', 30) == 7", True),
+    ("cel-go strings lastIndexOf past the end", "'tacocat'.lastIndexOf('a', 30) == -1", True),
+    ("cel-go strings lastIndexOf empty past the end", "'tacocat'.lastIndexOf('', 30) == 7", True),
+    ("cel-go strings lastIndexOf at the end", "'tacocat'.lastIndexOf('t', 7) == -1", True),
+    ("cel-go strings lastIndexOf before the end", "'tacocat'.lastIndexOf('at', 6) == 5", True),
+    ("cel-go strings lastIndexOf empty", "'tacocat'.lastIndexOf('', 3) == 3", True),
+    (
+        "cel-go strings indexOf negative",
+        "'tacocat'.indexOf('', -1) == 0",
+        (RUNTIME, "index out of range: -1"),
+    ),
     # cel-go interpreter evalMap: the first error among keys and values, a repeated key's last value
     ("cel-go evalMap: an error key", "{1 / 0: 1}.size() == 1", (RUNTIME, "division by zero")),
     ("cel-go evalMap: an error value", "{'a': 1 / 0}.size() == 1", (RUNTIME, "division by zero")),

@@ -299,8 +299,13 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
         return CELEvalError(
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         )
+    # resource.ParseQuantity reads a missing integer part as 0 ("Gi", "+", "." and ".5" parse).
+    sign = text[:1] if text[:1] in ("+", "-") else ""
+    rest = str(text)[len(sign) :]
+    if not rest[:1].isdigit():
+        rest = "0" + rest
     try:
-        return Quantity.parse(str(text))
+        return Quantity.parse(sign + rest)
     except QuantityError as e:
         return CELEvalError(str(e))
 
@@ -487,11 +492,25 @@ def fn_char_at(s: Any, i: Any) -> Any:
     return celtypes.StringType(str(s)[int(i) : int(i) + 1])
 
 
+def _offset_outcome(s: str, sub: str, offset: int) -> Any:
+    """cel-go's indexOf/lastIndexOf before the search: a negative offset is an error, an empty
+    substring is found at the offset (capped at the length), an offset at or past the end finds
+    nothing; None when the search decides."""
+    if offset < 0:
+        return CELEvalError(f"index out of range: {offset}")
+    if not sub:
+        return celtypes.IntType(min(offset, len(s)))
+    if offset >= len(s):
+        return celtypes.IntType(-1)
+    return None
+
+
 def fn_index_of(s: Any, sub: Any, offset: Any = _ZERO) -> Any:
     if not isinstance(s, str) or not isinstance(sub, str) or not _is_int(offset):
         return no_overload("indexOf", s, sub, offset)
-    if not 0 <= offset <= len(s):
-        return CELEvalError(f"index out of range: {int(offset)}")
+    early = _offset_outcome(s, sub, int(offset))
+    if early is not None:
+        return early
     return celtypes.IntType(str(s).find(str(sub), int(offset)))
 
 
@@ -499,8 +518,10 @@ def fn_last_index_of(s: Any, sub: Any, offset: Any = None) -> Any:
     if not isinstance(s, str) or not isinstance(sub, str) or (offset is not None and not _is_int(offset)):
         return no_overload("lastIndexOf", s, sub)
     end = len(s) if offset is None else int(offset)
-    if not 0 <= end <= len(s):
-        return CELEvalError(f"index out of range: {end}")
+    if offset is not None:
+        early = _offset_outcome(s, sub, end)
+        if early is not None:
+            return early
     # The match may start at ``end`` at the latest.
     return celtypes.IntType(str(s).rfind(str(sub), 0, end + len(sub)))
 
