@@ -92,9 +92,19 @@ LISTS: list[Case] = [
         "[1,[2,[3,4]]].flatten() == [1,2,[3,4]]",
         (COMPILE, "expected type 'int'"),
     ),
-    ("cel-go TestLists flatten", "[dyn(1), dyn([2, dyn([3, 4])])].flatten() == [1, 2, dyn([3, 4])]", True),
+    # cel-go's test runs without HomogeneousAggregateLiterals: [2, dyn([3, 4])] mixes int and dyn
+    (
+        "cel-go TestLists flatten (homogeneous literals)",
+        "[dyn(1), dyn([2, dyn([3, 4])])].flatten() == [1, 2, dyn([3, 4])]",
+        (COMPILE, "expected type 'int' but found 'dyn'"),
+    ),
+    (
+        "cel-go TestLists flatten",
+        "[dyn(1), dyn([dyn(2), dyn([3, 4])])].flatten() == [dyn(1), dyn(2), dyn([3, 4])]",
+        True,
+    ),
     ("cel-go TestLists flatten", "[[1, 2], [], [], [3, 4]].flatten() == [1, 2, 3, 4]", True),
-    ("cel-go TestLists flatten", "[dyn(1), dyn([2, dyn([3, 4])])].flatten(2) == [1, 2, 3, 4]", True),
+    ("cel-go TestLists flatten", "[dyn(1), dyn([dyn(2), dyn([3, 4])])].flatten(2) == [1, 2, 3, 4]", True),
     (
         "cel-go TestLists flatten",
         "[[1], [2]].flatten(-1) == []",
@@ -573,7 +583,28 @@ SEMANTICS: list[Case] = [
         "{'a': 1, 2: 1}.size() == 2",
         (COMPILE, "expected type 'string' but found 'int'"),
     ),
-    ("cel-go HomogeneousAggregateLiterals: dyn mixes", "[dyn(1), 'a'].size() == 2", True),
+    # differential: element types must be equal, dyn included (an attribute value is dyn)
+    (
+        "cel-go HomogeneousAggregateLiterals: dyn is its own type",
+        "[dyn(1), 'a'].size() == 2",
+        (COMPILE, "expected type 'dyn' but found 'string'"),
+    ),
+    (
+        "cel-go HomogeneousAggregateLiterals: an attribute and an int",
+        f"[1, device.attributes['{GPU}'].cores].size() == 2",
+        (COMPILE, "expected type 'int' but found 'dyn'"),
+    ),
+    (
+        "cel-go HomogeneousAggregateLiterals: attribute map values",
+        f"{{'a': device.attributes['{GPU}']['cores'], 'b': 1}}.size() == 2",
+        (COMPILE, "expected type 'dyn' but found 'int'"),
+    ),
+    (
+        "cel-go HomogeneousAggregateLiterals: dyn with dyn",
+        f"[device.attributes['{GPU}'].cores, dyn(1)].size() == 2",
+        True,
+    ),
+    ("cel-go HomogeneousAggregateLiterals: macro variables", "[1, 2].map(x, [x, 1]).size() == 2", True),
     (
         "cel-go checker: in on a map of other keys",
         "1 in {'a': 1}",
@@ -701,7 +732,7 @@ NEW_FUNCTIONS = [
     f"device.attributes['{GPU}'].model.findAll('[0-9]+').size() == 3",
     f"device.attributes['{GPU}'].model.matches('^A1')",
     f"sets.contains(['A100-SXM4-80GB'], [device.attributes['{GPU}'].model])",
-    f"[device.attributes['{GPU}'].cores, 1].max() == 108",
+    f"[device.attributes['{GPU}'].cores, dyn(1)].max() == 108",
     f"[device.attributes['{GPU}'].cores].sum() == 108",
     f"'%s'.format([device.attributes['{GPU}'].model]) == 'A100-SXM4-80GB'",
     f"device.attributes['{GPU}'].model.split('-').sortBy(p, p).size() == 3",

@@ -309,6 +309,11 @@ class _Checker:
     checks only fire when both sides are known, so valid selectors are never rejected.
     """
 
+    def __init__(self) -> None:
+        #: Nodes whose type is ``dyn`` in cel-go's checker too (an attribute value, ``dyn(x)``),
+        #: not merely unknown here: only these count as ``dyn`` in a literal's element types.
+        self._surely_dyn: set[int] = set()
+
     def infer(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         kind = node.data
         method = getattr(self, f"_{kind}", None)
@@ -392,6 +397,8 @@ class _Checker:
             return _DEVICE_FIELDS[str(field)]
         if t in _PRIMITIVES:
             raise _fail(field, f"type '{t}' does not support field selection")
+        if _is_attribute_domain(target, t):
+            self._surely_dyn.add(id(node))
         return "dyn"
 
     def _member_dot_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -412,6 +419,8 @@ class _Checker:
             raise _fail(node, f"found no matching overload for '_[_]' applied to '({t}, ...)'")
         if t.startswith("map(string, map(string, "):
             return t[len("map(string, ") : -1]
+        if _is_attribute_domain(target, t):
+            self._surely_dyn.add(id(node))
         return "dyn"
 
     def _member_object(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -542,17 +551,25 @@ class _Checker:
 
     def _homogeneous(self, items: list[Any], scope: frozenset[str]) -> str:
         """The one type of a literal's elements (cel-go's ``HomogeneousAggregateLiterals``, which
-        Kubernetes enables); ``dyn`` elements (attributes, ``dyn(x)``) mix with any."""
-        found = "dyn"
+        Kubernetes enables): every element's type must equal the first's, ``dyn`` included
+        (``[attribute, 1]`` is rejected). An element only unknown here is skipped."""
+        found: str | None = None
         for item in items:
             t = self.infer(item, scope)
-            if t == "dyn" or t.endswith(("(dyn)", ", dyn)")):
+            if t == "dyn" and not self._is_surely_dyn(item):
                 continue
-            if found == "dyn":
+            if t != "dyn" and "dyn" in t:  # list(dyn), map(string, dyn): unknown parts here
+                continue
+            if found is None:
                 found = t
             elif t != found:
                 raise _fail(item, f"expected type '{found}' but found '{t}'")
-        return found
+        return "dyn" if found is None else found
+
+    def _is_surely_dyn(self, node: Any) -> bool:
+        if isinstance(node, lark.Tree) and node.data == "primary" and node.children:
+            node = node.children[0]
+        return id(node) in self._surely_dyn
 
     def _call(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         name_token = node.children[0]
@@ -570,6 +587,7 @@ class _Checker:
         if name == "dyn":
             if len(args) != 1:
                 raise _fail(name_token, "dyn() requires one argument")
+            self._surely_dyn.add(id(node))
             return "dyn"
         if name in _STRING_ARG and types and _known_not(types[0], "string"):
             applied = ", ".join(types)
@@ -580,6 +598,20 @@ class _Checker:
     def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
         if _known_not(t, "bool"):
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+def _is_attribute_domain(target: Any, t: str) -> bool:
+    """Whether ``target`` is ``device.attributes[domain]`` (a ``map(string, dyn)``): its fields
+    are ``dyn`` in cel-go's checker too."""
+    if t != "map(string, dyn)" or not isinstance(target, lark.Tree) or target.data != "member_index":
+        return False
+    inner = target.children[0]
+    return (
+        isinstance(inner, lark.Tree)
+        and inner.data == "member_dot"
+        and str(inner.children[1]) == "attributes"
+        and _ident_name(inner.children[0]) == "device"
+    )
 
 
 def _type_args(t: str) -> list[str]:
