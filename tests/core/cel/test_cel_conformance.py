@@ -642,6 +642,29 @@ SEMANTICS: list[Case] = [
         "isQuantity('.e') || isQuantity('..Gi') || isQuantity('')",
         False,
     ),
+    # cel-go ext/strings_test.go TestStringsVersions/checker errors (differential)
+    (
+        "cel-go strings: charAt(bool)",
+        "'hello'.charAt(true) == ''",
+        (COMPILE, "'charAt' applied to 'string.(bool)'"),
+    ),
+    (
+        "cel-go strings: indexOf(int, int)",
+        "'42'.indexOf(4, 0) == 0",
+        (COMPILE, "'indexOf' applied to 'string.(int, int)'"),
+    ),
+    (
+        "cel-go strings: replace, 4 arguments",
+        "'42'.replace('2', '1', 1, false) == '41'",
+        (COMPILE, "'replace' applied to 'string.(string, string, int, bool)'"),
+    ),
+    (
+        "cel-go strings: reverse is version 3",
+        "'x'.reverse() == 'x'",
+        (COMPILE, "'reverse' applied to 'string.()'"),
+    ),
+    ("cel-go lists: reverse on a list", "[1, 2].reverse() == [2, 1]", True),
+    ("cel-go strings: a dyn argument", f"'A100'.indexOf(device.attributes['{GPU}'].model) == -1", True),
     # cel-go ext/strings_test.go (differential): an offset at or past the end finds nothing, an
     # empty substring is found at the offset capped at the length, a negative offset is an error
     ("cel-go strings indexOf past the end", "'tacocat'.indexOf('a', 30) == -1", True),

@@ -477,6 +477,11 @@ class _Checker:
         if not receiver_ok or (name in _LIST_RECEIVER and t.startswith("map(")):
             applied = ", ".join(types)
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
+        if t == "string" and name in _STRING_METHODS and not _fits(types, _STRING_METHODS[name]):
+            applied = ", ".join(types)
+            raise _fail(
+                name_token, f"found no matching overload for '{name}' applied to 'string.({applied})'"
+            )
         self._check_regex(name, args, 1)
         if name == "sum" and t.startswith("list(") and t != "list(dyn)":
             return t[len("list(") : -1]
@@ -598,6 +603,27 @@ class _Checker:
     def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
         if _known_not(t, "bool"):
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+#: The overloads of the strings extension (version 2, as Kubernetes' base environment declares it)
+#: on a string receiver; ``reverse`` is version 3 only (lists have their own).
+_STRING_METHODS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "charAt": (("int",),),
+    "indexOf": (("string",), ("string", "int")),
+    "lastIndexOf": (("string",), ("string", "int")),
+    "replace": (("string", "string"), ("string", "string", "int")),
+    "split": (("string",), ("string", "int")),
+    "substring": (("int",), ("int", "int")),
+    "reverse": (),
+}
+
+
+def _fits(types: list[str], overloads: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether some overload takes these argument types (a ``dyn`` argument takes any)."""
+    return any(
+        len(params) == len(types) and all(t in ("dyn", p) for t, p in zip(types, params, strict=True))
+        for params in overloads
+    )
 
 
 def _is_attribute_domain(target: Any, t: str) -> bool:
