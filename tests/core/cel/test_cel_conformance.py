@@ -547,7 +547,7 @@ TWO_VARIABLE: list[Case] = [
     (
         "cel-go first variable not an identifier",
         "[1].all(a.b, e, true)",
-        (COMPILE, "requires two identifiers"),
+        (COMPILE, "argument must be a simple name"),
     ),
     ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
 ]
@@ -642,6 +642,22 @@ SEMANTICS: list[Case] = [
         "isQuantity('.e') || isQuantity('..Gi') || isQuantity('')",
         False,
     ),
+    # cel-go parser macros / ext comprehensions_test.go: a variable that is not a name (differential)
+    ("cel-go macros: all(i.j, ...)", "[].all(i.j, k, i.j < k)", (COMPILE, "argument must be a simple name")),
+    (
+        "cel-go macros: transformList(j, i.k, ...)",
+        "[].transformList(j, i.k, j + i.k) == []",
+        (COMPILE, "argument must be a simple name"),
+    ),
+    ("cel-go macros: all(x.y, ...)", "[1].all(x.y, true)", (COMPILE, "argument must be a simple name")),
+    # cel-go checker: the null type is named null in messages (differential)
+    ("cel-go checker: null in a message", "int('12') > null", (COMPILE, "applied to '(int, null)'")),
+    (
+        "cel-go checker: null in a literal",
+        "[null, 'a'].size() == 2",
+        (COMPILE, "expected type 'null' but found 'string'"),
+    ),
+    ("cel-go checker: null_type stays an identifier", "type(null) == null_type", True),
     # cel-go ext/strings_test.go TestStringsVersions/checker errors (differential)
     (
         "cel-go strings: charAt(bool)",

@@ -340,7 +340,7 @@ def test_result_must_be_bool(engine: SelectorEngine) -> None:
         ("device.driver.unknownMethod()", "undeclared reference to 'unknownMethod'"),
         ("has(device)", "invalid argument to has() macro"),
         ("[1].reduce(a, b, 0, a + b) == 1", "undeclared reference to 'reduce'"),
-        ("[1].all(1, true)", "requires an identifier"),
+        ("[1].all(1, true)", "argument must be a simple name"),
         ("x.all(x, true)", "undeclared reference to 'x'"),
     ],
 )

@@ -29,6 +29,7 @@ Nothing here changes the process recursion limit: celpy's ``Environment`` (which
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -299,6 +300,8 @@ def _position(node: Any) -> str:
 
 
 def _fail(node: Any, message: str) -> CelCompileError:
+    # cel-go names the null type ``null`` in its messages (``null_type`` is the identifier).
+    message = re.sub(r"\bnull_type\b(?=[,)'])", "null", message)
     return CelCompileError(f"compilation failed: ERROR: {_position(node)}: {message}")
 
 
@@ -449,8 +452,10 @@ class _Checker:
             return self._two_variables(node, name_token, t, args, scope)
         if name in _MACROS:
             arity_ok = len(args) == 2 or (name == "map" and len(args) == 3)  # map(x, filter, transform)
-            if not arity_ok or _ident_name(args[0]) is None:
+            if not arity_ok:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
+            if _ident_name(args[0]) is None:
+                raise _fail(args[0], "argument must be a simple name")
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             inner = scope | {str(_ident_name(args[0]))}
@@ -495,7 +500,7 @@ class _Checker:
         name = str(name_token)
         first, second = _ident_name(args[0]), _ident_name(args[1])
         if first is None or second is None:
-            raise _fail(name_token, f"{name}() requires two identifiers")
+            raise _fail(args[0] if first is None else args[1], "argument must be a simple name")
         if first == second:
             raise _fail(args[1], f"duplicate variable name: {first}")
         if t in _PRIMITIVES or t == _DEVICE:
