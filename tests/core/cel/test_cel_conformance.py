@@ -642,6 +642,43 @@ SEMANTICS: list[Case] = [
         "isQuantity('.e') || isQuantity('..Gi') || isQuantity('')",
         False,
     ),
+    # blang/semver Parse, as upstream's semver() reports it (differential)
+    (
+        "k8s semver: leading zero",
+        "semver('01.0.0') == semver('1.0.0')",
+        (RUNTIME, 'Major number must not contain leading zeroes "01"'),
+    ),
+    (
+        "k8s semver: two parts",
+        "semver('v1.0') == semver('1.0.0')",
+        (RUNTIME, "No Major.Minor.Patch elements found"),
+    ),
+    (
+        "k8s semver: a v prefix",
+        "semver('v1.0.0') == semver('1.0.0')",
+        (RUNTIME, 'Invalid character(s) found in major number "v1"'),
+    ),
+    (
+        "k8s semver: prerelease",
+        "semver('1.0.0-a_b') == semver('1.0.0')",
+        (RUNTIME, 'Invalid character(s) found in prerelease "a_b"'),
+    ),
+    (
+        "k8s semver: empty build",
+        "semver('1.0.0+a.') == semver('1.0.0')",
+        (RUNTIME, "Build meta data is empty"),
+    ),
+    (
+        "k8s semver: empty field",
+        "semver('1..0') == semver('1.0.0')",
+        (RUNTIME, 'strconv.ParseUint: parsing "": invalid syntax'),
+    ),
+    (
+        "k8s semver: past uint64",
+        "semver('99999999999999999999.0.0') == semver('1.0.0')",
+        (RUNTIME, 'parsing "99999999999999999999": value out of range'),
+    ),
+    ("k8s semver: normalize keeps its words", "isSemver('v1.0', true)", True),
     # cel-go parser macros / ext comprehensions_test.go: a variable that is not a name (differential)
     ("cel-go macros: all(i.j, ...)", "[].all(i.j, k, i.j < k)", (COMPILE, "argument must be a simple name")),
     (
