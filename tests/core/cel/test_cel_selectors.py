@@ -166,7 +166,8 @@ def test_quantity_library(engine: SelectorEngine) -> None:
         "quantity('50M').isLessThan(quantity('100M'))",
         "quantity('-5').sign() == -1 && quantity('0').sign() == 0 && sign(quantity('3')) == 1",
         "isQuantity('1.3G') && isQuantity('10000k') && !isQuantity('200K') && !isQuantity('Three')",
-        "!isQuantity('1,3G') && !isQuantity('Mi')",
+        # resource.ParseQuantity reads a missing integer part as 0: upstream's compiler accepts 'Mi'
+        "!isQuantity('1,3G') && isQuantity('Mi')",
         "device.capacity['gpu.example.com'].memory.isGreaterThan(quantity('16Gi'))",
     ]
     for expr in cases:
@@ -339,7 +340,7 @@ def test_result_must_be_bool(engine: SelectorEngine) -> None:
         ("device.driver.unknownMethod()", "undeclared reference to 'unknownMethod'"),
         ("has(device)", "invalid argument to has() macro"),
         ("[1].reduce(a, b, 0, a + b) == 1", "undeclared reference to 'reduce'"),
-        ("[1].all(1, true)", "requires an identifier"),
+        ("[1].all(1, true)", "argument must be a simple name"),
         ("x.all(x, true)", "undeclared reference to 'x'"),
     ],
 )

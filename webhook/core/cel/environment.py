@@ -29,6 +29,7 @@ Nothing here changes the process recursion limit: celpy's ``Environment`` (which
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -299,6 +300,8 @@ def _position(node: Any) -> str:
 
 
 def _fail(node: Any, message: str) -> CelCompileError:
+    # cel-go names the null type ``null`` in its messages (``null_type`` is the identifier).
+    message = re.sub(r"\bnull_type\b(?=[,)'])", "null", message)
     return CelCompileError(f"compilation failed: ERROR: {_position(node)}: {message}")
 
 
@@ -308,6 +311,11 @@ class _Checker:
     Types are CEL type names; ``dyn`` means unknown (attribute values, indexing, ...), and
     checks only fire when both sides are known, so valid selectors are never rejected.
     """
+
+    def __init__(self) -> None:
+        #: Nodes whose type is ``dyn`` in cel-go's checker too (an attribute value, ``dyn(x)``),
+        #: not merely unknown here: only these count as ``dyn`` in a literal's element types.
+        self._surely_dyn: set[int] = set()
 
     def infer(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         kind = node.data
@@ -392,6 +400,8 @@ class _Checker:
             return _DEVICE_FIELDS[str(field)]
         if t in _PRIMITIVES:
             raise _fail(field, f"type '{t}' does not support field selection")
+        if _is_attribute_domain(target, t):
+            self._surely_dyn.add(id(node))
         return "dyn"
 
     def _member_dot_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -412,6 +422,8 @@ class _Checker:
             raise _fail(node, f"found no matching overload for '_[_]' applied to '({t}, ...)'")
         if t.startswith("map(string, map(string, "):
             return t[len("map(string, ") : -1]
+        if _is_attribute_domain(target, t):
+            self._surely_dyn.add(id(node))
         return "dyn"
 
     def _member_object(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -440,8 +452,10 @@ class _Checker:
             return self._two_variables(node, name_token, t, args, scope)
         if name in _MACROS:
             arity_ok = len(args) == 2 or (name == "map" and len(args) == 3)  # map(x, filter, transform)
-            if not arity_ok or _ident_name(args[0]) is None:
+            if not arity_ok:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
+            if _ident_name(args[0]) is None:
+                raise _fail(args[0], "argument must be a simple name")
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             inner = scope | {str(_ident_name(args[0]))}
@@ -468,6 +482,11 @@ class _Checker:
         if not receiver_ok or (name in _LIST_RECEIVER and t.startswith("map(")):
             applied = ", ".join(types)
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
+        if t == "string" and name in _STRING_METHODS and not _fits(types, _STRING_METHODS[name]):
+            applied = ", ".join(types)
+            raise _fail(
+                name_token, f"found no matching overload for '{name}' applied to 'string.({applied})'"
+            )
         self._check_regex(name, args, 1)
         if name == "sum" and t.startswith("list(") and t != "list(dyn)":
             return t[len("list(") : -1]
@@ -481,7 +500,7 @@ class _Checker:
         name = str(name_token)
         first, second = _ident_name(args[0]), _ident_name(args[1])
         if first is None or second is None:
-            raise _fail(name_token, f"{name}() requires two identifiers")
+            raise _fail(args[0] if first is None else args[1], "argument must be a simple name")
         if first == second:
             raise _fail(args[1], f"duplicate variable name: {first}")
         if t in _PRIMITIVES or t == _DEVICE:
@@ -542,17 +561,25 @@ class _Checker:
 
     def _homogeneous(self, items: list[Any], scope: frozenset[str]) -> str:
         """The one type of a literal's elements (cel-go's ``HomogeneousAggregateLiterals``, which
-        Kubernetes enables); ``dyn`` elements (attributes, ``dyn(x)``) mix with any."""
-        found = "dyn"
+        Kubernetes enables): every element's type must equal the first's, ``dyn`` included
+        (``[attribute, 1]`` is rejected). An element only unknown here is skipped."""
+        found: str | None = None
         for item in items:
             t = self.infer(item, scope)
-            if t == "dyn" or t.endswith(("(dyn)", ", dyn)")):
+            if t == "dyn" and not self._is_surely_dyn(item):
                 continue
-            if found == "dyn":
+            if t != "dyn" and "dyn" in t:  # list(dyn), map(string, dyn): unknown parts here
+                continue
+            if found is None:
                 found = t
             elif t != found:
                 raise _fail(item, f"expected type '{found}' but found '{t}'")
-        return found
+        return "dyn" if found is None else found
+
+    def _is_surely_dyn(self, node: Any) -> bool:
+        if isinstance(node, lark.Tree) and node.data == "primary" and node.children:
+            node = node.children[0]
+        return id(node) in self._surely_dyn
 
     def _call(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         name_token = node.children[0]
@@ -570,6 +597,7 @@ class _Checker:
         if name == "dyn":
             if len(args) != 1:
                 raise _fail(name_token, "dyn() requires one argument")
+            self._surely_dyn.add(id(node))
             return "dyn"
         if name in _STRING_ARG and types and _known_not(types[0], "string"):
             applied = ", ".join(types)
@@ -580,6 +608,41 @@ class _Checker:
     def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
         if _known_not(t, "bool"):
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+#: The overloads of the strings extension (version 2, as Kubernetes' base environment declares it)
+#: on a string receiver; ``reverse`` is version 3 only (lists have their own).
+_STRING_METHODS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "charAt": (("int",),),
+    "indexOf": (("string",), ("string", "int")),
+    "lastIndexOf": (("string",), ("string", "int")),
+    "replace": (("string", "string"), ("string", "string", "int")),
+    "split": (("string",), ("string", "int")),
+    "substring": (("int",), ("int", "int")),
+    "reverse": (),
+}
+
+
+def _fits(types: list[str], overloads: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether some overload takes these argument types (a ``dyn`` argument takes any)."""
+    return any(
+        len(params) == len(types) and all(t in ("dyn", p) for t, p in zip(types, params, strict=True))
+        for params in overloads
+    )
+
+
+def _is_attribute_domain(target: Any, t: str) -> bool:
+    """Whether ``target`` is ``device.attributes[domain]`` (a ``map(string, dyn)``): its fields
+    are ``dyn`` in cel-go's checker too."""
+    if t != "map(string, dyn)" or not isinstance(target, lark.Tree) or target.data != "member_index":
+        return False
+    inner = target.children[0]
+    return (
+        isinstance(inner, lark.Tree)
+        and inner.data == "member_dot"
+        and str(inner.children[1]) == "attributes"
+        and _ident_name(inner.children[0]) == "device"
+    )
 
 
 def _type_args(t: str) -> list[str]:

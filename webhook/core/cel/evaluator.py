@@ -449,6 +449,21 @@ class _Evaluator(Evaluator):
         fn = ALL_FUNCTIONS.get(name)
         return fn if fn is not None else CELEvalError(f"undeclared reference to '{name}'")
 
+    def mapinits(self, tree: lark.Tree[Any]) -> Any:
+        """A map literal as cel-go builds it: the first error among keys and values (celpy put an
+        error key in the dict and leaked "unhashable type"), and a repeated key's last value wins."""
+        out: dict[Any, Any] = {}
+        children = tree.children
+        for index in range(0, len(children), 2):
+            key = self._visit_tree(children[index])
+            if isinstance(key, CELEvalError):
+                return key
+            value = self._visit_tree(children[index + 1])
+            if isinstance(value, CELEvalError):
+                return value
+            out[key] = value
+        return celtypes.MapType(out)
+
     def exprlist(self, tree: lark.Tree[Any]) -> Any:
         args = self._arguments(tree)
         return args if isinstance(args, CELEvalError) else celtypes.ListType(args)

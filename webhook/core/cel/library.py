@@ -299,8 +299,13 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
         return CELEvalError(
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         )
+    # resource.ParseQuantity reads a missing integer part as 0 ("Gi", "+", "." and ".5" parse).
+    sign = text[:1] if text[:1] in ("+", "-") else ""
+    rest = str(text)[len(sign) :]
+    if not rest[:1].isdigit():
+        rest = "0" + rest
     try:
-        return Quantity.parse(str(text))
+        return Quantity.parse(sign + rest)
     except QuantityError as e:
         return CELEvalError(str(e))
 
@@ -399,9 +404,73 @@ def _parse_semver(name: str, text: Any, normalize: Any) -> Semver | CELEvalError
     if not isinstance(text, str) or not _is_bool(normalize):
         return no_overload(name, text, normalize)
     try:
-        return Semver.parse(str(text), bool(normalize))
+        version = Semver.parse(str(text), bool(normalize))
+        if max(version.major, version.minor, version.patch) >= 1 << 64:  # Go parses uint64
+            big = next(str(p) for p in (version.major, version.minor, version.patch) if p >= 1 << 64)
+            return CELEvalError(f"strconv.ParseUint: parsing {_go_quote(big)}: value out of range")
+        return version
     except SemverError as e:
-        return CELEvalError(str(e))
+        words = None if normalize else _blang_parse_error(str(text))
+        return CELEvalError(words or str(e))
+
+
+_DIGITS = frozenset("0123456789")
+_ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-") | _DIGITS
+
+
+def _blang_number(text: str, what: str) -> str | None:
+    if not set(text) <= _DIGITS:
+        return f"Invalid character(s) found in {what.lower()} number {_go_quote(text)}"
+    if len(text) > 1 and text[0] == "0":
+        return f"{what} number must not contain leading zeroes {_go_quote(text)}"
+    if not text:
+        return 'strconv.ParseUint: parsing "": invalid syntax'
+    if int(text) >= 1 << 64:
+        return f"strconv.ParseUint: parsing {_go_quote(text)}: value out of range"
+    return None
+
+
+def _blang_parse_error(text: str) -> str | None:
+    """The words of blang/semver's ``Parse`` error for ``text`` (what upstream's ``semver()``
+    reports), checked in its order; None when it would accept the text."""
+    if not text:
+        return "Version string empty"
+    parts = text.split(".", 2)
+    if len(parts) != 3:
+        return "No Major.Minor.Patch elements found"
+    for part, what in ((parts[0], "Major"), (parts[1], "Minor")):
+        error = _blang_number(part, what)
+        if error:
+            return error
+    patch, build, prerelease = parts[2], [], []
+    if "+" in patch:
+        patch, _, rest = patch.partition("+")
+        build = rest.split(".")
+    if "-" in patch:
+        patch, _, rest = patch.partition("-")
+        prerelease = rest.split(".")
+    error = _blang_number(patch, "Patch")
+    if error:
+        return error
+    for pr in prerelease:
+        if not pr:
+            return "Prerelease is empty"
+        if set(pr) <= _DIGITS:
+            if len(pr) > 1 and pr[0] == "0":
+                return f"Numeric PreRelease version must not contain leading zeroes {_go_quote(pr)}"
+        elif not set(pr) <= _ALPHANUM:
+            return f"Invalid character(s) found in prerelease {_go_quote(pr)}"
+    for meta in build:
+        if not meta:
+            return "Build meta data is empty"
+        if not set(meta) <= _ALPHANUM:
+            return f"Invalid character(s) found in build meta data {_go_quote(meta)}"
+    return None
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` for the plain text a version holds."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def fn_semver(text: Any, normalize: Any = _FALSE) -> Any:
@@ -487,11 +556,25 @@ def fn_char_at(s: Any, i: Any) -> Any:
     return celtypes.StringType(str(s)[int(i) : int(i) + 1])
 
 
+def _offset_outcome(s: str, sub: str, offset: int) -> Any:
+    """cel-go's indexOf/lastIndexOf before the search: a negative offset is an error, an empty
+    substring is found at the offset (capped at the length), an offset at or past the end finds
+    nothing; None when the search decides."""
+    if offset < 0:
+        return CELEvalError(f"index out of range: {offset}")
+    if not sub:
+        return celtypes.IntType(min(offset, len(s)))
+    if offset >= len(s):
+        return celtypes.IntType(-1)
+    return None
+
+
 def fn_index_of(s: Any, sub: Any, offset: Any = _ZERO) -> Any:
     if not isinstance(s, str) or not isinstance(sub, str) or not _is_int(offset):
         return no_overload("indexOf", s, sub, offset)
-    if not 0 <= offset <= len(s):
-        return CELEvalError(f"index out of range: {int(offset)}")
+    early = _offset_outcome(s, sub, int(offset))
+    if early is not None:
+        return early
     return celtypes.IntType(str(s).find(str(sub), int(offset)))
 
 
@@ -499,8 +582,10 @@ def fn_last_index_of(s: Any, sub: Any, offset: Any = None) -> Any:
     if not isinstance(s, str) or not isinstance(sub, str) or (offset is not None and not _is_int(offset)):
         return no_overload("lastIndexOf", s, sub)
     end = len(s) if offset is None else int(offset)
-    if not 0 <= end <= len(s):
-        return CELEvalError(f"index out of range: {end}")
+    if offset is not None:
+        early = _offset_outcome(s, sub, end)
+        if early is not None:
+            return early
     # The match may start at ``end`` at the latest.
     return celtypes.IntType(str(s).rfind(str(sub), 0, end + len(sub)))
 

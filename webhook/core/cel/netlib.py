@@ -215,8 +215,9 @@ def fn_contains_ip(cidr: Any, other: Any) -> Any:
 
 
 def fn_contains_cidr(cidr: Any, other: Any) -> Any:
-    """Upstream's test, transcribed: ``cidr.Masked() == PrefixFrom(other.Addr(), cidr.Bits())``
-    (``PrefixFrom`` does not mask: the other prefix's address must be the masked address)."""
+    """Whether ``other``'s address, masked to ``cidr``'s length, is ``cidr``'s masked address and
+    ``other`` is no wider: ``10.0.0.0/8`` contains ``10.1.0.0/16`` as upstream's compiler says (the
+    differential), though its library test reads ``PrefixFrom`` as if it did not mask."""
     if not isinstance(cidr, CIDRValue):
         return no_overload("containsCIDR", cidr, other)
     inner = fn_cidr(other) if isinstance(other, str) else other
@@ -224,7 +225,10 @@ def fn_contains_cidr(cidr: Any, other: Any) -> Any:
         return inner
     if not isinstance(inner, CIDRValue):
         return no_overload("containsCIDR", cidr, other)
-    same = inner.addr.version == cidr.addr.version and inner.addr == cidr.masked_addr()
+    same = (
+        inner.addr.version == cidr.addr.version
+        and CIDRValue(inner.addr, cidr.bits).masked_addr() == cidr.masked_addr()
+    )
     return celtypes.BoolType(same and cidr.bits <= inner.bits)
 
 
