@@ -44,7 +44,7 @@ class ChartRow:
 
     def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> str:
         done = subprocess.run(
-            [self.cluster.kubectl, "--kubeconfig", str(self.cluster.kubeconfig), *args],
+            [self.cluster.kubectl, *args],
             input=stdin,
             capture_output=True,
             text=True,
@@ -75,11 +75,12 @@ def row(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRow]:
     assert helm is not None
     # kubectl finds its plugin kubectl-draxr on PATH (the venv's console script), helm its binary.
     path = os.pathsep.join([str(VENV_BIN), str(helm.parent), os.environ.get("PATH", "")])
-    env = {**os.environ, "PATH": path}
     host, host_net = HostState.now(), HostNetState.now()
     t0 = time.monotonic()
     cluster = LocalCluster(ROWS["1.37"], tmp_path_factory.mktemp("chart"), draxr="chart")
     with cluster:
+        # KUBECONFIG, not --kubeconfig: kubectl refuses flags before a plugin's name.
+        env = {**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)}
         yield ChartRow(cluster, host, host_net, time.monotonic() - t0, env)
 
 
@@ -173,9 +174,19 @@ def test_the_kep_example_sees_exactly_its_devices(row: ChartRow) -> None:
 
 def test_kubectl_draxr_status_against_the_deployed_draxr(row: ChartRow) -> None:
     assert shutil.which("kubectl-draxr", path=row.env["PATH"]), "kubectl-draxr is not on PATH"
-    out = row.kubectl("draxr", "status", "--namespace", NAMESPACE)
-    assert "draxr-webhook" in out or "webhook" in out.lower(), out
-    print(out)
+    """The plugin reads the chart's install: both hooks, a worker pod holding the Lease, the KEP
+    class backing example.com/gpu and no device in two claims."""
+    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
+    assert report["webhooks"] == {"mutating": True, "validating": True}, report
+    workers = {
+        p["metadata"]["name"]
+        for p in row.get("-n", NAMESPACE, "pods", "-l", "app.kubernetes.io/component=worker")["items"]
+    }
+    assert report["leader"] in workers, (report["leader"], workers)
+    assert report["nodes"] == 2
+    [kep] = [c for c in report["classes"] if c["name"] == KEP_DEVICE_CLASS_NAME]
+    assert "example.com/gpu" in kep["backs"], kep
+    assert report["doubleAllocated"] == []
 
 
 def test_the_host_is_as_before(row: ChartRow) -> None:
