@@ -48,6 +48,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -657,10 +658,11 @@ def _main(argv: Sequence[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
         signal.signal(sig, _interrupt)
     cluster = LocalCluster(row, workdir, progress=progress, draxr=args.draxr)
+    t0 = time.monotonic()
     try:
         with cluster:
             assert cluster.nodes is not None
-            ready = {
+            ready: dict[str, Any] = {
                 "kubeconfig": str(cluster.kubeconfig),
                 "cdi_log": str(cluster.nodes.cdi_log),
                 "nodes": cluster.nodes.names,
@@ -671,7 +673,7 @@ def _main(argv: Sequence[str]) -> int:
                 "logs": str(workdir),
             }
             if cluster.chart is not None:
-                ready.update(cluster.chart.summary())
+                ready.update(cluster.chart.summary(), start_seconds=round(time.monotonic() - t0, 1))
             print(json.dumps(ready), flush=True)
             signal.pause()
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from .chart import DEPLOYMENTS, NAMESPACE, find_helm
+from .chart import DEPLOYMENTS, NAMESPACE, deployment_available, find_helm, split_ref
 from .controlplane.host import HostState
 from .controlplane.realnode import HostNetState
 from .local import KEP_DEVICE_CLASS_NAME, ROWS, LocalCluster, unavailable
@@ -32,6 +32,32 @@ Obj = dict[str, Any]
 NS = "kep-example"
 DRA_NODE = "e2e-node-a"  # the DRA-only node: e2e-node-b also has the device plugin's example.com/gpu
 VENV_BIN = Path(sys.executable).parent
+
+
+def test_the_image_reference_splits_into_the_charts_repository_and_tag() -> None:
+    """No binaries needed: what --set image.repository/tag get, a registry port kept in the repo."""
+    assert split_ref("localhost/draxr:6fb6a9b4") == ("localhost/draxr", "6fb6a9b4")
+    assert split_ref("registry.example:5000/draxr:0.1.0") == ("registry.example:5000/draxr", "0.1.0")
+    with pytest.raises(ValueError, match="has no tag"):
+        split_ref("registry.example:5000/draxr")
+
+
+def test_a_deployment_is_available_only_with_every_replica_ready() -> None:
+    """No binaries needed: Available with one of two replicas ready (the PDB's minAvailable) is not
+    enough, nor a status of an older generation."""
+    ready: Obj = {
+        "metadata": {"generation": 2},
+        "spec": {"replicas": 2},
+        "status": {
+            "observedGeneration": 2,
+            "readyReplicas": 2,
+            "updatedReplicas": 2,
+            "conditions": [{"type": "Available", "status": "True"}],
+        },
+    }
+    assert deployment_available(ready)
+    assert not deployment_available({**ready, "status": {**ready["status"], "readyReplicas": 1}})
+    assert not deployment_available({**ready, "metadata": {"generation": 3}})
 
 
 @dataclass
