@@ -25,6 +25,13 @@ then installs draxr the way an operator would, except that draxr itself runs as 
 6. the KEP example's DeviceClass (``examples/kep-5004/deviceclass.yaml``: ``gpu.example.com`` maps
    ``example.com/gpu``).
 
+``LocalCluster(row, workdir, draxr="chart")`` installs draxr as a platform team does instead
+(``e2e/chart.py``): the kubelets run on containerd in network namespaces joined by the row's bridge
+(``e2e/controlplane/realnode.py``), draxr's image and the workload image from ``e2e/images`` are
+imported on every node, and ``helm install`` of ``manifests/helm/draxr`` runs the chart's Deployments
+(2 webhooks, 2 workers); kube-apiserver's ``--enable-aggregator-routing`` calls the hooks at the
+Service's endpoints (pod IPs the host routes to), so no kube-proxy is needed on the host.
+
 The e2e scenarios reach it through the admin kubeconfig like any real cluster (``cluster_target``),
 and kill or restart draxr's processes through ``LocalProcesses``. ``stop()`` tears everything down and
 says what the host safety net had to put back (``host_repairs``: nothing, when the kubelets'
@@ -33,6 +40,7 @@ containment held).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import shutil
@@ -40,6 +48,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +59,7 @@ import yaml
 
 from webhook.core.cluster.gates import GATE_LABEL
 
+from .chart import CHART_CONTROLLERS, DRAXR_MODES, ChartInstall, chart_unavailable
 from .controlplane.launcher import (
     DEFAULT_CONTROLLERS,
     Client,
@@ -351,9 +361,12 @@ class LocalCluster:
         nodes: Sequence[NodeSpec] | None = None,
         kubelet: Path | None = None,
         progress: Callable[[str], None] = lambda _: None,
+        draxr: str = "processes",
     ) -> None:
-        """``webhooks``: webhook replicas (``webhook``, ``webhook-1``, ...; the configurations call
-        the first, every one reports the mode); ``nodes``: the Nodes (default ``row_nodes(row)``);
+        """``draxr``: ``processes`` (subprocesses on loopback, fake runtimes) or ``chart`` (the Helm
+        chart on containerd nodes; see the module docstring); ``webhooks``: webhook replicas
+        (``webhook``, ``webhook-1``, ...; the configurations call the first, every one reports the
+        mode); ``nodes``: the Nodes (default ``row_nodes(row)``);
         ``kubelet``: the kubelets' binary (default: the row's release; an older one for an upgrade)."""
         self.row = row
         self.workdir = Path(workdir)
@@ -362,17 +375,25 @@ class LocalCluster:
         self.n_webhooks = webhooks
         self.node_specs = list(nodes) if nodes is not None else row_nodes(row)
         self.kubelet = kubelet
+        if draxr not in DRAXR_MODES:
+            raise ValueError(f"draxr must be one of {', '.join(DRAXR_MODES)}, not {draxr!r}")
+        self.draxr = draxr
+        #: The chart install (draxr="chart"): the row network, images and helm release.
+        self.chart: ChartInstall | None = (
+            ChartInstall(self.workdir, len(self.node_specs)) if draxr == "chart" else None
+        )
         # runtime_config={}: the release's default API versions (resource.k8s.io/v1 only), as a
         # cluster installed with defaults serves them.
         self.cp = ControlPlane(
             row.version,
             gates=row.gates,
-            controllers=CONTROLLERS,
+            controllers=(*CONTROLLERS, *(CHART_CONTROLLERS if self.chart is not None else ())),
             controller_manager_args=CONTROLLER_MANAGER_ARGS,
             scheduler=True,
             scheduler_args=SCHEDULER_ARGS,
             runtime_config={},
             workdir=self.workdir / "controlplane",
+            **(self.chart.control_plane_args() if self.chart is not None else {}),
         )
         self.certs = self.workdir / "certs"
         self.processes: LocalProcesses | None = None
@@ -402,6 +423,9 @@ class LocalCluster:
             raise LocalError(
                 "no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin"
             )
+        if self.chart is not None:
+            self._start_chart(self.chart)
+            return
         self.progress(f"starting etcd and Kubernetes v{self.cp.version}'s control plane")
         self.cp.start()
         self.progress(
@@ -431,6 +455,30 @@ class LocalCluster:
         self._kep_device_class()
         self.progress("ready")
 
+    def _start_chart(self, chart: ChartInstall) -> None:
+        self.progress("building or finding draxr's and the workload's images (e2e/images)")
+        chart.prepare(self.progress)
+        self.progress(f"starting the row network and Kubernetes v{self.cp.version}'s control plane")
+        chart.net.start()
+        self.cp.start()
+        self.progress(f"starting {len(self.node_specs)} kubelets on containerd (images imported)")
+        self.nodes = Nodes(
+            self.cp,
+            self.node_specs,
+            workdir=self.workdir / "nodes",
+            gates=self.row.gates,
+            kubelet=self.kubelet,
+            runtime="containerd",
+            real=chart.node_config(),
+        )
+        self.nodes.launch()
+        self.nodes.wait_ready()
+        self.progress(f"helm install draxr ({chart.image})")
+        chart.install(self.kubeconfig, self.kubectl, self.progress)
+        self._wait_for_hooks(None)
+        self._kep_device_class()
+        self.progress("ready")
+
     def stop(self) -> None:
         if self.processes is not None:
             self.processes.stop()
@@ -438,6 +486,8 @@ class LocalCluster:
             self.nodes.stop()
             self.host_repairs = self.nodes.host_repairs
         self.cp.stop(remove_workdir=False)
+        if self.chart is not None:
+            self.chart.net.stop()
 
     # -- pieces ---------------------------------------------------------------------------------------
 
@@ -522,7 +572,7 @@ class LocalCluster:
             https_ca=self.certs / "ca.crt",
         )
 
-    def _wait_for_hooks(self, webhook: DraxrProcess) -> None:
+    def _wait_for_hooks(self, webhook: DraxrProcess | None) -> None:
         """Configurations reach the apiserver's admission chain through an informer: probe with a dry
         run the validating hook denies (a forged special claim) until it does."""
         admin = self.cp.client()
@@ -548,7 +598,7 @@ class LocalCluster:
             "the apiserver does not call draxr's webhook",
             denied,
             START_TIMEOUT,
-            alive=webhook.dead,
+            alive=webhook.dead if webhook is not None else None,
             detail=lambda: f"last answer: {last[0]}",
         )
 
@@ -565,8 +615,9 @@ class LocalCluster:
         return "\n".join(parts)
 
 
-def unavailable(row: Row) -> str | None:
-    """Why ``row`` cannot run here (no binaries, no kubectl), or None."""
+def unavailable(row: Row, draxr: str = "processes") -> str | None:
+    """Why ``row`` cannot run here (no binaries, no kubectl; for the chart: no runtime, image tools
+    or helm), or None."""
     from .controlplane.launcher import find_binaries, find_node_tools
 
     for found in (find_binaries(row.version), find_node_tools()):
@@ -574,6 +625,8 @@ def unavailable(row: Row) -> str | None:
             return found
     if shutil.which("kubectl") is None:
         return "no kubectl on PATH: `.ci/kubectl.sh` fetches Debian's kubectl 1.36 into .ci/bin"
+    if draxr == "chart":
+        return chart_unavailable(row.version)
     return None
 
 
@@ -582,14 +635,19 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _main(argv: Sequence[str]) -> int:
-    """``python -m e2e.local [ROW]``: start a row; once it is ready print one JSON line on stdout (how
-    to reach it); run until SIGINT or SIGTERM, then tear it down. Progress goes to stderr."""
-    name = argv[0] if argv else "1.37"
+    """``python -m e2e.local [ROW] [--draxr processes|chart]``: start a row; once it is ready print
+    one JSON line on stdout (how to reach it); run until SIGINT or SIGTERM, then tear it down.
+    Progress goes to stderr."""
+    parser = argparse.ArgumentParser(prog="python -m e2e.local")
+    parser.add_argument("row", nargs="?", default="1.37")
+    parser.add_argument("--draxr", choices=DRAXR_MODES, default="processes")
+    args = parser.parse_args(argv)
+    name = args.row
     if name not in ROWS:
         print(f"e2e.local: unknown row {name!r} (known: {', '.join(ROWS)})", file=sys.stderr)
         return 2
     row = ROWS[name]
-    if (reason := unavailable(row)) is not None:
+    if (reason := unavailable(row, args.draxr)) is not None:
         print(f"e2e.local: {reason}", file=sys.stderr)
         return 1
 
@@ -599,11 +657,12 @@ def _main(argv: Sequence[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix=f"draxr-local-{row.name}-"))
     for sig in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
         signal.signal(sig, _interrupt)
-    cluster = LocalCluster(row, workdir, progress=progress)
+    cluster = LocalCluster(row, workdir, progress=progress, draxr=args.draxr)
+    t0 = time.monotonic()
     try:
         with cluster:
             assert cluster.nodes is not None
-            ready = {
+            ready: dict[str, Any] = {
                 "kubeconfig": str(cluster.kubeconfig),
                 "cdi_log": str(cluster.nodes.cdi_log),
                 "nodes": cluster.nodes.names,
@@ -613,6 +672,8 @@ def _main(argv: Sequence[str]) -> int:
                 "prepare_log": str(cluster.nodes.prepare_log),
                 "logs": str(workdir),
             }
+            if cluster.chart is not None:
+                ready.update(cluster.chart.summary(), start_seconds=round(time.monotonic() - t0, 1))
             print(json.dumps(ready), flush=True)
             signal.pause()
     except KeyboardInterrupt:

@@ -100,13 +100,18 @@ class Containment:
         for path in HOST_PATHS:
             self.host_dir(path).mkdir(parents=True, exist_ok=True)
 
-    def namespaced(self, argv: Sequence[str]) -> list[str]:
+    def namespaced(self, argv: Sequence[str], *, shared_from_parent: bool = False) -> list[str]:
         """``argv`` run in a private mount namespace (``unshare --mount --propagation private``): each
         tunable's file bind-mounted over /proc/sys/<name>, and each host path a bind mount of its
         per-node directory. Its parent (/var/lib, /var/log) becomes an empty tmpfs there, so no
         mount point has to be created on the host. ``exec`` keeps the pid: stopping the process ends
-        the namespace and everything mounted in it."""
+        the namespace and everything mounted in it. ``shared_from_parent``: made from a containerd's
+        mount namespace (realnode.kubelet_mount_ns), with propagation unchanged so its shared mounts
+        stay shared with containerd's, and a /proc of this process's pid namespace (that one's is
+        containerd's)."""
         lines = ["set -e"]
+        if shared_from_parent:
+            lines.append("mount -t proc proc /proc")
         for name in SYSCTLS:
             lines.append(f"mount --bind {shlex.quote(str(self.sysctl_file(name)))} {PROC_SYS / name}")
         for parent in sorted({p.parent for p in HOST_PATHS}):
@@ -120,7 +125,7 @@ class Containment:
             "unshare",
             "--mount",
             "--propagation",
-            "private",
+            "unchanged" if shared_from_parent else "private",
             "--",
             "/bin/sh",
             "-c",

@@ -139,6 +139,8 @@ class Nodes:
         self._snapshotter: str | None = None
         self._cgroups: set[Path] | None = None
         self._images: list[Path] | None = None
+        #: Each containerd node's top pid (realnode.kubelet_mount_ns: its kubelet's mount namespace).
+        self._containerd_pids: dict[str, int] = {}
         self._procs: list[Proc] = []
         self._host: HostState | None = None
         #: What the safety net had to put back after stop() (empty when the containment held).
@@ -379,7 +381,17 @@ class Nodes:
         if self.real is not None:
             argv.append(f"--node-ip={self.real.net.node_ip(self.specs.index(spec))}")
         self._kubelet_argv[spec.name] = argv
-        self._spawn(f"{spec.name}-kubelet", self._in_node(spec, containment.namespaced(argv)), node)
+        if self.real is not None:
+            kubelet_argv = self._in_node(
+                spec,
+                [
+                    *realnode.kubelet_mount_ns(self._containerd_pids[spec.name]),
+                    *containment.namespaced(argv, shared_from_parent=True),
+                ],
+            )
+        else:
+            kubelet_argv = containment.namespaced(argv)
+        self._spawn(f"{spec.name}-kubelet", kubelet_argv, node)
         if self.real is not None:
             self._start_kube_proxy(spec)
         drivers = [(DRIVER, CDI_KIND, True)] + [(d, TEST_CDI_KIND, False) for d in self.test_drivers]
@@ -515,7 +527,7 @@ class Nodes:
         config = node / "containerd.toml"
         config.write_text(realnode.containerd_config(node, bins, node / "cdi", self._snapshotter))
         socket = node / "c.sock"
-        argv = realnode.containerd_argv(net.netns(index), config, bins)
+        argv = realnode.containerd_argv(net.netns(index), config, bins, node / "root")
         proc = spawn(
             f"{spec.name}-containerd",
             argv,
@@ -525,6 +537,7 @@ class Nodes:
             env=realnode.runtime_env(bins),
         )
         self._procs.append(proc)
+        self._containerd_pids[spec.name] = proc.popen.pid
         wait_until(
             f"containerd of {spec.name} did not listen",
             socket.exists,
@@ -532,7 +545,7 @@ class Nodes:
             alive=lambda: self.dead() if proc.popen.poll() is not None else None,
         )
         if self._images is None:
-            self._images = realnode.build_images(bins, self._run / "images")
+            self._images = [*realnode.build_images(bins, self._run / "images"), *self.real.images]
         realnode.import_images(bins, socket, self._images, self._snapshotter)
         return socket
 

@@ -19,6 +19,7 @@ import ipaddress
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -337,11 +338,19 @@ def overlay_works(scratch: Path) -> bool:
     return done.returncode == 0
 
 
-def containerd_argv(netns: list[str], config: Path, bins: NodeBinaries) -> list[str]:
+def containerd_argv(netns: list[str], config: Path, bins: NodeBinaries, kubelet_root: Path) -> list[str]:
     """containerd in the node's network namespace and in new mount and pid namespaces: a tmpfs over
     /run (the shims' sockets go to /run/containerd/s), so every mount it or a shim makes ends with
-    it; as pid 1 of its pid namespace its death kills the shims and containers too."""
-    script = 'set -e\nmount -t tmpfs -o mode=0755,size=64m draxr-e2e-run /run\nexec "$@"'
+    it; as pid 1 of its pid namespace its death kills the shims and containers too. The kubelet's
+    root directory is a shared mount there: the kubelet runs in a namespace made from this one
+    (kubelet_mount_ns) and the tmpfs it mounts for a pod's secret and service-account volumes must
+    reach containerd, else a container gets their empty mount point (no token, no in-cluster
+    config)."""
+    root = shlex.quote(str(kubelet_root))
+    script = (
+        "set -e\nmount -t tmpfs -o mode=0755,size=64m draxr-e2e-run /run\n"
+        f'mount --bind {root} {root}\nmount --make-shared {root}\nexec "$@"'
+    )
     return [
         *netns,
         "unshare",
@@ -360,6 +369,13 @@ def containerd_argv(netns: list[str], config: Path, bins: NodeBinaries) -> list[
         str(bins.containerd),
         f"--config={config}",
     ]
+
+
+def kubelet_mount_ns(containerd_pid: int) -> list[str]:
+    """The argv prefix entering a containerd's mount namespace (``unshare`` made it before forking
+    containerd, so ``containerd_argv``'s top pid is in it): the kubelet's Containment namespace made
+    from there, with propagation unchanged, shares the root directory's mounts with containerd."""
+    return ["nsenter", f"--mount=/proc/{containerd_pid}/ns/mnt", "--"]
 
 
 def runtime_env(bins: NodeBinaries) -> dict[str, str]:
@@ -396,10 +412,12 @@ def import_images(bins: NodeBinaries, socket: Path, archives: Sequence[Path], sn
 @dataclass(frozen=True)
 class RealNodeConfig:
     """What Nodes(runtime="containerd") needs besides the control plane: the binaries and the row's
-    network (the control plane advertises ``net.host_ip``)."""
+    network (the control plane advertises ``net.host_ip``). ``images``: more image archives (OCI or
+    docker-archive, e2e/images' tarballs) every node imports besides the pause and workload images."""
 
     bins: NodeBinaries
     net: RowNetwork
+    images: tuple[Path, ...] = ()
 
 
 CGROUPS = Path("/sys/fs/cgroup")

@@ -1,0 +1,229 @@
+"""The chart row (``LocalCluster(ROWS["1.37"], draxr="chart")``): draxr's image installed with its
+Helm chart on kubelets running containerd, used the way a platform team uses it: the real kubectl,
+the KEP example's workload, ``kubectl draxr status``.
+
+One module-scoped cluster started by the fixture; tests run in file order and the last stops it and
+checks the host is as before. Skips with the reason without the runtime binaries, image tools or
+helm, fails instead under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .chart import DEPLOYMENTS, NAMESPACE, deployment_available, find_helm, split_ref
+from .controlplane.host import HostState
+from .controlplane.realnode import HostNetState
+from .local import KEP_DEVICE_CLASS_NAME, ROWS, LocalCluster, unavailable
+
+Obj = dict[str, Any]
+NS = "kep-example"
+DRA_NODE = "e2e-node-a"  # the DRA-only node: e2e-node-b also has the device plugin's example.com/gpu
+VENV_BIN = Path(sys.executable).parent
+
+
+def test_the_image_reference_splits_into_the_charts_repository_and_tag() -> None:
+    """No binaries needed: what --set image.repository/tag get, a registry port kept in the repo."""
+    assert split_ref("localhost/draxr:6fb6a9b4") == ("localhost/draxr", "6fb6a9b4")
+    assert split_ref("registry.example:5000/draxr:0.1.0") == ("registry.example:5000/draxr", "0.1.0")
+    with pytest.raises(ValueError, match="has no tag"):
+        split_ref("registry.example:5000/draxr")
+
+
+def test_a_deployment_is_available_only_with_every_replica_ready() -> None:
+    """No binaries needed: Available with one of two replicas ready (the PDB's minAvailable) is not
+    enough, nor a status of an older generation."""
+    ready: Obj = {
+        "metadata": {"generation": 2},
+        "spec": {"replicas": 2},
+        "status": {
+            "observedGeneration": 2,
+            "readyReplicas": 2,
+            "updatedReplicas": 2,
+            "conditions": [{"type": "Available", "status": "True"}],
+        },
+    }
+    assert deployment_available(ready)
+    assert not deployment_available({**ready, "status": {**ready["status"], "readyReplicas": 1}})
+    assert not deployment_available({**ready, "metadata": {"generation": 3}})
+
+
+@dataclass
+class ChartRow:
+    cluster: LocalCluster
+    host: HostState
+    host_net: HostNetState
+    started: float  # seconds from nothing to the JSON line's moment (draxr available, hooks called)
+    env: dict[str, str]
+
+    def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> str:
+        done = subprocess.run(
+            [self.cluster.kubectl, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            check=False,
+            timeout=60,
+        )
+        if check:
+            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def get(self, *args: str) -> Obj:
+        out: Obj = json.loads(self.kubectl("get", *args, "-o", "json"))
+        return out
+
+
+def _unusable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def row(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRow]:
+    if (reason := unavailable(ROWS["1.37"], "chart")) is not None:
+        _unusable(reason)
+    helm = find_helm()
+    assert helm is not None
+    # kubectl finds its plugin kubectl-draxr on PATH (the venv's console script), helm its binary.
+    path = os.pathsep.join([str(VENV_BIN), str(helm.parent), os.environ.get("PATH", "")])
+    host, host_net = HostState.now(), HostNetState.now()
+    t0 = time.monotonic()
+    cluster = LocalCluster(ROWS["1.37"], tmp_path_factory.mktemp("chart"), draxr="chart")
+    with cluster:
+        # KUBECONFIG, not --kubeconfig: kubectl refuses flags before a plugin's name.
+        env = {**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)}
+        yield ChartRow(cluster, host, host_net, time.monotonic() - t0, env)
+
+
+def test_both_deployments_have_two_ready_replicas(row: ChartRow) -> None:
+    chart = row.cluster.chart
+    assert chart is not None
+    for name in DEPLOYMENTS:
+        d = row.get("-n", NAMESPACE, "deployment", name)
+        assert d["spec"]["replicas"] == 2
+        assert d["status"].get("readyReplicas") == 2, d["status"]
+        assert d["status"].get("availableReplicas") == 2, d["status"]
+        [container] = d["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == chart.image
+    print(
+        f"draxr image {chart.image}: {chart.draxr_image.unpacked_bytes / 1e6:.0f} MB unpacked, "  # type: ignore[union-attr]
+        f"helm install to Available {chart.install_seconds:.1f}s, row start {row.started:.1f}s"
+    )
+
+
+def test_draxr_pods_run_as_65532_with_a_read_only_root(row: ChartRow) -> None:
+    pods = row.get("-n", NAMESPACE, "pods")["items"]
+    assert len(pods) == 4, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        spec = pod["spec"]
+        pod_ctx = spec.get("securityContext") or {}
+        for c in spec["containers"]:
+            ctx = {**pod_ctx, **(c.get("securityContext") or {})}
+            assert ctx.get("runAsUser") == 65532, (pod["metadata"]["name"], ctx)
+            assert ctx.get("runAsNonRoot") is True
+            assert c["securityContext"].get("readOnlyRootFilesystem") is True
+        assert all(s.get("ready") for s in pod["status"]["containerStatuses"])
+
+
+def _kep_pod(image: str) -> Obj:
+    """The KEP example's workload (examples/kep-5004/deployment.yaml's container) as one pod on the
+    DRA node, printing its environment."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "demo", "namespace": NS},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": DRA_NODE},
+            "containers": [
+                {
+                    "name": "app",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", "env; sleep 3600"],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "64Mi", "example.com/gpu": "2"},
+                        "limits": {"example.com/gpu": "2"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_the_kep_example_sees_exactly_its_devices(row: ChartRow) -> None:
+    chart = row.cluster.chart
+    assert chart is not None
+    row.kubectl("create", "namespace", NS)
+    row.cluster.cp.wait_for(
+        "no default ServiceAccount",
+        lambda: row.cluster.cp.client().get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
+        60,
+    )
+    row.kubectl("apply", "-f", "-", stdin=json.dumps(_kep_pod(chart.workload)))
+    row.kubectl("-n", NS, "wait", "--for=jsonpath={.status.phase}=Running", "pod/demo", "--timeout=120s")
+    pod = row.get("-n", NS, "pod", "demo")
+    claim_name = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    claim = row.get("-n", NS, "resourceclaim", claim_name)
+    assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 2
+    want = {
+        f"DRA_DEVICE_{r['device'].upper().replace('-', '_')}": f"{r['driver']}/{r['pool']}/{r['device']}"
+        for r in results
+    }
+    assert all(v.startswith(f"{KEP_DEVICE_CLASS_NAME}/") for v in want.values())
+    last = [""]
+
+    def seen() -> dict[str, str]:
+        last[0] = row.kubectl("-n", NS, "logs", "demo")
+        return dict(line.split("=", 1) for line in last[0].splitlines() if line.startswith("DRA_DEVICE_"))
+
+    row.cluster.cp.wait_for("the pod printed no environment", lambda: "PATH=" in (seen() and last[0]), 30)
+    assert seen() == want, last[0]
+
+
+def test_kubectl_draxr_status_against_the_deployed_draxr(row: ChartRow) -> None:
+    assert shutil.which("kubectl-draxr", path=row.env["PATH"]), "kubectl-draxr is not on PATH"
+    """The plugin reads the chart's install: both hooks, a worker pod holding the Lease, the KEP
+    class backing example.com/gpu and no device in two claims."""
+    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
+    assert report["webhooks"] == {"mutating": True, "validating": True}, report
+    workers = {
+        p["metadata"]["name"]
+        for p in row.get("-n", NAMESPACE, "pods", "-l", "app.kubernetes.io/component=worker")["items"]
+    }
+    assert report["leader"] in workers, (report["leader"], workers)
+    assert report["nodes"] == 2
+    [kep] = [c for c in report["classes"] if c["name"] == KEP_DEVICE_CLASS_NAME]
+    assert "example.com/gpu" in kep["backs"], kep
+    assert report["doubleAllocated"] == []
+
+
+def test_the_host_is_as_before(row: ChartRow) -> None:
+    """Teardown removes the row's links, routes, mounts, rules and cgroups; no sysctl changed."""
+    nodes, chart = row.cluster.nodes, row.cluster.chart
+    assert nodes is not None
+    assert chart is not None
+    run_dir = str(nodes._run)
+    row.cluster.stop()
+    markers = [chart.net.prefix, run_dir, f".{chart.net.base}.", "draxr-e2e-run", "cgroup "]
+    assert row.host_net.leftovers(markers) == []
+    assert row.cluster.host_repairs == []
+    assert row.host.differences(HostState.now()) == []
+    assert re.fullmatch(r"dx[0-9a-f]{6}", chart.net.prefix)
