@@ -126,11 +126,14 @@ class RowNetwork:
         self._holders: list[subprocess.Popen[bytes]] = []
 
     def _free_base(self) -> int:
+        """The first subnet number no host address or route uses and no other live row reserved: rows
+        of two runs at once (two CI clones, a developer beside CI) pick their subnets before either
+        adds its bridge, so the host's tables alone cannot keep them apart."""
         used = _host_nets()
         for x in range(10, 250):
             wanted = [ipaddress.ip_network(f"10.244.{x}.0/24")]
             wanted += [ipaddress.ip_network(f"10.{246 + i}.{x}.0/24") for i in range(self.count)]
-            if not any(w.overlaps(u) for w in wanted for u in used if u.prefixlen > 0):
+            if not any(w.overlaps(u) for w in wanted for u in used if u.prefixlen > 0) and _reserve(x):
                 return x
         raise ControlPlaneError("no free 10.244.x.0/24 for a row network")
 
@@ -214,6 +217,52 @@ class RowNetwork:
         self._holders = []
         with contextlib.suppress(ControlPlaneError):
             _run("ip", "link", "del", self.bridge)
+        _release(self.base)
+
+
+#: One file per subnet number a live row holds, naming its process (a dead process's file is stale).
+RESERVATIONS = Path(tempfile.gettempdir()) / "draxr-row-networks"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reserve(base: int) -> bool:
+    """Claims ``base`` for this process (O_EXCL: of two processes asking at once, one wins); a
+    reservation left by a process that is gone is taken over."""
+    path = RESERVATIONS / str(base)
+    for _ in range(3):
+        RESERVATIONS.mkdir(exist_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(path.read_text() or "0")
+            except (OSError, ValueError):
+                return False
+            if holder == 0 or _alive(holder):
+                return False
+            path.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        except FileNotFoundError:  # the directory was removed by a row that just stopped
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _release(base: int) -> None:
+    (RESERVATIONS / str(base)).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # other rows still hold theirs
+        RESERVATIONS.rmdir()
 
 
 @dataclass(frozen=True)

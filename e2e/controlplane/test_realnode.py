@@ -15,7 +15,9 @@ import hashlib
 import http.client
 import io
 import json
+import os
 import re
+import subprocess
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from . import realnode
 from .host import HostState
 from .launcher import DEFAULT_CONTROLLERS, Client, ControlPlane, find_binaries
 from .nodes import DRIVER, NODE_CONTROLLERS, Nodes, NodeSpec
@@ -347,3 +350,21 @@ def test_the_host_is_as_before(row: Row) -> None:
     assert row.host.differences(HostState.now()) == []
     assert re.fullmatch(r"dx[0-9a-f]{6}", row.net.prefix)
     print(f"node stop: {stopped:.1f}s")
+
+
+def test_two_rows_never_reserve_the_same_subnet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of two runs at once pick subnets before either adds its bridge: a reservation keeps them
+    apart, one left by a process that is gone is taken over, and releasing the last removes the
+    directory."""
+    monkeypatch.setattr(realnode, "RESERVATIONS", tmp_path / "rows")
+    assert realnode._reserve(10)
+    assert not realnode._reserve(10)  # held by this (live) process
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    (tmp_path / "rows" / "11").write_text(gone.stdout.strip())
+    assert realnode._reserve(11)  # its holder exited
+    assert (tmp_path / "rows" / "11").read_text() == str(os.getpid())
+    realnode._release(10)
+    assert realnode._reserve(10)
+    realnode._release(10)
+    realnode._release(11)
+    assert not (tmp_path / "rows").exists()
