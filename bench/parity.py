@@ -529,15 +529,17 @@ def lockstep(client: KubeClient, ns: str, pods: list[Obj]) -> Obj:
         victims = {o["metadata"]["name"] for o in before if o["kind"] == "Pod"} - {
             o["metadata"]["name"] for o in now if o["kind"] == "Pod"
         }
-        if victims and preemptors(client, ns, victims) != {created["metadata"]["uid"]}:
-            # Another pending pod, retried meanwhile, preempted (its victims' Events name it): the
-            # step is not this pod's alone.
+        # Another pending pod, retried meanwhile, preempted (its victims' Events name it): the step is
+        # not this pod's alone. Its own verdict still counts, so the counts add up to the stream.
+        others_preempted = bool(victims) and preemptors(client, ns, victims) != {created["metadata"]["uid"]}
+        if nominated or (victims and not others_preempted):
+            kind = "preempted"
+        outcome[kind] += 1
+        if others_preempted:
             raced += 1
             continue
-        if nominated or victims:
-            kind = "preempted"
+        if victims:
             victims_seen += priorities(before, victims)
-        outcome[kind] += 1
         if kind != "pending" and (problem := spread_problem(now, ns, name)):
             skewed.append(problem)
         earlier, after = bindings(before), bindings(now)
