@@ -1,38 +1,22 @@
-"""The chart row (``LocalCluster(ROWS["1.37"], draxr="chart")``): draxr's image installed with its
-Helm chart on kubelets running containerd, used the way a platform team uses it: the real kubectl,
-the KEP example's workload, ``kubectl draxr status``.
-
-One module-scoped cluster started by the fixture; tests run in file order and the last stops it and
-checks the host is as before. Skips with the reason without the runtime binaries, image tools or
-helm, fails instead under CI=true.
-"""
+"""The chart row as installed: both Deployments ready, the pods' security settings, the KEP example's
+workload seeing exactly its devices through containerd and CDI, ``kubectl draxr status`` (the row:
+``conftest.py``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .chart import DEPLOYMENTS, NAMESPACE, deployment_available, find_helm, split_ref
-from .conftest import selected_targets
-from .controlplane.host import HostState
-from .controlplane.realnode import HostNetState
-from .local import KEP_DEVICE_CLASS_NAME, ROWS, LocalCluster, unavailable
+from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available, split_ref
+from ..local import KEP_DEVICE_CLASS_NAME
+from .row import ChartRow
 
 Obj = dict[str, Any]
 NS = "kep-example"
 DRA_NODE = "e2e-node-a"  # the DRA-only node: e2e-node-b also has the device plugin's example.com/gpu
-VENV_BIN = Path(sys.executable).parent
 
 
 def test_the_image_reference_splits_into_the_charts_repository_and_tag() -> None:
@@ -59,58 +43,6 @@ def test_a_deployment_is_available_only_with_every_replica_ready() -> None:
     assert deployment_available(ready)
     assert not deployment_available({**ready, "status": {**ready["status"], "readyReplicas": 1}})
     assert not deployment_available({**ready, "metadata": {"generation": 3}})
-
-
-@dataclass
-class ChartRow:
-    cluster: LocalCluster
-    host: HostState
-    host_net: HostNetState
-    started: float  # seconds from nothing to the JSON line's moment (draxr available, hooks called)
-    env: dict[str, str]
-
-    def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> str:
-        done = subprocess.run(
-            [self.cluster.kubectl, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            check=False,
-            timeout=60,
-        )
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def get(self, *args: str) -> Obj:
-        out: Obj = json.loads(self.kubectl("get", *args, "-o", "json"))
-        return out
-
-
-def _unusable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def row(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartRow]:
-    if "1.37" not in selected_targets(request.config):
-        pytest.skip("the chart row runs with the 1.37 row: DRAXR_E2E_TARGETS=controlplane (make e2e-local)")
-    if (reason := unavailable(ROWS["1.37"], "chart")) is not None:
-        _unusable(reason)
-    helm = find_helm()
-    assert helm is not None
-    # kubectl finds its plugin kubectl-draxr on PATH (the venv's console script), helm its binary.
-    path = os.pathsep.join([str(VENV_BIN), str(helm.parent), os.environ.get("PATH", "")])
-    host, host_net = HostState.now(), HostNetState.now()
-    t0 = time.monotonic()
-    cluster = LocalCluster(ROWS["1.37"], tmp_path_factory.mktemp("chart"), draxr="chart")
-    with cluster:
-        # KUBECONFIG, not --kubeconfig: kubectl refuses flags before a plugin's name.
-        env = {**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)}
-        yield ChartRow(cluster, host, host_net, time.monotonic() - t0, env)
 
 
 def test_both_deployments_have_two_ready_replicas(row: ChartRow) -> None:
@@ -216,17 +148,3 @@ def test_kubectl_draxr_status_against_the_deployed_draxr(row: ChartRow) -> None:
     [kep] = [c for c in report["classes"] if c["name"] == KEP_DEVICE_CLASS_NAME]
     assert "example.com/gpu" in kep["backs"], kep
     assert report["doubleAllocated"] == []
-
-
-def test_the_host_is_as_before(row: ChartRow) -> None:
-    """Teardown removes the row's links, routes, mounts, rules and cgroups; no sysctl changed."""
-    nodes, chart = row.cluster.nodes, row.cluster.chart
-    assert nodes is not None
-    assert chart is not None
-    run_dir = str(nodes._run)
-    row.cluster.stop()
-    markers = [chart.net.prefix, run_dir, f".{chart.net.base}.", "draxr-e2e-run", "cgroup "]
-    assert row.host_net.leftovers(markers) == []
-    assert row.cluster.host_repairs == []
-    assert row.host.differences(HostState.now()) == []
-    assert re.fullmatch(r"dx[0-9a-f]{6}", chart.net.prefix)
