@@ -52,7 +52,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -70,6 +69,7 @@ from .controlplane.launcher import (
     log_tail,
     wait_until,
 )
+from .controlplane.lifecycle import Lifecycle
 from .controlplane.nodes import DRIVER, EXTENDED_RESOURCE, NODE_CONTROLLERS, Nodes, NodeSpec
 from .target import loopback_get
 
@@ -348,7 +348,7 @@ class LocalProcesses:
 # The cluster
 
 
-class LocalCluster:
+class LocalCluster(Lifecycle):
     """A control plane of one matrix row with draxr installed (see the module docstring)."""
 
     def __init__(
@@ -404,19 +404,6 @@ class LocalCluster:
         self.host_repairs: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------------
-
-    def __enter__(self) -> LocalCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         if not self.kubectl:

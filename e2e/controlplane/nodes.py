@@ -26,7 +26,6 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from . import realnode
@@ -44,6 +43,7 @@ from .launcher import (
     spawn,
     wait_until,
 )
+from .lifecycle import Lifecycle
 
 Obj = dict[str, Any]
 
@@ -87,7 +87,7 @@ class NodeSpec:
     labels: tuple[tuple[str, str], ...] = ()
 
 
-class Nodes:
+class Nodes(Lifecycle):
     """The Nodes of ``specs`` on a running ControlPlane, as a context manager."""
 
     def __init__(
@@ -151,19 +151,6 @@ class Nodes:
         return [s.name for s in self.specs]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-
-    def __enter__(self) -> Nodes:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.launch()

@@ -27,10 +27,10 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from . import oci
 from .launcher import ControlPlaneError, find_node_tools
+from .lifecycle import Lifecycle
 from .runtime_bins import RuntimeBinaries, find_runtime
 
 #: The images every node imports; pods use them with ``imagePullPolicy: Never``.
@@ -111,7 +111,7 @@ def _host_nets() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return out
 
 
-class RowNetwork:
+class RowNetwork(Lifecycle):
     """A row's bridge on the host and one network namespace per node (each held by a process, so it
     ends with it), joined by veth pairs; routes on the host to each node's pod CIDR."""
 
@@ -153,19 +153,6 @@ class RowNetwork:
     def netns(self, i: int) -> list[str]:
         """The argv prefix that runs a command in node ``i``'s network namespace."""
         return ["nsenter", f"--net=/proc/{self.holder_pid(i)}/ns/net", "--"]
-
-    def __enter__(self) -> RowNetwork:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         _run("ip", "link", "add", self.bridge, "type", "bridge")
