@@ -180,9 +180,10 @@ class Process:
         from ..kube.leader import LeaderElector
 
         # A client of its own (kube-scheduler's makeLeaderElectionConfig): a renewal never waits
-        # behind the worker's writes.
+        # behind the worker's writes, neither for a token nor for a connection. Renewals go one at a
+        # time: one connection.
         return LeaderElector(
-            client.with_own_rate_limit(),
+            client.with_own_connections(1),
             self.opts.namespace,
             self.opts.lease_name,
             identity,
