@@ -485,6 +485,19 @@ def wait_until(
         interval = min(interval * 2, 0.5)
 
 
+#: Every write at Metadata level, once, when its response is complete: who (user, source IPs), what
+#: (verb, object), when (stageTimestamp) and the answer's code. Reads are not logged.
+AUDIT_POLICY: Obj = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "None"},
+    ],
+}
+
+
 class ControlPlane:
     """etcd + kube-apiserver (+ kube-controller-manager, + kube-scheduler) as a context manager.
 
@@ -502,6 +515,13 @@ class ControlPlane:
     ``advertise_address``: also serve on this host address (nodes in network namespaces reach the API
     there): the apiserver binds 0.0.0.0, the address is in its certificate and is the ``kubernetes``
     Service's endpoint; the host's clients keep using 127.0.0.1. None: loopback only.
+    ``audit``: kube-apiserver writes an audit log of every write (``AUDIT_POLICY``) to
+    ``<workdir>/audit.log``, read with ``audit_events()``: the API server's own record of who wrote
+    what, from where and when.
+
+    Faults of the real components (``kill``, ``start_again``, ``restart_process``, ``pause``,
+    ``resume``): a restarted etcd keeps its data directory and ports, a restarted kube-apiserver its
+    port, so every client and kubeconfig works again once it is ready.
     """
 
     def __init__(
@@ -520,6 +540,7 @@ class ControlPlane:
         start_timeout: float = 120.0,
         stop_timeout: float = 15.0,
         advertise_address: str | None = None,
+        audit: bool = False,
     ) -> None:
         found = find_binaries(version)
         if isinstance(found, str):
@@ -548,7 +569,9 @@ class ControlPlane:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="draxr-cp-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.audit = audit
         self._etcd_data: Path | None = None
+        self._etcd_ports: tuple[int, int] | None = None
         self._ca: _CA | None = None
         self._procs: list[Proc] = []
         self.port = 0
@@ -651,6 +674,60 @@ class ControlPlane:
         if self.scheduler:
             self._start_scheduler()
 
+    def process(self, name: str) -> Proc:
+        """The running (or stopped) process ``name`` ("etcd", "kube-apiserver", ...)."""
+        for proc in self._procs:
+            if proc.name == name:
+                return proc
+        raise ControlPlaneError(f"no process {name!r}: {[p.name for p in self._procs]}")
+
+    def kill(self, name: str) -> None:
+        """SIGKILL ``name`` (a crash: no graceful shutdown) and wait until it is gone."""
+        proc = self.process(name)
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait(self.stop_timeout)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP ``name``: it holds its sockets and answers nothing (a stalled disk, a hung process)."""
+        self.process(name).popen.send_signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self.process(name).popen.send_signal(signal.SIGCONT)
+
+    def start_again(self, name: str) -> None:
+        """Starts a killed ``name`` again, as it was (etcd's data and ports, the apiserver's port), and
+        waits until it is healthy."""
+        proc = self.process(name)
+        if proc.popen.poll() is None:
+            raise ControlPlaneError(f"{name} is still running (pid {proc.popen.pid})")
+        self._procs.remove(proc)
+        starters = {
+            "etcd": self._start_etcd,
+            "kube-apiserver": self._start_apiserver,
+            "kube-controller-manager": self._start_controller_manager,
+            "kube-scheduler": self._start_scheduler,
+        }
+        starters[name]()
+
+    def restart_process(self, name: str) -> None:
+        """A graceful restart of ``name`` alone (SIGTERM, then started again); the others keep running
+        and must find it again themselves, as after a rollout of one component."""
+        self._terminate(self.process(name))
+        self.start_again(name)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit_events(self) -> list[Obj]:
+        """The audit log's events (``audit.k8s.io/v1`` Event objects), oldest first; [] before any."""
+        try:
+            lines = self.audit_log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
     # -- pieces ------------------------------------------------------------------------------------------
 
     def _terminate(self, proc: Proc) -> None:
@@ -708,8 +785,10 @@ class ControlPlane:
         (pki / "tokens.csv").chmod(0o600)
 
     def _start_etcd(self) -> None:
-        client_port, peer_port = free_port(), free_port()
-        self._etcd_data = Path(tempfile.mkdtemp(prefix="draxr-etcd-"))
+        # A restart keeps the ports kube-apiserver knows and the data it wrote.
+        client_port, peer_port = self._etcd_ports = self._etcd_ports or (free_port(), free_port())
+        if self._etcd_data is None:
+            self._etcd_data = Path(tempfile.mkdtemp(prefix="draxr-etcd-"))
         self.etcd_url = f"http://127.0.0.1:{client_port}"
         peer = f"http://127.0.0.1:{peer_port}"
         self._spawn(
@@ -783,6 +862,15 @@ class ControlPlane:
             argv.append("--feature-gates=" + _gates_flag(self.gates))
         if self.runtime_config:
             argv.append("--runtime-config=" + ",".join(f"{k}={v}" for k, v in self.runtime_config.items()))
+        if self.audit:
+            policy = self.workdir / "audit-policy.yaml"
+            policy.write_text(json.dumps(AUDIT_POLICY))
+            argv += [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",  # an event is written before its response is sent
+            ]
         argv += self.extra_apiserver_args
         return argv
 
