@@ -485,14 +485,21 @@ def wait_until(
         interval = min(interval * 2, 0.5)
 
 
-#: Every write at Metadata level, once, when its response is complete: who (user, source IPs), what
-#: (verb, object), when (stageTimestamp) and the answer's code. Reads are not logged.
+WRITES = ["create", "update", "patch", "delete", "deletecollection"]
+#: Every write once, when its response is complete: who (user, source IPs), what (verb, object), when
+#: (requestReceivedTimestamp) and the answer's code; Lease writes with their bodies, so the Leases'
+#: history (holder, duration) is in the same record. Reads are not logged.
 AUDIT_POLICY: Obj = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
     "rules": [
-        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {
+            "level": "RequestResponse",
+            "verbs": WRITES,
+            "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}],
+        },
+        {"level": "Metadata", "verbs": WRITES},
         {"level": "None"},
     ],
 }

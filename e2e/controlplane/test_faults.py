@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.audit import leadership
+
 from .launcher import USERS, ControlPlane, ControlPlaneError, find_binaries
 from .test_nodes import require_built
 
@@ -96,3 +98,14 @@ def test_etcd_paused_holds_a_write_past_the_clients_timeout(cp: ControlPlane) ->
     finally:
         cp.resume("etcd")
     _writes_again(cp)
+
+
+def test_a_lease_write_is_logged_with_its_body(cp: ControlPlane) -> None:
+    """bench/audit.py reads a Lease's holders from the log itself: the body must be there."""
+    name = f"lease-{uuid.uuid4().hex[:8]}"
+    body = {"metadata": {"name": name}, "spec": {"holderIdentity": "worker-a", "leaseDurationSeconds": 15}}
+    status, _ = cp.client().post(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", body)
+    assert status == 201
+    [event] = [e for e in cp.audit_events() if (e.get("objectRef") or {}).get("name") == name]
+    assert event["responseObject"]["spec"]["holderIdentity"] == "worker-a"
+    assert leadership([event], NS, name, USERS["admin"].name)[0].source == "127.0.0.1"
