@@ -18,7 +18,15 @@ import pytest
 from e2e.emulator import Emulator
 from e2e.emulator.kubeconfig import api_client
 from webhook.core.api.objects import Obj
-from webhook.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, NotLeader, throttled
+from webhook.kube.client import (
+    JSON_PATCH,
+    MAX_RETRY_AFTER,
+    STRATEGIC_PATCH,
+    ApiError,
+    KubeClient,
+    NotLeader,
+    throttled,
+)
 from webhook.kube.headers import Response
 from webhook.kube.ratelimit import TokenBucket
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS
@@ -275,13 +283,17 @@ def test_errors_that_are_not_transient_are_not_retried(em: Emulator, sleeps: Sle
     assert sleeps.seen == []
 
 
-def test_too_many_requests_waits_for_retry_after_capped_at_a_second(em: Emulator, sleeps: Sleeps) -> None:
+def test_too_many_requests_waits_its_whole_retry_after(em: Emulator, sleeps: Sleeps) -> None:
+    """API Priority and Fairness sheds load with 429 and a Retry-After: a client retrying sooner
+    only adds to the overload (client-go's rest client waits the whole Retry-After). An absurd value
+    is bounded, so a worker thread is never parked for an hour."""
     em.inject(verbs="create", resource="nodes", error=429, retry_after=3, times=1)
     em.inject(verbs="create", resource="nodes", error=429, retry_after=0, times=1)
+    em.inject(verbs="create", resource="nodes", error=429, retry_after=3600, times=1)
     c = KubeClient(em.api_client())
     c.create(NODES, {"metadata": {"name": "a"}})
-    assert hits(em, "create", "nodes") == [429, 429, 201]
-    assert sleeps.seen == [1.0, 0.1]  # Retry-After 3 (capped), then the backoff (Retry-After 0)
+    assert hits(em, "create", "nodes") == [429, 429, 429, 201]
+    assert sleeps.seen == [3.0, 0.1, MAX_RETRY_AFTER]  # Retry-After 3, the backoff (0), the bound
 
 
 def test_the_retry_after_header_is_kept_on_the_error(em: Emulator, sleeps: Sleeps) -> None:

@@ -238,7 +238,8 @@ class KubeClient:
             except ApiError as e:
                 if not e.transient or attempt == retries:
                     raise
-                wait = min(max(delay, e.retry_after), 1.0)
+                # The server's Retry-After in full (APF sheds load with it), else the backoff.
+                wait = max(min(delay, 1.0), min(e.retry_after, MAX_RETRY_AFTER))
             time.sleep(wait)
             delay *= 2
         raise AssertionError("unreachable")
@@ -581,6 +582,11 @@ class WatchStream:
             raw.release_conn()
         except Exception:  # closing a socket that another thread reads from may race; harmless
             pass
+
+
+#: The longest Retry-After a request waits before its next attempt (seconds): kube-apiserver asks
+#: for 1 to a few; a larger value is bounded, so a worker thread is never parked for long.
+MAX_RETRY_AFTER = 30.0
 
 
 def _retry_after(value: Any) -> float:
