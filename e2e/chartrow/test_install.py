@@ -12,7 +12,7 @@ import pytest
 
 from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available, split_ref
 from ..local import KEP_DEVICE_CLASS_NAME
-from .row import ChartRow
+from .row import ChartRow, run_kep_example
 
 Obj = dict[str, Any]
 NS = "kep-example"
@@ -76,61 +76,11 @@ def test_draxr_pods_run_as_65532_with_a_read_only_root(row: ChartRow) -> None:
         assert all(s.get("ready") for s in pod["status"]["containerStatuses"])
 
 
-def _kep_pod(image: str) -> Obj:
-    """The KEP example's workload (examples/kep-5004/deployment.yaml's container) as one pod on the
-    DRA node, printing its environment."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "demo", "namespace": NS},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": DRA_NODE},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", "env; sleep 3600"],
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "64Mi", "example.com/gpu": "2"},
-                        "limits": {"example.com/gpu": "2"},
-                    },
-                }
-            ],
-        },
-    }
-
-
 def test_the_kep_example_sees_exactly_its_devices(row: ChartRow) -> None:
-    chart = row.cluster.chart
-    assert chart is not None
-    row.kubectl("create", "namespace", NS)
-    row.cluster.cp.wait_for(
-        "no default ServiceAccount",
-        lambda: row.cluster.cp.client().get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
-        60,
-    )
-    row.kubectl("apply", "-f", "-", stdin=json.dumps(_kep_pod(chart.workload)))
-    row.kubectl("-n", NS, "wait", "--for=jsonpath={.status.phase}=Running", "pod/demo", "--timeout=120s")
-    pod = row.get("-n", NS, "pod", "demo")
-    claim_name = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
-    claim = row.get("-n", NS, "resourceclaim", claim_name)
+    """The native path (1.37): the special claim's devices, and no other, in the container."""
+    claim, want, seen = run_kep_example(row)
     assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
-    results = claim["status"]["allocation"]["devices"]["results"]
-    assert len(results) == 2
-    want = {
-        f"DRA_DEVICE_{r['device'].upper().replace('-', '_')}": f"{r['driver']}/{r['pool']}/{r['device']}"
-        for r in results
-    }
-    assert all(v.startswith(f"{KEP_DEVICE_CLASS_NAME}/") for v in want.values())
-    last = [""]
-
-    def seen() -> dict[str, str]:
-        last[0] = row.kubectl("-n", NS, "logs", "demo")
-        return dict(line.split("=", 1) for line in last[0].splitlines() if line.startswith("DRA_DEVICE_"))
-
-    row.cluster.cp.wait_for("the pod printed no environment", lambda: "PATH=" in (seen() and last[0]), 30)
-    assert seen() == want, last[0]
+    assert seen == want
 
 
 def test_kubectl_draxr_status_against_the_deployed_draxr(row: ChartRow) -> None:
