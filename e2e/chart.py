@@ -81,7 +81,9 @@ class ChartInstall:
         self.install_seconds = 0.0
 
     def control_plane_args(self) -> dict[str, Any]:
-        return {"advertise_address": self.net.host_ip, "extra_apiserver_args": APISERVER_ARGS}
+        # The audit log: the fault runs prove from the API server's own record that no pod was bound
+        # twice and no fenced leader wrote (bench/audit.py).
+        return {"advertise_address": self.net.host_ip, "extra_apiserver_args": APISERVER_ARGS, "audit": True}
 
     @property
     def image(self) -> str:

@@ -1,0 +1,141 @@
+"""Faults of the real components under the deployed draxr (issue 34's first faults on the chart
+row): kube-apiserver restarted twice under a stream of extended-resource pods, and every webhook
+replica down with ``failurePolicy: Fail``. Counted from the API server's own record (its audit log,
+``bench/audit.py``): no pod bound twice, no write by a fenced worker; from the claims: no device in
+two claims."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+from bench.audit import bound_twice, fenced_writes
+from webhook.identity.names import LEASE, WEBHOOK
+
+from ..chart import NAMESPACE
+from .row import ChartRow
+
+Obj = dict[str, Any]
+NS = "faults"
+WORKER_SA = f"system:serviceaccount:{NAMESPACE}:draxr-worker"
+
+
+def _pod(name: str, node_selector: dict[str, str] | None = None) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            **({"nodeSelector": node_selector} if node_selector else {}),
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "localhost/never-started:0",  # the pods are only placed, never run
+                    "resources": {"limits": {"example.com/gpu": "1"}},
+                }
+            ],
+        },
+    }
+
+
+def _namespace(row: ChartRow) -> None:
+    if row.kubectl("get", "namespace", NS, check=False) == "":
+        row.kubectl("create", "namespace", NS)
+    row.cluster.cp.wait_for(
+        "no default ServiceAccount",
+        lambda: row.cluster.cp.client().get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
+        60,
+    )
+
+
+def _create_until_answered(row: ChartRow, name: str, refused: list[str]) -> None:
+    """Creates the pod as a user would through a restart: a connection error or a 5xx from an API
+    server coming up is retried; 409 means an earlier attempt got through. Any other answer is a
+    failed admission."""
+    client = row.cluster.cp.client()
+    client.timeout = 10.0
+
+    def answered() -> bool:
+        try:
+            status, body = client.post(f"/api/v1/namespaces/{NS}/pods", _pod(name))
+        except OSError:
+            return False
+        if status in (201, 409):
+            return True
+        if status in (429, 500, 503, 504) and "webhook" not in json.dumps(body):
+            return False
+        refused.append(f"{name}: {status} {body.get('message', body)}")
+        return True
+
+    row.cluster.cp.wait_for(f"pod {name} never created", answered, 120)
+
+
+def test_kube_apiserver_restarted_twice_under_a_stream_binds_every_pod_once(row: ChartRow) -> None:
+    _namespace(row)
+    names = [f"stream-{i}" for i in range(8)]
+    refused: list[str] = []
+
+    def stream() -> None:
+        for name in names:
+            _create_until_answered(row, name, refused)
+
+    creator = threading.Thread(target=stream)
+    creator.start()
+    try:
+        for _ in range(2):
+            row.cluster.cp.restart_process("kube-apiserver")
+    finally:
+        creator.join(300)
+    assert not creator.is_alive()
+    assert refused == []
+
+    def all_bound() -> bool:
+        pods = row.get("-n", NS, "pods")["items"]
+        return len(pods) == len(names) and all(p["spec"].get("nodeName") for p in pods)
+
+    row.cluster.cp.wait_for("pods not bound after the restarts", all_bound, 180)
+    events = row.cluster.cp.audit_events()
+    bindings = {
+        e["objectRef"]["name"]
+        for e in events
+        if e["objectRef"].get("subresource") == "binding" and e["objectRef"].get("namespace") == NS
+    }
+    assert bindings == set(names)  # the record holds every binding: the checks below see them all
+    assert bound_twice(events) == []
+    assert fenced_writes(events, NAMESPACE, LEASE, WORKER_SA) == []
+    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
+    assert report["doubleAllocated"] == []
+    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
+
+
+def test_every_webhook_replica_down_refuses_creates_clearly_then_admission_resumes(row: ChartRow) -> None:
+    """failurePolicy: Fail. With no webhook replica a create of a pod asking for example.com/gpu is
+    refused with the API server's message naming draxr's hook; once the replicas are back admission
+    works again, nothing else restarted."""
+    _namespace(row)
+    name = f"refused-{uuid.uuid4().hex[:6]}"
+    row.kubectl("-n", NAMESPACE, "scale", "deployment", WEBHOOK, "--replicas=0")
+    try:
+        row.kubectl(
+            "-n",
+            NAMESPACE,
+            "wait",
+            "--for=delete",
+            "pod",
+            "-l",
+            "app.kubernetes.io/component=webhook",
+            "--timeout=120s",
+        )
+        client = row.cluster.cp.client()
+        status, body = client.post(f"/api/v1/namespaces/{NS}/pods", _pod(name))
+        assert status == 500, (status, body)
+        assert "failed calling webhook" in body["message"], body
+        assert "draxr" in body["message"], body
+    finally:
+        row.kubectl("-n", NAMESPACE, "scale", "deployment", WEBHOOK, "--replicas=2")
+    row.kubectl("-n", NAMESPACE, "rollout", "status", "deployment", WEBHOOK, "--timeout=180s", timeout=200)
+    refused: list[str] = []
+    _create_until_answered(row, name, refused)
+    assert refused == []
+    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
