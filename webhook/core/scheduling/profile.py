@@ -5,7 +5,8 @@ Upstream's Filter order is NodeUnschedulable, NodeName, TaintToleration, NodeAff
 NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
 InterPodAffinity, DynamicResources. The scheduler runs the first six itself (``nodefilters``,
 ``plugins/noderesources``: the usual pod's fast path depends on them), then ``FILTERS`` in order, then
-DynamicResources (``plugins/dynamicresources``). Score weights are upstream's: TaintToleration 3,
+DynamicResources (``DYNAMIC_RESOURCES``, one object: the only name of ``plugins/dynamicresources`` the
+framework level uses). Score weights are upstream's: TaintToleration 3,
 NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2, VolumeBinding 1 (it scores by default since
 ``StorageCapacityScoring`` went beta in 1.37; NodeResourcesFit and BalancedAllocation, 1 each, are
 ``scoring``'s ``upstream`` policy). A plugin is one module under ``plugins/`` exposing its
@@ -18,6 +19,7 @@ from typing import Final
 
 from .framework import FilterPlugin, ScorePlugin
 from .plugins import interpodaffinity, nodevolumelimits, podtopologyspread, volumerestrictions, volumezone
+from .plugins.dynamicresources.plugin import DynamicResources
 from .plugins.volumebinding import plugin as volumebinding
 
 FILTERS: Final[tuple[FilterPlugin, ...]] = (
@@ -33,3 +35,5 @@ SCORES: Final[tuple[ScorePlugin, ...]] = (
     interpodaffinity.SCORE,
     volumebinding.SCORE,
 )
+#: DynamicResources' factory: the scheduler makes one per engine (state, policy, budget, share IDs).
+DYNAMIC_RESOURCES: Final = DynamicResources

@@ -41,9 +41,8 @@ from itertools import islice
 from typing import Any
 
 from ..allocation.errors import AllocationError, Unsatisfiable
-from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
+from ..allocation.policy import DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
 from ..allocation.results import ShareIds
-from ..api.capacityrequests import capacity_by_class
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
@@ -56,34 +55,21 @@ from .framework import (
     MAX_NODE_SCORE,
     SCHEDULED,
     UNSCHEDULABLE,
+    CycleState,
     Decision,
     FilterPlugin,
+    NodeFit,
+    NodePlan,
     PluginError,
     PreFilterFailed,
     ScorePlugin,
-    UserClaim,
     fit_error,
 )
 from .nodefilters import PodFilter, basic_filters
 from .nominated import WithNominated, with_nominated
 from .plugins import noderesources
-from .plugins.dynamicresources import filter as dra_filter
-from .plugins.dynamicresources import score as dra_score
-from .plugins.dynamicresources.allocate import allocate, count_groups
-from .plugins.dynamicresources.filter import CANNOT_ALLOCATE
-from .plugins.dynamicresources.mappings import create_requests_and_mappings
-from .plugins.dynamicresources.prefilter import pre_filter as dra_pre_filter
-from .plugins.dynamicresources.resume import allocation_node, still_allocatable
-from .plugins.dynamicresources.state import NodeFit, NodePlan
-from .sampling import (
-    ADAPTIVE,
-    check_percentage,
-    merged_rotation,
-    num_feasible_nodes_to_find,
-    rotation,
-    start_of,
-)
-from .scoring import upstream_score, utilisation
+from .sampling import ADAPTIVE, check_percentage, num_feasible_nodes_to_find, start_of
+from .scoring import upstream_score
 from .usual import Check, Entry, Usual, is_usual_pod, usual_check
 
 
@@ -125,6 +111,8 @@ class Scheduler:
         self.filters = tuple(filters)
         self.scores = tuple(scores)
         self.share_ids: ShareIds = share_ids or _new_share_id
+        #: DynamicResources, the one plugin the search defers to (candidate nodes, allocation).
+        self.dra = profile.DYNAMIC_RESOURCES(state, policy, step_budget, self.share_ids)
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -136,14 +124,15 @@ class Scheduler:
         else:
             reqs, nonzero = pod_requests(pod), {}
         plugins = self.plugin_states(pod)
-        dra = dra_pre_filter(self.state, pod, reqs, self.policy, ignore_claim=ignore_claim)
+        cs = CycleState()
+        delegated = self.dra.pre_filter(cs, pod, reqs, ignore_claim=ignore_claim)
         return Cycle(
             pod,
             reqs,
             nonzero,
             PodFilter.of(pod, host_ports(pod)),
-            noderesources.checks(reqs, dra.delegated),
-            dra,
+            noderesources.checks(reqs, delegated),
+            cs,
             plugins,
             nominated=self.state.allocated.nominated_for(pod),
         )
@@ -168,9 +157,7 @@ class Scheduler:
         if plan is None:
             return NodeFit(reasons)
         try:
-            return allocate(
-                self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan, self.share_ids
-            )
+            return self.dra.allocate(cycle.state, pod, plan)
         except Unsatisfiable as e:
             return NodeFit([str(e)])
 
@@ -187,9 +174,11 @@ class Scheduler:
         DynamicResources, which the check has passed too; None for a pod that is not usual."""
         if score not in cycle.checks:
             pf = cycle.filters
+            dra = cycle.state.read(self.dra.state_key)
+            views = cycle.state.read(self.dra.views_key)
             cycle.checks[score] = (
-                usual_check(self.state, cycle.dra, cycle.views, cycle.fit_checks, self.policy, score)
-                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), False)
+                usual_check(self.state, dra, views, cycle.fit_checks, self.policy, score)
+                if is_usual_pod(self.policy, dra, pf.constrained, bool(pf.ports), False)
                 else None
             )
         return cycle.checks[score]
@@ -226,7 +215,7 @@ class Scheduler:
         found = cycle.with_nominated.get(node_name)
         if found is None:
             found = cycle.with_nominated[node_name] = with_nominated(
-                self.state, node_name, cycle.nominated[node_name], cycle.plugins
+                self.state, node_name, cycle.nominated[node_name], cycle.plugins, self.dra.nominated_demand
             )
         return found
 
@@ -240,66 +229,41 @@ class Scheduler:
         nominated: dict[str, int] | None = None,
     ) -> tuple[NodePlan | None, list[str]]:
         """Every filter on one view of the node (the usual check only on the node as it is)."""
-        dra = cycle.dra
+        cs = cycle.state
         if count_devices and nominated is None:
             usual = self._check(cycle, False)
             if usual is not None and isinstance(usual.check(info, node_name), float):
                 refused = self._refused_by_plugins(plugins, node_name, info)
                 if refused:
                     return None, refused
-                return NodePlan(node_name, dra.delegated, dra.served), []
+                return self.dra.usual_plan(cs, node_name), []
         pf = cycle.filters
         if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
             reasons = basic_filters(pf, info)
             if reasons:
                 return None, reasons
-        delegated, served = dra_filter.served_on(dra, info)
-        if delegated is not dra.delegated or not noderesources.fits(cycle.fit_checks, info):
+        delegated, served = self.dra.served_on(cs, info)
+        if not self.dra.serves_as_usual(cs, delegated) or not noderesources.fits(cycle.fit_checks, info):
             reasons = noderesources.filter_node(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
         refused = self._refused_by_plugins(plugins, node_name, info)
         if refused is not None:
             return None, refused
-        why = dra_filter.filter_node(
-            self.state, dra, cycle.views, node_name, info, delegated, count_devices, nominated
-        )
+        why = self.dra.filter(cs, node_name, info, delegated, count_devices, nominated)
         if why is not None:
             return None, [why]
         return NodePlan(node_name, delegated, served), []
 
     def erroneous_nodes(self, cycle: Cycle) -> list[str]:
         """The nodes where a free candidate of one of the pod's classes fails its selectors with a
-        CEL error (``dynamicresources.filter.erroneous_nodes``): the walk leaves them out."""
-        return dra_filter.erroneous_nodes(self.state, cycle.dra)
+        CEL error (DynamicResources'): the walk leaves them out."""
+        return self.dra.erroneous_nodes(cycle.state)
 
     def _walk(self, cycle: Cycle, start: str | None) -> Iterator[str]:
-        """The nodes that might fit the pod, once round the ring of names from ``start``.
-
-        With extended resources (and no user claim to allocate), only the nodes in one name's index
-        are visited: those with a free device of its class (``FreeDevices.available``) or, where a
-        device plugin serves it, with some of it left (``Nodes.with_room``), for the name with the
-        fewest such nodes. Any other node fails Filter for that name; Filter itself checks the
-        rest on the nodes visited."""
-        nodes = self.state.nodes
-        dra = cycle.dra
-        if not dra.extended or dra.to_allocate:
-            return rotation(nodes.names(), start)
-        best: list[list[str]] | None = None
-        size = 0
-        for r in dra.extended:
-            rings = [ring for ring in (nodes.with_room(r),) if ring]
-            cls = dra.classes.get(r)
-            if cls is not None:
-                ring = self.state.capacity.available(cls)
-                if ring:
-                    rings.append(ring)
-            n = sum(len(ring) for ring in rings)
-            if best is None or n < size:
-                best, size = rings, n
-        if not best:
-            return iter(())
-        return merged_rotation(best, start)
+        """The nodes that might fit the pod, once round the ring of names from ``start``:
+        DynamicResources' candidate nodes (upstream's ``PreFilterResult``)."""
+        return self.dra.candidate_nodes(cycle.state, start)
 
     # -- Score ---------------------------------------------------------------------------------
 
@@ -314,13 +278,7 @@ class Scheduler:
             key = usual.check(info, node_name)
             if isinstance(key, float):
                 return key if self.policy == SPREAD else -key
-        dra = cycle.dra
-        delegated, served = dra_filter.served_on(dra, info)
-        usage = dra_score.usage_by_name(self.state, dra, cycle.views, node_name, info, delegated, served)
-        score = utilisation(cycle.reqs, info, usage)
-        if dra.groups and self.policy == BINPACK:
-            score -= dra_score.whole_groups_broken(self.state, dra, cycle.views, node_name, delegated)
-        return score
+        return self.dra.score(cycle.state, node_name, info, cycle.reqs)
 
     # -- the decision --------------------------------------------------------------------------
 
@@ -362,7 +320,8 @@ class Scheduler:
         reasons: dict[str, list[str]] = {}
         try:
             # A stale special claim fails Filter on every node before allocation: nothing to search.
-            if cycle.dra.stale is None:
+            stale = self.dra.stale(cycle.state)
+            if stale is None:
                 self._filter_erroneous(pod, cycle)
                 found = self._search(pod, cycle, score, reasons)
                 if found is not None:
@@ -371,7 +330,7 @@ class Scheduler:
             for n in self.state.nodes.names():
                 if n not in reasons:
                     _, why = self._node_plan(cycle, n)
-                    reasons[n] = why or [CANNOT_ALLOCATE]
+                    reasons[n] = why or [self.dra.CANNOT_ALLOCATE]
         except (AllocationError, PluginError) as e:
             return Decision(pod, ERROR, message=str(e))
         return Decision(
@@ -379,7 +338,7 @@ class Scheduler:
             UNSCHEDULABLE,
             message=fit_error(total, reasons),
             reasons=reasons,
-            stale_claim=cycle.dra.stale,
+            stale_claim=stale,
         )
 
     def _filter_erroneous(self, pod: Obj, cycle: Cycle) -> None:
@@ -411,14 +370,12 @@ class Scheduler:
         if scorers:
             heap = self._keyed(scorers, untried)
         heapq.heapify(heap)
-        dra = cycle.dra
+        cs = cycle.state
         while heap:
             _, n, maybe = heapq.heappop(heap)
-            plan = maybe if maybe is not None else NodePlan(n, dra.delegated, dra.served)
+            plan = maybe if maybe is not None else self.dra.usual_plan(cs, n)
             try:
-                fit = allocate(
-                    self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan, self.share_ids
-                )
+                fit = self.dra.allocate(cs, pod, plan)
             except Unsatisfiable as e:
                 reasons[n] = [str(e)]
                 found = list(islice(feasible, 1))  # the next node that passes takes its place
@@ -430,9 +387,7 @@ class Scheduler:
                     for entry in found:
                         heapq.heappush(heap, entry)
                 continue
-            if fit.placement is not None and fit.special is not None:
-                devices = [r.device for r in fit.special.results if not r.admin_access]
-                count_groups(self.state, fit.placement, dra, n, fit.requests, devices)
+            self.dra.chosen(cs, n, fit)
             return self._reserved(
                 cycle,
                 Decision(
@@ -539,22 +494,19 @@ class Scheduler:
         the requests this pod needs there, devices the allocator could still give it
         (``resume.still_allocatable``), and every user claim already allocated.
         """
-        node = allocation_node(claim)
-        if node is None or node not in self.state.nodes or not still_allocatable(self.state, claim, node):
+        node = self.dra.resumable_node(claim)
+        if node is None:
             return None
         try:
             cycle = self.pre_filter(pod, ignore_claim=True)
-            if cycle.dra.to_allocate:
+            if self.dra.has_claims_to_allocate(cycle.state):
                 return None
             plan, _ = self._node_plan(cycle, node, count_devices=False)
         except (PreFilterFailed, PluginError):
             return None
         if plan is None or not plan.dra:
             return None
-        capacity = capacity_by_class(plan.dra.values(), self.state.classes.get)
-        requests, mappings = create_requests_and_mappings(
-            pod, plan.dra, tolerations=self.state.classes.tolerations, capacity=capacity
-        )
+        requests, mappings = self.dra.requests_and_mappings(pod, plan)
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
         return self._reserved(
@@ -566,7 +518,7 @@ class Scheduler:
                 served=plan.served,
                 requests=requests,
                 mappings=mappings,
-                user_claims=[UserClaim(c) for c in cycle.dra.user_claims],
+                user_claims=self.dra.user_claims(cycle.state),
                 resumed=claim,
             ),
         )
