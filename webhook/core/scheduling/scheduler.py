@@ -1,4 +1,6 @@
-"""One scheduling decision for one pod, in the phases of kube-scheduler's framework.
+"""One scheduling decision for one pod, in the phases of kube-scheduler's framework: the search
+(upstream's ``schedule_one.go``) over the framework runtime (``runtime``: the profile's Filter, Score
+and Reserve plugins) and DynamicResources' plugin object (``profile.DYNAMIC_RESOURCES``).
 
 ``pre_filter``  PreFilter: every plugin's facts about the pod, once (``Cycle``): its requests
                 (NodeResourcesFit), what the node filters need, and DynamicResources' claims and
@@ -52,7 +54,6 @@ from . import profile
 from .cycle import Cycle
 from .framework import (
     ERROR,
-    MAX_NODE_SCORE,
     SCHEDULED,
     UNSCHEDULABLE,
     CycleState,
@@ -68,6 +69,7 @@ from .framework import (
 from .nodefilters import PodFilter, basic_filters
 from .nominated import WithNominated, with_nominated
 from .plugins import noderesources
+from .runtime import Framework
 from .sampling import ADAPTIVE, check_percentage, num_feasible_nodes_to_find, start_of
 from .scoring import upstream_score
 from .usual import Check, Entry, Usual, is_usual_pod, usual_check
@@ -108,8 +110,8 @@ class Scheduler:
         self.step_budget = step_budget
         self.writer = writer
         self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
-        self.filters = tuple(filters)
-        self.scores = tuple(scores)
+        #: The profile's Filter and Score plugins, run through their phases (``runtime``).
+        self.framework = Framework(state, filters, scores)
         self.share_ids: ShareIds = share_ids or _new_share_id
         #: DynamicResources, the one plugin the search defers to (candidate nodes, allocation).
         self.dra = profile.DYNAMIC_RESOURCES(state, policy, step_budget, self.share_ids)
@@ -138,15 +140,10 @@ class Scheduler:
         )
 
     def plugin_states(self, pod: Obj) -> list[tuple[FilterPlugin, Any]]:
-        """The profile's Filter plugins that do not skip ``pod``, each with its PreFilter state of
-        the cluster as it is now. Preemption's dry run asks again whenever it puts a victim back or
-        takes it out, as upstream's PreFilterExtensions (``AddPod``, ``RemovePod``) update them."""
-        plugins: list[tuple[FilterPlugin, Any]] = []
-        for plugin in self.filters:  # in upstream's order, DynamicResources last
-            pre = plugin.pre_filter(self.state, pod)
-            if pre is not None:
-                plugins.append((plugin, pre))
-        return plugins
+        """The profile's Filter plugins that do not skip ``pod``, with their PreFilter state of the
+        cluster as it is now (``runtime``). Preemption's dry run asks again whenever it puts a
+        victim back or takes it out, as upstream's PreFilterExtensions update them."""
+        return self.framework.run_pre_filter_plugins(pod)
 
     # -- Filter --------------------------------------------------------------------------------
 
@@ -170,7 +167,7 @@ class Scheduler:
     def _check(self, cycle: Cycle, score: bool) -> Usual | None:
         """The usual-node check of every filter but the profile's plugins, whether they check the
         pod or not: for a pod they check, a node the check passes takes their filters after it
-        (``_refused_by_plugins``), as upstream runs them after NodeResourcesFit and before
+        (``runtime``), as upstream runs them after NodeResourcesFit and before
         DynamicResources, which the check has passed too; None for a pod that is not usual."""
         if score not in cycle.checks:
             pf = cycle.filters
@@ -182,18 +179,6 @@ class Scheduler:
                 else None
             )
         return cycle.checks[score]
-
-    @staticmethod
-    def _refused_by_plugins(
-        plugins: list[tuple[FilterPlugin, Any]], node_name: str, info: NodeInfo
-    ) -> list[str] | None:
-        """The first of the profile's plugins to refuse the node, its reasons (a volume plugin may
-        give several); None when all pass."""
-        for plugin, pre in plugins:
-            why = plugin.filter(pre, node_name, info)
-            if why is not None:
-                return [why] if isinstance(why, str) else list(why)
-        return None
 
     def _node_plan(
         self, cycle: Cycle, node_name: str, count_devices: bool = True
@@ -233,7 +218,7 @@ class Scheduler:
         if count_devices and nominated is None:
             usual = self._check(cycle, False)
             if usual is not None and isinstance(usual.check(info, node_name), float):
-                refused = self._refused_by_plugins(plugins, node_name, info)
+                refused = self.framework.run_filter_plugins(plugins, node_name, info)
                 if refused:
                     return None, refused
                 return self.dra.usual_plan(cs, node_name), []
@@ -247,7 +232,7 @@ class Scheduler:
             reasons = noderesources.filter_node(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
-        refused = self._refused_by_plugins(plugins, node_name, info)
+        refused = self.framework.run_filter_plugins(plugins, node_name, info)
         if refused is not None:
             return None, refused
         why = self.dra.filter(cs, node_name, info, delegated, count_devices, nominated)
@@ -269,7 +254,7 @@ class Scheduler:
 
     def score(self, cycle: Cycle, node_name: str) -> float:
         """The policy's score from counts alone, so nodes can be ordered before they are filtered
-        (the profile's Score plugins, normalized over the feasible nodes, come on top: ``_keyed``)."""
+        (the profile's Score plugins, normalized over the feasible nodes, come on top: ``runtime``)."""
         info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(cycle.reqs, cycle.nonzero, info))
@@ -365,10 +350,10 @@ class Scheduler:
         start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
         feasible = self._feasible(cycle, self._walk(cycle, start), score)
         heap = list(islice(feasible, wanted))  # one C-level pull for all of them
-        scorers = self._scorers(cycle) if score and heap else []
+        scorers = self.framework.run_pre_score_plugins(cycle) if score and heap else []
         untried = heap  # with the policy's keys, when the Score plugins come on top
         if scorers:
-            heap = self._keyed(scorers, untried)
+            heap = self.framework.run_score_plugins(scorers, untried, self.policy)
         heapq.heapify(heap)
         cs = cycle.state
         while heap:
@@ -381,14 +366,14 @@ class Scheduler:
                 found = list(islice(feasible, 1))  # the next node that passes takes its place
                 if scorers:  # normalized over the feasible nodes not tried yet, which changed
                     untried = [u for u in untried if u[1] != n] + found
-                    heap = self._keyed(scorers, untried)
+                    heap = self.framework.run_score_plugins(scorers, untried, self.policy)
                     heapq.heapify(heap)
                 else:
                     for entry in found:
                         heapq.heappush(heap, entry)
                 continue
             self.dra.chosen(cs, n, fit)
-            return self._reserved(
+            return self.framework.run_reserve_plugins(
                 cycle,
                 Decision(
                     pod,
@@ -403,49 +388,6 @@ class Scheduler:
                 ),
             )
         return None
-
-    @staticmethod
-    def _reserved(cycle: Cycle, decision: Decision) -> Decision:
-        """The decision with what the profile's plugins record for PreBind on its node."""
-        assert decision.node is not None
-        for plugin, pre in cycle.plugins:
-            if plugin.reserve is not None:
-                plugin.reserve(pre, decision.node, decision)
-        return decision
-
-    def _scorers(self, cycle: Cycle) -> list[tuple[ScorePlugin, Any]]:
-        """The profile's Score plugins that do not skip the pod, with their PreScore state."""
-        if cycle.scorers is None:
-            cycle.scorers = []
-            filtered = {p.name: pre for p, pre in cycle.plugins}
-            for plugin in self.scores:
-                if plugin.pre_score_from_filter is not None:
-                    own = filtered.get(plugin.name)
-                    pre = plugin.pre_score_from_filter(own) if own is not None else None
-                else:
-                    pre = plugin.pre_score(self.state, cycle.pod)
-                if pre is not None:
-                    cycle.scorers.append((plugin, pre))
-        return cycle.scorers
-
-    def _keyed(
-        self, scorers: list[tuple[ScorePlugin, Any]], entries: list[tuple[float, str, NodePlan | None]]
-    ) -> list[tuple[float, str, NodePlan | None]]:
-        """The feasible nodes' sort keys with the Score plugins on top: each plugin's scores
-        normalized over these nodes (upstream's NormalizeScore) and weighted. The policy's key is
-        on the same 0..100 scale: ``upstream``'s already is (NodeResourcesFit and BalancedAllocation,
-        weight 1 each); binpack's and spread's usage ratio counts as one weight-1 plugin."""
-        by_name = self.state.nodes.by_name
-        extra = dict.fromkeys((n for _, n, _ in entries), 0)
-        for plugin, pre in scorers:
-            state = pre if plugin.feasible is None else plugin.feasible(self.state, pre, list(extra))
-            raw = {n: plugin.score(state, n, by_name[n]) for n in extra}
-            if plugin.normalize is not None:
-                plugin.normalize(raw)
-            for n, s in raw.items():
-                extra[n] += plugin.weight * s
-        scale = 1 if self.policy == UPSTREAM else MAX_NODE_SCORE
-        return [(scale * key - extra[n], n, plan) for key, n, plan in entries]
 
     def _feasible(self, cycle: Cycle, walk: Iterator[str], score: bool) -> Iterator[Entry]:
         """The nodes of the walk that pass every filter but the allocation, with their sort key
@@ -469,7 +411,7 @@ class Scheduler:
         after NodeResourcesFit and before DynamicResources."""
         by_name = self.state.nodes.by_name
         plugins = cycle.plugins
-        refused = self._refused_by_plugins
+        refused = self.framework.run_filter_plugins
         for entry in entries:
             if entry[2] is None and refused(plugins, entry[1], by_name[entry[1]]) is not None:
                 continue
@@ -509,7 +451,7 @@ class Scheduler:
         requests, mappings = self.dra.requests_and_mappings(pod, plan)
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
-        return self._reserved(
+        return self.framework.run_reserve_plugins(
             cycle,
             Decision(
                 pod,
