@@ -48,7 +48,7 @@ from ..allocation.results import ShareIds
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
-from ..cluster.nodeinfo import NodeInfo, host_ports
+from ..cluster.nodeinfo import NodeInfo
 from ..cluster.state import ClusterState
 from . import profile
 from .cycle import Cycle
@@ -66,9 +66,7 @@ from .framework import (
     ScorePlugin,
     fit_error,
 )
-from .nodefilters import PodFilter, basic_filters
 from .nominated import WithNominated, with_nominated
-from .plugins import noderesources
 from .runtime import Framework
 from .sampling import ADAPTIVE, check_percentage, num_feasible_nodes_to_find, start_of
 from .scoring import upstream_score
@@ -113,6 +111,9 @@ class Scheduler:
         #: The profile's Filter and Score plugins, run through their phases (``runtime``).
         self.framework = Framework(state, filters, scores)
         self.share_ids: ShareIds = share_ids or _new_share_id
+        #: The filters before the profile's (NodeUnschedulable ... NodePorts), and NodeResourcesFit.
+        self.basic = profile.BASIC_FILTERS
+        self.fit = profile.NODE_RESOURCES_FIT
         #: DynamicResources, the one plugin the search defers to (candidate nodes, allocation).
         self.dra = profile.DYNAMIC_RESOURCES(state, policy, step_budget, self.share_ids)
 
@@ -132,8 +133,8 @@ class Scheduler:
             pod,
             reqs,
             nonzero,
-            PodFilter.of(pod, host_ports(pod)),
-            noderesources.checks(reqs, delegated),
+            self.basic.pre_filter(pod),
+            self.fit.pre_filter(reqs, delegated),
             cs,
             plugins,
             nominated=self.state.allocated.nominated_for(pod),
@@ -223,13 +224,13 @@ class Scheduler:
                     return None, refused
                 return self.dra.usual_plan(cs, node_name), []
         pf = cycle.filters
-        if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
-            reasons = basic_filters(pf, info)
+        if self.basic.needed(pf, info):
+            reasons = self.basic.filter(pf, info)
             if reasons:
                 return None, reasons
         delegated, served = self.dra.served_on(cs, info)
-        if not self.dra.serves_as_usual(cs, delegated) or not noderesources.fits(cycle.fit_checks, info):
-            reasons = noderesources.filter_node(cycle.reqs, info, delegated)
+        if not self.dra.serves_as_usual(cs, delegated) or not self.fit.fits(cycle.fit_checks, info):
+            reasons = self.fit.filter(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
         refused = self.framework.run_filter_plugins(plugins, node_name, info)
