@@ -283,3 +283,48 @@ def test_the_mirror_checker_sees_a_stray_test(tmp_path: Path) -> None:
     (tmp_path / "tests" / "worker" / "test_queue.py").write_text("")
     (tmp_path / "tests" / "worker" / "test_everything.py").write_text("")
     assert unmirrored_tests(tmp_path / "tests", tmp_path / "webhook") == ["worker/test_everything.py"]
+
+
+SCHEDULING = PACKAGE / "core" / "scheduling"
+DRA = "webhook.core.scheduling.plugins.dynamicresources"
+#: The framework level's one door into DynamicResources: the profile declares the plugin object.
+DRA_DOOR = "webhook.core.scheduling.profile"
+#: The one exception: the fused fast path checks the usual pod on the usual node in one call, so it
+#: reads DynamicResources' counts and state directly (its property test holds it equal to the plugin).
+DRA_FUSED = {"webhook.core.scheduling.usual": {f"{DRA}.filter", f"{DRA}.score", f"{DRA}.state"}}
+
+
+def dra_internals_used(top: Path = PACKAGE.parent, package: Path = SCHEDULING) -> list[str]:
+    """Imports of ``plugins/dynamicresources/*`` by the framework level (the modules directly in
+    ``core/scheduling/``: the search, its cycle, the fused path, the nominated pods, the phases'
+    shapes), other than the profile's and the fused path's allowed ones."""
+    wrong: list[str] = []
+    for path in sorted(package.glob("*.py")):
+        module = module_name(path, top)
+        if module == DRA_DOOR:
+            continue
+        allowed = DRA_FUSED.get(module, set())
+        for target, _ in imports(path, top):
+            if (target == DRA or target.startswith(f"{DRA}.")) and target not in allowed:
+                wrong.append(f"{module} imports {target}")
+    return wrong
+
+
+def test_the_framework_level_reaches_dynamicresources_only_through_the_profile() -> None:
+    """The search, the cycle and the nominated pods use DynamicResources as one plugin object
+    (``profile.DYNAMIC_RESOURCES``), never its modules; the fused fast path is the one exception."""
+    assert dra_internals_used() == []
+
+
+def test_the_framework_checker_sees_a_hand_wired_plugin(tmp_path: Path) -> None:
+    sched = tmp_path / "webhook" / "core" / "scheduling"
+    dra = sched / "plugins" / "dynamicresources"
+    dra.mkdir(parents=True)
+    for f in ("filter.py", "plugin.py"):
+        (dra / f).write_text("")
+    (sched / "scheduler.py").write_text("from .plugins.dynamicresources.filter import served_on\n")
+    (sched / "profile.py").write_text("from .plugins.dynamicresources.plugin import DynamicResources\n")
+    (sched / "usual.py").write_text("from .plugins.dynamicresources.filter import counts\n")
+    assert dra_internals_used(tmp_path, sched) == [
+        "webhook.core.scheduling.scheduler imports webhook.core.scheduling.plugins.dynamicresources.filter"
+    ]

@@ -236,3 +236,27 @@ def test_pods_with_mutual_required_anti_affinity_never_share_a_node() -> None:
     s.reserve(second)
     third = s.schedule(anti_affine_pod("r2"))
     assert third.status == UNSCHEDULABLE
+
+
+def test_the_profile_declares_every_filter_in_upstreams_order() -> None:
+    """The built-in filters and DynamicResources are declared objects of the profile, like the others."""
+    order = [
+        *profile.BASIC_FILTERS.names,
+        profile.NODE_RESOURCES_FIT.name,
+        *(p.name for p in profile.FILTERS),
+        profile.DYNAMIC_RESOURCES.name,
+    ]
+    assert order == [
+        "NodeUnschedulable",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DynamicResources",
+    ]

@@ -4,11 +4,11 @@ pod, and what Filter and Score fill in as they go.
 Facts (set once by PreFilter, never changed): the pod's requests (NodeResourcesFit, overhead
 included) and ``NonZeroRequested`` (the upstream scores), what the node filters need
 (``PodFilter``), NodeResourcesFit's checks on the usual node, the profile's plugins that did not
-skip the pod with their PreFilter state, DynamicResources' ``DraState``, and the pods nominated to
-nodes that the pod must leave room for (``nominated``).
-Views (filled lazily, once per decision): DynamicResources' per-class counts and groups
-(``DraViews``), the usual-node check (``usual.usual_check``) and the nodes with their nominated
-pods added (``nominated.with_nominated``), built on first use."""
+skip the pod with their PreFilter state, DynamicResources' own state under its typed keys
+(``state``: ``CycleState``), and the pods nominated to nodes that the pod must leave room for
+(``nominated``).
+Views (filled lazily, once per decision): the usual-node check (``usual.usual_check``) and the
+nodes with their nominated pods added (``nominated.with_nominated``), built on first use."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ from typing import Any
 
 from ..api.objects import Obj
 from ..api.podresources import Units
-from .framework import FilterPlugin, ScorePlugin
+from .framework import CycleState, FilterPlugin, ScorePlugin
 from .nodefilters import PodFilter
 from .nominated import WithNominated
-from .plugins.dynamicresources.state import DraState, DraViews
 from .usual import Usual
 
 
@@ -32,10 +31,10 @@ class Cycle:
     filters: PodFilter
     #: NodeResourcesFit on the usual node (``noderesources.checks``: names DRA serves left out).
     fit_checks: list[tuple[str, int]]
-    dra: DraState
+    #: The typed per-plugin state (DynamicResources' keys: ``profile.DYNAMIC_RESOURCES``).
+    state: CycleState
     #: The profile's Filter plugins that did not skip this pod, with what their PreFilter learnt.
     plugins: list[tuple[FilterPlugin, Any]] = field(default_factory=list)
-    views: DraViews = field(default_factory=DraViews)
     #: The profile's Score plugins that did not skip this pod, once scoring asked (None: not yet).
     scorers: list[tuple[ScorePlugin, Any]] | None = None
     #: The usual-node check with and without scores, once built (None: not built yet).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 from ..allocation.placement import Placement
 from ..allocation.results import ClaimAllocation
@@ -106,6 +106,65 @@ class Decision:
     def shares(self) -> list[Share]:
         """The shares of multi-allocatable devices the decision takes (what Reserve holds)."""
         return [share for a in self.allocations() for share in a.shares]
+
+
+T = TypeVar("T")
+
+
+class StateKey(Generic[T]):
+    """A plugin's typed slot in the cycle state (upstream's ``fwk.StateKey``): the key carries the
+    type of what the plugin stores, so ``CycleState.read`` gives it back typed, never ``Any``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"StateKey({self.name!r})"
+
+
+class CycleState:
+    """One decision's per-plugin state (upstream's ``CycleState``): each plugin writes its own
+    keys in PreFilter and reads them back in later phases."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: dict[StateKey[Any], object] = {}
+
+    def write(self, key: StateKey[T], value: T) -> None:
+        self._data[key] = value
+
+    def read(self, key: StateKey[T]) -> T:
+        """Raises ``KeyError`` naming the key when PreFilter did not write it."""
+        try:
+            return cast(T, self._data[key])
+        except KeyError:
+            raise KeyError(f"cycle state has no {key.name}") from None
+
+
+@dataclass(slots=True)
+class NodePlan:
+    """A node that passed the filters before allocation: which names DRA serves there, and how
+    each name is served."""
+
+    node: str
+    dra: dict[str, str]  # resource -> class, for names DRA serves on this node
+    served: dict[str, ServedBy]
+
+
+@dataclass(slots=True)
+class NodeFit:
+    """Filter's answer for one node: ``reasons`` when it does not fit, else the allocation."""
+
+    reasons: list[str]
+    plan: NodePlan | None = None
+    special: ClaimAllocation | None = None
+    requests: list[Obj] = field(default_factory=list)
+    mappings: list[Obj] = field(default_factory=list)
+    user_claims: list[UserClaim] = field(default_factory=list)
+    placement: Placement | None = None
 
 
 def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") -> str:

@@ -7,9 +7,10 @@ runs them in order and stops at the first that fails, as the framework does."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from ..api.objects import Obj
-from ..cluster.nodeinfo import HostPort, NodeInfo
+from ..cluster.nodeinfo import HostPort, NodeInfo, host_ports
 from .plugins import nodeaffinity, nodeports, nodeunschedulable, tainttoleration
 
 
@@ -40,3 +41,24 @@ def basic_filters(pf: PodFilter, info: NodeInfo) -> list[str]:
         or (nodeports.filter_node(pf.ports, info) if pf.ports else None)
     )
     return [why] if why else []
+
+
+class BasicFilters:
+    """The four filters as one plugin object of the profile (``profile.BASIC_FILTERS``): PreFilter
+    gives the ``PodFilter``; Filter runs them in order, stopping at the first that fails. The usual
+    pod's fast path (``usual``) relies on a node that is plain passing all four."""
+
+    names: Final = (nodeunschedulable.NAME, tainttoleration.NAME, nodeaffinity.NAME, nodeports.NAME)
+
+    @staticmethod
+    def pre_filter(pod: Obj) -> PodFilter:
+        return PodFilter.of(pod, host_ports(pod))
+
+    @staticmethod
+    def needed(pf: PodFilter, info: NodeInfo) -> bool:
+        """Whether any of the four can refuse this node for this pod (else they all pass)."""
+        return bool(info.unschedulable or info.hard_taints or pf.constrained or pf.ports)
+
+    @staticmethod
+    def filter(pf: PodFilter, info: NodeInfo) -> list[str]:
+        return basic_filters(pf, info)

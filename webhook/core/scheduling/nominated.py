@@ -7,12 +7,14 @@ resources and anti-affinity present). Added means: their requests, pod count and
 copy of the node's ``NodeInfo`` (NodeResourcesFit, NodePorts), their labels and terms through the
 profile's plugins' ``add_pod`` (InterPodAffinity, PodTopologySpread; a plugin that skipped the pod
 is not asked, as upstream), and their device demand against the node's free devices of each class
-(``nominated_demand``: draxr's; upstream 1.37 does not count nominated pods in DynamicResources).
+(DynamicResources' ``nominated_demand``: draxr's; upstream 1.37 does not count nominated pods in
+DynamicResources).
 Score does not see them, as upstream's does not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,6 @@ from ..cluster.nodeinfo import NodeInfo, host_ports
 from ..cluster.podinfo import pod_info
 from ..cluster.state import ClusterState
 from .framework import FilterPlugin
-from .plugins.dynamicresources.filter import nominated_demand
 
 
 @dataclass(slots=True)
@@ -36,9 +37,14 @@ class WithNominated:
 
 
 def with_nominated(
-    state: ClusterState, node: str, pods: list[Obj], plugins: list[tuple[FilterPlugin, Any]]
+    state: ClusterState,
+    node: str,
+    pods: list[Obj],
+    plugins: list[tuple[FilterPlugin, Any]],
+    demand: Callable[[Obj, NodeInfo], dict[str, int]],
 ) -> WithNominated:
-    """``addGENominatedPods``: the node's ``NodeInfo`` and the plugins' states with ``pods`` added."""
+    """``addGENominatedPods``: the node's ``NodeInfo`` and the plugins' states with ``pods`` added;
+    ``demand``: DynamicResources' per-class demand of a nominated pod on the node."""
     base = state.nodes.by_name[node]
     info = base.snapshot()
     devices: dict[str, int] = {}
@@ -47,6 +53,6 @@ def with_nominated(
         info.add_pod(uid(p), reqs, host_ports(p), nonzero)
         added = pod_info(p, node)
         plugins = [(pl, pre if pl.add_pod is None else pl.add_pod(pre, added, info)) for pl, pre in plugins]
-        for cls, n in nominated_demand(state, p, base).items():
+        for cls, n in demand(p, base).items():
             devices[cls] = devices.get(cls, 0) + n
     return WithNominated(info, plugins, devices)

@@ -1,4 +1,6 @@
-"""One scheduling decision for one pod, in the phases of kube-scheduler's framework.
+"""One scheduling decision for one pod, in the phases of kube-scheduler's framework: the search
+(upstream's ``schedule_one.go``) over the framework runtime (``runtime``: the profile's Filter, Score
+and Reserve plugins) and DynamicResources' plugin object (``profile.DYNAMIC_RESOURCES``).
 
 ``pre_filter``  PreFilter: every plugin's facts about the pod, once (``Cycle``): its requests
                 (NodeResourcesFit), what the node filters need, and DynamicResources' claims and
@@ -41,49 +43,33 @@ from itertools import islice
 from typing import Any
 
 from ..allocation.errors import AllocationError, Unsatisfiable
-from ..allocation.policy import BINPACK, DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
+from ..allocation.policy import DEFAULT_POLICY, POLICIES, SPREAD, UPSTREAM
 from ..allocation.results import ShareIds
-from ..api.capacityrequests import capacity_by_class
 from ..api.constants import WRITER_ANNOTATION
 from ..api.objects import Obj, annotations_of, as_dict, as_list, spec, status
 from ..api.podresources import pod_requests, pod_requests_nonzero
-from ..cluster.nodeinfo import NodeInfo, host_ports
+from ..cluster.nodeinfo import NodeInfo
 from ..cluster.state import ClusterState
 from . import profile
 from .cycle import Cycle
 from .framework import (
     ERROR,
-    MAX_NODE_SCORE,
     SCHEDULED,
     UNSCHEDULABLE,
+    CycleState,
     Decision,
     FilterPlugin,
+    NodeFit,
+    NodePlan,
     PluginError,
     PreFilterFailed,
     ScorePlugin,
-    UserClaim,
     fit_error,
 )
-from .nodefilters import PodFilter, basic_filters
 from .nominated import WithNominated, with_nominated
-from .plugins import noderesources
-from .plugins.dynamicresources import filter as dra_filter
-from .plugins.dynamicresources import score as dra_score
-from .plugins.dynamicresources.allocate import allocate, count_groups
-from .plugins.dynamicresources.filter import CANNOT_ALLOCATE
-from .plugins.dynamicresources.mappings import create_requests_and_mappings
-from .plugins.dynamicresources.prefilter import pre_filter as dra_pre_filter
-from .plugins.dynamicresources.resume import allocation_node, still_allocatable
-from .plugins.dynamicresources.state import NodeFit, NodePlan
-from .sampling import (
-    ADAPTIVE,
-    check_percentage,
-    merged_rotation,
-    num_feasible_nodes_to_find,
-    rotation,
-    start_of,
-)
-from .scoring import upstream_score, utilisation
+from .runtime import Framework
+from .sampling import ADAPTIVE, check_percentage, num_feasible_nodes_to_find, start_of
+from .scoring import upstream_score
 from .usual import Check, Entry, Usual, is_usual_pod, usual_check
 
 
@@ -122,9 +108,14 @@ class Scheduler:
         self.step_budget = step_budget
         self.writer = writer
         self.percentage_of_nodes_to_score = check_percentage(percentage_of_nodes_to_score)
-        self.filters = tuple(filters)
-        self.scores = tuple(scores)
+        #: The profile's Filter and Score plugins, run through their phases (``runtime``).
+        self.framework = Framework(state, filters, scores)
         self.share_ids: ShareIds = share_ids or _new_share_id
+        #: The filters before the profile's (NodeUnschedulable ... NodePorts), and NodeResourcesFit.
+        self.basic = profile.BASIC_FILTERS
+        self.fit = profile.NODE_RESOURCES_FIT
+        #: DynamicResources, the one plugin the search defers to (candidate nodes, allocation).
+        self.dra = profile.DYNAMIC_RESOURCES(state, policy, step_budget, self.share_ids)
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -136,28 +127,24 @@ class Scheduler:
         else:
             reqs, nonzero = pod_requests(pod), {}
         plugins = self.plugin_states(pod)
-        dra = dra_pre_filter(self.state, pod, reqs, self.policy, ignore_claim=ignore_claim)
+        cs = CycleState()
+        delegated = self.dra.pre_filter(cs, pod, reqs, ignore_claim=ignore_claim)
         return Cycle(
             pod,
             reqs,
             nonzero,
-            PodFilter.of(pod, host_ports(pod)),
-            noderesources.checks(reqs, dra.delegated),
-            dra,
+            self.basic.pre_filter(pod),
+            self.fit.pre_filter(reqs, delegated),
+            cs,
             plugins,
             nominated=self.state.allocated.nominated_for(pod),
         )
 
     def plugin_states(self, pod: Obj) -> list[tuple[FilterPlugin, Any]]:
-        """The profile's Filter plugins that do not skip ``pod``, each with its PreFilter state of
-        the cluster as it is now. Preemption's dry run asks again whenever it puts a victim back or
-        takes it out, as upstream's PreFilterExtensions (``AddPod``, ``RemovePod``) update them."""
-        plugins: list[tuple[FilterPlugin, Any]] = []
-        for plugin in self.filters:  # in upstream's order, DynamicResources last
-            pre = plugin.pre_filter(self.state, pod)
-            if pre is not None:
-                plugins.append((plugin, pre))
-        return plugins
+        """The profile's Filter plugins that do not skip ``pod``, with their PreFilter state of the
+        cluster as it is now (``runtime``). Preemption's dry run asks again whenever it puts a
+        victim back or takes it out, as upstream's PreFilterExtensions update them."""
+        return self.framework.run_pre_filter_plugins(pod)
 
     # -- Filter --------------------------------------------------------------------------------
 
@@ -168,9 +155,7 @@ class Scheduler:
         if plan is None:
             return NodeFit(reasons)
         try:
-            return allocate(
-                self.state, self.policy, self.step_budget, pod, cycle.dra, cycle.views, plan, self.share_ids
-            )
+            return self.dra.allocate(cycle.state, pod, plan)
         except Unsatisfiable as e:
             return NodeFit([str(e)])
 
@@ -183,28 +168,18 @@ class Scheduler:
     def _check(self, cycle: Cycle, score: bool) -> Usual | None:
         """The usual-node check of every filter but the profile's plugins, whether they check the
         pod or not: for a pod they check, a node the check passes takes their filters after it
-        (``_refused_by_plugins``), as upstream runs them after NodeResourcesFit and before
+        (``runtime``), as upstream runs them after NodeResourcesFit and before
         DynamicResources, which the check has passed too; None for a pod that is not usual."""
         if score not in cycle.checks:
             pf = cycle.filters
+            dra = cycle.state.read(self.dra.state_key)
+            views = cycle.state.read(self.dra.views_key)
             cycle.checks[score] = (
-                usual_check(self.state, cycle.dra, cycle.views, cycle.fit_checks, self.policy, score)
-                if is_usual_pod(self.policy, cycle.dra, pf.constrained, bool(pf.ports), False)
+                usual_check(self.state, dra, views, cycle.fit_checks, self.policy, score)
+                if is_usual_pod(self.policy, dra, pf.constrained, bool(pf.ports), False)
                 else None
             )
         return cycle.checks[score]
-
-    @staticmethod
-    def _refused_by_plugins(
-        plugins: list[tuple[FilterPlugin, Any]], node_name: str, info: NodeInfo
-    ) -> list[str] | None:
-        """The first of the profile's plugins to refuse the node, its reasons (a volume plugin may
-        give several); None when all pass."""
-        for plugin, pre in plugins:
-            why = plugin.filter(pre, node_name, info)
-            if why is not None:
-                return [why] if isinstance(why, str) else list(why)
-        return None
 
     def _node_plan(
         self, cycle: Cycle, node_name: str, count_devices: bool = True
@@ -226,7 +201,7 @@ class Scheduler:
         found = cycle.with_nominated.get(node_name)
         if found is None:
             found = cycle.with_nominated[node_name] = with_nominated(
-                self.state, node_name, cycle.nominated[node_name], cycle.plugins
+                self.state, node_name, cycle.nominated[node_name], cycle.plugins, self.dra.nominated_demand
             )
         return found
 
@@ -240,72 +215,47 @@ class Scheduler:
         nominated: dict[str, int] | None = None,
     ) -> tuple[NodePlan | None, list[str]]:
         """Every filter on one view of the node (the usual check only on the node as it is)."""
-        dra = cycle.dra
+        cs = cycle.state
         if count_devices and nominated is None:
             usual = self._check(cycle, False)
             if usual is not None and isinstance(usual.check(info, node_name), float):
-                refused = self._refused_by_plugins(plugins, node_name, info)
+                refused = self.framework.run_filter_plugins(plugins, node_name, info)
                 if refused:
                     return None, refused
-                return NodePlan(node_name, dra.delegated, dra.served), []
+                return self.dra.usual_plan(cs, node_name), []
         pf = cycle.filters
-        if info.unschedulable or info.hard_taints or pf.constrained or pf.ports:
-            reasons = basic_filters(pf, info)
+        if self.basic.needed(pf, info):
+            reasons = self.basic.filter(pf, info)
             if reasons:
                 return None, reasons
-        delegated, served = dra_filter.served_on(dra, info)
-        if delegated is not dra.delegated or not noderesources.fits(cycle.fit_checks, info):
-            reasons = noderesources.filter_node(cycle.reqs, info, delegated)
+        delegated, served = self.dra.served_on(cs, info)
+        if not self.dra.serves_as_usual(cs, delegated) or not self.fit.fits(cycle.fit_checks, info):
+            reasons = self.fit.filter(cycle.reqs, info, delegated)
             if reasons:
                 return None, reasons
-        refused = self._refused_by_plugins(plugins, node_name, info)
+        refused = self.framework.run_filter_plugins(plugins, node_name, info)
         if refused is not None:
             return None, refused
-        why = dra_filter.filter_node(
-            self.state, dra, cycle.views, node_name, info, delegated, count_devices, nominated
-        )
+        why = self.dra.filter(cs, node_name, info, delegated, count_devices, nominated)
         if why is not None:
             return None, [why]
         return NodePlan(node_name, delegated, served), []
 
     def erroneous_nodes(self, cycle: Cycle) -> list[str]:
         """The nodes where a free candidate of one of the pod's classes fails its selectors with a
-        CEL error (``dynamicresources.filter.erroneous_nodes``): the walk leaves them out."""
-        return dra_filter.erroneous_nodes(self.state, cycle.dra)
+        CEL error (DynamicResources'): the walk leaves them out."""
+        return self.dra.erroneous_nodes(cycle.state)
 
     def _walk(self, cycle: Cycle, start: str | None) -> Iterator[str]:
-        """The nodes that might fit the pod, once round the ring of names from ``start``.
-
-        With extended resources (and no user claim to allocate), only the nodes in one name's index
-        are visited: those with a free device of its class (``FreeDevices.available``) or, where a
-        device plugin serves it, with some of it left (``Nodes.with_room``), for the name with the
-        fewest such nodes. Any other node fails Filter for that name; Filter itself checks the
-        rest on the nodes visited."""
-        nodes = self.state.nodes
-        dra = cycle.dra
-        if not dra.extended or dra.to_allocate:
-            return rotation(nodes.names(), start)
-        best: list[list[str]] | None = None
-        size = 0
-        for r in dra.extended:
-            rings = [ring for ring in (nodes.with_room(r),) if ring]
-            cls = dra.classes.get(r)
-            if cls is not None:
-                ring = self.state.capacity.available(cls)
-                if ring:
-                    rings.append(ring)
-            n = sum(len(ring) for ring in rings)
-            if best is None or n < size:
-                best, size = rings, n
-        if not best:
-            return iter(())
-        return merged_rotation(best, start)
+        """The nodes that might fit the pod, once round the ring of names from ``start``:
+        DynamicResources' candidate nodes (upstream's ``PreFilterResult``)."""
+        return self.dra.candidate_nodes(cycle.state, start)
 
     # -- Score ---------------------------------------------------------------------------------
 
     def score(self, cycle: Cycle, node_name: str) -> float:
         """The policy's score from counts alone, so nodes can be ordered before they are filtered
-        (the profile's Score plugins, normalized over the feasible nodes, come on top: ``_keyed``)."""
+        (the profile's Score plugins, normalized over the feasible nodes, come on top: ``runtime``)."""
         info = self.state.nodes.by_name[node_name]
         if self.policy == UPSTREAM:
             return float(upstream_score(cycle.reqs, cycle.nonzero, info))
@@ -314,13 +264,7 @@ class Scheduler:
             key = usual.check(info, node_name)
             if isinstance(key, float):
                 return key if self.policy == SPREAD else -key
-        dra = cycle.dra
-        delegated, served = dra_filter.served_on(dra, info)
-        usage = dra_score.usage_by_name(self.state, dra, cycle.views, node_name, info, delegated, served)
-        score = utilisation(cycle.reqs, info, usage)
-        if dra.groups and self.policy == BINPACK:
-            score -= dra_score.whole_groups_broken(self.state, dra, cycle.views, node_name, delegated)
-        return score
+        return self.dra.score(cycle.state, node_name, info, cycle.reqs)
 
     # -- the decision --------------------------------------------------------------------------
 
@@ -362,7 +306,8 @@ class Scheduler:
         reasons: dict[str, list[str]] = {}
         try:
             # A stale special claim fails Filter on every node before allocation: nothing to search.
-            if cycle.dra.stale is None:
+            stale = self.dra.stale(cycle.state)
+            if stale is None:
                 self._filter_erroneous(pod, cycle)
                 found = self._search(pod, cycle, score, reasons)
                 if found is not None:
@@ -371,7 +316,7 @@ class Scheduler:
             for n in self.state.nodes.names():
                 if n not in reasons:
                     _, why = self._node_plan(cycle, n)
-                    reasons[n] = why or [CANNOT_ALLOCATE]
+                    reasons[n] = why or [self.dra.CANNOT_ALLOCATE]
         except (AllocationError, PluginError) as e:
             return Decision(pod, ERROR, message=str(e))
         return Decision(
@@ -379,7 +324,7 @@ class Scheduler:
             UNSCHEDULABLE,
             message=fit_error(total, reasons),
             reasons=reasons,
-            stale_claim=cycle.dra.stale,
+            stale_claim=stale,
         )
 
     def _filter_erroneous(self, pod: Obj, cycle: Cycle) -> None:
@@ -406,34 +351,30 @@ class Scheduler:
         start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
         feasible = self._feasible(cycle, self._walk(cycle, start), score)
         heap = list(islice(feasible, wanted))  # one C-level pull for all of them
-        scorers = self._scorers(cycle) if score and heap else []
+        scorers = self.framework.run_pre_score_plugins(cycle) if score and heap else []
         untried = heap  # with the policy's keys, when the Score plugins come on top
         if scorers:
-            heap = self._keyed(scorers, untried)
+            heap = self.framework.run_score_plugins(scorers, untried, self.policy)
         heapq.heapify(heap)
-        dra = cycle.dra
+        cs = cycle.state
         while heap:
             _, n, maybe = heapq.heappop(heap)
-            plan = maybe if maybe is not None else NodePlan(n, dra.delegated, dra.served)
+            plan = maybe if maybe is not None else self.dra.usual_plan(cs, n)
             try:
-                fit = allocate(
-                    self.state, self.policy, self.step_budget, pod, dra, cycle.views, plan, self.share_ids
-                )
+                fit = self.dra.allocate(cs, pod, plan)
             except Unsatisfiable as e:
                 reasons[n] = [str(e)]
                 found = list(islice(feasible, 1))  # the next node that passes takes its place
                 if scorers:  # normalized over the feasible nodes not tried yet, which changed
                     untried = [u for u in untried if u[1] != n] + found
-                    heap = self._keyed(scorers, untried)
+                    heap = self.framework.run_score_plugins(scorers, untried, self.policy)
                     heapq.heapify(heap)
                 else:
                     for entry in found:
                         heapq.heappush(heap, entry)
                 continue
-            if fit.placement is not None and fit.special is not None:
-                devices = [r.device for r in fit.special.results if not r.admin_access]
-                count_groups(self.state, fit.placement, dra, n, fit.requests, devices)
-            return self._reserved(
+            self.dra.chosen(cs, n, fit)
+            return self.framework.run_reserve_plugins(
                 cycle,
                 Decision(
                     pod,
@@ -448,49 +389,6 @@ class Scheduler:
                 ),
             )
         return None
-
-    @staticmethod
-    def _reserved(cycle: Cycle, decision: Decision) -> Decision:
-        """The decision with what the profile's plugins record for PreBind on its node."""
-        assert decision.node is not None
-        for plugin, pre in cycle.plugins:
-            if plugin.reserve is not None:
-                plugin.reserve(pre, decision.node, decision)
-        return decision
-
-    def _scorers(self, cycle: Cycle) -> list[tuple[ScorePlugin, Any]]:
-        """The profile's Score plugins that do not skip the pod, with their PreScore state."""
-        if cycle.scorers is None:
-            cycle.scorers = []
-            filtered = {p.name: pre for p, pre in cycle.plugins}
-            for plugin in self.scores:
-                if plugin.pre_score_from_filter is not None:
-                    own = filtered.get(plugin.name)
-                    pre = plugin.pre_score_from_filter(own) if own is not None else None
-                else:
-                    pre = plugin.pre_score(self.state, cycle.pod)
-                if pre is not None:
-                    cycle.scorers.append((plugin, pre))
-        return cycle.scorers
-
-    def _keyed(
-        self, scorers: list[tuple[ScorePlugin, Any]], entries: list[tuple[float, str, NodePlan | None]]
-    ) -> list[tuple[float, str, NodePlan | None]]:
-        """The feasible nodes' sort keys with the Score plugins on top: each plugin's scores
-        normalized over these nodes (upstream's NormalizeScore) and weighted. The policy's key is
-        on the same 0..100 scale: ``upstream``'s already is (NodeResourcesFit and BalancedAllocation,
-        weight 1 each); binpack's and spread's usage ratio counts as one weight-1 plugin."""
-        by_name = self.state.nodes.by_name
-        extra = dict.fromkeys((n for _, n, _ in entries), 0)
-        for plugin, pre in scorers:
-            state = pre if plugin.feasible is None else plugin.feasible(self.state, pre, list(extra))
-            raw = {n: plugin.score(state, n, by_name[n]) for n in extra}
-            if plugin.normalize is not None:
-                plugin.normalize(raw)
-            for n, s in raw.items():
-                extra[n] += plugin.weight * s
-        scale = 1 if self.policy == UPSTREAM else MAX_NODE_SCORE
-        return [(scale * key - extra[n], n, plan) for key, n, plan in entries]
 
     def _feasible(self, cycle: Cycle, walk: Iterator[str], score: bool) -> Iterator[Entry]:
         """The nodes of the walk that pass every filter but the allocation, with their sort key
@@ -514,7 +412,7 @@ class Scheduler:
         after NodeResourcesFit and before DynamicResources."""
         by_name = self.state.nodes.by_name
         plugins = cycle.plugins
-        refused = self._refused_by_plugins
+        refused = self.framework.run_filter_plugins
         for entry in entries:
             if entry[2] is None and refused(plugins, entry[1], by_name[entry[1]]) is not None:
                 continue
@@ -539,25 +437,22 @@ class Scheduler:
         the requests this pod needs there, devices the allocator could still give it
         (``resume.still_allocatable``), and every user claim already allocated.
         """
-        node = allocation_node(claim)
-        if node is None or node not in self.state.nodes or not still_allocatable(self.state, claim, node):
+        node = self.dra.resumable_node(claim)
+        if node is None:
             return None
         try:
             cycle = self.pre_filter(pod, ignore_claim=True)
-            if cycle.dra.to_allocate:
+            if self.dra.has_claims_to_allocate(cycle.state):
                 return None
             plan, _ = self._node_plan(cycle, node, count_devices=False)
         except (PreFilterFailed, PluginError):
             return None
         if plan is None or not plan.dra:
             return None
-        capacity = capacity_by_class(plan.dra.values(), self.state.classes.get)
-        requests, mappings = create_requests_and_mappings(
-            pod, plan.dra, tolerations=self.state.classes.tolerations, capacity=capacity
-        )
+        requests, mappings = self.dra.requests_and_mappings(pod, plan)
         if requests != as_list(as_dict(spec(claim).get("devices")).get("requests")):
             return None
-        return self._reserved(
+        return self.framework.run_reserve_plugins(
             cycle,
             Decision(
                 pod,
@@ -566,7 +461,7 @@ class Scheduler:
                 served=plan.served,
                 requests=requests,
                 mappings=mappings,
-                user_claims=[UserClaim(c) for c in cycle.dra.user_claims],
+                user_claims=self.dra.user_claims(cycle.state),
                 resumed=claim,
             ),
         )

@@ -103,3 +103,23 @@ def balanced_allocation(reqs: Units, info: NodeInfo) -> int:
         mean = sum(fractions) / len(fractions)
         std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
     return int((1 - std) * MAX_NODE_SCORE)
+
+
+class NodeResourcesFit:
+    """NodeResourcesFit as one plugin object (``profile.NODE_RESOURCES_FIT``): its PreFilter is
+    ``checks`` (the names DRA serves on the usual node left out), its Filter ``fits`` for the verdict
+    and ``filter_node`` for the reasons."""
+
+    name: Final = NAME
+
+    @staticmethod
+    def pre_filter(reqs: Units, delegated: Collection[str]) -> list[tuple[str, int]]:
+        return checks(reqs, delegated)
+
+    @staticmethod
+    def fits(wanted: list[tuple[str, int]], info: NodeInfo) -> bool:
+        return fits(wanted, info)
+
+    @staticmethod
+    def filter(reqs: Units, info: NodeInfo, delegated: Collection[str]) -> list[str]:
+        return filter_node(reqs, info, delegated)

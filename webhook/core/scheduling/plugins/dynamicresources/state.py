@@ -1,15 +1,16 @@
 """DynamicResources' per-decision state: what its PreFilter learns once per pod (``DraState``), the
-views of the devices Filter and Score fill lazily (``DraViews``), and Filter's per-node answers."""
+views of the devices Filter and Score fill lazily (``DraViews``); Filter's per-node answers
+(``NodePlan``, ``NodeFit``) are the framework's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ....allocation.placement import Placement
-from ....allocation.results import ClaimAllocation
 from ....api.objects import Obj
 from ....cluster.topology import Groups
-from ...framework import ServedBy, UserClaim
+from ...framework import NodeFit, NodePlan, ServedBy
+
+__all__ = ["Counts", "DraState", "DraViews", "NodeFit", "NodePlan", "Scope", "UsageTerm"]
 
 #: A ``matchAttribute`` constraint of draxr's alignment: the attribute, and devices per class.
 Scope = tuple[str, dict[str, int]]
@@ -59,26 +60,3 @@ class DraViews:
     #: The usual node's usage terms (``score.usage_terms``): per delegated name, its class's counts
     #: and the devices the pod asks for it.
     terms: list[UsageTerm] | None = None
-
-
-@dataclass(slots=True)
-class NodePlan:
-    """A node that passed the filters before allocation: which names DRA serves there, and how
-    each name is served."""
-
-    node: str
-    dra: dict[str, str]  # resource -> class, for names DRA serves on this node
-    served: dict[str, ServedBy]
-
-
-@dataclass(slots=True)
-class NodeFit:
-    """Filter's answer for one node: ``reasons`` when it does not fit, else the allocation."""
-
-    reasons: list[str]
-    plan: NodePlan | None = None
-    special: ClaimAllocation | None = None
-    requests: list[Obj] = field(default_factory=list)
-    mappings: list[Obj] = field(default_factory=list)
-    user_claims: list[UserClaim] = field(default_factory=list)
-    placement: Placement | None = None
