@@ -32,7 +32,16 @@ DEPLOYMENTS = ("draxr-webhook", "draxr-worker")
 DRAXR_MODES = ("processes", "chart")
 #: What the chart's objects need from kube-controller-manager besides the rows' controllers: the
 #: webhook Service's endpoints (the apiserver routes hook calls to them), the PDBs' status.
-CHART_CONTROLLERS = ("endpoints-controller", "endpointslice-controller", "disruption-controller")
+#: Besides the rows' controllers: Services' endpoints, the PDBs, and what a lost node needs (the taint
+#: eviction controller deletes the pods of an unreachable node once their toleration ends; pod garbage
+#: collection removes the pods of a deleted Node).
+CHART_CONTROLLERS = (
+    "endpoints-controller",
+    "endpointslice-controller",
+    "disruption-controller",
+    "taint-eviction-controller",
+    "pod-garbage-collector-controller",
+)
 APISERVER_ARGS = ("--enable-aggregator-routing=true",)
 #: From ``helm install`` to both Deployments Available: image already on the nodes, so this is the
 #: pods' start, the chart's certificates and the workers' leader election.

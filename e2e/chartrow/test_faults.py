@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,11 +20,14 @@ from bench.audit import bound_twice, fenced_writes
 from webhook.identity.names import LEASE, WEBHOOK
 
 from ..chart import NAMESPACE
+from ..kubelet_logs import prepared_twice
+from ..local import KEP_DEVICE_CLASS_NAME
 from .row import ChartRow
 
 Obj = dict[str, Any]
 NS = "faults"
 WORKER_SA = f"system:serviceaccount:{NAMESPACE}:draxr-worker"
+IMPLICIT_GPU = f"deviceclass.resource.kubernetes.io/{KEP_DEVICE_CLASS_NAME}"
 
 
 def _pod(name: str, node_selector: dict[str, str] | None = None) -> Obj:
@@ -173,4 +177,113 @@ def test_every_webhook_replica_down_refuses_creates_clearly_then_admission_resum
     refused: list[str] = []
     _create_until_answered(row, name, refused)
     assert refused == []
+    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
+
+
+def _deployment(name: str, image: str) -> Obj:
+    """Two replicas of one GPU each that leave an unreachable node after 2 s (the default is 300 s)."""
+    labels = {"app": name}
+    tolerations = [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}
+        for key in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "tolerations": tolerations,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": image,
+                            "imagePullPolicy": "Never",
+                            "command": ["sleep", "3600"],
+                            # The class's implicit name: DRA devices on both nodes, so wherever a
+                            # replica runs it holds a special claim (example.com/gpu is the device
+                            # plugin's on e2e-node-b).
+                            "resources": {"limits": {IMPLICIT_GPU: "1"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+@pytest.mark.timeout(900)  # the node lifecycle controller's grace period (50 s) and two restarts
+def test_a_lost_node_s_pods_are_replaced_elsewhere_and_released_when_it_returns(row: ChartRow) -> None:
+    """A kubelet stopped past the eviction timeout: the node lifecycle controller taints the node,
+    the pods are marked for deletion, their replacements run on the other node and never on the
+    lost one; the kubelet back, the old pods go, their claims with them, and no driver was asked to
+    prepare a claim it had prepared already."""
+    cluster, nodes = row.cluster, row.cluster.nodes
+    chart = cluster.chart
+    assert nodes is not None
+    assert chart is not None
+    _namespace(row)
+    row.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment("lost", chart.workload)))
+    row.kubectl("-n", NS, "rollout", "status", "deployment/lost", "--timeout=180s", timeout=200)
+    old = {p["metadata"]["uid"]: p for p in row.get("-n", NS, "pods", "-l", "app=lost")["items"]}
+    lost = next(iter(old.values()))["spec"]["nodeName"]
+    [other] = [n for n in nodes.names if n != lost]
+    # The special claims of the pods on the lost node.
+    lost_claims = {
+        p["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        for p in old.values()
+        if p["spec"]["nodeName"] == lost
+    }
+    t0 = time.monotonic()
+    nodes.stop_kubelet(lost)
+    try:
+
+        def tainted() -> bool:
+            taints = row.get("node", lost)["spec"].get("taints") or []
+            return any(t["key"] == "node.kubernetes.io/unreachable" for t in taints)
+
+        cluster.cp.wait_for(f"node {lost} not tainted unreachable", tainted, 180)
+        print(f"{time.monotonic() - t0:.0f}s: {lost} tainted unreachable")
+
+        def replaced() -> bool:
+            pods = row.get("-n", NS, "pods", "-l", "app=lost")["items"]
+            fresh = [p for p in pods if p["metadata"]["uid"] not in old]
+            assert all(p["spec"].get("nodeName") != lost for p in fresh), (
+                "a replacement went to the lost node"
+            )
+            gone_or_going = all(
+                p["metadata"].get("deletionTimestamp")
+                for p in pods
+                if p["metadata"]["uid"] in old and p["spec"]["nodeName"] == lost
+            )
+            running = [p for p in fresh if p["status"].get("phase") == "Running"]
+            return gone_or_going and len(running) == 2
+
+        cluster.cp.wait_for("the lost node's pods not replaced on the other node", replaced, 240)
+        print(f"{time.monotonic() - t0:.0f}s: replaced on {other}")
+        assert all(
+            p["spec"]["nodeName"] == other
+            for p in row.get("-n", NS, "pods", "-l", "app=lost")["items"]
+            if p["metadata"]["uid"] not in old
+        )
+    finally:
+        nodes.start_kubelet(lost, nodes.kubelet, f"v{cluster.cp.version}")
+
+    def released() -> bool:
+        pods = row.get("-n", NS, "pods", "-l", "app=lost")["items"]
+        claims = {c["metadata"]["name"] for c in row.get("-n", NS, "resourceclaims")["items"]}
+        on_lost = [p for p in pods if p["metadata"]["uid"] in old and p["spec"]["nodeName"] == lost]
+        return not on_lost and not (lost_claims & claims)
+
+    print(f"{time.monotonic() - t0:.0f}s: {lost}'s kubelet back")
+    cluster.cp.wait_for("the lost node's pods or claims not gone after it returned", released, 180)
+    print(f"{time.monotonic() - t0:.0f}s: the old pods and their claims gone")
+    assert prepared_twice(nodes.prepare_log) == []
+    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
+    assert report["doubleAllocated"] == []
     row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)

@@ -198,7 +198,7 @@ class Nodes(Lifecycle):
         argv = [str(kubelet), *self._kubelet_argv[name][1:]]
         self._kubelet_argv[name] = argv
         node = self._node_dir(spec)
-        self._spawn(f"{name}-kubelet", Containment(node).namespaced(argv), node)
+        self._spawn(f"{name}-kubelet", self._kubelet_command(spec, argv), node)
         admin = self.cp.client()
 
         def reports() -> bool:
@@ -368,17 +368,7 @@ class Nodes(Lifecycle):
         if self.real is not None:
             argv.append(f"--node-ip={self.real.net.node_ip(self.specs.index(spec))}")
         self._kubelet_argv[spec.name] = argv
-        if self.real is not None:
-            kubelet_argv = self._in_node(
-                spec,
-                [
-                    *realnode.kubelet_mount_ns(self._containerd_pids[spec.name]),
-                    *containment.namespaced(argv, shared_from_parent=True),
-                ],
-            )
-        else:
-            kubelet_argv = containment.namespaced(argv)
-        self._spawn(f"{spec.name}-kubelet", kubelet_argv, node)
+        self._spawn(f"{spec.name}-kubelet", self._kubelet_command(spec, argv), node)
         if self.real is not None:
             self._start_kube_proxy(spec)
         drivers = [(DRIVER, CDI_KIND, True)] + [(d, TEST_CDI_KIND, False) for d in self.test_drivers]
@@ -414,6 +404,7 @@ class Nodes(Lifecycle):
                     f"--dir={containment.host_dir(Path('/var/lib/kubelet')) / 'device-plugins'}",
                     f"--cdi-kind={DEVICE_PLUGIN_CDI_KIND}",
                     f"--ready-file={node / 'ready-deviceplugin'}",
+                    *([f"--cdi-dir={node / 'cdi'}"] if self.real is not None else []),
                 ],
                 node,
             )
@@ -452,6 +443,21 @@ class Nodes(Lifecycle):
             config["address"] = self.real.net.node_ip(self.specs.index(spec))
             config["authentication"] = {"anonymous": {"enabled": True}, "webhook": {"enabled": False}}
         return config
+
+    def _kubelet_command(self, spec: NodeSpec, argv: list[str]) -> list[str]:
+        """The kubelet's command line, contained: on a containerd node inside the node's network
+        namespace and containerd's mount namespace (so a restarted kubelet sees what its first one
+        saw), else in a mount namespace of its own."""
+        containment = Containment(self._node_dir(spec))
+        if self.real is None:
+            return containment.namespaced(argv)
+        return self._in_node(
+            spec,
+            [
+                *realnode.kubelet_mount_ns(self._containerd_pids[spec.name]),
+                *containment.namespaced(argv, shared_from_parent=True),
+            ],
+        )
 
     # -- containerd nodes --------------------------------------------------------------------------------
 

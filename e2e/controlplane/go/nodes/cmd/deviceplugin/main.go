@@ -2,7 +2,8 @@
 // advertises --count devices of one extended resource (example.com/gpu) on one node, so that node
 // has the name in its allocatable (KEP-5004's mixed cluster: there the name is the device plugin's).
 // Allocate hands the kubelet CDI device IDs of another class than the DRA driver's, so the fake
-// runtime's CDI log tells a device-plugin GPU from a DRA one.
+// runtime's CDI log tells a device-plugin GPU from a DRA one; with --cdi-dir (a node on containerd)
+// it writes their CDI spec, so a real runtime resolves them.
 package main
 
 import (
@@ -71,14 +72,24 @@ func main() {
 	socket := flag.String("socket", "draxr-e2e-gpu.sock", "this plugin's socket file in --dir")
 	cdiKind := flag.String("cdi-kind", "draxr.e2e/dp-gpu", "vendor/class of the CDI device IDs")
 	readyFile := flag.String("ready-file", "", "created once the kubelet accepted the registration")
+	cdiDir := flag.String("cdi-dir", "", "write the devices' CDI spec here (a node with a real runtime)")
 	flag.Parse()
 	if *node == "" {
 		fmt.Fprintln(os.Stderr, "deviceplugin: --node-name is required")
 		os.Exit(2)
 	}
 	p := &plugin{node: *node, cdiKind: *cdiKind}
+	ids := make([]string, 0, *count)
 	for i := range *count {
-		p.devices = append(p.devices, &pluginapi.Device{ID: fmt.Sprintf("dp-gpu-%d", i), Health: pluginapi.Healthy})
+		ids = append(ids, fmt.Sprintf("dp-gpu-%d", i))
+		p.devices = append(p.devices, &pluginapi.Device{ID: ids[i], Health: pluginapi.Healthy})
+	}
+	if *cdiDir != "" {
+		if err := writeCDISpec(*cdiDir, *cdiKind, *resource, *node, ids); err != nil {
+			fmt.Fprintln(os.Stderr, "deviceplugin: CDI spec:", err)
+			os.Exit(1)
+		}
+		defer os.Remove(cdiPath(*cdiDir, *node))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
