@@ -765,8 +765,44 @@ OPTIONAL_SYNTAX: list[Case] = [
     ("checker: unknown device field", "device.?nope.hasValue()", (COMPILE, "undefined field 'nope'")),
 ]
 
+COST: list[Case] = [
+    # cel-go interpreter/runtimecost.go with DRA's CELSelectorExpressionMaxCost (1,000,000); the
+    # costs in the names are upstream's (the oracle's EvalDetails.ActualCost)
+    (
+        "DRA cost limit: 816,012 passes",
+        "lists.range(1000).all(i, lists.range(100).all(j, i + j >= 0))",
+        True,
+    ),
+    (
+        "DRA cost limit: 240,172 passes",
+        "lists.range(10).all(i, lists.range(3000).all(j, i + j >= 0))",
+        True,
+    ),
+    (
+        "DRA cost limit: over 1,000,000 stops",
+        "lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))",
+        (RUNTIME, "operation cancelled: actual cost limit exceeded"),
+    ),
+    (
+        "DRA cost limit: a filter's appends count",
+        "lists.range(100000).filter(i, i >= 0).size() == 100000",
+        (RUNTIME, "operation cancelled: actual cost limit exceeded"),
+    ),
+    (
+        "DRA cost limit: exists stops at the first match",
+        "lists.range(100000).exists(i, i == 1)",
+        True,
+    ),
+    (
+        "DRA cost limit: building a list of a million costs more than the limit",
+        "lists.range(1000000).exists(i, i == 1)",
+        (RUNTIME, "operation cancelled: actual cost limit exceeded"),
+    ),
+]
+
 CASES = (
-    LISTS
+    COST
+    + LISTS
     + SETS
     + REGEX
     + STRINGS
