@@ -800,8 +800,50 @@ COST: list[Case] = [
     ),
 ]
 
+RUNTIME_WORDS: list[Case] = [
+    # the allocator's words (cel-go interpreter, dynamic-resource-allocation DeviceMatches)
+    (
+        "cel-go: a macro over a non-iterable",
+        "dyn(1).exists(x, x == 1)",
+        (RUNTIME, "got 'types.Int', expected iterable type"),
+    ),
+    (
+        "cel-go: a macro over a quantity",
+        "dyn(quantity('1')).all(x, x == 1)",
+        (RUNTIME, "got 'cel.Quantity', expected iterable type"),
+    ),
+    (
+        "cel-go: a two-variable macro over a non-iterable",
+        "dyn(1).all(i, v, v == 1)",
+        (RUNTIME, "unsupported comprehension range type: types.Int"),
+    ),
+    (
+        "DRA DeviceMatches: a list result",
+        "dyn([1])",
+        (
+            RUNTIME,
+            "CEL result of type list could not be converted to bool:"
+            " type conversion error from list to 'bool'",
+        ),
+    ),
+    (
+        "DRA DeviceMatches: a string result",
+        "dyn('a')",
+        (RUNTIME, "CEL result of type string could not be converted to bool: unsupported native conversion"),
+    ),
+    (
+        "DRA DeviceMatches: a quantity result",
+        "dyn(quantity('1'))",
+        (
+            RUNTIME,
+            "type kubernetes.Quantity could not be converted to bool: type conversion error from 'Quantity'",
+        ),
+    ),
+]
+
 CASES = (
     COST
+    + RUNTIME_WORDS
     + LISTS
     + SETS
     + REGEX

@@ -275,7 +275,7 @@ class _Evaluator(Evaluator):
         if isinstance(target, CELEvalError):
             return target
         if not isinstance(target, list | dict):
-            return no_overload(name, target)
+            return CELEvalError(f"got '{go_type_name(target)}', expected iterable type")
         var_tree, *rest = exprlist.children
         var = str(var_tree.children[0].children[0])
         body = self.sub_evaluator(rest[-1])
@@ -359,7 +359,7 @@ class _Evaluator(Evaluator):
         elif isinstance(target, dict):
             pairs = list(target.items())
         else:
-            return no_overload(name, target)
+            return CELEvalError(f"unsupported comprehension range type: {go_type_name(target)}")
         children = exprlist.children
         first, second = (str(c.children[0].children[0]) for c in children[:2])
         body = self.sub_evaluator(children[-1])
@@ -576,7 +576,7 @@ def evaluate(compiled: CompiledExpression, activation: Activation) -> bool:
     if isinstance(value, CELEvalError):
         raise CelRuntimeError(error_message(value))
     if not isinstance(value, celtypes.BoolType | bool):
-        raise CelRuntimeError(f"must evaluate to bool, not {cel_type_name(value)}")
+        raise CelRuntimeError(not_bool(value))
     return bool(value)
 
 
@@ -604,3 +604,35 @@ def evaluation_cost(compiled: CompiledExpression, activation: Activation) -> int
     with contextlib.suppress(CELEvalError, CostLimitExceeded):
         _Evaluator(compiled.ast, activation, budget, compiled.literals).evaluate()
     return CEL_SELECTOR_EXPRESSION_MAX_COST - budget[0]
+
+
+#: cel-go's words when a result is not a bool (``ConvertToNative`` of each type).
+_NOT_BOOL = {
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
+    "double": "type conversion error from Double to 'bool'",
+    "bytes": "type conversion error from Bytes to 'bool'",
+    "string": "unsupported native conversion from string to 'bool'",
+    "list": "type conversion error from list to 'bool'",
+    "map": "type conversion error from map to 'bool'",
+    "type": "type conversion not supported for 'type'",
+}
+
+
+def not_bool(value: Any) -> str:
+    """The allocator's error for a selector whose (dynamic) result is not a bool."""
+    name = cel_type_name(value)
+    detail = _NOT_BOOL.get(name, f"type conversion error from '{name.rsplit('.', 1)[-1]}' to 'bool'")
+    return f"CEL result of type {name} could not be converted to bool: {detail}"
+
+
+def go_type_name(value: Any) -> str:
+    """The Go type cel-go names when a comprehension's range is not iterable."""
+    name = cel_type_name(value)
+    if name.startswith("kubernetes."):
+        return "cel." + name.removeprefix("kubernetes.")
+    if name.startswith("google.protobuf."):
+        return "types." + name.removeprefix("google.protobuf.")
+    if name == "null_type":
+        return "types.Null"
+    return "types." + name.capitalize()
