@@ -550,6 +550,14 @@ TWO_VARIABLE: list[Case] = [
         (COMPILE, "argument must be a simple name"),
     ),
     ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
+    (
+        "cel-go TestTwoVarComprehensions exists_one",
+        "{'hello': 'world', 'hello!': 'worlds'}"
+        ".exists_one(k, v, k.startsWith('hello') && v.endsWith('world'))",
+        True,
+    ),
+    ("cel-go two-variable exists_one: none", "[1, 2].exists_one(i, v, v == 3)", False),
+    ("cel-go two-variable exists_one: two", "[1, 2].exists_one(i, v, i >= 0)", False),
 ]
 
 SEMANTICS: list[Case] = [
@@ -841,8 +849,23 @@ RUNTIME_WORDS: list[Case] = [
     ),
 ]
 
+COMPILE_WORDS: list[Case] = [
+    # cel-go parser/macro.go: the accumulator's name is reserved
+    (
+        "cel-go macros: iteration variable named __result__",
+        "[].all(__result__, __result__ > 0)",
+        (COMPILE, "<input>:1:8: iteration variable overwrites accumulator variable"),
+    ),
+    (
+        "cel-go ext comprehensions: second variable named __result__",
+        "[].all(j, __result__, __result__ < j)",
+        (COMPILE, "<input>:1:11: iteration variable overwrites accumulator variable"),
+    ),
+]
+
 CASES = (
     COST
+    + COMPILE_WORDS
     + RUNTIME_WORDS
     + LISTS
     + SETS

@@ -387,7 +387,7 @@ class _Evaluator(Evaluator):
                     error = result if isinstance(result, CELEvalError) else no_overload(name, result)
             charge(1)
             return error if error is not None else celtypes.BoolType(not decisive)
-        if name == "existsOne":
+        if name in ("existsOne", "exists_one"):
             count = 0
             for key, value in pairs:
                 result = apply(body, key, value)
