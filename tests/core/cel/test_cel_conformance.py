@@ -389,6 +389,9 @@ IP_CIDR: list[Case] = [
     ("netip.ParsePrefix: bits in range", "isCIDR('10.0.0.0/33')", False),
     ("cross-family containsIP", "cidr('2001:db8::/32').containsIP(ip('192.168.1.1'))", False),
     ("equality by type", "ip('10.0.0.1') == cidr('10.0.0.1/32').ip()", True),
+    ("k8s TestIP type", "type(ip('192.168.0.1')) == net.IP", True),
+    ("k8s TestCIDR type", "type(cidr('192.168.0.0/24')) == net.CIDR", True),
+    ("k8s net types differ", "type(ip('192.168.0.1')) == net.CIDR", False),
 ]
 
 URLS: list[Case] = [

@@ -394,6 +394,8 @@ class _Checker:
 
     def _member_dot(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         target, field = node.children
+        if node.data == "member_dot" and qualified_type(target, str(field), scope) is not None:
+            return "type"
         t = self.infer(target, scope)
         if t.startswith("optional_type("):  # selection on an optional chains
             return "optional_type(dyn)"
@@ -767,3 +769,16 @@ _RESULT_TYPES = {
     **netlib.RESULT_TYPES,
     **formatlib.RESULT_TYPES,
 }
+
+
+#: Qualified type identifiers of the libraries (``type(ip(x)) == net.IP``).
+QUALIFIED_TYPES = frozenset({"net.IP", "net.CIDR"})
+
+
+def qualified_type(target: Any, field: str, scope: frozenset[str] | None = None) -> str | None:
+    """``net.IP`` when ``target.field`` spells a library type and ``net`` is no variable in ``scope``."""
+    namespace = _ident_name(target)
+    if namespace is None or (scope is not None and namespace in scope):
+        return None
+    name = f"{namespace}.{field}"
+    return name if name in QUALIFIED_TYPES else None

@@ -37,7 +37,7 @@ from .cost import (
     call_cost,
     is_constant,
 )
-from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression
+from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression, qualified_type
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
 from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
@@ -167,6 +167,10 @@ class _Evaluator(Evaluator):
 
     def member_dot(self, tree: lark.Tree[Any]) -> Any:
         target_tree, field = tree.children
+        if target_tree.data == "primary":  # ``net.IP``: a library's type, unless ``net`` is bound
+            name = qualified_type(target_tree, str(field))
+            if name is not None and not self._bound(name.split(".", 1)[0]):
+                return QUALIFIED_TYPE_VALUES[name]
         target = self._visit_tree(target_tree)
         self._charge(1)
         if isinstance(target, CELEvalError):
@@ -518,6 +522,7 @@ class _Evaluator(Evaluator):
 
 
 _NOT_CACHED = object()
+QUALIFIED_TYPE_VALUES: dict[str, Any] = {"net.IP": netlib.IPValue, "net.CIDR": netlib.CIDRValue}
 #: cel-go's ``map``/``filter`` step appends ``[x]`` to the accumulator: the accumulator, the
 #: list's creation, the element and the ``+``.
 _APPEND_COST = 1 + LIST_CREATE + 1 + 1
