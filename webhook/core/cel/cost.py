@@ -11,7 +11,10 @@ one each and calls :func:`call_cost` for every function and operator; constants 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
+
+from .formatlib import OptionalValue
 
 #: ``resourceapi.CELSelectorExpressionMaxCost``: the runtime cost limit of one selector evaluation.
 CEL_SELECTOR_EXPRESSION_MAX_COST = 1_000_000
@@ -29,9 +32,8 @@ def size(value: Any) -> int:
     """cel-go's ``actualSize``: the length of a sized value (an optional's content), else 1."""
     if isinstance(value, str | bytes | list | dict):
         return len(value)
-    inner = getattr(value, "value", None)
-    if inner is not None and getattr(value, "present", False):
-        return size(inner)
+    if isinstance(value, OptionalValue) and value.present:
+        return size(value.value)
     return 1
 
 
@@ -39,8 +41,14 @@ def _traverse(n: int | float, factor: float = STRING_TRAVERSAL) -> int:
     return math.ceil(n * factor)
 
 
+_SIZED_OR_OPTIONAL = (str, bytes, list, dict, OptionalValue)
+
+
 def _min_size(args: list[Any]) -> int:
-    return _traverse(min(size(args[0]), size(args[1])))
+    a, b = args
+    if not isinstance(a, _SIZED_OR_OPTIONAL) and not isinstance(b, _SIZED_OR_OPTIONAL):
+        return 1  # scalars: the common case, kept fast
+    return _traverse(min(size(a), size(b)))
 
 
 def _concat(args: list[Any]) -> int:
@@ -89,11 +97,20 @@ def _string_compare(args: list[Any]) -> int:
     return 1
 
 
+def _join(args: list[Any]) -> int:
+    items = args[0] if args and isinstance(args[0], list) else []
+    sep = len(args[1]) if len(args) > 1 and isinstance(args[1], str) else 0
+    length = sum(len(i) for i in items if isinstance(i, str)) + sep * max(len(items) - 1, 0)
+    return _traverse(length * 2)
+
+
 def _first(args: list[Any]) -> int:
     return _traverse(size(args[1])) if len(args) > 1 else 1
 
 
-_COSTS = {
+#: Per function, its cost from its arguments; a function not named here costs 1.
+COSTS: dict[str, Callable[[list[Any]], int]] = {
+    "join": _join,
     "_==_": _min_size,
     "_!=_": _min_size,
     "_<_": _string_compare,
@@ -136,17 +153,10 @@ _COSTS = {
 }
 
 
-def call_cost(name: str, args: list[Any], result: Any = None) -> int:
+def call_cost(name: str, args: list[Any]) -> int:
     """What one call of ``name`` on ``args`` costs (1 unless upstream charges by size)."""
-    fn = _COSTS.get(name)
-    if fn is None:
-        if name == "join" and isinstance(result, str):
-            return _traverse(len(result) * 2)
-        return 1
-    try:
-        return fn(args)
-    except (IndexError, TypeError):
-        return 1
+    fn = COSTS.get(name)
+    return 1 if fn is None else fn(args)
 
 
 def is_constant(node: Any) -> bool:

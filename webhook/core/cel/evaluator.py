@@ -32,9 +32,9 @@ from . import extlib, formatlib, netlib
 from .cost import (
     CEL_SELECTOR_EXPRESSION_MAX_COST,
     COST_LIMIT_MESSAGE,
+    COSTS,
     LIST_CREATE,
     MAP_CREATE,
-    call_cost,
     is_constant,
 )
 from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression, qualified_type
@@ -107,7 +107,11 @@ class _Evaluator(Evaluator):
     def _apply(self, fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
         """Call a CEL function and charge its cost."""
         result = _call(fn, name, args)
-        self._charge(call_cost(name, args, result))
+        budget = self._budget
+        cost = COSTS.get(name)
+        budget[0] -= 1 if cost is None else cost(args)
+        if budget[0] < 0:
+            raise CostLimitExceeded
         return result
 
     def visit_children(self, tree: lark.Tree[Any]) -> list[Any]:
@@ -167,12 +171,15 @@ class _Evaluator(Evaluator):
 
     def member_dot(self, tree: lark.Tree[Any]) -> Any:
         target_tree, field = tree.children
-        if target_tree.data == "primary":  # ``net.IP``: a library's type, unless ``net`` is bound
+        if field in _QUALIFIED_FIELDS:  # ``net.IP``: a library's type, unless ``net`` is bound
             name = qualified_type(target_tree, str(field))
             if name is not None and not self._bound(name.split(".", 1)[0]):
                 return QUALIFIED_TYPE_VALUES[name]
         target = self._visit_tree(target_tree)
-        self._charge(1)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(target, CELEvalError):
             return target
         if isinstance(target, OptionalValue):  # ``opt.field`` chains: none stays none
@@ -186,7 +193,10 @@ class _Evaluator(Evaluator):
         """``x.?field``: optional.of(x.field) when ``x`` has the field, else optional.none()."""
         target_tree, field = tree.children
         target = self._visit_tree(target_tree)
-        self._charge(1)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(target, CELEvalError):
             return target
         if isinstance(target, OptionalValue):
@@ -204,7 +214,10 @@ class _Evaluator(Evaluator):
         if isinstance(target, CELEvalError):
             return target
         index = self._visit_tree(index_tree)
-        self._charge(1)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(index, CELEvalError):
             return index
         if isinstance(target, OptionalValue):
@@ -231,7 +244,10 @@ class _Evaluator(Evaluator):
         if isinstance(target, CELEvalError):
             return target
         index = self._visit_tree(index_tree)
-        self._charge(1)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(index, CELEvalError):
             return index
         if isinstance(target, OptionalValue):  # ``opt[key]`` chains: none stays none
@@ -458,7 +474,10 @@ class _Evaluator(Evaluator):
             value = self._literals.get(id(child), _NOT_CACHED)
             return self.literal(child) if value is _NOT_CACHED else value
         if kind == "ident":
-            self._charge(1)
+            budget = self._budget
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise CostLimitExceeded
             return self._variable(str(child.children[0]))
         if kind == "paren_expr":
             return self._visit_tree(child.children[0])
@@ -523,6 +542,7 @@ class _Evaluator(Evaluator):
 
 _NOT_CACHED = object()
 QUALIFIED_TYPE_VALUES: dict[str, Any] = {"net.IP": netlib.IPValue, "net.CIDR": netlib.CIDRValue}
+_QUALIFIED_FIELDS = frozenset(name.split(".", 1)[1] for name in QUALIFIED_TYPE_VALUES)
 #: cel-go's ``map``/``filter`` step appends ``[x]`` to the accumulator: the accumulator, the
 #: list's creation, the element and the ``+``.
 _APPEND_COST = 1 + LIST_CREATE + 1 + 1
