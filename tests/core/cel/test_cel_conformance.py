@@ -389,6 +389,9 @@ IP_CIDR: list[Case] = [
     ("netip.ParsePrefix: bits in range", "isCIDR('10.0.0.0/33')", False),
     ("cross-family containsIP", "cidr('2001:db8::/32').containsIP(ip('192.168.1.1'))", False),
     ("equality by type", "ip('10.0.0.1') == cidr('10.0.0.1/32').ip()", True),
+    ("k8s TestIP type", "type(ip('192.168.0.1')) == net.IP", True),
+    ("k8s TestCIDR type", "type(cidr('192.168.0.0/24')) == net.CIDR", True),
+    ("k8s net types differ", "type(ip('192.168.0.1')) == net.CIDR", False),
 ]
 
 URLS: list[Case] = [
@@ -550,6 +553,14 @@ TWO_VARIABLE: list[Case] = [
         (COMPILE, "argument must be a simple name"),
     ),
     ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
+    (
+        "cel-go TestTwoVarComprehensions exists_one",
+        "{'hello': 'world', 'hello!': 'worlds'}"
+        ".exists_one(k, v, k.startsWith('hello') && v.endsWith('world'))",
+        True,
+    ),
+    ("cel-go two-variable exists_one: none", "[1, 2].exists_one(i, v, v == 3)", False),
+    ("cel-go two-variable exists_one: two", "[1, 2].exists_one(i, v, i >= 0)", False),
 ]
 
 SEMANTICS: list[Case] = [
@@ -765,8 +776,101 @@ OPTIONAL_SYNTAX: list[Case] = [
     ("checker: unknown device field", "device.?nope.hasValue()", (COMPILE, "undefined field 'nope'")),
 ]
 
+COST: list[Case] = [
+    # cel-go interpreter/runtimecost.go with DRA's CELSelectorExpressionMaxCost (1,000,000); the
+    # costs in the names are upstream's (the oracle's EvalDetails.ActualCost)
+    (
+        "DRA cost limit: 816,012 passes",
+        "lists.range(1000).all(i, lists.range(100).all(j, i + j >= 0))",
+        True,
+    ),
+    (
+        "DRA cost limit: 240,172 passes",
+        "lists.range(10).all(i, lists.range(3000).all(j, i + j >= 0))",
+        True,
+    ),
+    (
+        "DRA cost limit: over 1,000,000 stops",
+        "lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))",
+        (RUNTIME, "operation cancelled: actual cost limit exceeded"),
+    ),
+    (
+        "DRA cost limit: a filter's appends count",
+        "lists.range(100000).filter(i, i >= 0).size() == 100000",
+        (RUNTIME, "operation cancelled: actual cost limit exceeded"),
+    ),
+    (
+        "DRA cost limit: exists stops at the first match",
+        "lists.range(100000).exists(i, i == 1)",
+        True,
+    ),
+    (
+        "DRA cost limit: building a list of a million costs more than the limit",
+        "lists.range(1000000).exists(i, i == 1)",
+        (RUNTIME, "operation cancelled: actual cost limit exceeded"),
+    ),
+]
+
+RUNTIME_WORDS: list[Case] = [
+    # the allocator's words (cel-go interpreter, dynamic-resource-allocation DeviceMatches)
+    (
+        "cel-go: a macro over a non-iterable",
+        "dyn(1).exists(x, x == 1)",
+        (RUNTIME, "got 'types.Int', expected iterable type"),
+    ),
+    (
+        "cel-go: a macro over a quantity",
+        "dyn(quantity('1')).all(x, x == 1)",
+        (RUNTIME, "got 'cel.Quantity', expected iterable type"),
+    ),
+    (
+        "cel-go: a two-variable macro over a non-iterable",
+        "dyn(1).all(i, v, v == 1)",
+        (RUNTIME, "unsupported comprehension range type: types.Int"),
+    ),
+    (
+        "DRA DeviceMatches: a list result",
+        "dyn([1])",
+        (
+            RUNTIME,
+            "CEL result of type list could not be converted to bool:"
+            " type conversion error from list to 'bool'",
+        ),
+    ),
+    (
+        "DRA DeviceMatches: a string result",
+        "dyn('a')",
+        (RUNTIME, "CEL result of type string could not be converted to bool: unsupported native conversion"),
+    ),
+    (
+        "DRA DeviceMatches: a quantity result",
+        "dyn(quantity('1'))",
+        (
+            RUNTIME,
+            "type kubernetes.Quantity could not be converted to bool: type conversion error from 'Quantity'",
+        ),
+    ),
+]
+
+COMPILE_WORDS: list[Case] = [
+    # cel-go parser/macro.go: the accumulator's name is reserved
+    (
+        "cel-go macros: iteration variable named __result__",
+        "[].all(__result__, __result__ > 0)",
+        (COMPILE, "<input>:1:8: iteration variable overwrites accumulator variable"),
+    ),
+    (
+        "cel-go ext comprehensions: second variable named __result__",
+        "[].all(j, __result__, __result__ < j)",
+        (COMPILE, "<input>:1:11: iteration variable overwrites accumulator variable"),
+    ),
+]
+
 CASES = (
-    LISTS
+    COST
+    + COMPILE_WORDS
+    + RUNTIME_WORDS
+    + LISTS
     + SETS
     + REGEX
     + STRINGS

@@ -325,7 +325,7 @@ def test_result_must_be_bool(engine: SelectorEngine) -> None:
     ]:
         with pytest.raises(CelCompileError, match=re.escape(f"not {typename}")):
             engine.compile(expr)
-    with pytest.raises(CelRuntimeError, match="must evaluate to bool, not string"):
+    with pytest.raises(CelRuntimeError, match="CEL result of type string could not be converted to bool"):
         match(engine, f"device.attributes['{GPU}'].model")
     assert match(engine, f"device.attributes['{GPU}'].healthy")
 

@@ -11,12 +11,12 @@ extension (version 2), Kubernetes lists and cel-go ``ext.Lists`` (version 3), se
 (RE2), URL, IP, CIDR and format (:mod:`.extlib`, :mod:`.netlib`, :mod:`.formatlib`), optional
 values and syntax (:mod:`.grammar`), and two-variable comprehensions. What celpy cannot do is either
 added here (heterogeneous equality, unknown attribute domains as empty maps, compile-time name and
-type checks, length/nesting/step limits) or rejected at compile time. No version gating: the
+type checks, length/nesting limits) or rejected at compile time. No version gating: the
 engine does not know the served release, and 1.34-1.37 share one base environment for stored
 expressions (the newest library, ``ext.Lists`` version 3, came in 1.34). Not supported: optional
 elements in literals (``[?x]``, ``{?k: v}``), ``type(x) == net.IP``-style qualified type names,
-the ``image`` library, and cost estimation (a step budget and size caps stand in for the runtime
-cost limit).
+the ``image`` library, and the estimated cost at compile time. The runtime cost limit is
+upstream's (:mod:`.cost`).
 """
 
 from .backend import DEFAULT_ENGINE, ENGINES, available_engines

@@ -86,11 +86,14 @@ _COLLAPSIBLE = frozenset(
 _BALANCED = frozenset({"conditionaland", "conditionalor"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
 _UNSUPPORTED_METHODS = frozenset({"reduce"})
+#: The accumulator cel-go's macros expand to; an iteration variable may not take its name.
+_ACCUMULATOR = "__result__"
 #: cel-go's two-variable comprehensions (``ext.TwoVarComprehensions``) by name: argument counts.
 TWO_VARIABLE_MACROS = {
     "all": (3,),
     "exists": (3,),
     "existsOne": (3,),
+    "exists_one": (3,),  # cel-go registers both spellings for two variables
     "transformList": (3, 4),
     "transformMap": (3, 4),
     "transformMapEntry": (3, 4),
@@ -391,6 +394,8 @@ class _Checker:
 
     def _member_dot(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         target, field = node.children
+        if node.data == "member_dot" and qualified_type(target, str(field), scope) is not None:
+            return "type"
         t = self.infer(target, scope)
         if t.startswith("optional_type("):  # selection on an optional chains
             return "optional_type(dyn)"
@@ -456,6 +461,8 @@ class _Checker:
                 raise _fail(name_token, f"{name}() requires an identifier and an expression")
             if _ident_name(args[0]) is None:
                 raise _fail(args[0], "argument must be a simple name")
+            if _ident_name(args[0]) == _ACCUMULATOR:
+                raise _fail(args[0], "iteration variable overwrites accumulator variable")
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             inner = scope | {str(_ident_name(args[0]))}
@@ -501,13 +508,18 @@ class _Checker:
         first, second = _ident_name(args[0]), _ident_name(args[1])
         if first is None or second is None:
             raise _fail(args[0] if first is None else args[1], "argument must be a simple name")
+        for var, arg in ((first, args[0]), (second, args[1])):
+            if var == _ACCUMULATOR:
+                raise _fail(arg, "iteration variable overwrites accumulator variable")
         if first == second:
             raise _fail(args[1], f"duplicate variable name: {first}")
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
         inner = scope | {first, second}
         types = [self.infer(a, inner) for a in args[2:]]
-        if (name in ("all", "exists", "existsOne") or len(args) == 4) and _known_not(types[0], "bool"):
+        if (name in ("all", "exists", "existsOne", "exists_one") or len(args) == 4) and _known_not(
+            types[0], "bool"
+        ):
             raise _fail(name_token, f"{name}() predicate must be bool, not {types[0]}")
         if name == "transformList":
             return "list(dyn)"
@@ -757,3 +769,16 @@ _RESULT_TYPES = {
     **netlib.RESULT_TYPES,
     **formatlib.RESULT_TYPES,
 }
+
+
+#: Qualified type identifiers of the libraries (``type(ip(x)) == net.IP``).
+QUALIFIED_TYPES = frozenset({"net.IP", "net.CIDR"})
+
+
+def qualified_type(target: Any, field: str, scope: frozenset[str] | None = None) -> str | None:
+    """``net.IP`` when ``target.field`` spells a library type and ``net`` is no variable in ``scope``."""
+    namespace = _ident_name(target)
+    if namespace is None or (scope is not None and namespace in scope):
+        return None
+    name = f"{namespace}.{field}"
+    return name if name in QUALIFIED_TYPES else None

@@ -12,11 +12,14 @@ half the run time, and decodes string literals on every evaluation). It also add
 
 * short-circuit ``&&``/``||``/``?:`` with CEL's commutative error absorption;
 * ``cel.bind`` (cel-go ``ext.Bindings``);
-* a step budget standing in for upstream's runtime cost limit (``CELSelectorExpressionMaxCost``).
+* upstream's runtime cost tracking (:mod:`.cost`): identifiers and selections cost one, calls
+  what cel-go and the Kubernetes libraries charge, comprehensions their expanded loop's steps;
+  past ``CELSelectorExpressionMaxCost`` the evaluation stops with cel-go's error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -26,14 +29,18 @@ from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
 from . import extlib, formatlib, netlib
-from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression
+from .cost import (
+    CEL_SELECTOR_EXPRESSION_MAX_COST,
+    COST_LIMIT_MESSAGE,
+    COSTS,
+    LIST_CREATE,
+    MAP_CREATE,
+    is_constant,
+)
+from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression, qualified_type
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
 from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
-
-#: Tree nodes one evaluation may visit. Real selectors visit tens to a few thousand (a macro over
-#: a 32-value list); the budget caps hostile macro nesting at well under a second of CPU.
-MAX_STEPS = 100_000
 
 # celpy logs every evaluation step at DEBUG with full reprs of the activation; when nobody chose
 # a level for it, keep it quiet so a process-wide DEBUG setting does not flood logs with device data.
@@ -54,7 +61,7 @@ _ARITHMETIC = frozenset({"_+_", "_-_", "_*_", "_/_", "_%_", "-_"})
 
 
 class CostLimitExceeded(Exception):
-    """Raised inside an evaluation when the step budget is spent (not a celpy-handled type)."""
+    """Raised inside an evaluation when its cost passes the limit (not a celpy-handled type)."""
 
 
 def prepare_activation(device: celtypes.MapType) -> Activation:
@@ -89,11 +96,23 @@ class _Evaluator(Evaluator):
         return _Evaluator(ast, self.activation, self._budget, self._literals)
 
     def _visit_tree(self, tree: lark.Tree[Any]) -> Any:
+        return getattr(self, tree.data)(tree)
+
+    def _charge(self, cost: int) -> None:
         budget = self._budget
-        budget[0] -= 1
+        budget[0] -= cost
         if budget[0] < 0:
             raise CostLimitExceeded
-        return getattr(self, tree.data)(tree)
+
+    def _apply(self, fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
+        """Call a CEL function and charge its cost."""
+        result = _call(fn, name, args)
+        budget = self._budget
+        cost = COSTS.get(name)
+        budget[0] -= 1 if cost is None else cost(args)
+        if budget[0] < 0:
+            raise CostLimitExceeded
+        return result
 
     def visit_children(self, tree: lark.Tree[Any]) -> list[Any]:
         return [self._visit_tree(c) if isinstance(c, lark.Tree) else c for c in tree.children]
@@ -134,7 +153,7 @@ class _Evaluator(Evaluator):
             return left
         if isinstance(right, CELEvalError):
             return right
-        return _call(ALL_FUNCTIONS[name], name, [left, right])
+        return self._apply(ALL_FUNCTIONS[name], name, [left, right])
 
     relation = _binary
     addition = _binary
@@ -146,13 +165,21 @@ class _Evaluator(Evaluator):
         if isinstance(operand, CELEvalError):
             return operand
         name = OPERATORS[op_tree.data]
-        return _call(ALL_FUNCTIONS[name], name, [operand])
+        return self._apply(ALL_FUNCTIONS[name], name, [operand])
 
     # members
 
     def member_dot(self, tree: lark.Tree[Any]) -> Any:
         target_tree, field = tree.children
+        if field in _QUALIFIED_FIELDS:  # ``net.IP``: a library's type, unless ``net`` is bound
+            name = qualified_type(target_tree, str(field))
+            if name is not None and not self._bound(name.split(".", 1)[0]):
+                return QUALIFIED_TYPE_VALUES[name]
         target = self._visit_tree(target_tree)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(target, CELEvalError):
             return target
         if isinstance(target, OptionalValue):  # ``opt.field`` chains: none stays none
@@ -166,6 +193,10 @@ class _Evaluator(Evaluator):
         """``x.?field``: optional.of(x.field) when ``x`` has the field, else optional.none()."""
         target_tree, field = tree.children
         target = self._visit_tree(target_tree)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(target, CELEvalError):
             return target
         if isinstance(target, OptionalValue):
@@ -183,6 +214,10 @@ class _Evaluator(Evaluator):
         if isinstance(target, CELEvalError):
             return target
         index = self._visit_tree(index_tree)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(index, CELEvalError):
             return index
         if isinstance(target, OptionalValue):
@@ -209,6 +244,10 @@ class _Evaluator(Evaluator):
         if isinstance(target, CELEvalError):
             return target
         index = self._visit_tree(index_tree)
+        budget = self._budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CostLimitExceeded
         if isinstance(index, CELEvalError):
             return index
         if isinstance(target, OptionalValue):  # ``opt[key]`` chains: none stays none
@@ -237,7 +276,7 @@ class _Evaluator(Evaluator):
             fn = ALL_FUNCTIONS.get(qualified)
             if fn is None:
                 return CELEvalError(f"undeclared reference to '{qualified}'")
-            return _call(fn, qualified, args)
+            return self._apply(fn, qualified, args)
         target = self._visit_tree(target_tree)
         if isinstance(target, CELEvalError):
             return target
@@ -247,7 +286,7 @@ class _Evaluator(Evaluator):
         fn = ALL_FUNCTIONS.get(name)
         if fn is None:
             return CELEvalError(f"undeclared reference to '{name}'")
-        return _call(fn, name, [target, *args])
+        return self._apply(fn, name, [target, *args])
 
     def _macro(self, name: str, target_tree: lark.Tree[Any], exprlist: lark.Tree[Any]) -> Any:
         """``all``/``exists``/``exists_one``/``map``/``filter`` with CEL's error rules: a decisive
@@ -256,7 +295,7 @@ class _Evaluator(Evaluator):
         if isinstance(target, CELEvalError):
             return target
         if not isinstance(target, list | dict):
-            return no_overload(name, target)
+            return CELEvalError(f"got '{go_type_name(target)}', expected iterable type")
         var_tree, *rest = exprlist.children
         var = str(var_tree.children[0].children[0])
         body = self.sub_evaluator(rest[-1])
@@ -267,6 +306,7 @@ class _Evaluator(Evaluator):
             except CELEvalError as e:
                 return e
 
+        charge = self._charge
         if len(rest) == 2:  # map(x, filter, transform)
             guard = self.sub_evaluator(rest[0])
             mapped = []
@@ -274,28 +314,35 @@ class _Evaluator(Evaluator):
                 keep = apply(item, guard)
                 if not isinstance(keep, celtypes.BoolType):
                     return keep if isinstance(keep, CELEvalError) else no_overload(name, keep)
+                charge(_APPEND_COST - 1 if keep else 1)
                 if keep:
                     value = apply(item)
                     if isinstance(value, CELEvalError):
                         return value
                     mapped.append(value)
+            charge(1)
             return celtypes.ListType(mapped)
         error: CELEvalError | None = None
         if name in ("all", "exists"):
             decisive = name == "exists"
+            step = 4 if decisive else 3  # loop condition and accumulator per element
             for item in target:
+                charge(step)
                 value = apply(item)
                 if isinstance(value, celtypes.BoolType):
                     if bool(value) is decisive:
+                        charge(1)
                         return value
                 elif error is None:
                     error = value if isinstance(value, CELEvalError) else no_overload(name, value)
+            charge(1)
             return error if error is not None else celtypes.BoolType(not decisive)
         if name == "sortBy":
             if not isinstance(target, list):
                 return no_overload(name, target)
             keys = []
             for item in target:
+                charge(_APPEND_COST)
                 key = apply(item)
                 if isinstance(key, CELEvalError):
                     return key
@@ -308,7 +355,13 @@ class _Evaluator(Evaluator):
                 return value
             if name != "map" and not isinstance(value, celtypes.BoolType):
                 return no_overload(name, value)
+            if name == "exists_one":
+                charge(2 if value else 1)
+            else:
+                charge(_APPEND_COST - 1 if name == "map" else _APPEND_COST if value else 1)
             results.append((item, value))
+        if name != "exists_one":
+            charge(1)
         if name == "exists_one":
             return celtypes.BoolType(sum(1 for _, v in results if v) == 1)
         if name == "filter":
@@ -326,7 +379,7 @@ class _Evaluator(Evaluator):
         elif isinstance(target, dict):
             pairs = list(target.items())
         else:
-            return no_overload(name, target)
+            return CELEvalError(f"unsupported comprehension range type: {go_type_name(target)}")
         children = exprlist.children
         first, second = (str(c.children[0].children[0]) for c in children[:2])
         body = self.sub_evaluator(children[-1])
@@ -338,34 +391,43 @@ class _Evaluator(Evaluator):
             except CELEvalError as e:
                 return e
 
+        charge = self._charge
         if name in ("all", "exists"):
             decisive = name == "exists"
+            step = 4 if decisive else 3
             error: CELEvalError | None = None
             for key, value in pairs:
+                charge(step)
                 result = apply(body, key, value)
                 if isinstance(result, celtypes.BoolType):
                     if bool(result) is decisive:
+                        charge(1)
                         return result
                 elif error is None:
                     error = result if isinstance(result, CELEvalError) else no_overload(name, result)
+            charge(1)
             return error if error is not None else celtypes.BoolType(not decisive)
-        if name == "existsOne":
+        if name in ("existsOne", "exists_one"):
             count = 0
             for key, value in pairs:
                 result = apply(body, key, value)
                 if not isinstance(result, celtypes.BoolType):
                     return result if isinstance(result, CELEvalError) else no_overload(name, result)
+                charge(2 if result else 1)
                 count += bool(result)
             return celtypes.BoolType(count == 1)
         out_list: list[Any] = []
         out_map: dict[Any, Any] = {}
+        insert = {"transformList": _APPEND_COST - 1, "transformMap": 3}.get(name, 2)
         for key, value in pairs:
             if guard is not None:
                 keep = apply(guard, key, value)
                 if not isinstance(keep, celtypes.BoolType):
                     return keep if isinstance(keep, CELEvalError) else no_overload(name, keep)
                 if not keep:
+                    charge(1)
                     continue
+            charge(insert)
             result = apply(body, key, value)
             if isinstance(result, CELEvalError):
                 return result
@@ -380,6 +442,7 @@ class _Evaluator(Evaluator):
                     if k in out_map:
                         return CELEvalError(f"insert failed: key {k} already exists")
                     out_map[k] = v
+        charge(1)
         if name == "transformList":
             return celtypes.ListType(out_list)
         return celtypes.MapType(out_map)
@@ -411,6 +474,10 @@ class _Evaluator(Evaluator):
             value = self._literals.get(id(child), _NOT_CACHED)
             return self.literal(child) if value is _NOT_CACHED else value
         if kind == "ident":
+            budget = self._budget
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise CostLimitExceeded
             return self._variable(str(child.children[0]))
         if kind == "paren_expr":
             return self._visit_tree(child.children[0])
@@ -423,7 +490,7 @@ class _Evaluator(Evaluator):
                 fn = ALL_FUNCTIONS.get(name)
                 if fn is None:
                     return CELEvalError(f"undeclared reference to '{name}'")
-                return _call(fn, name, args)
+                return self._apply(fn, name, args)
         return super().primary(tree)
 
     def _bound(self, name: str) -> bool:
@@ -454,6 +521,8 @@ class _Evaluator(Evaluator):
         error key in the dict and leaked "unhashable type"), and a repeated key's last value wins."""
         out: dict[Any, Any] = {}
         children = tree.children
+        if not all(is_constant(c) for c in children):
+            self._charge(MAP_CREATE)
         for index in range(0, len(children), 2):
             key = self._visit_tree(children[index])
             if isinstance(key, CELEvalError):
@@ -465,11 +534,18 @@ class _Evaluator(Evaluator):
         return celtypes.MapType(out)
 
     def exprlist(self, tree: lark.Tree[Any]) -> Any:
+        if not all(is_constant(c) for c in tree.children):
+            self._charge(LIST_CREATE)
         args = self._arguments(tree)
         return args if isinstance(args, CELEvalError) else celtypes.ListType(args)
 
 
 _NOT_CACHED = object()
+QUALIFIED_TYPE_VALUES: dict[str, Any] = {"net.IP": netlib.IPValue, "net.CIDR": netlib.CIDRValue}
+_QUALIFIED_FIELDS = frozenset(name.split(".", 1)[1] for name in QUALIFIED_TYPE_VALUES)
+#: cel-go's ``map``/``filter`` step appends ``[x]`` to the accumulator: the accumulator, the
+#: list's creation, the element and the ``+``.
+_APPEND_COST = 1 + LIST_CREATE + 1 + 1
 
 
 def _select(target: Any, field: str) -> Any:
@@ -516,15 +592,16 @@ def evaluate(compiled: CompiledExpression, activation: Activation) -> bool:
     """True/False, or CelRuntimeError. Other exceptions (RecursionError included) propagate to
     the engine, which converts them without caching the outcome."""
     try:
-        value = _Evaluator(compiled.ast, activation, [MAX_STEPS], compiled.literals).evaluate()
+        budget = [CEL_SELECTOR_EXPRESSION_MAX_COST]
+        value = _Evaluator(compiled.ast, activation, budget, compiled.literals).evaluate()
     except CELEvalError as e:
         raise CelRuntimeError(error_message(e)) from None
     except CostLimitExceeded:
-        raise CelRuntimeError("operation cancelled: actual cost limit exceeded") from None
+        raise CelRuntimeError(COST_LIMIT_MESSAGE) from None
     if isinstance(value, CELEvalError):
         raise CelRuntimeError(error_message(value))
     if not isinstance(value, celtypes.BoolType | bool):
-        raise CelRuntimeError(f"must evaluate to bool, not {cel_type_name(value)}")
+        raise CelRuntimeError(not_bool(value))
     return bool(value)
 
 
@@ -543,3 +620,44 @@ def error_message(e: CELEvalError) -> str:
         detail = args[2][0] if isinstance(args[2], tuple) else args[2]
         return f"{text}: {detail}"[:300]
     return text[:300]
+
+
+def evaluation_cost(compiled: CompiledExpression, activation: Activation) -> int:
+    """The runtime cost one evaluation spends (upstream's ``EvalDetails.ActualCost``), whatever
+    its outcome; past the limit, the limit plus what the failing step charged."""
+    budget = [CEL_SELECTOR_EXPRESSION_MAX_COST]
+    with contextlib.suppress(CELEvalError, CostLimitExceeded):
+        _Evaluator(compiled.ast, activation, budget, compiled.literals).evaluate()
+    return CEL_SELECTOR_EXPRESSION_MAX_COST - budget[0]
+
+
+#: cel-go's words when a result is not a bool (``ConvertToNative`` of each type).
+_NOT_BOOL = {
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
+    "double": "type conversion error from Double to 'bool'",
+    "bytes": "type conversion error from Bytes to 'bool'",
+    "string": "unsupported native conversion from string to 'bool'",
+    "list": "type conversion error from list to 'bool'",
+    "map": "type conversion error from map to 'bool'",
+    "type": "type conversion not supported for 'type'",
+}
+
+
+def not_bool(value: Any) -> str:
+    """The allocator's error for a selector whose (dynamic) result is not a bool."""
+    name = cel_type_name(value)
+    detail = _NOT_BOOL.get(name, f"type conversion error from '{name.rsplit('.', 1)[-1]}' to 'bool'")
+    return f"CEL result of type {name} could not be converted to bool: {detail}"
+
+
+def go_type_name(value: Any) -> str:
+    """The Go type cel-go names when a comprehension's range is not iterable."""
+    name = cel_type_name(value)
+    if name.startswith("kubernetes."):
+        return "cel." + name.removeprefix("kubernetes.")
+    if name.startswith("google.protobuf."):
+        return "types." + name.removeprefix("google.protobuf.")
+    if name == "null_type":
+        return "types.Null"
+    return "types." + name.capitalize()

@@ -6,7 +6,8 @@ reference's, word for word); its shaped tree is *translated* to the Rust engine'
 Declined: arithmetic and unary minus (int64 overflow and division rules differ), map literals, uint
 literals, ``matches`` (RE2 vs Python regex), conversions (``int()``, ``string()``, ``type()``,
 timestamps), ``device``/``device.attributes`` used as whole values, macro nests whose worst-case
-cost could reach the reference's step budget (:data:`.evaluator.MAX_STEPS`), and every function,
+node count could bring their cost near upstream's runtime cost limit (the Rust engine tracks no
+cost; the reference does, :mod:`.cost`), and every function,
 macro or syntax without a callback here (the lists, sets, regex, URL, IP, CIDR and format
 libraries, optional syntax, two-variable comprehensions, ``sortBy``, three-argument ``map``).
 
@@ -30,12 +31,16 @@ from celpy.evaluation import CELEvalError
 from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from ..api.quantity import Quantity
 from ..api.semver import Semver
+from .cost import CEL_SELECTOR_EXPRESSION_MAX_COST
 from .environment import CompiledExpression
-from .evaluator import MAX_STEPS, _call
+from .evaluator import _call
 from .library import FUNCTIONS, MAX_VALUE_SIZE
 from .rustbridge import CALLBACKS
 from .rustvalues import TAG_QUANTITY, TAG_SEMVER, Input, quantity_text, semver_text
 
+#: Node visits a translated expression may need at worst: a node costs a few units at most, so
+#: such an expression stays well under the cost limit and needs no cost tracking.
+_MAX_STEPS = CEL_SELECTOR_EXPRESSION_MAX_COST // 20
 #: Assumed element counts for macro targets of unknown size, for the step bound.
 _LIST_BOUND = MAX_ATTRIBUTE_VALUES_PER_DEVICE
 _MAP_BOUND = 64
@@ -117,7 +122,7 @@ def translate(compiled: CompiledExpression) -> Translation:
     while any(i.startswith(prefix) for i in idents):
         prefix += "x"
     translator = _Translator(compiled.literals, prefix)
-    if _steps(compiled.ast, {}) > MAX_STEPS // 2:
+    if _steps(compiled.ast, {}) > _MAX_STEPS:
         raise Declined("macro nest too costly")
     node = translator.value(translator.t(compiled.ast, {}))
     return Translation(
