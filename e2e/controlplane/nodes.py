@@ -198,6 +198,7 @@ class Nodes(Lifecycle):
         argv = [str(kubelet), *self._kubelet_argv[name][1:]]
         self._kubelet_argv[name] = argv
         node = self._node_dir(spec)
+        exited_proxy = self._forget_exited_kube_proxy(spec) if self.real is not None else False
         self._spawn(f"{name}-kubelet", self._kubelet_command(spec, argv), node)
         admin = self.cp.client()
 
@@ -208,6 +209,8 @@ class Nodes(Lifecycle):
         wait_until(
             f"node {name} does not report kubelet {version}", reports, self.start_timeout, alive=self.dead
         )
+        if exited_proxy:
+            self._start_kube_proxy(spec)
         self._wait_node(spec)
 
     def stop(self) -> None:
@@ -478,15 +481,25 @@ class Nodes(Lifecycle):
         out.write_text(json.dumps(config, indent=2) + "\n")
         return out
 
+    def _forget_exited_kube_proxy(self, spec: NodeSpec) -> bool:
+        """Whether the node's kube-proxy has exited (it does when its Node is deleted: "Node is being
+        deleted"); if so it is forgotten, to be started again once the kubelet has registered the Node
+        anew, as its DaemonSet would."""
+        [proxy] = [p for p in self._procs if p.name == f"{spec.name}-kube-proxy"]
+        if proxy.popen.poll() is None:
+            return False
+        self._procs.remove(proxy)
+        return True
+
     def _start_kube_proxy(self, spec: NodeSpec) -> None:
         """kube-proxy (iptables mode) in the node's network namespace, as ``system:kube-proxy`` (the
         default system:node-proxier binding): its rules and net.* sysctls live and die there; the
         conntrack settings that would write global sysctls are off."""
         assert self.real is not None
         node = self._node_dir(spec)
-        kubeconfig = self._node_kubeconfig(
-            self.cp.add_user(f"proxy-{spec.name}", User("system:kube-proxy", ()))
-        )
+        key = f"proxy-{spec.name}"  # started again after its Node was deleted: the same identity
+        issued = self.cp.kubeconfig_path(key) if key in self.cp.users else None
+        kubeconfig = self._node_kubeconfig(issued or self.cp.add_user(key, User("system:kube-proxy", ())))
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
