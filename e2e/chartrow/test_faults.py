@@ -287,4 +287,3 @@ def test_a_lost_node_s_pods_are_replaced_elsewhere_and_released_when_it_returns(
     report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
     assert report["doubleAllocated"] == []
     row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
-
