@@ -14,7 +14,7 @@ import copy
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..core.allocation.claims import reserved_for
+from ..core.allocation.claims import SpecialClaim, as_obj, reserved_for
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER
 from ..core.api.objects import Obj, as_dict, as_list, meta, name, namespace, uid
 from ..kube.client import ApiError, KubeClient, NotLeader
@@ -87,10 +87,10 @@ class ClaimWriter:
                 raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
             raise BindError(f"get claim {ns}/{cname}: {e.message}") from e
 
-    def create(self, body: Obj, ns: str, pod_name: str) -> Obj:
+    def create(self, body: SpecialClaim, ns: str, pod_name: str) -> Obj:
         """POST the special claim; a 409 means a generated name collided: ask again for another."""
         try:
-            created = retry_as_is(lambda: self.client.create(RESOURCE_CLAIMS, body, ns), self.check)
+            created = retry_as_is(lambda: self.client.create(RESOURCE_CLAIMS, as_obj(body), ns), self.check)
         except ApiError as e:
             self.on_claim("create", False)
             raise BindError(
