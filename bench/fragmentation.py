@@ -48,6 +48,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 from webhook.core.allocation.claims import (
+    as_obj,
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
@@ -256,7 +257,7 @@ def run(policy: str, arrivals: list[Arrival], ticks: int, patience: int) -> Resu
             bound["spec"]["nodeName"] = d.node
             if d.special is not None:
                 name = deterministic_name(generate_name(pod), pod["metadata"]["uid"])
-                claim = special_claim_after_prebind(pod, d.requests, d.special, name, d.constraints)
+                claim = as_obj(special_claim_after_prebind(pod, d.requests, d.special, name, d.constraints))
                 st.apply("ResourceClaim", claim)
                 erc = extended_resource_claim_status(name, d.mappings)
                 bound["status"] = {"extendedResourceClaimStatus": erc}

@@ -624,9 +624,9 @@ def run_pods(
         claim = special_claim_after_prebind(
             pod, decision.requests, decision.special, claim_name, decision.constraints
         )
-        claim["metadata"].update(
-            uid=str(uuid.UUID(int=2 * 10**9 + i)), resourceVersion=str(10**6 + i), creationTimestamp=T0
-        )
+        claim["metadata"]["uid"] = str(uuid.UUID(int=2 * 10**9 + i))
+        claim["metadata"]["resourceVersion"] = str(10**6 + i)
+        claim["metadata"]["creationTimestamp"] = T0
         claim["metadata"]["annotations"][WRITER_ANNOTATION] = "draxr"
         handle("ResourceClaim", json.loads(json.dumps(claim)))
         assert decision.node is not None

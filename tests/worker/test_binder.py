@@ -18,7 +18,8 @@ from webhook.core.scheduling.framework import SCHEDULED, Decision
 from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient, NotLeader
-from webhook.worker.binder import AlreadyBound, Binder, BindError, Written, same_allocation
+from webhook.worker.binder import AlreadyBound, Binder, BindError, Written
+from webhook.worker.claimwriter import same_allocation
 
 USER_CLAIM = {
     "metadata": {"name": "mine", "namespace": "default"},
@@ -427,7 +428,7 @@ def test_roll_back_tolerates_a_claim_already_gone(gpu_cluster: Cluster) -> None:
     b.pre_bind(pod, decide(kube, pod), written)
     assert written.special_claim is not None
     name = written.special_claim["metadata"]["name"]
-    b.delete_claim("default", name)
+    b.claims.delete("default", name)
     b.roll_back(pod, written)  # no exception
     assert kube.claims() == []
 
@@ -529,7 +530,7 @@ def test_losing_the_lease_mid_cycle_stops_the_next_write(gpu_cluster: Cluster) -
 def test_delete_claim_tolerates_not_found(kube: Cluster) -> None:
     b, _ = binder(kube)
     kube.em.reset_requests()
-    assert b.delete_claim("default", "nothing-here") is True
+    assert b.claims.delete("default", "nothing-here") is True
     assert writes(kube) == []
 
 
@@ -539,7 +540,7 @@ def test_delete_claim_leaves_a_claim_with_another_uid_alone(gpu_cluster: Cluster
     claim = _leftover(kube, pod, finalizer=True)
     b, _ = binder(kube)
     kube.em.reset_requests()
-    assert b.delete_claim("default", claim["metadata"]["name"], "some-older-uid") is True
+    assert b.claims.delete("default", claim["metadata"]["name"], "some-older-uid") is True
     assert writes(kube) == []
     assert kube.em.find("resourceclaims", claim["metadata"]["name"], "default") is not None
 
@@ -550,7 +551,7 @@ def test_delete_claim_retries_a_conflicting_finalizer_removal(gpu_cluster: Clust
     claim = _leftover(kube, pod, finalizer=True)
     b, _ = binder(kube)
     rule = kube.em.inject(verbs="update", resource="resourceclaims", error=409, times=1)
-    assert b.delete_claim("default", claim["metadata"]["name"], claim["metadata"]["uid"]) is True
+    assert b.claims.delete("default", claim["metadata"]["name"], claim["metadata"]["uid"]) is True
     assert rule.hits == 1
     assert kube.em.find("resourceclaims", claim["metadata"]["name"], "default") is None
 
@@ -568,15 +569,15 @@ def test_release_claim_keeps_the_allocation_while_another_pod_holds_it(gpu_clust
     }
     kube.em.update_status("resourceclaims", claim)
     b, _ = binder(kube)
-    after = b.unreserve_claim("default", "mine", "ua", deallocate=True)
+    after = b.claims.unreserve("default", "mine", "ua", deallocate=True)
     assert after is not None
     assert [r["uid"] for r in after["status"]["reservedFor"]] == ["ub"]
     assert after["status"]["allocation"]
-    after = b.unreserve_claim("default", "mine", "ub", deallocate=True)
+    after = b.claims.unreserve("default", "mine", "ub", deallocate=True)
     assert after is not None
     assert not after["status"].get("reservedFor")
     assert not after["status"].get("allocation")
-    assert b.unreserve_claim("default", "gone", "ub", deallocate=True) is None
+    assert b.claims.unreserve("default", "gone", "ub", deallocate=True) is None
 
 
 # -- same_allocation ----------------------------------------------------------------------------------

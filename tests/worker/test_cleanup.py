@@ -16,7 +16,7 @@ from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RES
 from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
-from webhook.worker.binder import Binder
+from webhook.worker.claimwriter import ClaimWriter
 from webhook.worker.cleanup import Cleaner
 from webhook.worker.maintenance import Cleanup
 from webhook.worker.worker import Worker
@@ -75,14 +75,14 @@ def with_claim_status(kube: Cluster, pod_name: str, claim_name: str) -> Obj:
 def offline() -> Cleaner:
     """For decisions made from objects alone (no API call)."""
     client = KubeClient(None)
-    return Cleaner(client, Binder(client, "draxr"))
+    return Cleaner(client, ClaimWriter(client))
 
 
 @pytest.fixture
 def cleaner(kube: Cluster) -> Cleaner:
     kube.apply(node("n"), device_class(), gpu_slice("n", 2))
     client = kube.client()
-    return Cleaner(client, Binder(client, "draxr"))
+    return Cleaner(client, ClaimWriter(client))
 
 
 # -- release ------------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_release_reads_again_when_its_first_update_conflicts(kube: Cluster, clea
     assert stale is not None
     labels: Obj = {"metadata": {"labels": {"x": "y"}}}
     kube.em.patch("resourceclaims", "p-extended-resources-abcde", labels, "default")  # a newer version
-    released = cleaner.binder.unreserve_claim(
+    released = cleaner.claims.unreserve(
         "default", "p-extended-resources-abcde", pod["metadata"]["uid"], deallocate=True, known=stale
     )
     assert released is not None

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.allocation.claims import (
+    as_obj,
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
@@ -310,8 +311,10 @@ def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
             state.apply("PersistentVolumeClaim", c)
     if decision.special is not None:
         claim_name = deterministic_name(generate_name(pod), uid(pod))
-        result.claim = special_claim_after_prebind(
-            pod, decision.requests, decision.special, claim_name, decision.constraints
+        result.claim = as_obj(
+            special_claim_after_prebind(
+                pod, decision.requests, decision.special, claim_name, decision.constraints
+            )
         )
         result.claim_status = extended_resource_claim_status(claim_name, decision.mappings)
         state.apply("ResourceClaim", result.claim)

@@ -28,9 +28,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
 
-from ..core.allocation.claims import extended_resource_claim_status, reserved_for, special_claim
+from ..core.allocation.claims import extended_resource_claim_status, special_claim
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER, WRITER_ANNOTATION
 from ..core.api.objects import (
     Obj,
@@ -48,17 +47,12 @@ from ..core.api.objects import (
 from ..core.api.orphans import special_claim_name
 from ..core.scheduling.framework import Decision
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
-from ..kube.resources import PODS, RESOURCE_CLAIMS
-from ..kube.retry import retry_on_conflict
+from ..kube.resources import PODS
+from .claimwriter import BindError, ClaimWriter, give_up_as_bind_error, retry_as_is
+
+__all__ = ["AlreadyBound", "BindError", "Binder", "Written"]
 
 log = logging.getLogger("draxr.binder")
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class BindError(Exception):
-    """A PreBind or Bind step failed; the cycle must be undone."""
 
 
 class AlreadyBound(BindError):
@@ -104,15 +98,17 @@ class Binder:
         on_claim: Callable[[str, bool], None] | None = None,
         binding_conditions: Callable[[], bool] = lambda: False,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        claims: ClaimWriter | None = None,
     ) -> None:
         """``binding_conditions``: whether ``DRADeviceBindingConditions`` is on (then every allocation
-        written carries ``allocationTimestamp``, as upstream's ``bindClaim``); ``wall``: its clock."""
+        written carries ``allocationTimestamp``, as upstream's ``bindClaim``); ``wall``: its clock;
+        ``claims``: the claim writer shared with cleanup (None: one of its own)."""
+        self.claims = claims or ClaimWriter(client, fence, on_claim)
         self.binding_conditions = binding_conditions
         self.wall = wall
         self.client = client
         self.scheduler_name = scheduler_name
         self.fence = fence
-        self.on_claim = on_claim or (lambda op, ok: None)
 
     def _observe(self, step: str, pod: Obj) -> None:
         if self.observer is not None:
@@ -138,16 +134,16 @@ class Binder:
             known = uc.claim
             if allocation is not None:
                 # ``bindClaim``: an allocated claim is protected from deletion while in use.
-                known = self._ensure_finalizer(copy.deepcopy(uc.claim))
+                known = self.claims.ensure_finalizer(copy.deepcopy(uc.claim))
             written.user_claims.append((ns, cname, allocation is not None))
-            written.versions[(ns, cname)] = self._update_claim_status(
+            written.versions[(ns, cname)] = self.claims.reserve(
                 ns, cname, pod, allocation, expected_uid=uid(uc.claim), known=known
             )
         if special is not None and stamp is not None and decision.special is not None:
             special["allocationTimestamp"] = stamp  # a fresh allocation (not a resumed one)
         if special is not None:
             claim = self._special_claim(pod, decision, written, decision.reuse or decision.resumed)
-            written.versions[(namespace(claim), name(claim))] = self._update_claim_status(
+            written.versions[(namespace(claim), name(claim))] = self.claims.reserve(
                 namespace(claim), name(claim), pod, special, expected_uid=uid(claim), known=claim
             )
             self._observe("claim-allocated", pod)
@@ -180,134 +176,16 @@ class Binder:
         if reuse is not None and _devices(reuse) == (decision.requests, decision.constraints):
             written.reused_claim = reuse
             if DELETE_PROTECTION_FINALIZER not in as_list(reuse.get("metadata", {}).get("finalizers")):
-                reuse = self._ensure_finalizer(reuse)
+                reuse = self.claims.ensure_finalizer(reuse)
             return reuse
         if reuse is not None:
-            self.delete_claim(namespace(reuse), name(reuse), uid(reuse))
+            self.claims.delete(namespace(reuse), name(reuse), uid(reuse))
         body = special_claim(pod, decision.requests, constraints=decision.constraints)
         body["metadata"]["annotations"][WRITER_ANNOTATION] = self.scheduler_name
-        try:
-            # A 409 on create means a generated name collided: ask again for another one.
-            created = self._retry_conflicts(lambda: self.client.create(RESOURCE_CLAIMS, body, namespace(pod)))
-        except ApiError as e:
-            self.on_claim("create", False)
-            raise BindError(
-                f"claim creation errors: create claim for extended resources "
-                f"{namespace(pod)}/{name(pod)}: {e.message}"
-            ) from e
-        self.on_claim("create", True)
+        created = self.claims.create(body, namespace(pod), name(pod))
         written.special_claim = created
         self._observe("claim-created", pod)
         return created
-
-    def _retry_conflicts(self, call: Callable[[], Obj]) -> Obj:
-        """A write made again as is on a conflict (a create from ``generateName``, a merge patch);
-        the last conflict is raised."""
-
-        def write(_: None) -> Obj:
-            self._check()
-            return call()
-
-        return retry_on_conflict(write, None)
-
-    def _on_conflict(
-        self, mutate: Callable[[T], R], current: T, reread: Callable[[], T] | None, what: str
-    ) -> R:
-        """``retry_on_conflict``; conflicts that do not stop: ``BindError("<what>: too many conflicts")``."""
-        try:
-            return retry_on_conflict(mutate, current, reread)
-        except ApiError as e:
-            if not e.conflict:
-                raise
-            raise BindError(f"{what}: too many conflicts") from e
-
-    def _ensure_finalizer(self, claim: Obj) -> Obj:
-        ns, cname = namespace(claim), name(claim)
-
-        def add(claim: Obj) -> Obj:
-            self._check()
-            meta = claim.setdefault("metadata", {})
-            finalizers = list(as_list(meta.get("finalizers")))
-            if DELETE_PROTECTION_FINALIZER in finalizers:
-                return claim
-            meta["finalizers"] = [*finalizers, DELETE_PROTECTION_FINALIZER]
-            try:
-                return self.client.update(RESOURCE_CLAIMS, claim)
-            except ApiError as e:
-                if e.conflict:
-                    raise
-                raise BindError(f"add finalizer to claim {ns}/{cname}: {e.message}") from e
-
-        return self._on_conflict(
-            add, claim, lambda: self._get_claim(ns, cname), f"add finalizer to claim {ns}/{cname}"
-        )
-
-    def _get_claim(self, ns: str, cname: str) -> Obj:
-        try:
-            return self.client.get(RESOURCE_CLAIMS, cname, ns)
-        except ApiError as e:
-            if e.not_found:
-                raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
-            raise BindError(f"get claim {ns}/{cname}: {e.message}") from e
-
-    def _update_claim_status(
-        self,
-        ns: str,
-        cname: str,
-        pod: Obj,
-        allocation: Obj | None,
-        expected_uid: str,
-        known: Obj | None = None,
-    ) -> str:
-        """Write the allocation (if any) and reserve the claim for the pod; retry on conflict. The
-        claim's resourceVersion once written (or found settled) is returned.
-
-        ``known`` is the newest copy we hold (the POST answer, or the cache's): an up-to-date one
-        saves a read, a stale one costs a 409 and a fresh read. A copy that says there is nothing
-        to write is not taken at its word: the API is read (the claim may be gone, or deallocated).
-        """
-
-        def settled(claim: Obj) -> bool:
-            st = as_dict(claim.get("status"))
-            reserved = any(as_dict(r).get("uid") == uid(pod) for r in as_list(st.get("reservedFor")))
-            return reserved and bool(st.get("allocation"))
-
-        if known is not None and not settled(known):
-            claim = copy.deepcopy(known)
-        else:
-            claim = self._get_claim(ns, cname)
-
-        def reserve(claim: Obj) -> str:
-            if expected_uid and uid(claim) != expected_uid:
-                raise BindError(f"claim {ns}/{cname} got deleted in the meantime")
-            st = claim.setdefault("status", {})
-            current = st.get("allocation")
-            if allocation is not None and current and not same_allocation(current, allocation):
-                raise BindError(f"claim {ns}/{cname} got allocated elsewhere in the meantime")
-            if allocation is None and not current:
-                raise BindError(f"claim {ns}/{cname} lost its allocation in the meantime")
-            reserved = as_list(st.get("reservedFor"))
-            already = any(as_dict(r).get("uid") == uid(pod) for r in reserved)
-            if already and (allocation is None or current):
-                return str(meta(claim).get("resourceVersion") or "")  # nothing to write
-            if allocation is not None and not current:
-                st["allocation"] = allocation
-            if not already:
-                st["reservedFor"] = [*reserved, reserved_for(pod)]
-            self._check()
-            try:
-                answer = self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
-            except ApiError as e:
-                if e.conflict:
-                    raise
-                if e.not_found:
-                    raise BindError(f"claim {ns}/{cname} got deleted in the meantime") from e
-                raise BindError(f"update claim {ns}/{cname} status: {e.message}") from e
-            return str(meta(answer).get("resourceVersion") or "")
-
-        return self._on_conflict(
-            reserve, claim, lambda: self._get_claim(ns, cname), f"update claim {ns}/{cname} status"
-        )
 
     def _patch_pod_status(self, pod: Obj, erc_status: Obj, live: Obj) -> None:
         """Write the mapping unless ``live`` (the pod as read at the start of this PreBind) holds
@@ -322,7 +200,7 @@ class Binder:
             return
         try:
             # A merge patch carries no resourceVersion, so a conflict is safe to retry as is.
-            patched = self._retry_conflicts(lambda: self._patch_mapping(pod, erc_status))
+            patched = retry_as_is(lambda: self._patch_mapping(pod, erc_status), self._check)
         except ApiError as e:
             raise BindError(
                 f"update pod {namespace(pod)}/{name(pod)} ExtendedResourceClaimStatus: {e.message}"
@@ -369,7 +247,7 @@ class Binder:
                     raise BindError(f"binding rejected: pod is already assigned to node {current}") from e
                 raise
 
-        self._on_conflict(bind, None, None, "binding rejected")
+        give_up_as_bind_error(bind, None, None, "binding rejected")
         self._observe("bound", pod)
 
     def _current_node(self, pod: Obj) -> str | None:
@@ -403,12 +281,12 @@ class Binder:
         claim = written.special_claim
         if claim is not None:
             try:
-                self.delete_claim(namespace(claim), name(claim), uid(claim))
+                self.claims.delete(namespace(claim), name(claim), uid(claim))
             except (ApiError, BindError, NotLeader) as e:
                 log.warning("unreserve: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)})
         for ns, cname, allocated_here in written.user_claims:
             try:
-                self.unreserve_claim(ns, cname, uid(pod), deallocate=allocated_here)
+                self.claims.unreserve(ns, cname, uid(pod), deallocate=allocated_here)
             except (ApiError, BindError, NotLeader) as e:
                 log.warning("unreserve: release claim: %s", e, extra={"pod": key(pod), "claim": cname})
         mapped = written.special_claim or written.reused_claim
@@ -433,120 +311,9 @@ class Binder:
                 if not e.not_found:
                     raise
 
-        self._on_conflict(
+        give_up_as_bind_error(
             clear, self.read_pod(pod), lambda: self.read_pod(pod), f"clear pod {key(pod)} status"
         )
-
-    def read_claim(self, ns: str, cname: str) -> Obj | None:
-        """A fresh copy, or None when the claim is gone (cleanup treats that as done)."""
-        try:
-            return self.client.get(RESOURCE_CLAIMS, cname, ns)
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
-
-    def unreserve_claim(
-        self, ns: str, cname: str, pod_uid: str, *, deallocate: bool, known: Obj | None = None
-    ) -> Obj | None:
-        """Take the pod out of ``reservedFor``; clear the allocation when nobody is left.
-        ``known``: a copy the caller just read, used for the first attempt (a conflict reads again)."""
-
-        def unreserve(claim: Obj | None) -> Obj | None:
-            if claim is None:
-                return None
-            st = claim.setdefault("status", {})
-            before = as_list(st.get("reservedFor"))
-            after = [r for r in before if as_dict(r).get("uid") != pod_uid]
-            drop_alloc = deallocate and not after and st.get("allocation")
-            if len(after) == len(before) and not drop_alloc:
-                return claim
-            st["reservedFor"] = after or None
-            if drop_alloc:
-                st.pop("allocation", None)
-            self._check()
-            try:
-                released = self.client.update(RESOURCE_CLAIMS, claim, subresource="status")
-            except ApiError as e:
-                if e.not_found:
-                    return None
-                raise
-            return self._drop_finalizer(released) if drop_alloc else released
-
-        first = known if known is not None else self.read_claim(ns, cname)
-        return self._on_conflict(
-            unreserve, first, lambda: self.read_claim(ns, cname), f"release claim {ns}/{cname}"
-        )
-
-    def _drop_finalizer(self, claim: Obj) -> Obj | None:
-        """A deallocated claim no longer needs its delete protection."""
-        ns, cname = namespace(claim), name(claim)
-
-        def drop(claim: Obj | None) -> Obj | None:
-            if claim is None or as_dict(claim.get("status")).get("allocation"):
-                return claim  # gone, or allocated again meanwhile: the finalizer stays
-            meta = claim.setdefault("metadata", {})
-            finalizers = as_list(meta.get("finalizers"))
-            if DELETE_PROTECTION_FINALIZER not in finalizers:
-                return claim
-            meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-            self._check()
-            try:
-                return self.client.update(RESOURCE_CLAIMS, claim)
-            except ApiError as e:
-                if e.not_found:
-                    return None
-                raise
-
-        first: Obj | None = claim
-        return self._on_conflict(
-            drop, first, lambda: self.read_claim(ns, cname), f"remove finalizer of claim {ns}/{cname}"
-        )
-
-    def delete_claim(
-        self, ns: str, cname: str, claim_uid: str | None = None, *, known: Obj | None = None
-    ) -> bool:
-        """``deleteClaim``: remove the finalizer (retry on conflict), then DELETE; NotFound is fine.
-        ``known``: a copy the caller just wrote or read, used for the first attempt."""
-
-        def delete(claim: Obj | None) -> bool:
-            if claim is None:
-                return True
-            if claim_uid and uid(claim) != claim_uid:
-                return True  # a different claim with the same name: not ours to delete
-            meta = claim.setdefault("metadata", {})
-            finalizers = as_list(meta.get("finalizers"))
-            try:
-                if DELETE_PROTECTION_FINALIZER in finalizers:
-                    meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-                    self._check()
-                    self.client.update(RESOURCE_CLAIMS, claim)
-                self._check()
-                self.client.delete(RESOURCE_CLAIMS, cname, ns, uid=uid(claim))
-            except ApiError as e:
-                if e.not_found:
-                    return True
-                raise
-            self.on_claim("delete", True)
-            return True
-
-        first = known if known is not None else self.read_claim(ns, cname)
-        return self._on_conflict(
-            delete, first, lambda: self.read_claim(ns, cname), f"delete claim {ns}/{cname}"
-        )
-
-
-def same_allocation(a: Obj, b: Obj) -> bool:
-    """Same devices for the same requests (servers may add or drop defaulted fields)."""
-
-    def key(alloc: Obj) -> list[tuple[str, str, str, str]]:
-        results = as_list(as_dict(as_dict(alloc).get("devices")).get("results"))
-        return sorted(
-            (str(r.get("request")), str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
-            for r in (as_dict(x) for x in results)
-        )
-
-    return key(a) == key(b)
 
 
 def _devices(claim: Obj) -> tuple[list[Obj], list[Obj]]:

@@ -199,7 +199,7 @@ class BindingCycle:
             live = self.binder.read_pod(pod)
             if live is not None and live.get("spec", {}).get("nodeName"):
                 return  # bound after all: it runs with the claim
-            self.binder.delete_claim(namespace(claim), name(claim), uid(claim))
+            self.binder.claims.delete(namespace(claim), name(claim), uid(claim))
         except Exception as e:
             log.warning(
                 "binding conditions: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)}

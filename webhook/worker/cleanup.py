@@ -16,15 +16,15 @@ from ..core.api.orphans import orphaned, owner_pod_uid
 from ..core.api.specialclaims import is_special_claim
 from ..kube.client import ApiError, KubeClient, NotLeader
 from ..kube.resources import PODS
-from .binder import Binder, BindError
+from .claimwriter import BindError, ClaimWriter
 
 log = logging.getLogger("draxr.cleanup")
 
 
 class Cleaner:
-    def __init__(self, client: KubeClient, binder: Binder) -> None:
+    def __init__(self, client: KubeClient, claims: ClaimWriter) -> None:
         self.client = client
-        self.binder = binder
+        self.claims = claims
         #: Orphans the last ``repair`` confirmed with the API but could not release.
         self.unrepaired = 0
 
@@ -33,18 +33,18 @@ class Cleaner:
         special claim's ``reservedFor``, deallocate the claim and delete it; True when nothing is
         left (a claim another pod still holds stays, unreserved for this one: False)."""
         try:
-            current = self.binder.read_claim(ns, claim_name)
+            current = self.claims.read(ns, claim_name)
             if current is None or not is_special_claim(current):
                 return True  # gone, or not a special claim: never touched here
             owner = controller_ref(current)
             if owner is not None and owner.get("uid") != pod_uid:
                 return True  # belongs to a newer pod of the same name
-            claim = self.binder.unreserve_claim(ns, claim_name, pod_uid, deallocate=True, known=current)
+            claim = self.claims.unreserve(ns, claim_name, pod_uid, deallocate=True, known=current)
             if claim is None:
                 return True
             if as_dict(claim.get("status")).get("reservedFor"):
                 return False  # still in use by someone else
-            self.binder.delete_claim(ns, claim_name, uid(claim), known=claim)
+            self.claims.delete(ns, claim_name, uid(claim), known=claim)
             log.info("released special claim", extra={"claim": f"{ns}/{claim_name}", "pod": pod_uid})
             return True
         except (ApiError, BindError, NotLeader) as e:

@@ -112,7 +112,7 @@ class SchedulingLoop:
     def post_filter(self, pod: Obj, claim: Obj) -> None:
         """PostFilter: a special claim from an earlier cycle blocks the pod; delete it and retry at once."""
         try:
-            self.binder.delete_claim(namespace(claim), name(claim), uid(claim))
+            self.binder.claims.delete(namespace(claim), name(claim), uid(claim))
             self.cache.forget_claim(claim)
             log.info("deletion of ResourceClaim completed", extra={"pod": key(pod), "claim": name(claim)})
             self.queue.failed(uid(pod), retry_now=True)

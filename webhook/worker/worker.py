@@ -31,6 +31,7 @@ from .assumed import AssumedClaims, AssumedPods
 from .binder import Binder
 from .bindingconditions import BindingConditionWaiter
 from .bindingcycle import BindingCycle
+from .claimwriter import ClaimWriter
 from .cleanup import Cleaner
 from .config import WorkerConfig
 from .doubles import DoubleAllocations
@@ -68,14 +69,16 @@ class Worker:
         self.scheduler = cache.scheduler(
             config.policy, config.scheduler_name, config.percentage_of_nodes_to_score
         )
+        #: The one writer of claims: the binding cycle's and cleanup's.
+        self.claims = ClaimWriter(client, fence, metrics.on_claim)
         self.binder = Binder(
             client,
             config.scheduler_name,
             fence,
-            metrics.on_claim,
             binding_conditions=lambda: cache.state.devices.binding_conditions,
+            claims=self.claims,
         )
-        self.cleaner = Cleaner(client, self.binder)
+        self.cleaner = Cleaner(client, self.claims)
         # A client of its own (kube-scheduler's event client): an Event for every pod bound takes
         # neither write tokens nor connections from the bindings; a connection per sender.
         self.events = EventRecorder(

@@ -8,6 +8,9 @@ import pytest
 from tests.core.harness import scheduler
 from tests.core.podfactory import container, device, device_class, gpus, node, pod, resource_slice
 from webhook.core.allocation.claims import (
+    SpecialClaim,
+    SpecialClaimMetadata,
+    SpecialClaimStatus,
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
@@ -59,6 +62,20 @@ def test_special_claim_after_prebind_is_schema_valid(count: int) -> None:
     assert claim["status"]["reservedFor"] == [
         {"resource": "pods", "name": "my-pod", "uid": p["metadata"]["uid"]}
     ]
+
+
+def test_the_built_claim_has_exactly_the_typed_shape() -> None:
+    """The TypedDict is the shape written: no key outside it, and only what the server sets missing."""
+    p, d = _decision()
+    claim = special_claim_after_prebind(p, d.requests, d.special, "my-pod-extended-resources-abcde")
+    server_sets = {"uid", "resourceVersion", "creationTimestamp"}
+    for typed, built, missing in (
+        (SpecialClaim, claim, set()),
+        (SpecialClaimMetadata, claim["metadata"], server_sets),
+        (SpecialClaimStatus, claim["status"], set()),
+    ):
+        assert set(built) <= set(typed.__annotations__)
+        assert set(typed.__annotations__) - set(built) == missing
 
 
 @pytest.mark.parametrize("version", VERSIONS)

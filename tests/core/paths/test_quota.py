@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.core.podfactory import container, pod
-from webhook.core.allocation.claims import special_claim
+from webhook.core.allocation.claims import as_obj, special_claim
 from webhook.core.api.objects import Obj
 from webhook.core.paths.quota import (
     CLAIM_COUNT_KEY,
@@ -151,7 +151,7 @@ def test_upstreams_e2e_quota_case_gives_its_exact_used_figures() -> None:
         ],
     )
     requests, _ = create_requests_and_mappings(p, {GPU: GPU_CLASS, IMPLICIT: GPU_CLASS})
-    special = special_claim(p, requests, claim_name="quota-extended-resources-x2k4z")
+    special = as_obj(special_claim(p, requests, claim_name="quota-extended-resources-x2k4z"))
     special["metadata"]["creationTimestamp"] = "2026-10-01T00:00:00Z"
     p["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "quota-extended-resources-x2k4z"}}
     external = claim(exactly(count=1), name="external-claim")
@@ -174,8 +174,8 @@ def test_upstreams_e2e_quota_case_gives_its_exact_used_figures() -> None:
 def test_an_unverified_special_claim_is_charged_in_full() -> None:
     """A second claim a pod owns (a failed binding cycle's, or a forged one) gets no discount."""
     p = pod("p", containers=[container("c", {GPU: "1"})])
-    first = special_claim(p, [exactly(count=1)], claim_name="a")
-    second = special_claim(p, [exactly(count=1)], claim_name="b")
+    first = as_obj(special_claim(p, [exactly(count=1)], claim_name="a"))
+    second = as_obj(special_claim(p, [exactly(count=1)], claim_name="b"))
     for c, t in ((first, "2026-10-01T00:00:00Z"), (second, "2026-10-01T00:00:09Z")):
         c["metadata"]["creationTimestamp"] = t
     owned = [first, second]

@@ -9,7 +9,7 @@ import uuid
 
 from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
-from webhook.core.allocation.claims import claim_status, special_claim_after_prebind
+from webhook.core.allocation.claims import as_obj, claim_status, special_claim_after_prebind
 from webhook.core.allocation.results import share_id_sequence
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
@@ -77,7 +77,7 @@ def test_the_written_claim_holds_what_the_reservation_held() -> None:
     reserved = st.capacity.free(DRIVER).copy()
     written = special_claim_after_prebind(d.pod, d.requests, d.special, "p-gpu-abcde")
     assert written["status"] == claim_status(d.pod, d.special)
-    st.apply("ResourceClaim", written)
+    st.apply("ResourceClaim", as_obj(written))
     # Held by both the reservation and the written claim until Unreserve: each share counts once
     # (by its shareID), or the next pod would be refused meanwhile (a flaky worker test found it).
     assert st.capacity.free(DRIVER) == reserved

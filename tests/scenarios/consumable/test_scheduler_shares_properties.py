@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
-from webhook.core.allocation.claims import special_claim_after_prebind
+from webhook.core.allocation.claims import as_obj, special_claim_after_prebind
 from webhook.core.allocation.results import share_id_sequence
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
@@ -67,7 +67,9 @@ def test_pods_never_over_consume_a_device(scenario: tuple[list[Obj], str, list[i
             share = Quantity.parse(r["consumedCapacity"]["memory"]).value
             assert share >= want
             used[r["device"]] += share
-        st_.apply("ResourceClaim", special_claim_after_prebind(d.pod, d.requests, d.special, f"p{i}-claim"))
+        st_.apply(
+            "ResourceClaim", as_obj(special_claim_after_prebind(d.pod, d.requests, d.special, f"p{i}-claim"))
+        )
         s.unreserve(d, token)
         for n, total in used.items():
             assert total <= capacity[n], (n, total, capacity[n])

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Literal, NotRequired, TypedDict, cast
 
 from ..api.constants import (
     DELETE_PROTECTION_FINALIZER,
@@ -14,6 +14,73 @@ from ..api.constants import (
 )
 from ..api.objects import Obj, name, namespace, uid
 from .results import ClaimAllocation
+
+
+class OwnerReference(TypedDict):
+    """The pod as the special claim's controller (upstream sets no ``blockOwnerDeletion``)."""
+
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+class ReservedFor(TypedDict):
+    """A consumer in ``status.reservedFor``: always a pod here."""
+
+    resource: str
+    name: str
+    uid: str
+
+
+class SpecialClaimMetadata(TypedDict):
+    """``name`` only offline (a server generates it from ``generateName``); ``annotations`` holds
+    ``resource.kubernetes.io/extended-resource-claim`` and, once the worker writes it, draxr's own."""
+
+    name: NotRequired[str]
+    generateName: str
+    namespace: str
+    annotations: dict[str, str]
+    ownerReferences: list[OwnerReference]
+    finalizers: NotRequired[list[str]]
+    #: Set by the API server; a claim read back (or one a test stands in for) has them.
+    uid: NotRequired[str]
+    resourceVersion: NotRequired[str]
+    creationTimestamp: NotRequired[str]
+
+
+class SpecialClaimDevices(TypedDict):
+    requests: list[Obj]
+    constraints: NotRequired[list[Obj]]
+
+
+class SpecialClaimSpec(TypedDict):
+    devices: SpecialClaimDevices
+
+
+class SpecialClaimStatus(TypedDict):
+    """What PreBind writes: the allocation (``AllocationResult.to_api``) and the pod."""
+
+    allocation: Obj
+    reservedFor: list[ReservedFor]
+
+
+class SpecialClaim(TypedDict):
+    """The special ResourceClaim draxr writes for a pod's extended resources (KEP-5004)."""
+
+    apiVersion: str
+    kind: Literal["ResourceClaim"]
+    metadata: SpecialClaimMetadata
+    spec: SpecialClaimSpec
+    status: NotRequired[SpecialClaimStatus]
+
+
+def as_obj(claim: SpecialClaim) -> Obj:
+    """The typed claim where any API object is taken (the client, the cluster state): the same
+    dict, no copy."""
+    return cast(Obj, claim)
+
 
 #: The API server's generateName alphabet (no vowels, no digits that read like letters).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -40,12 +107,12 @@ def deterministic_name(generate: str, seed: str) -> str:
     return truncated_base(generate) + suffix
 
 
-def owner_reference(pod: Obj) -> Obj:
+def owner_reference(pod: Obj) -> OwnerReference:
     """Controller reference to the pod; upstream does not set blockOwnerDeletion."""
     return {"apiVersion": "v1", "kind": "Pod", "name": name(pod), "uid": uid(pod), "controller": True}
 
 
-def reserved_for(pod: Obj) -> Obj:
+def reserved_for(pod: Obj) -> ReservedFor:
     return {"resource": "pods", "name": name(pod), "uid": uid(pod)}
 
 
@@ -56,21 +123,19 @@ def special_claim(
     claim_name: str | None = None,
     finalizer: bool = True,
     constraints: list[Obj] | None = None,
-) -> Obj:
+) -> SpecialClaim:
     """The special claim as POSTed in PreBind (no name: the server generates it). ``constraints``:
     draxr's alignment (``topology.alignment_constraints``); upstream's special claim has none."""
-    metadata: dict[str, Any] = {"name": claim_name} if claim_name else {}
-    metadata.update(
-        {
-            "generateName": generate_name(pod),
-            "namespace": namespace(pod),
-            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
-            "ownerReferences": [owner_reference(pod)],
-        }
-    )
+    metadata: SpecialClaimMetadata = {
+        **({"name": claim_name} if claim_name else {}),  # type: ignore[typeddict-item]
+        "generateName": generate_name(pod),
+        "namespace": namespace(pod),
+        "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+        "ownerReferences": [owner_reference(pod)],
+    }
     if finalizer:
         metadata["finalizers"] = [DELETE_PROTECTION_FINALIZER]
-    devices: dict[str, Any] = {"requests": requests}
+    devices: SpecialClaimDevices = {"requests": requests}
     if constraints:
         devices["constraints"] = constraints
     return {
@@ -81,7 +146,7 @@ def special_claim(
     }
 
 
-def claim_status(pod: Obj, allocation: ClaimAllocation) -> Obj:
+def claim_status(pod: Obj, allocation: ClaimAllocation) -> SpecialClaimStatus:
     """``status`` written in PreBind: the allocation and the pod in ``reservedFor``."""
     return {"allocation": allocation.to_api(), "reservedFor": [reserved_for(pod)]}
 
@@ -92,7 +157,8 @@ def special_claim_after_prebind(
     allocation: ClaimAllocation,
     claim_name: str,
     constraints: list[Obj] | None = None,
-) -> Obj:
+) -> SpecialClaim:
+    """The special claim as PreBind leaves it: created, allocated and reserved for the pod."""
     claim = special_claim(pod, requests, claim_name=claim_name, constraints=constraints)
     claim["status"] = claim_status(pod, allocation)
     return claim

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
-from webhook.core.allocation.claims import special_claim
+from webhook.core.allocation.claims import as_obj, special_claim
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
 
@@ -52,7 +52,7 @@ def results(node_name: str, devices: list[str], request: str = "container-0-requ
 def holding(p: Obj, devices: list[str]) -> Obj:
     """The special claim of bound pod ``p`` with ``devices`` of its node allocated."""
     node_name = p["spec"]["nodeName"]
-    c = special_claim(p, [], claim_name=f"{p['metadata']['name']}-gpu")
+    c = as_obj(special_claim(p, [], claim_name=f"{p['metadata']['name']}-gpu"))
     c["metadata"]["uid"] = f"uid-{p['metadata']['name']}-gpu"
     c["status"] = {
         "allocation": results(node_name, devices),

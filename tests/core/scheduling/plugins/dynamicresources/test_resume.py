@@ -9,7 +9,7 @@ import pytest
 
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device, device_class, gpus, node, pod, resource_slice
-from webhook.core.allocation.claims import special_claim_after_prebind
+from webhook.core.allocation.claims import as_obj, special_claim_after_prebind
 from webhook.core.api.constants import WRITER_ANNOTATION
 from webhook.core.api.objects import Obj
 from webhook.core.cluster.state import ClusterState
@@ -28,7 +28,7 @@ def interrupted() -> tuple[ClusterState, Obj, Obj]:
     d = s.schedule(p)
     assert d.status == SCHEDULED
     assert d.special is not None
-    c = special_claim_after_prebind(p, d.requests, d.special, "p-extended-resources-abcde")
+    c = as_obj(special_claim_after_prebind(p, d.requests, d.special, "p-extended-resources-abcde"))
     c["metadata"]["uid"] = "claim-uid"
     c["metadata"]["annotations"][WRITER_ANNOTATION] = "draxr"
     st.apply("ResourceClaim", c)
