@@ -146,7 +146,20 @@ def run_kep_example(row: ChartRow) -> tuple[Obj, dict[str, str], dict[str, str]]
         60,
     )
     row.kubectl("apply", "-f", "-", stdin=json.dumps(kep_pod(chart.workload)))
-    row.kubectl("-n", NS, "wait", "--for=jsonpath={.status.phase}=Running", "pod/demo", "--timeout=120s")
+    waited = row.kubectl(
+        "-n",
+        NS,
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "pod/demo",
+        "--timeout=120s",
+        timeout=130,
+        check=False,
+    )
+    if "condition met" not in waited:
+        pytest.fail(
+            f"the KEP example's pod is not Running:\n{row.kubectl('-n', NS, 'describe', 'pod', 'demo')}"
+        )
     pod = row.get("-n", NS, "pod", "demo")
     status = pod["status"]
     if "extendedResourceClaimStatus" in status:
