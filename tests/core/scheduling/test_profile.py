@@ -64,28 +64,6 @@ def _zone_filter(wanted: str, node: str, info: NodeInfo) -> str | None:
 ZONE_FILTER = FilterPlugin("TestZone", _zone_pre_filter, _zone_filter)
 
 
-def test_the_default_profile_is_upstream_order() -> None:
-    """Whatever plugins the profile holds, it names them in kube-scheduler's default order."""
-    order = [
-        "VolumeRestrictions",
-        "NodeVolumeLimits",
-        "VolumeBinding",
-        "VolumeZone",
-        "PodTopologySpread",
-        "InterPodAffinity",
-    ]
-    names = [p.name for p in profile.FILTERS]
-    assert names == [n for n in order if n in names]
-    weights = {
-        "TaintToleration": 3,
-        "NodeAffinity": 2,
-        "PodTopologySpread": 2,
-        "InterPodAffinity": 2,
-        "VolumeBinding": 1,  # StorageCapacityScoring, beta and on since 1.37
-    }
-    assert all(p.weight == weights[p.name] for p in profile.SCORES)
-
-
 def test_a_skipping_plugin_is_never_asked_and_the_pod_stays_usual() -> None:
     seen.clear()
     s = Scheduler(cluster("a", "b"), filters=[ZONE_FILTER])
