@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"draxr.invalid/e2e/controlplane/nodes/internal/cdi"
 )
 
 func TestCDISpecResolvesEveryIDAllocateHandsOut(t *testing.T) {
@@ -16,7 +18,7 @@ func TestCDISpecResolvesEveryIDAllocateHandsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec cdiSpec
+	var spec cdi.Spec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		t.Fatal(err)
 	}

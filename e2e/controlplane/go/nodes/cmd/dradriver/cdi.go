@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,25 +8,9 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"draxr.invalid/e2e/controlplane/nodes/internal/cdi"
 )
-
-// cdiSpec is the part of a CDI spec file (container-device-interface SPEC.md) the driver writes: one
-// device per allocated device, whose only edit is an environment variable naming it, so a container
-// running `env` shows exactly the devices a real runtime applied to it.
-type cdiSpec struct {
-	Version string      `json:"cdiVersion"`
-	Kind    string      `json:"kind"`
-	Devices []cdiDevice `json:"devices"`
-}
-
-type cdiDevice struct {
-	Name           string   `json:"name"`
-	ContainerEdits cdiEdits `json:"containerEdits"`
-}
-
-type cdiEdits struct {
-	Env []string `json:"env"`
-}
 
 // cdiName is the device part of a CDI device ID: "<pool>-<device>[-<share>]".
 func cdiName(r resourceapi.DeviceRequestAllocationResult) string {
@@ -51,29 +34,13 @@ func cdiFile(dir, driver string, uid types.UID) string {
 	return filepath.Join(dir, fmt.Sprintf("%s-%s.json", driver, uid))
 }
 
-// writeCDISpec writes the spec atomically (a temporary name the CDI cache ignores, then a rename),
-// so the runtime's cache never reads half a file.
+// writeCDISpec writes the spec of one claim's devices (cdi.Spec.Write: atomically).
 func writeCDISpec(dir, kind, driver string, uid types.UID, results []resourceapi.DeviceRequestAllocationResult) error {
-	spec := cdiSpec{Version: "0.6.0", Kind: kind}
+	spec := cdi.NewSpec(kind)
 	for _, r := range results {
-		spec.Devices = append(spec.Devices, cdiDevice{
-			Name:           cdiName(r),
-			ContainerEdits: cdiEdits{Env: []string{deviceEnv(driver, r)}},
-		})
+		spec.Add(cdiName(r), deviceEnv(driver, r))
 	}
-	raw, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	path := cdiFile(dir, driver, uid)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return spec.Write(cdiFile(dir, driver, uid))
 }
 
 // removeCDISpec removes a claim's spec; one that is not there is already removed.

@@ -9,6 +9,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"draxr.invalid/e2e/controlplane/nodes/internal/cdi"
 )
 
 func TestCDISpecNamesEachDeviceInAnEnvVar(t *testing.T) {
@@ -24,7 +26,7 @@ func TestCDISpecNamesEachDeviceInAnEnvVar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec cdiSpec
+	var spec cdi.Spec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		t.Fatal(err)
 	}
