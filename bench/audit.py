@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from e2e.controlplane import launcher
+
 Obj = dict[str, Any]
-WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+WRITES = frozenset(launcher.WRITES)  # the verbs the launcher's audit policy logs
 
 
 def _when(event: Obj) -> datetime:
