@@ -54,6 +54,19 @@ class ChartRow:
             assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done.stdout
 
+    def namespace(self, name: str) -> None:
+        """The namespace (made unless it exists), once its default ServiceAccount exists: pods
+        created before that are refused."""
+        if self.kubectl("get", "namespace", name, check=False) == "":
+            self.kubectl("create", "namespace", name)
+        self.cluster.cp.wait_for(
+            f"namespace {name} has no default ServiceAccount",
+            lambda: (
+                self.cluster.cp.client().get(f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200
+            ),
+            60,
+        )
+
     def get(self, *args: str) -> Obj:
         out: Obj = json.loads(self.kubectl("get", *args, "-o", "json"))
         return out
@@ -139,12 +152,7 @@ def run_kep_example(row: ChartRow) -> tuple[Obj, dict[str, str], dict[str, str]]
     row), the ``DRA_DEVICE_`` variables its devices must give, and those its container printed."""
     chart = row.cluster.chart
     assert chart is not None
-    row.kubectl("create", "namespace", NS)
-    row.cluster.cp.wait_for(
-        "no default ServiceAccount",
-        lambda: row.cluster.cp.client().get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
-        60,
-    )
+    row.namespace(NS)
     row.kubectl("apply", "-f", "-", stdin=json.dumps(kep_pod(chart.workload)))
     waited = row.kubectl(
         "-n",

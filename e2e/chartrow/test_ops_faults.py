@@ -47,16 +47,6 @@ def _pod(name: str, node_selector: dict[str, str] | None = None) -> Obj:
     }
 
 
-def _namespace(row: ChartRow) -> None:
-    if row.kubectl("get", "namespace", NS, check=False) == "":
-        row.kubectl("create", "namespace", NS)
-    row.cluster.cp.wait_for(
-        "no default ServiceAccount",
-        lambda: row.cluster.cp.client().get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 200,
-        60,
-    )
-
-
 def _create_until_answered(row: ChartRow, name: str, refused: list[str]) -> None:
     """Creates the pod as a user would through a restart: a connection error or a 5xx from an API
     server coming up is retried; 409 means an earlier attempt got through. Any other answer is a
@@ -111,7 +101,7 @@ FAULTS: dict[str, Callable[[ChartRow], None]] = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, fault: str) -> None:
-    _namespace(row)
+    row.namespace(NS)
     run = uuid.uuid4().hex[:6]  # names of this run only: the audit log keeps earlier runs' bindings
     names = [f"stream-{run}-{i}" for i in range(8)]
     refused: list[str] = []
@@ -152,7 +142,7 @@ def test_every_webhook_replica_down_refuses_creates_clearly_then_admission_resum
     """failurePolicy: Fail. With no webhook replica a create of a pod asking for example.com/gpu is
     refused with the API server's message naming draxr's hook; once the replicas are back admission
     works again, nothing else restarted."""
-    _namespace(row)
+    row.namespace(NS)
     name = f"refused-{uuid.uuid4().hex[:6]}"
     row.kubectl("-n", NAMESPACE, "scale", "deployment", WEBHOOK, "--replicas=0")
     try:
@@ -227,7 +217,7 @@ def test_a_lost_node_s_pods_are_replaced_elsewhere_and_released_when_it_returns(
     chart = cluster.chart
     assert nodes is not None
     assert chart is not None
-    _namespace(row)
+    row.namespace(NS)
     row.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment("lost", chart.workload)))
     row.kubectl("-n", NS, "rollout", "status", "deployment/lost", "--timeout=180s", timeout=200)
     old = {p["metadata"]["uid"]: p for p in row.get("-n", NS, "pods", "-l", "app=lost")["items"]}
