@@ -11,6 +11,9 @@ from ..core.api.objects import Obj
 from ..identity.names import TLS_SECRET, WEBHOOK, WEBHOOK_PORT, WORKER, WORKER_PORT, labels, metadata
 from .options import InstallOptions
 
+#: How long a terminating webhook pod keeps serving before it is told to stop.
+PRE_STOP_SECONDS = 5
+
 
 def _security_context() -> Obj:
     return {
@@ -62,6 +65,10 @@ def _deployment(
         "securityContext": _security_context(),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
     }
+    if component == "webhook":
+        # Terminating, the pod leaves the Service's endpoints at once, but kube-apiserver sees that a
+        # moment later: keep answering reviews meanwhile (kube-apiserver's --shutdown-delay-duration).
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}}
     if mounts:
         container["volumeMounts"] = mounts
     pod_spec: Obj = {
