@@ -6,6 +6,7 @@ emulator's apiserver sends over real TLS, with not one review lost."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import ssl
 import threading
@@ -162,6 +163,27 @@ def test_a_serving_certificate_is_renewed_under_the_same_ca(em: Emulator, client
     # Renewed: the next pass is a no-op.
     em.reset_requests()
     assert not CertRotator(client, CONFIG, clock=clock).reconcile().renewed_serving
+    assert em.writes() == 0
+
+
+def test_a_shorter_configured_validity_reissues_at_once(em: Emulator, client: KubeClient) -> None:
+    """As cert-manager re-issues on a changed duration: a certificate that outlives what it would
+    be issued for now (``--cert-validity 3m`` after a 90-day one) is re-issued on the next pass,
+    and the re-issued one is then kept until its own renewal window."""
+    installed(em)
+    short = dataclasses.replace(
+        CONFIG, validity=dt.timedelta(minutes=3), renew_before=dt.timedelta(minutes=2)
+    )
+    clock = Clock(T0 + DAY)
+    outcome = CertRotator(client, short, clock=clock).reconcile()
+    assert outcome.renewed_serving
+    _, serving, _, _ = live(em)
+    assert serving.cert.not_valid_after_utc == clock.now.replace(microsecond=0) + dt.timedelta(minutes=3)
+    (event,) = events(em, "CertificateRenewed")
+    assert "outlives the configured validity" in event["message"]
+    assert outcome.next_check == pytest.approx(60, abs=1)
+    em.reset_requests()
+    assert not CertRotator(client, short, clock=clock).reconcile().renewed_serving
     assert em.writes() == 0
 
 

@@ -16,9 +16,10 @@ pass (``reconcile``) does, in this order:
    issues nothing under it; the next pass, ``propagation`` seconds later, does. Then the new CA
    goes into its Secret;
 4. a serving certificate within ``renew_before`` of its end (or not signed by the CA, or missing a
-   name) is re-issued under the CA with the names it had, and written with the trusted CAs to the
-   TLS Secret; an Event on that Secret says so. The webhook picks the new pair up from its Secret
-   volume without a restart (runtime/tls.py).
+   name, or outliving ``validity`` from now: the validity was shortened) is re-issued under the CA
+   with the names it had, and written with the trusted CAs to the TLS Secret; an Event on that
+   Secret says so. The webhook picks the new pair up from its Secret volume without a restart
+   (runtime/tls.py).
 
 The next pass runs when the next of these is due (at most ``max_interval`` later), at once on
 becoming leader, and ``retry`` seconds after a failure. Writes are optimistic (``resourceVersion``):
@@ -42,6 +43,7 @@ from cryptography.hazmat.primitives import hashes
 from ..core.api.objects import Obj, format_time
 from ..identity.names import CA_SECRET, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIGURATION
 from ..identity.pki import (
+    CLOCK_SKEW,
     DEFAULT_CA_VALIDITY,
     DEFAULT_RENEW_BEFORE,
     DEFAULT_VALIDITY,
@@ -369,6 +371,11 @@ class CertRotator:
             return cert, "expired" if left <= dt.timedelta(
                 0
             ) else f"expires at {format_time(cert.not_valid_after_utc)}"
+        if left > self.config.validity + CLOCK_SKEW:
+            # Issued for longer than draxr issues now (the validity was shortened): re-issue, as
+            # cert-manager does when a Certificate's duration changes. The skew keeps a certificate
+            # a replica with a clock ahead just issued.
+            return cert, f"it outlives the configured validity ({self.config.validity.total_seconds():g}s)"
         if not signed_by(cert, ca.cert):
             return cert, "not signed by the current CA"
         if not serving_names(self.config.service, self.config.namespace).covered_by(cert):
