@@ -501,6 +501,75 @@ def test_the_kep_example_in_rewrite_mode_runs_on_dra_devices_through_claims() ->
     assert len(set(devices)) == 4
 
 
+def test_rewrite_mode_makes_the_controllers_claims_and_records_them_on_the_pod() -> None:
+    """The claims from templates are the resourceclaim controller's (``core.paths.templateclaims``),
+    and the scheduled pod's status names each, as the controller records them."""
+    objs = [
+        factory.device_class("gpu", ext=GPU),
+        factory.node("dra"),
+        factory.resource_slice("s", factory.gpus(2), node_name="dra"),
+        pod("p", [container("a", {GPU: "1"}), container("b", {GPU: "1"})], uid="uid-p"),
+    ]
+    plan_ = build_plan(expand_workloads(objs), mode="rewrite")
+    (result,) = plan_.results
+    assert len(result.claims) == 2
+    for claim in result.claims:
+        meta = claim["metadata"]
+        assert meta["generateName"] == f"{meta['name']}-"
+        assert meta["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}
+        ]
+    made_for = {
+        c["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"]: c["metadata"]["name"]
+        for c in result.claims
+    }
+    bound = plan_.state.allocated.pods["uid-p"]
+    assert bound["spec"]["nodeName"] == "dra"
+    assert bound["status"]["resourceClaimStatuses"] == [
+        {"name": n, "resourceClaimName": made_for[n]} for n in sorted(made_for)
+    ]
+
+
+def test_a_shared_claim_keeps_its_allocation_and_each_consumer_once() -> None:
+    """PreBind's change (``with_reservation``): a claim allocated and reserved for a running pod
+    gets the pending pods after it, each once, and its allocation is never replaced."""
+    allocation = {
+        "devices": {
+            "results": [{"request": "r", "driver": "gpu.example.com", "pool": "n", "device": "gpu-0"}]
+        }
+    }
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "shared", "namespace": "default", "uid": "uid-shared"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {
+            "allocation": allocation,
+            "reservedFor": [{"resource": "pods", "name": "running", "uid": "uid-running"}],
+        },
+    }
+
+    def user(pod_name: str, **extra: Any) -> Obj:
+        p = pod(pod_name, [container("c")], uid=f"uid-{pod_name}", **extra)
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+        return p
+
+    objs = [
+        factory.device_class("gpu"),
+        factory.node("n"),
+        factory.resource_slice("s", factory.gpus(2), node_name="n"),
+        claim,
+        user("running", nodeName="n"),
+        user("b"),
+        user("c"),
+    ]
+    plan_ = build_plan(expand_workloads(objs))
+    assert [(r.decision.status, r.decision.node) for r in plan_.results] == [("Scheduled", "n")] * 2
+    after = plan_.state.allocated.claims[("default", "shared")]
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == ["uid-running", "uid-b", "uid-c"]
+    assert after["status"]["allocation"] == allocation
+
+
 def test_rewrite_mode_table_names_each_pods_path() -> None:
     out = io.StringIO()
     assert run([EXAMPLES], "table", "binpack", out, io.StringIO(), None, "rewrite") == 0

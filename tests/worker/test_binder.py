@@ -19,7 +19,6 @@ from webhook.core.scheduling.scheduler import Scheduler
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient, NotLeader
 from webhook.worker.binder import AlreadyBound, Binder, BindError, Written
-from webhook.worker.claimwriter import same_allocation
 
 USER_CLAIM = {
     "metadata": {"name": "mine", "namespace": "default"},
@@ -578,19 +577,6 @@ def test_release_claim_keeps_the_allocation_while_another_pod_holds_it(gpu_clust
     assert not after["status"].get("reservedFor")
     assert not after["status"].get("allocation")
     assert b.claims.unreserve("default", "gone", "ub", deallocate=True) is None
-
-
-# -- same_allocation ----------------------------------------------------------------------------------
-
-
-def test_same_allocation_ignores_order_and_extra_fields() -> None:
-    r1 = {"request": "a", "driver": "d", "pool": "p", "device": "x"}
-    r2 = {"request": "b", "driver": "d", "pool": "p", "device": "y"}
-    a = {"devices": {"results": [r1, r2]}, "nodeSelector": {}}
-    b = {"devices": {"results": [{**r2, "adminAccess": False}, r1]}}
-    assert same_allocation(a, b)
-    assert not same_allocation(a, {"devices": {"results": [r1]}})
-    assert not same_allocation(a, {"devices": {"results": [r1, {**r2, "device": "z"}]}})
 
 
 # -- a bound pod is never rolled back (issue 20) ------------------------------------------------------

@@ -25,6 +25,9 @@ sit in groups already broken.
 gate off: pods with DRA-backed names become ordinary claims made from draxr's templates, the
 kubelets without the gate serve no DRA-backed name natively, and in a mixed cluster a pod goes
 where it fits now, as ``core.paths`` decides at admission). The ``PATH`` column says which.
+What the cluster would write is made by the live path's own pure functions: the claims
+kube-controller-manager makes from the templates (``core.paths.templateclaims``, named
+``<pod>-<pod claim>`` offline) and PreBind's change to each claim (``core.allocation.claims``).
 
 A device with binding conditions (KEP-5007) is allocated in ``native`` mode (1.36 and later, where
 ``DRADeviceBindingConditions`` is on), after the others: the table says the pod ``waits for binding
@@ -53,16 +56,15 @@ from ..core.allocation.claims import (
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
-    reserved_for,
     special_claim_after_prebind,
+    with_reservation,
 )
 from ..core.allocation.placement import alignment_text
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.alignment import align_by
 from ..core.api.capacityrequests import capacity_by_class
-from ..core.api.constants import POD_CLAIM_NAME_ANNOTATION
 from ..core.api.labelkeys import with_label_keys
-from ..core.api.objects import Obj, annotations_of, as_dict, as_list, name, namespace, spec, status, uid
+from ..core.api.objects import Obj, annotations_of, name, namespace, spec, status, uid
 from ..core.api.pvhelpers import default_class_name, with_default_class
 from ..core.cel import SelectorEngine
 from ..core.cluster.slices import parse_slice
@@ -79,6 +81,7 @@ from ..core.paths.rewrite import (
     template,
     templates_of,
 )
+from ..core.paths.templateclaims import claim_from_template, claim_statuses
 from ..core.scheduling.framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
 from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
 from ..core.scheduling.plugins.volumebinding.prebind import claim_bindings
@@ -264,10 +267,7 @@ def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
     claims = [_claim_from_template(rewritten, pc) for pc in rewrite.pod_claims]
     for claim in claims:
         state.apply("ResourceClaim", claim)
-    rewritten.setdefault("status", {})["resourceClaimStatuses"] = [
-        {"name": pc["name"], "resourceClaimName": name(c)}
-        for pc, c in zip(rewrite.pod_claims, claims, strict=True)
-    ]
+    rewritten.setdefault("status", {})["resourceClaimStatuses"] = claim_statuses(rewritten, claims)
     result = _place(scheduler, rewritten, "rewrite")
     result.pod, result.claims = pod, claims
     return result
@@ -275,24 +275,14 @@ def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
 
 def _claim_from_template(pod: Obj, pod_claim: Obj) -> Obj:
     """The claim kube-controller-manager's resourceclaim controller would make for ``pod_claim``
-    (named ``<pod>-<pod claim>``, without the random suffix a real one gets)."""
+    (``core.paths.templateclaims``), named ``<pod>-<pod claim>`` offline: no server adds the random
+    suffix a real one gets."""
     ns = namespace(pod)
     ref = next(r for r in templates_of(pod) if r.name == pod_claim["resourceClaimTemplateName"])
-    body = template(ref, ns)["spec"]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": f"{name(pod)}-{pod_claim['name']}",
-            "namespace": ns,
-            "uid": object_uid("ResourceClaim", ns, f"{name(pod)}-{pod_claim['name']}"),
-            "annotations": {POD_CLAIM_NAME_ANNOTATION: pod_claim["name"]},
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": name(pod), "uid": uid(pod), "controller": True}
-            ],
-        },
-        "spec": copy.deepcopy(body["spec"]),
-    }
+    claim_name = f"{name(pod)}-{pod_claim['name']}"
+    claim = claim_from_template(pod, pod_claim, template(ref, ns), claim_name=claim_name)
+    claim["metadata"]["uid"] = object_uid("ResourceClaim", ns, claim_name)
+    return claim
 
 
 def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
@@ -319,13 +309,9 @@ def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
         result.claim_status = extended_resource_claim_status(claim_name, decision.mappings)
         state.apply("ResourceClaim", result.claim)
         bound.setdefault("status", {})["extendedResourceClaimStatus"] = result.claim_status
-    for uc in decision.user_claims:
+    for uc in decision.user_claims:  # PreBind's change to each claim, as the worker writes it
         claim = copy.deepcopy(uc.claim)
-        st = claim.setdefault("status", {})
-        if uc.allocation is not None:
-            st["allocation"] = uc.allocation.to_api()
-        reserved = [r for r in as_list(st.get("reservedFor")) if as_dict(r).get("uid") != uid(pod)]
-        st["reservedFor"] = [*reserved, reserved_for(pod)]
+        with_reservation(claim, pod, uc.allocation.to_api() if uc.allocation is not None else None)
         state.apply("ResourceClaim", claim)
     state.apply("Pod", bound)
     return result

@@ -5,7 +5,8 @@ and writes ``status.allocation`` and ``reservedFor``; Unreserve and cleanup take
 ``reservedFor``, deallocate, drop the finalizer and delete. Each write is fenced by leadership and
 made again on a fresh read when it meets 409 Conflict (``kube.retry``); one that keeps conflicting
 gives up as ``BindError("<what>: too many conflicts")``. ``Binder`` and ``Cleaner`` share this
-object, so neither borrows the other's methods.
+object, so neither borrows the other's methods. The change PreBind makes to a claim is core's
+(``core.allocation.claims.with_reservation``): ``draxr plan`` makes the same one offline.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import copy
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..core.allocation.claims import SpecialClaim, as_obj, reserved_for
+from ..core.allocation.claims import SpecialClaim, as_obj, same_allocation, settled, with_reservation
 from ..core.api.constants import DELETE_PROTECTION_FINALIZER
 from ..core.api.objects import Obj, as_dict, as_list, meta, name, namespace, uid
 from ..kube.client import ApiError, KubeClient, NotLeader
@@ -137,7 +138,7 @@ class ClaimWriter:
         saves a read, a stale one costs a 409 and a fresh read. A copy that says there is nothing
         to write is not taken at its word: the API is read (the claim may be gone, or deallocated).
         """
-        if known is not None and not _settled(known, uid(pod)):
+        if known is not None and not settled(known, uid(pod)):
             claim = copy.deepcopy(known)
         else:
             claim = self.get(ns, cname)
@@ -253,39 +254,3 @@ class ClaimWriter:
         return give_up_as_bind_error(
             delete, first, lambda: self.read(ns, cname), f"delete claim {ns}/{cname}"
         )
-
-
-def with_reservation(claim: Obj, pod: Obj, allocation: Obj | None) -> bool:
-    """PreBind's change to a claim, in place: the allocation where it has none yet, the pod in
-    ``reservedFor`` where it is not; False when there was nothing to change."""
-    st = claim.setdefault("status", {})
-    current = st.get("allocation")
-    reserved = as_list(st.get("reservedFor"))
-    already = any(as_dict(r).get("uid") == uid(pod) for r in reserved)
-    if already and (allocation is None or current):
-        return False
-    if allocation is not None and not current:
-        st["allocation"] = allocation
-    if not already:
-        st["reservedFor"] = [*reserved, reserved_for(pod)]
-    return True
-
-
-def same_allocation(a: Obj, b: Obj) -> bool:
-    """Same devices for the same requests (servers may add or drop defaulted fields)."""
-
-    def key(alloc: Obj) -> list[tuple[str, str, str, str]]:
-        results = as_list(as_dict(as_dict(alloc).get("devices")).get("results"))
-        return sorted(
-            (str(r.get("request")), str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
-            for r in (as_dict(x) for x in results)
-        )
-
-    return key(a) == key(b)
-
-
-def _settled(claim: Obj, pod_uid: str) -> bool:
-    """Allocated and reserved for the pod already, as this copy says."""
-    st = as_dict(claim.get("status"))
-    reserved = any(as_dict(r).get("uid") == pod_uid for r in as_list(st.get("reservedFor")))
-    return reserved and bool(st.get("allocation"))

@@ -11,12 +11,17 @@ from webhook.core.allocation.claims import (
     SpecialClaim,
     SpecialClaimMetadata,
     SpecialClaimStatus,
+    as_obj,
     deterministic_name,
     extended_resource_claim_status,
     generate_name,
+    reserved_for_pod,
+    same_allocation,
+    settled,
     special_claim,
     special_claim_after_prebind,
     truncated_base,
+    with_reservation,
 )
 from webhook.core.api.constants import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 
@@ -96,3 +101,78 @@ def test_generated_names_are_truncated_like_the_apiserver() -> None:
     assert name == deterministic_name(base, "seed")
     assert name != deterministic_name(base, "other")
     assert all(c in "bcdfghjklmnpqrstvwxz2456789" for c in name[-5:])
+
+
+# -- PreBind's change to a claim (with_reservation), shared by the worker and draxr plan ----------
+
+ALLOCATION = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "x"}]}}
+
+
+def _claim(**st: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "c", "namespace": "default"}, "spec": {}, "status": dict(st)}
+
+
+def _consumer(p: dict[str, Any]) -> dict[str, str]:
+    return {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+
+
+def test_a_fresh_claim_gets_the_allocation_and_the_pod() -> None:
+    p = pod("a", [], uid="ua")
+    claim = _claim()
+    assert with_reservation(claim, p, ALLOCATION)
+    assert claim["status"] == {"allocation": ALLOCATION, "reservedFor": [_consumer(p)]}
+    assert settled(claim, "ua")
+    assert not settled(claim, "other")
+
+
+def test_the_reservation_is_added_once_not_twice() -> None:
+    p = pod("a", [], uid="ua")
+    claim = _claim()
+    assert with_reservation(claim, p, ALLOCATION)
+    assert not with_reservation(claim, p, ALLOCATION)  # nothing to write the second time
+    assert not with_reservation(claim, p, None)
+    assert claim["status"]["reservedFor"] == [_consumer(p)]
+
+
+def test_a_claim_reserved_for_another_pod_keeps_it_and_its_allocation() -> None:
+    other, p = pod("b", [], uid="ub"), pod("a", [], uid="ua")
+    kept = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "held"}]}}
+    claim = _claim(allocation=kept, reservedFor=[_consumer(other)])
+    assert with_reservation(claim, p, ALLOCATION)
+    assert claim["status"]["allocation"] == kept  # allocated already: never replaced
+    assert claim["status"]["reservedFor"] == [_consumer(other), _consumer(p)]
+
+
+def test_a_pod_of_the_same_name_is_another_consumer() -> None:
+    old, new = pod("a", [], uid="old"), pod("a", [], uid="new")
+    claim = _claim(allocation=ALLOCATION, reservedFor=[_consumer(old)])
+    assert reserved_for_pod(claim, "old")
+    assert not reserved_for_pod(claim, "new")
+    assert with_reservation(claim, new, None)
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == ["old", "new"]
+
+
+def test_a_reserved_claim_without_allocation_gets_the_new_one() -> None:
+    p = pod("a", [], uid="ua")
+    claim = _claim(reservedFor=[_consumer(p)])
+    assert not settled(claim, "ua")
+    assert with_reservation(claim, p, ALLOCATION)
+    assert claim["status"] == {"reservedFor": [_consumer(p)], "allocation": ALLOCATION}
+
+
+def test_special_claim_after_prebind_is_the_reservation_of_the_created_claim() -> None:
+    """``draxr plan``'s special claim is the worker's two steps: the POST body, then PreBind's change."""
+    p, d = _decision()
+    created = special_claim(p, d.requests, claim_name="my-pod-extended-resources-abcde")
+    assert with_reservation(as_obj(created), p, d.special.to_api())
+    assert special_claim_after_prebind(p, d.requests, d.special, "my-pod-extended-resources-abcde") == created
+
+
+def test_same_allocation_ignores_order_and_extra_fields() -> None:
+    r1 = {"request": "a", "driver": "d", "pool": "p", "device": "x"}
+    r2 = {"request": "b", "driver": "d", "pool": "p", "device": "y"}
+    a = {"devices": {"results": [r1, r2]}, "nodeSelector": {}}
+    b = {"devices": {"results": [{**r2, "adminAccess": False}, r1]}}
+    assert same_allocation(a, b)
+    assert not same_allocation(a, {"devices": {"results": [r1]}})
+    assert not same_allocation(a, {"devices": {"results": [r1, {**r2, "device": "z"}]}})

@@ -1,5 +1,6 @@
 """Builders for the objects KEP-5004 writes: the special ResourceClaim and the pod's
-``status.extendedResourceClaimStatus``."""
+``status.extendedResourceClaimStatus``; and PreBind's change to any claim it allocates or reserves
+(``with_reservation``), pure, so that the worker's writer and ``draxr plan`` make the same one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..api.constants import (
     RESOURCE_API_VERSION,
     SPECIAL_CLAIM_GENERATE_SUFFIX,
 )
-from ..api.objects import Obj, name, namespace, uid
+from ..api.objects import Obj, as_dict, as_list, name, namespace, uid
 from .results import ClaimAllocation
 
 
@@ -158,10 +159,51 @@ def special_claim_after_prebind(
     claim_name: str,
     constraints: list[Obj] | None = None,
 ) -> SpecialClaim:
-    """The special claim as PreBind leaves it: created, allocated and reserved for the pod."""
+    """The special claim as PreBind leaves it: created, then allocated and reserved for the pod by
+    the change the worker writes (``with_reservation``)."""
     claim = special_claim(pod, requests, claim_name=claim_name, constraints=constraints)
-    claim["status"] = claim_status(pod, allocation)
+    with_reservation(as_obj(claim), pod, allocation.to_api())
     return claim
+
+
+def reserved_for_pod(claim: Obj, pod_uid: str) -> bool:
+    """Whether ``status.reservedFor`` holds the pod (by uid: a pod of the same name is another)."""
+    reserved = as_list(as_dict(claim.get("status")).get("reservedFor"))
+    return any(as_dict(r).get("uid") == pod_uid for r in reserved)
+
+
+def with_reservation(claim: Obj, pod: Obj, allocation: Obj | None) -> bool:
+    """PreBind's change to a claim, in place: the allocation where it has none yet, the pod in
+    ``reservedFor`` where it is not (after the consumers already there); False when there was
+    nothing to change, so the caller writes nothing."""
+    st = claim.setdefault("status", {})
+    current = st.get("allocation")
+    already = reserved_for_pod(claim, uid(pod))
+    if already and (allocation is None or current):
+        return False
+    if allocation is not None and not current:
+        st["allocation"] = allocation
+    if not already:
+        st["reservedFor"] = [*as_list(st.get("reservedFor")), reserved_for(pod)]
+    return True
+
+
+def settled(claim: Obj, pod_uid: str) -> bool:
+    """Allocated and reserved for the pod already, as this copy says: PreBind has nothing to add."""
+    return reserved_for_pod(claim, pod_uid) and bool(as_dict(claim.get("status")).get("allocation"))
+
+
+def same_allocation(a: Obj, b: Obj) -> bool:
+    """Same devices for the same requests (servers may add or drop defaulted fields)."""
+
+    def key(alloc: Obj) -> list[tuple[str, str, str, str]]:
+        results = as_list(as_dict(as_dict(alloc).get("devices")).get("results"))
+        return sorted(
+            (str(r.get("request")), str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            for r in (as_dict(x) for x in results)
+        )
+
+    return key(a) == key(b)
 
 
 def extended_resource_claim_status(claim_name: str, mappings: list[Obj]) -> Obj:
