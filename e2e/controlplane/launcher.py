@@ -1011,9 +1011,17 @@ class ControlPlane:
             detail=lambda: f"the end of {log}:\n{log_tail(log)}",
         )
 
-    def wait_for(self, what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-        """A bounded poll that also fails, with the log's tail, as soon as a control plane process dies."""
-        wait_until(what, check, timeout, alive=self._dead)
+    def wait_for(
+        self,
+        what: str,
+        check: Callable[[], bool],
+        timeout: float = 60.0,
+        *,
+        detail: Callable[[], str] | None = None,
+    ) -> None:
+        """A bounded poll that also fails, with the log's tail, as soon as a control plane process dies;
+        on timeout ``detail()`` says what was last seen."""
+        wait_until(what, check, timeout, alive=self._dead, detail=detail)
 
 
 def _gates_flag(gates: Mapping[str, bool]) -> str:

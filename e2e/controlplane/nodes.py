@@ -181,6 +181,12 @@ class Nodes(Lifecycle):
         self._terminate(proc)
         self._procs.remove(proc)
 
+    def tag_image(self, source: str, target: str) -> None:
+        """Every node's containerd also names its image ``source`` as ``target``."""
+        assert self.real is not None, "tag_image needs the containerd runtime"
+        for spec in self.specs:
+            realnode.tag_image(self.real.bins, self._node_dir(spec) / "c.sock", source, target)
+
     def set_gates(self, gates: Mapping[str, bool]) -> None:
         """The feature gates each kubelet starts with from now on (start_kubelet)."""
         self.gates = dict(gates)

@@ -445,6 +445,12 @@ def import_images(bins: NodeBinaries, socket: Path, archives: Sequence[Path], sn
         )
 
 
+def tag_image(bins: NodeBinaries, socket: Path, source: str, target: str) -> None:
+    """``target`` names the image ``source`` names (a second tag of the same image: an upgrade to
+    it rolls every pod without building anything)."""
+    _run(str(bins.ctr), f"--address={socket}", "-n", "k8s.io", "images", "tag", "--force", source, target)
+
+
 @dataclass(frozen=True)
 class RealNodeConfig:
     """What Nodes(runtime="containerd") needs besides the control plane: the binaries and the row's
