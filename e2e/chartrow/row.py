@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from ..chart import find_helm
 from ..conftest import selected_targets
 from ..controlplane.host import HostState
 from ..controlplane.realnode import HostNetState
-from ..local import KEP_DEVICE_CLASS_NAME, ROWS, LocalCluster, unavailable
+from ..local import KEP_DEVICE_CLASS_NAME, ROWS, LocalCluster, LocalError, unavailable
 
 Obj = dict[str, Any]
 VENV_BIN = Path(sys.executable).parent
@@ -94,6 +95,24 @@ def _host_as_before(row: ChartRow) -> list[str]:
     return problems
 
 
+@contextmanager
+def started_row(name: str, workdir: Path) -> Iterator[ChartRow]:
+    """The row ``name`` started in ``workdir`` with draxr installed by its chart (for tests through
+    ``chart_row``, for ``bench/`` directly); stopped on leaving."""
+    helm = find_helm()
+    if helm is None:
+        raise LocalError("no helm on PATH nor in .ci/bin")
+    # kubectl finds its plugin kubectl-draxr on PATH (the venv's console script), helm its binary.
+    path = os.pathsep.join([str(VENV_BIN), str(helm.parent), os.environ.get("PATH", "")])
+    host, host_net = HostState.now(), HostNetState.now()
+    t0 = time.monotonic()
+    cluster = LocalCluster(ROWS[name], workdir, draxr="chart")
+    with cluster:
+        # KUBECONFIG, not --kubeconfig: kubectl refuses flags before a plugin's name.
+        env = {**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)}
+        yield ChartRow(cluster, host, host_net, time.monotonic() - t0, env)
+
+
 def chart_row(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str
 ) -> Iterator[ChartRow]:
@@ -105,19 +124,9 @@ def chart_row(
         )
     if (reason := unavailable(ROWS[name], "chart")) is not None:
         _unusable(reason)
-    helm = find_helm()
-    assert helm is not None
-    # kubectl finds its plugin kubectl-draxr on PATH (the venv's console script), helm its binary.
-    path = os.pathsep.join([str(VENV_BIN), str(helm.parent), os.environ.get("PATH", "")])
-    host, host_net = HostState.now(), HostNetState.now()
-    t0 = time.monotonic()
-    cluster = LocalCluster(ROWS[name], tmp_path_factory.mktemp(f"chart-{name}"), draxr="chart")
-    with cluster:
-        # KUBECONFIG, not --kubeconfig: kubectl refuses flags before a plugin's name.
-        env = {**os.environ, "PATH": path, "KUBECONFIG": str(cluster.kubeconfig)}
-        chart_row = ChartRow(cluster, host, host_net, time.monotonic() - t0, env)
-        yield chart_row
-        problems = _host_as_before(chart_row)
+    with started_row(name, tmp_path_factory.mktemp(f"chart-{name}")) as row:
+        yield row
+        problems = _host_as_before(row)
     assert problems == [], problems
 
 

@@ -1,0 +1,79 @@
+"""The worker leader's pod force-deleted under a stream of pods, and how long until the follower
+binds: measured from the API server's own record (the audit log's Binding writes and their source
+address), not from what a client happened to poll. Used by the chart row's scenario and by
+``bench/chart_failover.py`` (the median of five)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from webhook.identity.names import LEASE
+
+from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available
+from .row import ChartRow
+from .stream import Stream
+
+Obj = dict[str, Any]
+
+
+def leader(row: ChartRow) -> Obj:
+    """The worker pod holding the Lease (once one does: a leader that stopped cleanly gave it up)."""
+    holder = [""]
+
+    def held() -> bool:
+        holder[0] = row.get("-n", NAMESPACE, "lease", LEASE)["spec"].get("holderIdentity") or ""
+        return holder[0] != ""
+
+    row.cluster.cp.wait_for("no worker holds the Lease", held, 60)
+    return row.get("-n", NAMESPACE, "pod", holder[0])
+
+
+def _when(event: Obj) -> dt.datetime:
+    return dt.datetime.fromisoformat(str(event["requestReceivedTimestamp"]).replace("Z", "+00:00"))
+
+
+def first_binding_by_another(
+    events: list[Obj], namespace: str, since: dt.datetime, not_from: str
+) -> dt.datetime | None:
+    """When the first successful Binding in ``namespace`` after ``since`` was received from an
+    address other than ``not_from`` (the deleted leader's pod IP)."""
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if (
+            e.get("verb") == "create"
+            and ref.get("subresource") == "binding"
+            and ref.get("namespace") == namespace
+            and 200 <= int((e.get("responseStatus") or {}).get("code", 0)) < 300
+            and (e.get("sourceIPs") or [""])[0] != not_from
+            and _when(e) > since
+        ):
+            return _when(e)
+    return None
+
+
+def draxr_available(row: ChartRow) -> bool:
+    deployments = {d["metadata"]["name"]: d for d in row.get("-n", NAMESPACE, "deployments")["items"]}
+    return all(deployment_available(deployments[n]) for n in DEPLOYMENTS)
+
+
+def force_delete_leader(row: ChartRow, stream: Stream) -> float:
+    """Deletes the leader's pod with ``--grace-period=0 --force`` while ``stream`` runs; returns the
+    seconds until another worker bound a pod, once the Deployment has two ready replicas again."""
+    cp = row.cluster.cp
+    cp.wait_for("the stream bound no pod before the fault", lambda: bool(stream.bound), 120)
+    old = leader(row)
+    old_ip = old["status"]["podIP"]
+    since = dt.datetime.now(dt.UTC)
+    row.kubectl("-n", NAMESPACE, "delete", "pod", old["metadata"]["name"], "--grace-period=0", "--force")
+    found: list[dt.datetime] = []
+
+    def bound_by_another() -> bool:
+        at = first_binding_by_another(cp.audit_events(), stream.namespace, since, old_ip)
+        if at is not None:
+            found.append(at)
+        return at is not None
+
+    cp.wait_for("no other worker bound a pod after the leader's pod was deleted", bound_by_another, 120)
+    cp.wait_for("draxr's Deployments not available again", lambda: draxr_available(row), 180)
+    return (found[0] - since).total_seconds()
