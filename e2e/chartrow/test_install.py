@@ -4,8 +4,11 @@ workload seeing exactly its devices through containerd and CDI, ``kubectl draxr 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,6 +77,79 @@ def test_draxr_pods_run_as_65532_with_a_read_only_root(row: ChartRow) -> None:
             assert ctx.get("runAsNonRoot") is True
             assert c["securityContext"].get("readOnlyRootFilesystem") is True
         assert all(s.get("ready") for s in pod["status"]["containerStatuses"])
+
+
+#: What the runtime itself mounts writable in every container (not the image, not the chart): the
+#: pseudo filesystems, the kubelet's /etc/hosts and termination log, /dev/shm.
+RUNTIME_RW = {
+    "/proc",
+    "/dev",
+    "/dev/pts",
+    "/dev/mqueue",
+    "/dev/shm",
+    "/sys/fs/cgroup",
+    "/etc/hosts",
+    "/dev/termination-log",
+    "/proc/interrupts",
+    "/proc/keys",
+    "/proc/timer_list",
+}
+
+
+def _processes(pods: set[str]) -> dict[str, Path]:
+    """The main process (``/proc/<pid>``) of each of ``pods`` (by the POD_NAME the chart sets), as
+    the host sees it."""
+    found: dict[str, Path] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            status = (proc / "status").read_text()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        names = {e[len(b"POD_NAME=") :].decode() for e in environ if e.startswith(b"POD_NAME=")}
+        ppid = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
+        for name in names & pods:
+            parent_env = Path(f"/proc/{ppid}/environ")
+            with contextlib.suppress(OSError):
+                if f"POD_NAME={name}".encode() in parent_env.read_bytes().split(b"\0"):
+                    continue  # a child of the main process
+            found[name] = proc
+    return found
+
+
+def test_draxr_processes_run_as_65532_and_write_nothing_outside_their_volumes(row: ChartRow) -> None:
+    """As the host sees them: every id 65532, the root filesystem mounted read-only, no writable
+    mount but what the runtime gives every container, no file open for writing, and nothing in the
+    root filesystem's writable layer but the runtime's mount points (a process that wrote there,
+    were the root writable, would leave files owned by 65532)."""
+    pods = {p["metadata"]["name"] for p in row.get("-n", NAMESPACE, "pods")["items"]}
+    procs = _processes(pods)
+    assert set(procs) == pods, (sorted(pods), sorted(procs))
+    for name, proc in procs.items():
+        status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines())
+        assert status["Uid"].split() == ["65532"] * 4, (name, status["Uid"])
+        assert status["Gid"].split() == ["65532"] * 4, (name, status["Gid"])
+        mounts = [line.split() for line in (proc / "mountinfo").read_text().splitlines()]
+        options = {m[4]: m[5].split(",") for m in mounts}
+        assert "ro" in options["/"], (name, options["/"])
+        writable = {point for point, opts in options.items() if "rw" in opts}
+        assert writable <= RUNTIME_RW, (name, sorted(writable - RUNTIME_RW))
+        for fd in (proc / "fdinfo").iterdir():
+            with contextlib.suppress(OSError):
+                flags = int((proc / "fdinfo" / fd.name).read_text().split("flags:")[1].split()[0], 8)
+                target = os.readlink(proc / "fd" / fd.name)
+                if target.startswith("/") and target != "/dev/null":
+                    assert flags & os.O_ACCMODE == os.O_RDONLY, (name, target, oct(flags))
+        [root] = [m for m in mounts if m[4] == "/"]
+        upper = [o.split("=", 1)[1] for o in root[-1].split(",") if o.startswith("upperdir=")]
+        if upper:  # the overlay snapshotter (the native one keeps no separate writable layer)
+            points = {m[4] for m in mounts}
+            for path in Path(upper[0]).rglob("*"):
+                inside = "/" + str(path.relative_to(upper[0]))
+                assert path.stat().st_uid != 65532, (name, inside)
+                assert path.is_dir() or inside in points, (name, inside)
 
 
 def test_the_kep_example_sees_exactly_its_devices(row: ChartRow) -> None:
