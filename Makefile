@@ -74,10 +74,16 @@ CONTROLPLANE_BUILT := $(BIN)/python -c "import sys; from e2e.local import ROWS, 
 	from e2e.controlplane.runtime_bins import runtime_unavailable as rt; \
 	sys.exit(any(u(r) for r in ROWS.values()) or isinstance(o(), str) or rt() is not None)"
 
+# Clusters at once: each row (and each module with a cluster of its own, the containerd rows as one)
+# is a group one pytest-xdist worker runs whole (e2e/conftest.py: cluster_group), so each cluster
+# starts once. The clusters mostly wait on one another's timers, so two share 2 cores well.
+E2E_WORKERS ?= 2
+
 e2e-local: $(STAMP)
 	@if $(CONTROLPLANE_BUILT) || e2e/controlplane/build.sh; then \
 		$(BIN)/pytest -q e2e/images && \
-		DRAXR_E2E_TARGETS=controlplane $(BIN)/pytest -q e2e --ignore=e2e/images; \
+		DRAXR_E2E_TARGETS=controlplane $(BIN)/pytest -q -n $(E2E_WORKERS) --dist loadgroup --durations=15 \
+			e2e --ignore=e2e/images; \
 	elif [ "$${CI:-}" = true ]; then \
 		echo "e2e-local: FAILED: the control plane could not be built (see above); CI=true makes that a failure" >&2; \
 		exit 1; \

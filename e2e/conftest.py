@@ -85,6 +85,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend", params, indirect=True, scope="session")
 
 
+#: Modules that start a cluster on containerd: one at a time (the runtime's cgroups are the host's,
+#: and each such row checks the host after it stops).
+CONTAINERD = ("e2e/chartrow/", "e2e/test_chart_gate_off.py", "e2e/controlplane/test_realnode.py")
+
+
+def cluster_group(item: pytest.Item) -> str:
+    """Which cluster a test runs on: its row (``backend``), its contract server, the containerd
+    rows, else its module (a module starts its own). Under ``pytest -n N --dist loadgroup`` (make
+    e2e-local) one worker runs a whole group, so each cluster starts once."""
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith(CONTAINERD):
+        return "containerd"
+    params = getattr(item, "callspec", None)
+    if params is not None:
+        for key in ("backend", "server"):
+            if key in params.params:
+                return f"{key}-{params.params[key]}"
+    return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(cluster_group(item)))
+
+
 def _unusable(reason: str) -> NoReturn:
     """Skip, or fail when CI=true: CI must not pass by running nothing."""
     if os.environ.get("CI") == "true":
