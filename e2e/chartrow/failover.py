@@ -61,7 +61,12 @@ def force_delete_leader(row: ChartRow, stream: Stream) -> float:
     """Deletes the leader's pod with ``--grace-period=0 --force`` while ``stream`` runs; returns the
     seconds until another worker bound a pod, once the Deployment has two ready replicas again."""
     cp = row.cluster.cp
-    cp.wait_for("the stream bound no pod before the fault", lambda: bool(stream.bound), 120)
+    cp.wait_for(
+        "the stream bound no pod before the fault",
+        lambda: bool(stream.bound),
+        120,
+        detail=lambda: f"created {len(stream.created)}, failed {stream.failed[:3]}",
+    )
     old = leader(row)
     old_ip = old["status"]["podIP"]
     since = dt.datetime.now(dt.UTC)

@@ -5,6 +5,7 @@ also records when each pod was created and first seen bound."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -63,6 +64,12 @@ class Stream:
         assert not self._thread.is_alive(), "the stream did not stop"
 
     def _run(self) -> None:
+        try:
+            self._stream()
+        except Exception as e:  # said by failed, never a thread dying unseen
+            self.failed.append(f"the stream stopped: {type(e).__name__}: {e}")
+
+    def _stream(self) -> None:
         path = f"/api/v1/namespaces/{self.namespace}/pods"
         alive: list[str] = []
         i = 0
@@ -84,11 +91,15 @@ class Stream:
             while len(alive) > self.keep and bound:
                 oldest = bound.pop(0)
                 alive.remove(oldest)
-                self.client.delete(f"{path}/{oldest}", gracePeriodSeconds="0")
+                with contextlib.suppress(OSError):  # left to the namespace's deletion
+                    self.client.delete(f"{path}/{oldest}", gracePeriodSeconds="0")
             self._stop.wait(self.interval)
 
     def _see_bound(self) -> None:
-        status, body = self.client.get(f"/api/v1/namespaces/{self.namespace}/pods")
+        try:
+            status, body = self.client.get(f"/api/v1/namespaces/{self.namespace}/pods")
+        except OSError:  # a read that failed is read again on the next tick
+            return
         if status != 200:
             return
         now = time.monotonic()
