@@ -63,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(round(force_delete_leader(row, stream), 2))
             finally:
                 stream.stop()
+            # The run's pods go, and with them their special claims: the next run has every device.
+            row.kubectl("-n", NS, "delete", "pods", "--all", "--grace-period=0", "--force", timeout=120)
+            row.cluster.cp.wait_for(
+                "the stream's special claims not released",
+                lambda: row.get("-n", NS, "resourceclaims")["items"] == [],
+                120,
+            )
         events = row.cluster.cp.audit_events()
         twice = bound_twice(events)
         fenced = fenced_writes(events, NAMESPACE, LEASE, WORKER_SA)
