@@ -48,6 +48,13 @@ UPSTREAM_ESTIMATES = [
     ("sets.contains([1, 2], [1])", 23),
     ('"%s".format(["a"]) == "a"', 12),
     ("device.attributes.transformMap(k, v, k).size() > 0", 163),
+    ("!!device.allowMultipleAllocations == false", 3),  # cel-go's parser drops the pair of !
+    # string(dyn): the bytes overload is the dearest and bounds the result by the attribute's 64
+    ('url("/relative").getPort() == string(device.attributes["other.example.com"].index)', 20),
+    ("[-3, 1, -5, -2, 4].sortBy(e, -(e * e)) == [-5, 4, -3, -2, 1]", 185),
+    ('format.named("dns1123Label").value() == format.named("dns1123Label").value()', 11),
+    ('optional.of(device.attributes["d"].count).orValue(0) != device.attributes["d"].count', 17),
+    ("[[1,2,3,4].slice(3, 0)].size() == 1", MAX),  # end - start wraps as uint64
 ]
 
 

@@ -135,6 +135,8 @@ class _Est:
     container: str | None = None
     key_size: int | None = None
     val_size: int | None = None
+    #: A list's element kind where known ("dyn" otherwise).
+    elem: str = "dyn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +249,8 @@ class _Estimator:
             items = [self.visit(i, scope) for c in child.children for i in c.children]
             val = max((_sz(i.size) for i in items), default=0)
             cost = _add(LIST_CREATE, *(i.cost for i in items))
-            return _Est(cost, len(items), (), "list", "list", 1, val)
+            elem = items[0].kind if items else "dyn"
+            return _Est(cost, len(items), (), "list", "list", 1, val, elem)
         if kind == "map_lit":
             entries = [self.visit(i, scope) for c in child.children for i in c.children]
             keys, vals = entries[0::2], entries[1::2]
@@ -286,8 +289,10 @@ class _Estimator:
             return _Est(_add(1, args), 1, kind="bool")
         if a.kind in _SCALARS - {"null_type"} and b.kind in _SCALARS - {"null_type"}:
             return _Est(_add(1, args), 1, kind="bool")
-        if op_node.data in ("relation_eq", "relation_ne") and a.kind == b.kind and a.kind in _UNIT_EQUALITY:
+        if op_node.data == "relation_eq" and a.kind == b.kind and a.kind in _UNIT_EQUALITY:
             return _Est(_add(1, args), 1, kind="bool")
+        if op_node.data == "relation_eq" and a.kind == b.kind == _FORMAT:
+            return _Est(_add(_factor(MAX_FORMAT_SIZE, STRING_TRAVERSAL), args), 1, kind="bool")
         smallest = min(_sz(a.size), _sz(b.size))
         return _Est(_add(_factor(smallest, STRING_TRAVERSAL), args), 1, kind="bool")
 
@@ -297,7 +302,7 @@ class _Estimator:
         b = self.visit(right, scope)
         args = _add(a.cost, b.cost)
         if op_node.data != "addition_add" or a.kind in _SCALARS or b.kind in _SCALARS:
-            return _Est(_add(1, args), 1, kind="int")
+            return _Est(_add(1, args), *_arithmetic(a, b))
         size = _add(_sz(a.size), _sz(b.size))
         if a.kind == "list" or b.kind == "list" or a.container == "list" or b.container == "list":
             val = max(_sz(a.val_size), _sz(b.val_size)) if a.container and b.container else None
@@ -310,12 +315,19 @@ class _Estimator:
         op_node, right = node.children
         a = self.visit(op_node.children[0], scope)
         b = self.visit(right, scope)
-        return _Est(_add(1, a.cost, b.cost), 1, kind="int")
+        return _Est(_add(1, a.cost, b.cost), *_arithmetic(a, b))
 
     def _unary(self, node: lark.Tree[Any], scope: Scope) -> _Est:
-        operand = self.visit(node.children[1], scope)
-        kind = "bool" if node.children[0].data == "unary_not" else "int"
-        return _Est(_add(1, operand.cost), 1, kind=kind)
+        op = node.children[0].data
+        count, inner = 1, node.children[1]
+        while isinstance(inner, lark.Tree) and inner.data == "unary" and inner.children[0].data == op:
+            count, inner = count + 1, inner.children[1]
+        operand = self.visit(inner, scope)
+        if count % 2 == 0:  # cel-go's parser drops pairs of ``!`` and ``-``
+            return operand
+        if op == "unary_not":
+            return _Est(_add(1, operand.cost), 1, kind="bool")
+        return _Est(_add(1, operand.cost), *_arithmetic(operand, operand))
 
     # --- members
 
@@ -360,6 +372,8 @@ class _Estimator:
         if namespace in NAMESPACES and namespace not in scope:
             return self._call(f"{namespace}.{name}", node, None, [self.visit(a, scope) for a in args], args)
         receiver = self.visit(target, scope)
+        if name == "sortBy" and len(args) == 2 and _ident_name(args[0]) is not None:
+            return self._sort_by(receiver, _element_type(self._type(target)), args, scope)
         if name in _COMPREHENSIONS and _is_macro(name, args):
             return self._comprehension(name, receiver, _element_type(self._type(target)), args, scope)
         return self._call(name, node, receiver, [self.visit(a, scope) for a in args], args)
@@ -407,9 +421,24 @@ class _Estimator:
         count = _sz(rng.size)
         init, result, per_iteration, size = self._expansion(name, body)
         cost = _add(rng.cost, init, result, _mul(count, per_iteration))
-        if size == "range":
-            return _Est(cost, count, (), "list" if name != "transformMap" else "map")
-        return _Est(cost, 1, kind="bool")
+        if size != "range":
+            return _Est(cost, 1, kind="bool")
+        if name.startswith("transformMap"):
+            return _Est(cost, count, (), "map")
+        # the step ``r + [t]`` gives the result list entries of the transform's (or element's) size
+        item: _Est | _Var = inner[names[-1]] if name == "filter" else body[-1]
+        return _Est(cost, count, (), "list", "list", 1, item.size, item.kind)
+
+    def _sort_by(self, rng: _Est, element: str | None, args: list[Any], scope: Scope) -> _Est:
+        """ext.Lists' ``sortBy`` macro: ``cel.bind(in, target, in.@sortByAssociatedKeys(
+        in.map(e, key)))``, the sort costing 2 (2.1 for string keys) per pair of elements."""
+        var = _Est(1, rng.size, rng.path, rng.kind, rng.container, rng.key_size, rng.val_size, rng.elem)
+        keys = self._comprehension("map", var, element, args, scope)
+        n = _sz(rng.size)
+        factor = 2.0 + (STRING_TRAVERSAL if keys.elem in _TEXT or keys.elem not in _SCALARS else 0.0)
+        sort = _add(_factor(_mul(n, n), factor), 1, LIST_CREATE)
+        cost = _add(LIST_CREATE, rng.cost, 1, keys.cost, sort)
+        return _Est(cost, _mul(n, n), (), "list", elem=rng.elem)
 
     def _iter_var(self, rng: _Est, sub: str, size: int | None, element: str | None = None) -> _Var:
         path = (*rng.path, sub) if rng.path else (sub,)
@@ -459,7 +488,7 @@ class _Estimator:
         if name in ("sets.contains", "sets.intersects", "sets.equivalent") and len(args) == 2:
             factor = 2.0 if name == "sets.equivalent" else 1.0
             return _add(_factor(_mul(_sz(args[0].size), _sz(args[1].size)), factor), 1), 1, "bool"
-        if target is not None and (target.kind == "list" or target.container == "list"):
+        if target is not None and (target.kind in ("list", "dyn") or target.container == "list"):
             listed = self._list_function(name, node, target, args, arg_nodes)
             if listed is not None:
                 return listed
@@ -486,8 +515,10 @@ class _Estimator:
             return self._replace(target, args, arg_nodes)
         if name == "split" and target is not None:
             limit = _sz(target.size)
-            if len(args) > 1:
-                limit = _literal_uint(self._literals, arg_nodes[1], limit)
+            literal = _literal_node(arg_nodes[1]) if len(args) > 1 else None
+            value = self._literals.get(id(literal))
+            if literal is not None and getattr(literal.children[0], "type", None) == "INT_LIT":
+                limit = int(value) % 2**64 if isinstance(value, int) else limit
             return _factor(_sz(target.size), 2 * STRING_TRAVERSAL), limit, "list"
         if name == "join" and target is not None:
             return self._join(node, target, args)
@@ -505,6 +536,8 @@ class _Estimator:
         if name == "ip.isCanonical" and args:
             return _factor(_sz(args[0].size), 2 * STRING_TRAVERSAL), 1, "bool"
         if name in _UNIT_FUNCTIONS:
+            if name == "format.named":
+                return 1, None, "optional(format)"
             return 1, scalar_size, kind
         if name in ("containsIP", "containsCIDR") and args:
             cost = 4 if name == "containsIP" else 7
@@ -514,12 +547,23 @@ class _Estimator:
         if name == "validate" and args:
             inner = _factor(_sz(args[0].size), STRING_TRAVERSAL)
             return _factor(inner, MAX_NAME_FORMAT_REGEX_SIZE * REGEX_STRING_LENGTH), None, kind
+        if name.startswith("format.") and target is None:
+            return 1, None, _FORMAT  # format.dns1123Label() and its siblings
+        if name == "value" and target is not None and target.kind == "optional(format)":
+            return 1, None, _FORMAT
+        if name == "optional.of" and len(args) == 1:
+            return 1, None, f"optional({args[0].kind})"
+        if name == "orValue" and target is not None and target.kind in _SCALAR_OPTIONALS:
+            return 1, 1, target.kind[len("optional(") : -1]
         # cel-go's own estimates
         if name == "format" and target is not None:
             return _factor(_sz(target.size), STRING_TRAVERSAL), None, "string"
         if name in ("bytes", "string", "strings.quote") and len(args) == 1:
             source = args[0].kind
-            if (name == "bytes" and source == "string") or (name == "string" and source == "bytes"):
+            # a dyn argument: the union of every overload, the string/bytes conversion the dearest
+            if (name == "bytes" and source in ("string", "dyn")) or (
+                name == "string" and source in ("bytes", "dyn")
+            ):
                 grow = 4 if name == "bytes" else 1
                 size = None if args[0].size is None else _mul(args[0].size, grow)
                 return _factor(_sz(args[0].size), STRING_TRAVERSAL), size, name
@@ -548,7 +592,7 @@ class _Estimator:
         if name == "slice" and len(args) == 2:
             start = _literal_uint(self._literals, arg_nodes[0], 0)
             end = _literal_uint(self._literals, arg_nodes[1], size)
-            n = max(end - start, 0)
+            n = (end - start) % 2**64  # uint64 arithmetic, as upstream
             return _add(n, 1, LIST_CREATE), n, "list"
         if name == "flatten" and len(args) <= 1:
             depth = _literal_uint(self._literals, arg_nodes[0], MAX) if args else 1
@@ -557,10 +601,17 @@ class _Estimator:
             return _add(size, 1, LIST_CREATE), size, "list"
         if name in ("distinct", "sort") and not args:
             factor = 2.0
-            if name == "sort" and _element_type(self._target_type(node)) in _TEXT:
+            if name == "sort" and self._maybe_text(node, target):
                 factor += STRING_TRAVERSAL
             return _add(_factor(_mul(size, size), factor), 1, LIST_CREATE), _mul(size, size), "list"
         return None
+
+    def _maybe_text(self, node: Any, target: _Est) -> bool:
+        """Whether a list's elements may be strings (cel-go unions every overload of ``dyn``)."""
+        element = _element_type(self._target_type(node))
+        if element is None or element == "dyn":
+            element = target.elem
+        return element in _TEXT or element not in _SCALARS
 
     def _replace(self, target: _Est, args: list[_Est], arg_nodes: list[Any]) -> tuple[int, int | None, str]:
         sz = _sz(target.size)
@@ -589,6 +640,8 @@ class _Estimator:
 
 
 _TEXT = frozenset({"string", "bytes"})
+_FORMAT = "kubernetes.NamedFormat"
+_SCALAR_OPTIONALS = frozenset(f"optional({k})" for k in ("bool", "int", "uint", "double"))
 _LITERAL_KINDS = {
     "INT_LIT": "int",
     "UINT_LIT": "uint",
@@ -643,6 +696,15 @@ _COMPREHENSIONS = frozenset(
 )
 
 
+def _arithmetic(a: _Est, b: _Est) -> tuple[int | None, tuple[str, ...], str]:
+    """Size, path and kind of arithmetic on ``a`` and ``b``: a number when one operand is known
+    to be one (that picks the overload), else ``dyn`` of unknown size as cel-go types it."""
+    for operand in (a, b):
+        if operand.kind in _SCALARS:
+            return 1, (), operand.kind
+    return None, (), "dyn"
+
+
 def _is_macro(name: str, args: list[Any]) -> bool:
     if not args or _ident_name(args[0]) is None:
         return False
@@ -675,10 +737,12 @@ def _literal_node(node: Any) -> Any:
 
 
 def _literal_uint(literals: dict[int, Any], node: Any, default: int) -> int:
-    """cel-go's ``nodeAsUintValue``: a non-negative int literal's value, else ``default``."""
-    value = literals.get(id(_literal_node(node)))
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return int(value)
+    """cel-go's ``nodeAsUintValue``: an int literal's value (0 if negative), else ``default``."""
+    literal = _literal_node(node)
+    value = literals.get(id(literal))
+    token = literal.children[0] if literal is not None else None
+    if getattr(token, "type", None) == "INT_LIT" and isinstance(value, int):
+        return max(int(value), 0)
     return default
 
 
