@@ -498,6 +498,8 @@ class _Estimator:
         # Kubernetes library estimator
         if name in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes") and target:
             element = _element_type(self._target_type(node))
+            if target.container == "list" and target.size == 0:  # ``[].sum()``: typed as a number
+                scalar_size = 1
             if element is not None:
                 cost = 1
                 if element in ("string", "bytes"):
