@@ -55,6 +55,10 @@ UPSTREAM_ESTIMATES = [
     ('format.named("dns1123Label").value() == format.named("dns1123Label").value()', 11),
     ('optional.of(device.attributes["d"].count).orValue(0) != device.attributes["d"].count', 17),
     ("[[1,2,3,4].slice(3, 0)].size() == 1", MAX),  # end - start wraps as uint64
+    ('[].sum() == device.attributes["x"].y', 15),  # an empty list's sum is typed a number
+    # sorting attribute values gives dyn: index and value of unknown size, compared as strings
+    ('[device.attributes["d"].count].sort().all(i, v, v >= i)', 1_844_674_407_370_955_298),
+    ("[2147483648].slice(0, 1).sort().all(i, v, v >= i)", 42),  # ints stay ints through both
 ]
 
 

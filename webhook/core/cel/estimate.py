@@ -474,6 +474,8 @@ class _Estimator:
         then cel-go's own, else 1; plus the target's and arguments' costs."""
         fn, size, kind = self._function(name, node, target, args, arg_nodes)
         total = _add(fn, target.cost if target is not None else 0, *(a.cost for a in args))
+        if target is not None and name in _SAME_ELEMENTS:
+            return _Est(total, size, (), kind, elem=target.elem)
         return _Est(total, size, (), kind)
 
     def _function(
@@ -605,7 +607,10 @@ class _Estimator:
             factor = 2.0
             if name == "sort" and self._maybe_text(node, target):
                 factor += STRING_TRAVERSAL
-            return _add(_factor(_mul(size, size), factor), 1, LIST_CREATE), _mul(size, size), "list"
+            # sorting a list of dyn values (attribute values): cel-go types the result dyn
+            unknown = target.elem == "dyn" and _element_type(self._target_type(node)) in (None, "dyn")
+            kind = "dyn" if name == "sort" and unknown else "list"
+            return _add(_factor(_mul(size, size), factor), 1, LIST_CREATE), _mul(size, size), kind
         return None
 
     def _maybe_text(self, node: Any, target: _Est) -> bool:
@@ -643,6 +648,8 @@ class _Estimator:
 
 _TEXT = frozenset({"string", "bytes"})
 _FORMAT = "kubernetes.NamedFormat"
+#: ext.Lists functions whose result holds the receiver's elements.
+_SAME_ELEMENTS = frozenset({"slice", "reverse", "distinct", "sort"})
 _SCALAR_OPTIONALS = frozenset(f"optional({k})" for k in ("bool", "int", "uint", "double"))
 _LITERAL_KINDS = {
     "INT_LIT": "int",
