@@ -4,8 +4,9 @@ The oracle is ``e2e/controlplane/go/celoracle`` (built by ``e2e/controlplane/bui
 DRA CEL compiler of ``k8s.io/dynamic-resource-allocation`` at the pinned 1.37 release, called as
 kube-scheduler's allocator calls it. Every expression runs through the oracle and through
 :class:`~webhook.core.cel.SelectorEngine` for each engine, on one device, and the outcomes are
-compared: compiles or not, matches or not, runtime error or not, cost over the limit or not, and
-the error's words (exact and normalised, see :func:`normalise_error`).
+compared: compiles or not, matches or not, runtime error or not, cost over the limit or not (at
+run time, and the compile-time estimate the API server refuses a selector by), and the error's
+words (exact and normalised, see :func:`normalise_error`).
 
 Inputs: the curated expressions of ``bench/data/cel_curated.jsonl`` (transcribed from upstream's
 CEL library, cel-go extension, apiextensions and DRA compile tests, plus issue 31's examples) and
@@ -38,7 +39,9 @@ if __name__ == "__main__":
 
 from e2e.controlplane.launcher import find_cel_oracle
 from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
+from webhook.core.cel.cost import CEL_SELECTOR_EXPRESSION_MAX_COST
 from webhook.core.cel.errors import CelCompileError, CelRuntimeError
+from webhook.core.cel.selectorcheck import over_cost_limit
 
 Obj = dict[str, Any]
 
@@ -76,6 +79,8 @@ class Outcome:
     runtime_error: str | None = None
     cost_exceeded: bool = False
     cost: int | None = None
+    #: The compile-time estimate passes the limit: the API server refuses the selector.
+    estimate_exceeded: bool = False
 
     @property
     def error(self) -> str | None:
@@ -94,12 +99,14 @@ def oracle_outcome(answer: Obj) -> Outcome:
         return Outcome(compiles=False, compile_error=str(answer.get("compileError", "")))
     runtime = answer.get("runtimeError") or None
     matches = answer.get("matches")
+    estimate = answer.get("estimatedCost", 0)  # null: saturated at the maximum uint64
     return Outcome(
         compiles=True,
         matches=None if runtime is not None else bool(matches),
         runtime_error=runtime,
         cost_exceeded=bool(answer.get("costExceeded")),
         cost=answer.get("cost"),
+        estimate_exceeded=estimate is None or int(estimate) > CEL_SELECTOR_EXPRESSION_MAX_COST,
     )
 
 
@@ -109,13 +116,21 @@ def draxr_outcome(engine: SelectorEngine, expression: str, device: SimpleDevice)
         engine.compile(expression)
     except CelCompileError as e:
         return Outcome(compiles=False, compile_error=e.message)
+    estimate = over_cost_limit(expression)
     try:
         matched = engine.matches(expression, device)
     except CelRuntimeError as e:
-        return Outcome(compiles=True, runtime_error=e.message, cost_exceeded=COST_EXCEEDED in e.message)
+        return Outcome(
+            compiles=True,
+            runtime_error=e.message,
+            cost_exceeded=COST_EXCEEDED in e.message,
+            estimate_exceeded=estimate,
+        )
     except Exception as e:  # the engine promises no other exception: record it
-        return Outcome(compiles=True, runtime_error=f"unexpected {type(e).__name__}: {e}")
-    return Outcome(compiles=True, matches=matched)
+        return Outcome(
+            compiles=True, runtime_error=f"unexpected {type(e).__name__}: {e}", estimate_exceeded=estimate
+        )
+    return Outcome(compiles=True, matches=matched, estimate_exceeded=estimate)
 
 
 _HINT = re.compile(r"\. consider using cel optional chaining.*$", re.S)
@@ -163,6 +178,10 @@ def compare(upstream: Outcome, draxr: Outcome) -> list[str]:
         and normalise_error(up_words) != normalise_error(dx_words)
     ):
         out.append("error-words:" + ("compile" if not upstream.compiles else "runtime"))
+    if upstream.compiles and upstream.estimate_exceeded != draxr.estimate_exceeded:
+        out.append(
+            "estimate-limit:upstream-only" if upstream.estimate_exceeded else "estimate-limit:draxr-only"
+        )
     return out
 
 
@@ -509,7 +528,11 @@ class Tally:
 
 
 def _brief(o: Outcome) -> Obj:
-    return {k: v for k, v in asdict(o).items() if v is not None and (k != "cost_exceeded" or v)}
+    return {
+        k: v
+        for k, v in asdict(o).items()
+        if v is not None and (k not in ("cost_exceeded", "estimate_exceeded") or v)
+    }
 
 
 def measure(oracle: Path, cases: Sequence[Case], engines: Iterable[str], out: Path | None = None) -> Obj:
@@ -543,6 +566,7 @@ def measure(oracle: Path, cases: Sequence[Case], engines: Iterable[str], out: Pa
             "matches": sum(u.matches is True for u in upstream),
             "runtime_errors": sum(u.runtime_error is not None for u in upstream),
             "cost_exceeded": sum(u.cost_exceeded for u in upstream),
+            "estimate_exceeded": sum(u.estimate_exceeded for u in upstream),
         },
         "engines": {name: t.report() for name, t in tallies.items()},
     }

@@ -178,6 +178,14 @@ def test_oracle_answers_become_outcomes() -> None:
     )
     assert costly.cost_exceeded
     assert costly.matches is None
+    assert not costly.estimate_exceeded  # no estimatedCost given
+    # null: upstream's estimate saturated at the maximum uint64; a figure over 1,000,000 passes too
+    for estimate in (None, 1_000_001):
+        answer = {"compiles": True, "matches": True, "estimatedCost": estimate}
+        assert oracle_outcome(answer).estimate_exceeded
+    assert not oracle_outcome(
+        {"compiles": True, "matches": True, "estimatedCost": 1_000_000}
+    ).estimate_exceeded
     with pytest.raises(ValueError, match="oracle refused the request: invalid request"):
         oracle_outcome({"inputError": "invalid request: x"})
 
@@ -190,6 +198,17 @@ def test_draxr_outcomes_through_the_selector_engine() -> None:
     missing = draxr_outcome(engine, 'device.attributes["x"].m == 1', device)
     assert missing.compiles is True
     assert missing.runtime_error == "no such key: m"
+    assert not missing.estimate_exceeded
+    unbounded = draxr_outcome(engine, "device.attributes.x.a == device.attributes.x.b", device)
+    assert unbounded.estimate_exceeded
+    assert unbounded.runtime_error == "no such key: a"  # an unknown domain is an empty map
+
+
+def test_an_estimate_on_one_side_of_the_limit_only_is_a_difference() -> None:
+    refused = Outcome(compiles=True, matches=True, estimate_exceeded=True)
+    assert compare(refused, MATCH) == ["estimate-limit:upstream-only"]
+    assert compare(MATCH, refused) == ["estimate-limit:draxr-only"]
+    assert compare(refused, refused) == []
 
 
 #: A stand-in oracle: every selector compiles and matches, except "false".
@@ -217,7 +236,13 @@ def test_measure_reports_differences_by_category(fake_oracle: Path, tmp_path: Pa
     report = measure(fake_oracle, cases, ["cel-python"], out)
     engine = report["engines"]["cel-python"]
     assert report["expressions"] == 4
-    assert report["upstream"] == {"compiles": 4, "matches": 3, "runtime_errors": 0, "cost_exceeded": 0}
+    assert report["upstream"] == {
+        "compiles": 4,
+        "matches": 3,
+        "runtime_errors": 0,
+        "cost_exceeded": 0,
+        "estimate_exceeded": 0,
+    }
     assert engine["differing"] == 2
     assert engine["agreeing"] == 2
     assert {k: v["count"] for k, v in engine["by_category"].items()} == {

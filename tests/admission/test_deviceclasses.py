@@ -233,3 +233,47 @@ def test_tolerations_for_the_extended_resource_are_validated_as_upstreams_device
     response = webhook.respond(PATH, review(edited, operation="UPDATE", old=stored, resource=DEVICE_CLASS))
     assert response["allowed"] is True
     assert response["warnings"][0].startswith(f"draxr ignores {at}: Invalid value: ")
+
+
+#: Four nested comprehensions over the attributes: upstream estimates 24,387,779 (limit 1,000,000).
+TOO_COMPLEX = (
+    "device.attributes.all(d, device.attributes.all(e, device.attributes[d].all(k,"
+    " device.attributes[e].exists(j, device.attributes[d][k] == device.attributes[e][j]))))"
+)
+
+
+def test_a_selector_over_the_estimated_cost_limit_is_denied_with_the_api_servers_words(
+    webhook: Webhook,
+) -> None:
+    dc = device_class("gpu-a", GPU, ['device.driver == "gpu.example.com"', TOO_COMPLEX])
+    response = webhook.respond(PATH, review(dc, resource=DEVICE_CLASS))
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        'DeviceClass.resource.k8s.io "gpu-a" is invalid: '
+        "spec.selectors[1].cel.expression: Forbidden: too complex, exceeds cost limit"
+    )
+    assert causes(response) == [
+        (
+            "spec.selectors[1].cel.expression",
+            "FieldValueForbidden",
+            "Forbidden: too complex, exceeds cost limit",
+        )
+    ]
+
+
+def test_an_update_keeping_its_selectors_is_not_estimated_again(webhook: Webhook) -> None:
+    # Upstream treats unchanged selectors as stored: a class stored before the limit stays editable.
+    old = device_class("gpu-a", GPU, [TOO_COMPLEX])
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"team": "a"}
+    response = webhook.respond(PATH, review(new, operation="UPDATE", old=old, resource=DEVICE_CLASS))
+    assert response["allowed"] is True
+    changed = copy.deepcopy(old)
+    changed["spec"]["selectors"].append({"cel": {"expression": "true"}})
+    response = webhook.respond(PATH, review(changed, operation="UPDATE", old=old, resource=DEVICE_CLASS))
+    assert response["allowed"] is False
+
+
+def test_a_selector_draxr_cannot_compile_is_left_to_the_api_server(webhook: Webhook) -> None:
+    dc = device_class("gpu-a", GPU, ["device.driver =="])
+    assert webhook.respond(PATH, review(dc, resource=DEVICE_CLASS))["allowed"] is True

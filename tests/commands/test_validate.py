@@ -377,6 +377,46 @@ def test_strict_compiles_every_cel_expression(tmp_path: Path) -> None:
     assert lines[3] == "denied: 3 objects checked, 3 denied, 0 warnings"
 
 
+#: Four nested comprehensions over the attributes: upstream estimates 24,387,779 (limit 1,000,000).
+TOO_COMPLEX = (
+    "device.attributes.all(d, device.attributes.all(e, device.attributes[d].all(k,"
+    " device.attributes[e].exists(j, device.attributes[d][k] == device.attributes[e][j]))))"
+)
+
+
+def test_strict_refuses_a_selector_over_the_estimated_cost_limit(tmp_path: Path) -> None:
+    dc = device_class("gpu", None, ['device.driver == "a"', TOO_COMPLEX])
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "r",
+                        "exactly": {
+                            "deviceClassName": "gpu",
+                            "selectors": [{"cel": {"expression": TOO_COMPLEX}}],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    f = _write(tmp_path / "cost.yaml", dc, claim)
+    code, lines, _ = _strict(f)
+    assert code == 1
+    assert lines == [
+        f"{f}: document 0: DeviceClass gpu: "
+        "spec.selectors[1].cel.expression: Forbidden: too complex, exceeds cost limit",
+        f"{f}: document 1: ResourceClaim default/c: "
+        "spec.devices.requests[0].exactly.selectors[0].cel.expression: Forbidden: too complex, "
+        "exceeds cost limit",
+        "denied: 2 objects checked, 2 denied, 0 warnings",
+    ]
+
+
 def test_empty_input_is_an_error_with_strict_and_a_warning_without(tmp_path: Path) -> None:
     (tmp_path / "notes.yaml").write_text("# nothing here yet\n")
     code, lines, err = _strict(tmp_path)

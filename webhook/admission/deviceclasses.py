@@ -2,16 +2,21 @@
 
 Upstream validates the syntax only and lets the scheduler resolve duplicate names silently (newest
 class wins). draxr denies a second class declaring a name already taken, naming the holder, so the
-clash never happens unnoticed; an UPDATE that keeps its name stays allowed.
+clash never happens unnoticed; an UPDATE that keeps its name stays allowed. A selector whose
+estimated cost passes upstream's limit is denied with the API server's words, so the allocator
+never sees a class it would have to give up on.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 from ..core.api.fielderrors import FieldError, invalid_status
 from ..core.api.objects import Obj, name
 from ..core.api.validation import validate_device_class
+from ..core.cel import SelectorEngine
+from ..core.cel.selectorcheck import selector_errors
 from ..core.cluster.deviceclasses import explicit_name
 from .advice import stale_classes_warning
 from .context import Context
@@ -27,9 +32,25 @@ def device_class_findings(new: Obj, old: Obj | None, others: list[Obj]) -> tuple
     return validate_device_class(new, old, others)
 
 
+@functools.cache
+def _engine() -> SelectorEngine:
+    """One engine for every review: its compiled selectors are cached."""
+    return SelectorEngine()
+
+
+def selector_findings(new: Obj, old: Obj | None) -> list[FieldError]:
+    """The cost-limit findings on the class's selectors (none when an UPDATE keeps them)."""
+    kinded = {**new, "kind": KIND}
+    stored = None if old is None else {**old, "kind": KIND}
+    return selector_errors(kinded, _engine(), stored, compile_errors=False)
+
+
 def review_device_class(req: AdmissionRequest, ctx: Context) -> Verdict:
     if req.operation not in ("CREATE", "UPDATE") or req.obj is None:
         return Verdict()
+    selectors = selector_findings(req.obj, req.old)
+    if selectors:
+        return Verdict.deny(invalid_status(KIND, GROUP, name(req.obj) or req.name, selectors))
     with ctx.cache.lock:
         others = ctx.cache.state.classes.classes()
     errors, warnings = device_class_findings(req.obj, req.old, others)

@@ -36,10 +36,11 @@ from ..admission.pods import mapping_errors, mapping_status
 from ..core.api.constants import DEVICE_CLASS_PREFIX
 from ..core.api.fielderrors import FieldError, forbidden, invalid, not_supported, required
 from ..core.api.fielderrors import Path as FieldPath
-from ..core.api.objects import Obj, as_dict, as_list, name, namespace, uid
+from ..core.api.objects import Obj, as_dict, name, namespace, uid
 from ..core.api.specialclaims import pod_owner
 from ..core.api.validation import carries_special_annotation, validate_special_claim
-from ..core.cel import CelCompileError, SelectorEngine
+from ..core.cel import SelectorEngine
+from ..core.cel.selectorcheck import selector_errors
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.paths.explain import contention_warning, quota_warning
 from ..core.paths.quota import QuotaRules, limits_by_name, release_rules, unguarded
@@ -257,48 +258,9 @@ def _schema_errors(e: Any, version: str) -> list[FieldError]:
     return [FieldError(invalid(path, None, "").type, str(path), detail=str(e.message))]
 
 
-def _cel_expressions(obj: Obj) -> list[tuple[FieldPath, Any]]:
-    """(field path, expression) of every CEL selector of a DeviceClass, ResourceClaim or
-    ResourceClaimTemplate, in any resource.k8s.io version (as the input wrote it)."""
-    kind = obj.get("kind")
-    root = FieldPath("spec")
-    if kind == "DeviceClass":
-        return _selectors(as_dict(obj.get("spec")).get("selectors"), root.child("selectors"))
-    body = as_dict(obj.get("spec"))
-    if kind == "ResourceClaimTemplate":
-        body, root = as_dict(body.get("spec")), root.child("spec")
-    elif kind != "ResourceClaim":
-        return []
-    out: list[tuple[FieldPath, Any]] = []
-    requests = root.child("devices", "requests")
-    for i, request in enumerate(as_list(as_dict(body.get("devices")).get("requests"))):
-        request = as_dict(request)
-        at = requests.index(i)
-        out += _selectors(request.get("selectors"), at.child("selectors"))  # v1beta1
-        out += _selectors(as_dict(request.get("exactly")).get("selectors"), at.child("exactly", "selectors"))
-        for k, sub in enumerate(as_list(request.get("firstAvailable"))):
-            out += _selectors(
-                as_dict(sub).get("selectors"), at.child("firstAvailable").index(k).child("selectors")
-            )
-    return out
-
-
-def _selectors(value: Any, path: FieldPath) -> list[tuple[FieldPath, Any]]:
-    return [
-        (path.index(i).child("cel", "expression"), as_dict(as_dict(sel).get("cel")).get("expression"))
-        for i, sel in enumerate(as_list(value))
-        if "expression" in as_dict(as_dict(sel).get("cel"))
-    ]
-
-
 def cel_errors(obj: Obj, engine: SelectorEngine) -> list[FieldError]:
-    out: list[FieldError] = []
-    for path, expression in _cel_expressions(obj):
-        try:
-            engine.compile(expression)
-        except CelCompileError as e:
-            out.append(invalid(path, expression, e.message))
-    return out
+    """The API server's findings on the selectors: compile errors and the estimated cost limit."""
+    return selector_errors(obj, engine)
 
 
 # --- the checks ----------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ added here (heterogeneous equality, unknown attribute domains as empty maps, com
 type checks, length/nesting limits) or rejected at compile time. No version gating: the
 engine does not know the served release, and 1.34-1.37 share one base environment for stored
 expressions (the newest library, ``ext.Lists`` version 3, came in 1.34). Not supported: optional
-elements in literals (``[?x]``, ``{?k: v}``), ``type(x) == net.IP``-style qualified type names,
-the ``image`` library, and the estimated cost at compile time. The runtime cost limit is
-upstream's (:mod:`.cost`).
+elements in literals (``[?x]``, ``{?k: v}``), ``type(x) == net.IP``-style qualified type names
+and the ``image`` library. The runtime cost limit is upstream's (:mod:`.cost`), and so is the
+estimated cost the API server refuses a selector by at compile time (:mod:`.estimate`, applied by
+:mod:`.selectorcheck`).
 """
 
 from .backend import DEFAULT_ENGINE, ENGINES, available_engines
