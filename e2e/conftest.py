@@ -23,11 +23,13 @@ the control plane's.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Generator, Iterator
 from typing import Any, NoReturn
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from webhook.kube.client import KubeClient
 
@@ -90,24 +92,36 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 CONTAINERD = ("e2e/chartrow/", "e2e/test_chart_gate_off.py", "e2e/controlplane/test_realnode.py")
 
 
-def cluster_group(item: pytest.Item) -> str:
-    """Which cluster a test runs on: its row (``backend``), its contract server, the containerd
-    rows, else its module (a module starts its own). Under ``pytest -n N --dist loadgroup`` (make
-    e2e-local) one worker runs a whole group, so each cluster starts once."""
-    path = item.nodeid.split("::", 1)[0]
+def cluster_group(nodeid: str) -> str:
+    """Which cluster a test runs on, from its id: the containerd rows; its row (a parameter id naming
+    one, ``backend`` or a module's own control plane of that release); the contract suite's real
+    kube-apiserver; else its module (a module starts its own)."""
+    path, _, rest = nodeid.partition("::")
     if path.startswith(CONTAINERD):
         return "containerd"
-    params = getattr(item, "callspec", None)
-    if params is not None:
-        for key in ("backend", "server"):
-            if key in params.params:
-                return f"{key}-{params.params[key]}"
+    params = rest[rest.index("[") + 1 : -1] if rest.endswith("]") and "[" in rest else ""
+    for row in sorted(ROWS, key=len, reverse=True):
+        if re.search(rf"(?:^|-){re.escape(row)}(?:-|$)", params):
+            return f"row-{row}"
+    if path.startswith("e2e/contract/") and re.search(r"(?:^|-)apiserver(?:-|$)", params):
+        return "contract-apiserver"
     return path
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(cluster_group(item)))
+class ClusterGroups(LoadScopeScheduling):  # type: ignore[misc]
+    """pytest-xdist's scope scheduling with ``cluster_group`` as the scope: one worker runs a whole
+    group, so each cluster starts once (make e2e-local runs two workers)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return cluster_group(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ClusterGroups | None:
+    """``--dist loadgroup`` groups by cluster (``cluster_group``) rather than by markers."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return ClusterGroups(config, log)
 
 
 def _unusable(reason: str) -> NoReturn:
