@@ -1,7 +1,9 @@
-"""A stream of extended-resource pods through an operator's action: pods created one after another,
-each bound before the next frees a device, the oldest deleted once more than ``keep`` are bound.
-Every answer to a create that is not 201 is a failed admission, kept with its words; the stream
-also records when each pod was created and first seen bound."""
+"""A stream of extended-resource pods through an operator's action or a fault: pods created one after
+another (paused while ``keep`` wait to be bound), the oldest bound one deleted once more than
+``keep`` are alive. A create the API server did
+not answer, or answered it cannot take now (429, 5xx not naming a webhook: a restart, etcd away), is
+tried again as a user would; any other answer but 201 is a failed admission, kept with its words.
+The stream also records when each pod was created and first seen bound."""
 
 from __future__ import annotations
 
@@ -75,17 +77,17 @@ class Stream:
         i = 0
         while not self._stop.is_set() and i < self.limit:
             name = f"{self.prefix}-{i}"
-            i += 1
-            try:
-                status, body = self.client.post(path, stream_pod(name, self.namespace))
-            except OSError as e:
-                self.failed.append(f"{name}: {e}")
-                continue
-            if status == 201:
-                self.created[name] = time.monotonic()
-                alive.append(name)
-            else:
-                self.failed.append(f"{name}: {status} {body.get('message', body)}")
+            # At most ``keep`` pods wait to be bound: through a long outage the stream pauses rather
+            # than piling up more pods than there are devices.
+            waiting = sum(n not in self.bound for n in alive)
+            answer = self._create(path, name) if waiting < self.keep else None
+            if answer is not None:  # else the API server is away: the same pod on the next tick
+                i += 1
+                if answer == "":
+                    self.created[name] = time.monotonic()
+                    alive.append(name)
+                else:
+                    self.failed.append(f"{name}: {answer}")
             self._see_bound()
             bound = [n for n in alive if n in self.bound]
             while len(alive) > self.keep and bound:
@@ -94,6 +96,21 @@ class Stream:
                 with contextlib.suppress(OSError):  # left to the namespace's deletion
                     self.client.delete(f"{path}/{oldest}", gracePeriodSeconds="0")
             self._stop.wait(self.interval)
+
+    def _create(self, path: str, name: str) -> str | None:
+        """The empty string once created (409: an earlier attempt got through); None when the API
+        server did not answer or answered that it cannot now (a restart, etcd away: a user retries
+        those); else the failed admission's words."""
+        try:
+            status, body = self.client.post(path, stream_pod(name, self.namespace))
+        except OSError:
+            return None
+        if status in (201, 409):
+            return ""
+        words = f"{status} {body.get('message', body)}"
+        if status in (429, 500, 503, 504) and "webhook" not in words:
+            return None
+        return words
 
     def _see_bound(self) -> None:
         try:

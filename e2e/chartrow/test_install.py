@@ -15,6 +15,7 @@ import pytest
 
 from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available, split_ref
 from ..local import KEP_DEVICE_CLASS_NAME
+from .procs import pod_processes
 from .row import ChartRow, run_kep_example
 
 Obj = dict[str, Any]
@@ -96,36 +97,13 @@ RUNTIME_RW = {
 }
 
 
-def _processes(pods: set[str]) -> dict[str, Path]:
-    """The main process (``/proc/<pid>``) of each of ``pods`` (by the POD_NAME the chart sets), as
-    the host sees it."""
-    found: dict[str, Path] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
-            status = (proc / "status").read_text()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        names = {e[len(b"POD_NAME=") :].decode() for e in environ if e.startswith(b"POD_NAME=")}
-        ppid = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
-        for name in names & pods:
-            parent_env = Path(f"/proc/{ppid}/environ")
-            with contextlib.suppress(OSError):
-                if f"POD_NAME={name}".encode() in parent_env.read_bytes().split(b"\0"):
-                    continue  # a child of the main process
-            found[name] = proc
-    return found
-
-
 def test_draxr_processes_run_as_65532_and_write_nothing_outside_their_volumes(row: ChartRow) -> None:
     """As the host sees them: every id 65532, the root filesystem mounted read-only, no writable
     mount but what the runtime gives every container, no file open for writing, and nothing in the
     root filesystem's writable layer but the runtime's mount points (a process that wrote there,
     were the root writable, would leave files owned by 65532)."""
     pods = {p["metadata"]["name"] for p in row.get("-n", NAMESPACE, "pods")["items"]}
-    procs = _processes(pods)
+    procs = pod_processes(pods)
     assert set(procs) == pods, (sorted(pods), sorted(procs))
     for name, proc in procs.items():
         status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines())

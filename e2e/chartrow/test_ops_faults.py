@@ -1,7 +1,7 @@
-"""Faults of the real components under the deployed draxr (issue 34's first faults on the chart
-row): kube-apiserver restarted twice, etcd killed and started again, etcd paused past the request
-timeout, each under a stream of extended-resource pods; and every webhook replica down with
-``failurePolicy: Fail``. Counted from the API server's own record (its audit log,
+"""Faults of the real components under the deployed draxr (``faults.py``): kube-apiserver restarted
+twice, etcd killed and started again, etcd paused past the request timeout, the worker leader's pod
+cut from the API server past its lease, each under a stream of extended-resource pods; and every
+webhook replica down with ``failurePolicy: Fail``. Counted from the API server's own record (its audit log,
 ``bench/audit.py``): no pod bound twice, no write by a fenced worker; from the claims: no device in
 two claims."""
 
@@ -11,7 +11,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from webhook.identity.names import LEASE, WEBHOOK
 from ..chart import NAMESPACE
 from ..kubelet_logs import prepared_twice
 from ..local import KEP_DEVICE_CLASS_NAME
+from .faults import FAULTS
 from .row import ChartRow
 
 Obj = dict[str, Any]
@@ -69,36 +69,6 @@ def _create_until_answered(row: ChartRow, name: str, refused: list[str]) -> None
     row.cluster.cp.wait_for(f"pod {name} never created", answered, 120)
 
 
-def _apiserver_restarted_twice(row: ChartRow) -> None:
-    for _ in range(2):
-        row.cluster.cp.restart_process("kube-apiserver")
-
-
-def _etcd_killed_and_started_again(row: ChartRow) -> None:
-    row.cluster.cp.kill("etcd")
-    row.cluster.cp.start_again("etcd")
-
-
-def _etcd_paused_past_the_request_timeout(row: ChartRow) -> None:
-    """Longer than draxr's request timeout (30 s): its writes in flight end without an answer,
-    whether they happened is known only once etcd runs again."""
-    cp = row.cluster.cp
-    cp.pause("etcd")
-    try:
-        done = threading.Event()
-        done.wait(PAUSE_SECONDS)  # the fault's length itself, not a synchronisation
-    finally:
-        cp.resume("etcd")
-
-
-PAUSE_SECONDS = 35.0
-FAULTS: dict[str, Callable[[ChartRow], None]] = {
-    "kube-apiserver restarted twice": _apiserver_restarted_twice,
-    "etcd killed and started again": _etcd_killed_and_started_again,
-    "etcd paused past the request timeout": _etcd_paused_past_the_request_timeout,
-}
-
-
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, fault: str) -> None:
     row.namespace(NS)
@@ -113,9 +83,10 @@ def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, 
     creator = threading.Thread(target=stream)
     creator.start()
     try:
-        FAULTS[fault](row)
+        findings = FAULTS[fault](row)
     finally:
         creator.join(300)
+    assert findings == []
     assert not creator.is_alive()
     assert refused == []
 
@@ -273,6 +244,56 @@ def test_a_lost_node_s_pods_are_replaced_elsewhere_and_released_when_it_returns(
     print(f"{time.monotonic() - t0:.0f}s: {lost}'s kubelet back")
     cluster.cp.wait_for("the lost node's pods or claims not gone after it returned", released, 180)
     print(f"{time.monotonic() - t0:.0f}s: the old pods and their claims gone")
+    assert prepared_twice(nodes.prepare_log) == []
+    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
+    assert report["doubleAllocated"] == []
+    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
+
+
+@pytest.mark.timeout(900)
+def test_a_deleted_node_s_pods_are_collected_and_their_claims_released(row: ChartRow) -> None:
+    """A kubelet stopped and its Node object deleted meanwhile: pod garbage collection removes the
+    pods bound there, draxr releases their special claims, the replacements run on the other node.
+    The kubelet back, the Node is registered anew, its driver publishes again (as its DaemonSet
+    would restart it) and nothing is prepared twice."""
+    cluster, nodes = row.cluster, row.cluster.nodes
+    chart = cluster.chart
+    assert nodes is not None
+    assert chart is not None
+    row.namespace(NS)
+    row.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment("deleted", chart.workload)))
+    row.kubectl("-n", NS, "rollout", "status", "deployment/deleted", "--timeout=180s", timeout=200)
+    old = {p["metadata"]["uid"]: p for p in row.get("-n", NS, "pods", "-l", "app=deleted")["items"]}
+    lost = next(iter(old.values()))["spec"]["nodeName"]
+    [other] = [n for n in nodes.names if n != lost]
+    lost_claims = {
+        p["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        for p in old.values()
+        if p["spec"]["nodeName"] == lost
+    }
+    nodes.stop_kubelet(lost)
+    try:
+        row.kubectl("delete", "node", lost, "--wait=true", timeout=120)
+
+        def collected_and_replaced() -> bool:
+            pods = row.get("-n", NS, "pods", "-l", "app=deleted")["items"]
+            claims = {c["metadata"]["name"] for c in row.get("-n", NS, "resourceclaims")["items"]}
+            on_lost = [p for p in pods if p["spec"].get("nodeName") == lost]
+            running = [
+                p for p in pods if p["metadata"]["uid"] not in old and p["status"].get("phase") == "Running"
+            ]
+            return not on_lost and not (lost_claims & claims) and len(running) >= 1
+
+        cluster.cp.wait_for(
+            "the deleted node's pods not collected or not replaced", collected_and_replaced, 240
+        )
+        assert all(
+            p["spec"]["nodeName"] == other
+            for p in row.get("-n", NS, "pods", "-l", "app=deleted")["items"]
+            if p["spec"].get("nodeName")
+        )
+    finally:
+        nodes.start_kubelet(lost, nodes.kubelet, f"v{cluster.cp.version}")
     assert prepared_twice(nodes.prepare_log) == []
     report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
     assert report["doubleAllocated"] == []

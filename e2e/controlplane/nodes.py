@@ -181,6 +181,25 @@ class Nodes(Lifecycle):
         self._terminate(proc)
         self._procs.remove(proc)
 
+    def restart_driver(self, name: str, gpus: int | None = None) -> None:
+        """Node ``name``'s DRA driver stopped and started again, publishing ``gpus`` GPUs (fewer than
+        before: a device gone from its slice; None: as many as before), as its DaemonSet would
+        restart it; returns once the kubelet registered it again."""
+        [spec] = [s for s in self.specs if s.name == name]
+        [proc] = [p for p in self._procs if p.name == f"{name}-{DRIVER}"]
+        assert isinstance(proc.popen.args, list)  # spawn() gets a list
+        argv = [str(a) for a in proc.popen.args]
+        if gpus is not None:
+            argv = [a for a in argv if not a.startswith("--gpus=")] + [f"--gpus={gpus}"]
+        self._terminate(proc)
+        self._procs.remove(proc)
+        ready = self._node_dir(spec) / f"ready-{DRIVER}"
+        ready.unlink(missing_ok=True)
+        self._spawn(proc.name, argv, self._node_dir(spec))
+        wait_until(
+            f"{DRIVER} on {name} not registered again", ready.exists, self.start_timeout, alive=self.dead
+        )
+
     def tag_image(self, source: str, target: str) -> None:
         """Every node's containerd also names its image ``source`` as ``target``."""
         assert self.real is not None, "tag_image needs the containerd runtime"
@@ -205,8 +224,12 @@ class Nodes(Lifecycle):
         self._kubelet_argv[name] = argv
         node = self._node_dir(spec)
         exited_proxy = self._forget_exited_kube_proxy(spec) if self.real is not None else False
-        self._spawn(f"{name}-kubelet", self._kubelet_command(spec, argv), node)
         admin = self.cp.client()
+        # A deleted Node took its ResourceSlices with it (their owner): once the kubelet registered
+        # it anew, the driver starts again and publishes under the new Node, as a DaemonSet's pod
+        # would be recreated.
+        node_deleted = admin.get(f"/api/v1/nodes/{name}")[0] == 404
+        self._spawn(f"{name}-kubelet", self._kubelet_command(spec, argv), node)
 
         def reports() -> bool:
             status, body = admin.get(f"/api/v1/nodes/{name}")
@@ -217,6 +240,8 @@ class Nodes(Lifecycle):
         )
         if exited_proxy:
             self._start_kube_proxy(spec)
+        if node_deleted:
+            self.restart_driver(name)
         self._wait_node(spec)
 
     def stop(self) -> None:
