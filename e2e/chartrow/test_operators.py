@@ -1,6 +1,6 @@
 """What operators live through, on the deployed draxr (the row: ``conftest.py``): the worker leader's
 pod force-deleted, a webhook pod deleted under 500 creates, ``helm upgrade`` to a second image tag,
-the leader's node drained, the serving certificate renewed in the cluster with a short validity.
+the serving certificate renewed in the cluster with a short validity.
 Each under a stream of pods; bindings and leadership counted from the API server's audit log."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from webhook.identity.pki import Issued
 from webhook.kube.leader import LeaderElection
 
 from ..chart import CHART, NAMESPACE, RELEASE, find_helm, split_ref
-from .failover import draxr_available, force_delete_leader, leader
+from .failover import draxr_available, force_delete_leader
 from .row import ChartRow
 from .stream import Stream, stream_pod
 
@@ -193,53 +193,6 @@ def test_helm_upgrade_to_a_second_tag_under_a_stream_keeps_admission_binding_and
     _settled(row, stream)
     assert _secrets(row) == certs
     assert _ca_bundles(row) == bundles
-    _clean(row)
-
-
-def test_the_leader_s_node_drained_draxr_comes_back_on_the_other_node(row: ChartRow) -> None:
-    nodes = row.cluster.nodes
-    assert nodes is not None
-    drained = leader(row)["spec"]["nodeName"]
-    [other] = [n for n in nodes.names if n != drained]
-    least = dict.fromkeys(("draxr-webhook", "draxr-worker"), 2)
-    watching = threading.Event()
-
-    def watch() -> None:  # the PDBs: at least one ready replica of each Deployment all along
-        while not watching.is_set():
-            for d in row.get("-n", NAMESPACE, "deployments")["items"]:
-                name = d["metadata"]["name"]
-                least[name] = min(least[name], d["status"].get("readyReplicas", 0))
-            watching.wait(0.3)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        row.kubectl(
-            "drain",
-            drained,
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--force",
-            "--timeout=240s",
-            timeout=260,
-        )
-        row.cluster.cp.wait_for("draxr not back on the other node", lambda: draxr_available(row), 240)
-    finally:
-        watching.set()
-        watcher.join(30)
-    try:
-        assert min(least.values()) >= 1, least
-        pods = row.get("-n", NAMESPACE, "pods")["items"]
-        assert {p["spec"]["nodeName"] for p in pods if not p["metadata"].get("deletionTimestamp")} == {other}
-        stream = _stream(row, "drained")
-        row.cluster.cp.wait_for("no pod bound after the drain", lambda: len(stream.bound) >= 3, 120)
-        stream.stop()
-        assert stream.failed == []
-        bound_nodes = {p["spec"].get("nodeName") for p in row.get("-n", NS, "pods")["items"]}
-        assert drained not in bound_nodes, "a pod went to the cordoned node"
-        _settled(row, stream)
-    finally:
-        row.kubectl("uncordon", drained)
     _clean(row)
 
 
