@@ -220,8 +220,11 @@ def test_the_serving_certificate_renewed_in_the_cluster_under_reviews_fails_none
     update a Secret volume): the leader re-issues the 90-day certificate for 3 minutes at once,
     then renews that one a minute later; both reach every webhook pod while dry-run creates flow,
     none refused. Then draxr's defaults again."""
-    chart = row.cluster.chart
-    assert chart is not None
+    # The image the Deployments run now (an earlier scenario may have moved it to a second tag):
+    # only the certificate settings change here.
+    webhook = row.get("-n", NAMESPACE, "deployment", "draxr-webhook")
+    [container] = webhook["spec"]["template"]["spec"]["containers"]
+    image = container["image"]
     row.namespace(NS)
     client = row.cluster.cp.client()
     failed: list[str] = []
@@ -246,7 +249,7 @@ def test_the_serving_certificate_renewed_in_the_cluster_under_reviews_fails_none
     reviewer.start()
     issued: set[str] = set()  # the short-lived serials seen in the TLS Secret
     try:
-        _upgrade(row, chart.image, "certs.validity=3m", "certs.renewBefore=2m")
+        _upgrade(row, image, "certs.validity=3m", "certs.renewBefore=2m")
 
         def two_short_ones_loaded_everywhere() -> bool:
             cert = _serving(row).cert
@@ -266,7 +269,7 @@ def test_the_serving_certificate_renewed_in_the_cluster_under_reviews_fails_none
         reviewer.join(30)
     assert failed == [], failed[:5]
     print(f"{reviews[0]} reviews through {len(issued)} renewals, 0 failed")
-    _upgrade(row, chart.image)  # draxr's defaults again: the next pass renews for 90 days
+    _upgrade(row, image)  # draxr's defaults again: the next pass renews for 90 days
     row.cluster.cp.wait_for(
         "the certificate not renewed for 90 days again",
         lambda: _serving(row).cert.not_valid_after_utc - dt.datetime.now(dt.UTC) > dt.timedelta(days=80),
