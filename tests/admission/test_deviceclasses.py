@@ -6,6 +6,8 @@ import copy
 
 import pytest
 
+from tests.core.cel.cases import TOO_COMPLEX
+
 from .builders import DEVICE_CLASS, GPU, causes, device_class, review
 from .conftest import Webhook
 
@@ -233,13 +235,6 @@ def test_tolerations_for_the_extended_resource_are_validated_as_upstreams_device
     response = webhook.respond(PATH, review(edited, operation="UPDATE", old=stored, resource=DEVICE_CLASS))
     assert response["allowed"] is True
     assert response["warnings"][0].startswith(f"draxr ignores {at}: Invalid value: ")
-
-
-#: Four nested comprehensions over the attributes: upstream estimates 24,387,779 (limit 1,000,000).
-TOO_COMPLEX = (
-    "device.attributes.all(d, device.attributes.all(e, device.attributes[d].all(k,"
-    " device.attributes[e].exists(j, device.attributes[d][k] == device.attributes[e][j]))))"
-)
 
 
 def test_a_selector_over_the_estimated_cost_limit_is_denied_with_the_api_servers_words(

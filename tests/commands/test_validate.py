@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.admission.builders import GPU, device_class, gpu_pod, mapping, special_claim, with_mapping
+from tests.core.cel.cases import TOO_COMPLEX
 from webhook.cli import main
 from webhook.commands import convert
 from webhook.commands.validate import run
@@ -375,13 +376,6 @@ def test_strict_compiles_every_cel_expression(tmp_path: Path) -> None:
         'spec.spec.devices.requests[0].selectors[0].cel.expression: Invalid value: "1 + 1": '
     )
     assert lines[3] == "denied: 3 objects checked, 3 denied, 0 warnings"
-
-
-#: Four nested comprehensions over the attributes: upstream estimates 24,387,779 (limit 1,000,000).
-TOO_COMPLEX = (
-    "device.attributes.all(d, device.attributes.all(e, device.attributes[d].all(k,"
-    " device.attributes[e].exists(j, device.attributes[d][k] == device.attributes[e][j]))))"
-)
 
 
 def test_strict_refuses_a_selector_over_the_estimated_cost_limit(tmp_path: Path) -> None:

@@ -9,13 +9,11 @@ never sees a class it would have to give up on.
 
 from __future__ import annotations
 
-import functools
 from typing import Final
 
 from ..core.api.fielderrors import FieldError, invalid_status
 from ..core.api.objects import Obj, name
 from ..core.api.validation import validate_device_class
-from ..core.cel import SelectorEngine
 from ..core.cel.selectorcheck import selector_errors
 from ..core.cluster.deviceclasses import explicit_name
 from .advice import stale_classes_warning
@@ -32,17 +30,11 @@ def device_class_findings(new: Obj, old: Obj | None, others: list[Obj]) -> tuple
     return validate_device_class(new, old, others)
 
 
-@functools.cache
-def _engine() -> SelectorEngine:
-    """One engine for every review: its compiled selectors are cached."""
-    return SelectorEngine()
-
-
 def selector_findings(new: Obj, old: Obj | None) -> list[FieldError]:
     """The cost-limit findings on the class's selectors (none when an UPDATE keeps them)."""
     kinded = {**new, "kind": KIND}
     stored = None if old is None else {**old, "kind": KIND}
-    return selector_errors(kinded, _engine(), stored, compile_errors=False)
+    return selector_errors(kinded, old=stored)
 
 
 def review_device_class(req: AdmissionRequest, ctx: Context) -> Verdict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.core.cel.cases import TOO_COMPLEX
 from webhook.core.cel.cost import CEL_SELECTOR_EXPRESSION_MAX_COST
 from webhook.core.cel.environment import compile_expression
 from webhook.core.cel.estimate import MAX, estimated_cost, exceeds_limit
@@ -67,14 +68,8 @@ def test_estimate_is_upstreams(expression: str, cost: int) -> None:
     assert estimated_cost(compile_expression(expression)) == cost
 
 
-NESTED_OVER_THE_LIMIT = (
-    "device.attributes.all(d, device.attributes.all(e, device.attributes[d].all(k,"
-    " device.attributes[e].exists(j, device.attributes[d][k] == device.attributes[e][j]))))"
-)
-
-
 def test_nested_comprehension_over_attributes_exceeds_the_limit() -> None:
-    compiled = compile_expression(NESTED_OVER_THE_LIMIT)
+    compiled = compile_expression(TOO_COMPLEX)
     assert estimated_cost(compiled) == 24_387_779  # upstream's figure
     assert exceeds_limit(compiled)
 

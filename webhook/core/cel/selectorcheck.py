@@ -9,6 +9,7 @@ selectors exactly as they were is not checked again (upstream treats them as sto
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..api.fielderrors import FieldError, forbidden, invalid
@@ -55,22 +56,23 @@ def _selectors(value: Any, path: FieldPath) -> list[tuple[FieldPath, Any]]:
 
 
 def selector_errors(
-    obj: Obj, engine: SelectorEngine, old: Obj | None = None, *, compile_errors: bool = True
+    obj: Obj, engine: SelectorEngine | None = None, old: Obj | None = None
 ) -> list[FieldError]:
     """The API server's findings on ``obj``'s selectors; ``old`` (an UPDATE's stored object)
-    exempts a DeviceClass whose selectors did not change. Without ``compile_errors`` only the
-    cost limit is checked (the admission webhook: the API server has compiled them already, and
-    where draxr's compiler is stricter than upstream's, the allocator reports it instead)."""
+    exempts a DeviceClass whose selectors did not change. With ``engine`` a selector it cannot
+    compile is an error; without, only the cost limit is checked (the admission webhook: the API
+    server has compiled them already, and where draxr's compiler is stricter than upstream's, the
+    allocator reports it instead)."""
     if old is not None and obj.get("kind") == "DeviceClass" and _same_selectors(obj, old):
         return []
     out: list[FieldError] = []
     for path, expression in selector_expressions(obj):
-        try:
-            engine.compile(expression)
-        except CelCompileError as e:
-            if compile_errors:
+        if engine is not None:
+            try:
+                engine.compile(expression)
+            except CelCompileError as e:
                 out.append(invalid(path, expression, e.message))
-            continue
+                continue
         if over_cost_limit(expression):
             out.append(forbidden(path, COST_LIMIT_DETAIL))
     return out
@@ -80,9 +82,17 @@ def _same_selectors(new: Obj, old: Obj) -> bool:
     return as_dict(new.get("spec")).get("selectors") == as_dict(old.get("spec")).get("selectors")
 
 
-def over_cost_limit(expression: str) -> bool:
-    """Whether upstream's estimate of a selector that compiles passes the cost limit."""
+def over_cost_limit(expression: object) -> bool:
+    """Whether upstream's estimate of a selector that compiles passes the cost limit (False for one
+    that does not compile, a non-string included: that is the compiler's finding)."""
+    return isinstance(expression, str) and _over_cost_limit(expression)
+
+
+@functools.lru_cache(maxsize=4096)
+def _over_cost_limit(expression: str) -> bool:
+    """A pure function of the text: each expression is parsed and estimated once, however often a
+    class with it is reviewed."""
     try:
         return exceeds_limit(compile_expression(expression))
     except CelCompileError:
-        return False  # reported as a compile error by the caller
+        return False
