@@ -9,7 +9,7 @@ import uuid
 
 from tests.core.harness import claim, exactly, state_of
 from tests.core.podfactory import container, device, device_class, node, pod, resource_slice
-from webhook.core.allocation.claims import as_obj, claim_status, special_claim_after_prebind
+from webhook.core.allocation.claims import as_obj, reserved_for, special_claim_after_prebind
 from webhook.core.allocation.results import share_id_sequence
 from webhook.core.api.objects import Obj
 from webhook.core.api.quantity import Quantity
@@ -76,7 +76,7 @@ def test_the_written_claim_holds_what_the_reservation_held() -> None:
     token = s.reserve(d)
     reserved = st.capacity.free(DRIVER).copy()
     written = special_claim_after_prebind(d.pod, d.requests, d.special, "p-gpu-abcde")
-    assert written["status"] == claim_status(d.pod, d.special)
+    assert written["status"] == {"allocation": d.special.to_api(), "reservedFor": [reserved_for(d.pod)]}
     st.apply("ResourceClaim", as_obj(written))
     # Held by both the reservation and the written claim until Unreserve: each share counts once
     # (by its shareID), or the next pod would be refused meanwhile (a flaky worker test found it).

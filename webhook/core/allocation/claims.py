@@ -147,11 +147,6 @@ def special_claim(
     }
 
 
-def claim_status(pod: Obj, allocation: ClaimAllocation) -> SpecialClaimStatus:
-    """``status`` written in PreBind: the allocation and the pod in ``reservedFor``."""
-    return {"allocation": allocation.to_api(), "reservedFor": [reserved_for(pod)]}
-
-
 def special_claim_after_prebind(
     pod: Obj,
     requests: list[Obj],
