@@ -52,6 +52,23 @@ def bound_twice(events: list[Obj]) -> list[str]:
     return sorted(k for k, n in seen.items() if n > 1)
 
 
+def first_binding_after(events: list[Obj], namespace: str, since: datetime, not_from: str) -> datetime | None:
+    """When the API server received the first successful Binding in ``namespace`` after ``since``
+    from an address other than ``not_from`` (a worker that was deleted: its follower took over)."""
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if (
+            e.get("verb") == "create"
+            and ref.get("subresource") == "binding"
+            and ref.get("namespace") == namespace
+            and _succeeded(e)
+            and _source(e) != not_from
+            and _when(e) > since
+        ):
+            return _when(e)
+    return None
+
+
 @dataclass(frozen=True)
 class Span:
     """One replica's leadership: from a successful Lease write naming it holder to its expiry."""

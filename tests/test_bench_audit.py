@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from bench.audit import bound_twice, fenced_writes, leadership
+from bench.audit import bound_twice, fenced_writes, first_binding_after, leadership
 
 Obj = dict[str, Any]
 SA = "system:serviceaccount:draxr-system:draxr-worker"
@@ -82,3 +83,18 @@ def test_a_failed_lease_write_gives_no_leadership_and_others_writes_are_not_coun
     ]
     assert leadership(events, "draxr-system", "draxr-worker", SA) == []
     assert len(fenced_writes(events, "draxr-system", "draxr-worker", SA)) == 1
+
+
+def test_the_followers_first_binding_after_the_deletion_is_the_failover() -> None:
+    """Bindings before the deletion, failed ones and the deleted leader's own do not count."""
+    since = datetime(2026, 11, 28, 6, 0, 2, tzinfo=UTC)
+    events = [
+        ev("01.000000", "create", "pods", "p", subresource="binding", ip=B),  # before
+        ev("03.000000", "create", "pods", "q", subresource="binding", ip=A),  # the deleted leader's
+        ev("04.000000", "create", "pods", "r", subresource="binding", ip=B, code=409),  # refused
+        ev("05.500000", "create", "pods", "s", subresource="binding", ip=B),
+    ]
+    assert first_binding_after(events, "default", since, A) == datetime(
+        2026, 11, 28, 6, 0, 5, 500000, tzinfo=UTC
+    )
+    assert first_binding_after(events, "other", since, A) is None

@@ -1,6 +1,6 @@
 """The worker leader's pod force-deleted under a stream of pods, and how long until the follower
 binds: measured from the API server's own record (the audit log's Binding writes and their source
-address), not from what a client happened to poll. Used by the chart row's scenario and by
+address, ``bench/audit.py``), not from what a client happened to poll. Used by the chart row's scenario and by
 ``bench/chart_failover.py`` (the median of five)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from bench.audit import first_binding_after
 from webhook.identity.names import LEASE
 
 from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available
@@ -27,29 +28,6 @@ def leader(row: ChartRow) -> Obj:
 
     row.cluster.cp.wait_for("no worker holds the Lease", held, 60)
     return row.get("-n", NAMESPACE, "pod", holder[0])
-
-
-def _when(event: Obj) -> dt.datetime:
-    return dt.datetime.fromisoformat(str(event["requestReceivedTimestamp"]).replace("Z", "+00:00"))
-
-
-def first_binding_by_another(
-    events: list[Obj], namespace: str, since: dt.datetime, not_from: str
-) -> dt.datetime | None:
-    """When the first successful Binding in ``namespace`` after ``since`` was received from an
-    address other than ``not_from`` (the deleted leader's pod IP)."""
-    for e in events:
-        ref = e.get("objectRef") or {}
-        if (
-            e.get("verb") == "create"
-            and ref.get("subresource") == "binding"
-            and ref.get("namespace") == namespace
-            and 200 <= int((e.get("responseStatus") or {}).get("code", 0)) < 300
-            and (e.get("sourceIPs") or [""])[0] != not_from
-            and _when(e) > since
-        ):
-            return _when(e)
-    return None
 
 
 def draxr_available(row: ChartRow) -> bool:
@@ -74,7 +52,7 @@ def force_delete_leader(row: ChartRow, stream: Stream) -> float:
     found: list[dt.datetime] = []
 
     def bound_by_another() -> bool:
-        at = first_binding_by_another(cp.audit_events(), stream.namespace, since, old_ip)
+        at = first_binding_after(cp.audit_events(), stream.namespace, since, old_ip)
         if at is not None:
             found.append(at)
         return at is not None
