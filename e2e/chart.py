@@ -129,22 +129,7 @@ class ChartInstall:
         helm = find_helm()
         if helm is None:
             raise ControlPlaneError("no helm on PATH nor in .ci/bin")
-        repo, tag = split_ref(self.image)
-        argv = [
-            str(helm),
-            "install",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            NAMESPACE,
-            "--create-namespace",
-            "--set",
-            f"image.repository={repo}",
-            "--set",
-            f"image.tag={tag}",
-            "--kubeconfig",
-            str(kubeconfig),
-        ]
+        argv = [*helm_release(helm, "install", self.image, kubeconfig), "--create-namespace"]
         t0 = time.monotonic()
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
         if done.returncode != 0:
@@ -161,9 +146,9 @@ class ChartInstall:
             if got.returncode != 0:
                 last[0] = got.stderr.strip()
                 return False
-            states = {d["metadata"]["name"]: d for d in json.loads(got.stdout)["items"]}
-            last[0] = json.dumps({n: d.get("status") for n, d in states.items()})
-            return all(n in states and deployment_available(states[n]) for n in DEPLOYMENTS)
+            items = json.loads(got.stdout)["items"]
+            last[0] = json.dumps({d["metadata"]["name"]: d.get("status") for d in items})
+            return draxr_available(items)
 
         progress("waiting for draxr-webhook and draxr-worker to be Available")
         wait_until(
@@ -186,6 +171,30 @@ class ChartInstall:
             "image_bytes": self.draxr_image.unpacked_bytes,
             "install_seconds": self.install_seconds,
         }
+
+
+def helm_release(helm: Path, verb: str, image: str, kubeconfig: Path, *sets: str) -> list[str]:
+    """``helm install`` or ``helm upgrade`` of draxr's release as docs/install.md says: the chart's
+    defaults but the image (and ``sets``, ``key=value``)."""
+    repo, tag = split_ref(image)
+    values = [f"image.repository={repo}", f"image.tag={tag}", *sets]
+    return [
+        str(helm),
+        verb,
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        *[arg for value in values for arg in ("--set", value)],
+        "--kubeconfig",
+        str(kubeconfig),
+    ]
+
+
+def draxr_available(deployments: list[dict[str, Any]]) -> bool:
+    """Both of draxr's Deployments among ``deployments``, each available (``deployment_available``)."""
+    by_name = {d["metadata"]["name"]: d for d in deployments}
+    return all(n in by_name and deployment_available(by_name[n]) for n in DEPLOYMENTS)
 
 
 def deployment_available(d: dict[str, Any]) -> bool:

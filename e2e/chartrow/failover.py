@@ -11,7 +11,7 @@ from typing import Any
 from bench.audit import first_binding_after
 from webhook.identity.names import LEASE
 
-from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available
+from ..chart import NAMESPACE, draxr_available
 from .row import ChartRow
 from .stream import Stream
 
@@ -30,9 +30,9 @@ def leader(row: ChartRow) -> Obj:
     return row.get("-n", NAMESPACE, "pod", holder[0])
 
 
-def draxr_available(row: ChartRow) -> bool:
-    deployments = {d["metadata"]["name"]: d for d in row.get("-n", NAMESPACE, "deployments")["items"]}
-    return all(deployment_available(deployments[n]) for n in DEPLOYMENTS)
+def available(row: ChartRow) -> bool:
+    """Both of draxr's Deployments available, every replica ready."""
+    return draxr_available(row.get("-n", NAMESPACE, "deployments")["items"])
 
 
 def force_delete_leader(row: ChartRow, stream: Stream) -> float:
@@ -58,5 +58,5 @@ def force_delete_leader(row: ChartRow, stream: Stream) -> float:
         return at is not None
 
     cp.wait_for("no other worker bound a pod after the leader's pod was deleted", bound_by_another, 120)
-    cp.wait_for("draxr's Deployments not available again", lambda: draxr_available(row), 180)
+    cp.wait_for("draxr's Deployments not available again", lambda: available(row), 180)
     return (found[0] - since).total_seconds()

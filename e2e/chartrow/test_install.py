@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from ..chart import DEPLOYMENTS, NAMESPACE, deployment_available, split_ref
+from ..chart import (
+    CHART,
+    DEPLOYMENTS,
+    NAMESPACE,
+    deployment_available,
+    draxr_available,
+    helm_release,
+    split_ref,
+)
 from ..local import KEP_DEVICE_CLASS_NAME
 from .procs import pod_processes
 from .row import ChartRow, run_kep_example
@@ -47,6 +55,33 @@ def test_a_deployment_is_available_only_with_every_replica_ready() -> None:
     assert deployment_available(ready)
     assert not deployment_available({**ready, "status": {**ready["status"], "readyReplicas": 1}})
     assert not deployment_available({**ready, "metadata": {"generation": 3}})
+
+
+def test_install_and_upgrade_set_only_the_image_and_what_they_are_given() -> None:
+    """No binaries needed: the chart's defaults otherwise, as docs/install.md says."""
+    argv = helm_release(Path("/h/helm"), "upgrade", "localhost/draxr:abc", Path("/k"), "certs.validity=3m")
+    assert argv == [
+        "/h/helm", "upgrade", "draxr", str(CHART), "--namespace", NAMESPACE,
+        "--set", "image.repository=localhost/draxr", "--set", "image.tag=abc",
+        "--set", "certs.validity=3m", "--kubeconfig", "/k",
+    ]  # fmt: skip
+
+
+def test_draxr_is_available_only_with_both_deployments_available() -> None:
+    ready: Obj = {
+        "metadata": {"generation": 1},
+        "spec": {"replicas": 1},
+        "status": {
+            "observedGeneration": 1,
+            "readyReplicas": 1,
+            "updatedReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"}],
+        },
+    }
+    both = [{**ready, "metadata": {**ready["metadata"], "name": n}} for n in DEPLOYMENTS]
+    assert draxr_available(both)
+    assert not draxr_available(both[:1])
+    assert not draxr_available([both[0], {**both[1], "status": {}}])
 
 
 def test_both_deployments_have_two_ready_replicas(row: ChartRow) -> None:
@@ -138,9 +173,9 @@ def test_the_kep_example_sees_exactly_its_devices(row: ChartRow) -> None:
 
 
 def test_kubectl_draxr_status_against_the_deployed_draxr(row: ChartRow) -> None:
-    assert shutil.which("kubectl-draxr", path=row.env["PATH"]), "kubectl-draxr is not on PATH"
     """The plugin reads the chart's install: both hooks, a worker pod holding the Lease, the KEP
     class backing example.com/gpu and no device in two claims."""
+    assert shutil.which("kubectl-draxr", path=row.env["PATH"]), "kubectl-draxr is not on PATH"
     report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
     assert report["webhooks"] == {"mutating": True, "validating": True}, report
     workers = {

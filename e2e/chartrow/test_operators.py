@@ -21,8 +21,8 @@ from webhook.identity.names import CA_SECRET, LEASE, TLS_SECRET, WEBHOOK, WEBHOO
 from webhook.identity.pki import Issued
 from webhook.kube.leader import LeaderElection
 
-from ..chart import CHART, NAMESPACE, RELEASE, find_helm, split_ref
-from .failover import draxr_available, force_delete_leader
+from ..chart import NAMESPACE, find_helm, helm_release, split_ref
+from .failover import available, force_delete_leader
 from .row import ChartRow
 from .stream import Stream, stream_pod
 
@@ -143,31 +143,15 @@ def _ca_bundles(row: ChartRow) -> set[str]:
     return bundles
 
 
-def _helm(row: ChartRow, *args: str) -> None:
-    helm = find_helm()
-    assert helm is not None
-    argv = [str(helm), *args, "--kubeconfig", str(row.cluster.kubeconfig)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
-    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-
-
 def _upgrade(row: ChartRow, image: str, *sets: str) -> None:
     """``helm upgrade`` with the chart's defaults but the image (and ``sets``), until both
     Deployments run the new template."""
-    repo, tag = split_ref(image)
-    values = [f"image.repository={repo}", f"image.tag={tag}", *sets]
-    _helm(
-        row,
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        *[a for v in values for a in ("--set", v)],
-    )
-    row.cluster.cp.wait_for(
-        "draxr's Deployments not available after the upgrade", lambda: draxr_available(row), 240
-    )
+    helm = find_helm()
+    assert helm is not None
+    argv = helm_release(helm, "upgrade", image, row.cluster.kubeconfig, *sets)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, f"helm upgrade: {done.stderr}"
+    row.cluster.cp.wait_for("draxr not available after the upgrade", lambda: available(row), 240)
 
 
 def test_helm_upgrade_to_a_second_tag_under_a_stream_keeps_admission_binding_and_certificates(
