@@ -39,7 +39,7 @@ if __name__ == "__main__":
 
 from bench.audit import fenced_writes
 from e2e.chart import NAMESPACE
-from e2e.chartrow.faults import FAULTS, WORKER_SA, apiserver_restarted_twice, counts, leader_cut_while
+from e2e.chartrow.faults import COUNTS, FAULTS, WORKER_SA, apiserver_restarted_twice, counts, leader_cut_while
 from e2e.chartrow.row import ChartRow, started_row
 from e2e.chartrow.stream import Stream
 from e2e.local import ROWS, unavailable
@@ -97,7 +97,7 @@ def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
     recoveries = [f["recovery_seconds"] for f in faults if f["recovery_seconds"] is not None]
     events = row.cluster.cp.audit_events()
     return {
-        **counts(row, [stream]),
+        **counts(row, [NS], len(stream.failed)),
         "fenced_writes_seen": fenced_writes(events, NAMESPACE, LEASE, WORKER_SA)[:20],
         "unbound": stream.unbound(),
         "pods_created": len(stream.created),
@@ -110,16 +110,6 @@ def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
             "after": _rate(bound, last, end),
         },
     }
-
-
-COUNTS = (
-    "double_allocated",
-    "freed_under_running_pod",
-    "leaked_devices",
-    "bound_twice",
-    "failed_admissions",
-    "fenced_writes",
-)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ the API server's audit log and the objects themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -18,11 +19,11 @@ from webhook.identity.names import LEASE
 from webhook.kube.leader import LeaderElection
 
 from ..chart import NAMESPACE
+from ..controlplane.launcher import ControlPlaneError
 from ..controlplane.nodes import DRIVER
 from .failover import leader
 from .procs import pod_processes
 from .row import ChartRow
-from .stream import Stream
 
 Obj = dict[str, Any]
 WORKER_SA = f"system:serviceaccount:{NAMESPACE}:draxr-worker"
@@ -141,13 +142,20 @@ FAULTS: dict[str, Callable[[ChartRow], list[str]]] = {
 }
 
 
-def counts(row: ChartRow, streams: list[Stream]) -> dict[str, int]:
-    """What a fault run is judged by, each 0 when nothing went wrong: devices in two claims, special
-    claims of bound pods not allocated and reserved for them, special claims held for pods that are
-    gone, pods bound twice, failed admissions of the streams, writes by a fenced worker."""
-    events = row.cluster.cp.audit_events()
-    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
-    namespaces = {s.namespace for s in streams}
+#: What a fault run is judged by, each 0 when nothing went wrong.
+COUNTS = (
+    "double_allocated",
+    "freed_under_running_pod",
+    "leaked_devices",
+    "bound_twice",
+    "failed_admissions",
+    "fenced_writes",
+)
+
+
+def _claim_counts(row: ChartRow, namespaces: list[str]) -> tuple[int, int]:
+    """Special claims of bound pods not allocated and reserved for them; allocated claims whose
+    consumers are all gone."""
     freed = leaked = 0
     for ns in namespaces:
         pods = {p["metadata"]["uid"]: p for p in row.get("-n", ns, "pods")["items"]}
@@ -156,8 +164,7 @@ def counts(row: ChartRow, streams: list[Stream]) -> dict[str, int]:
             held = (pod.get("status") or {}).get("extendedResourceClaimStatus")
             if not pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp") or not held:
                 continue
-            claim = claims.get(held["resourceClaimName"]) or {}
-            status = claim.get("status") or {}
+            status = (claims.get(held["resourceClaimName"]) or {}).get("status") or {}
             reserved = {r.get("uid") for r in status.get("reservedFor") or []}
             if not status.get("allocation") or pod["metadata"]["uid"] not in reserved:
                 freed += 1
@@ -166,11 +173,37 @@ def counts(row: ChartRow, streams: list[Stream]) -> dict[str, int]:
             reserved = {r.get("uid") for r in status.get("reservedFor") or []}
             if status.get("allocation") and reserved and not reserved & set(pods):
                 leaked += 1
+    return freed, leaked
+
+
+def counts(
+    row: ChartRow, namespaces: list[str], failed_admissions: int = 0, settle: float = 60.0
+) -> dict[str, int]:
+    """The ``COUNTS`` of a run whose pods are in ``namespaces``: devices in two claims, claims freed
+    under a bound pod, devices leaked (counted once the worker had ``settle`` seconds to release
+    the claims of pods deleted last), pods bound twice, ``failed_admissions``, fenced writes."""
+    found = [(0, 0)]
+
+    def released() -> bool:
+        found[0] = _claim_counts(row, namespaces)
+        return found[0][1] == 0
+
+    with contextlib.suppress(ControlPlaneError):  # still leaked after ``settle``: counted below
+        row.cluster.cp.wait_for("claims of deleted pods not released", released, settle)
+    freed, leaked = found[0]
+    events = row.cluster.cp.audit_events()
+    report = json.loads(row.kubectl("draxr", "status", "--draxr-namespace", NAMESPACE, "-o", "json"))
     return {
         "double_allocated": len(report["doubleAllocated"]),
         "freed_under_running_pod": freed,
         "leaked_devices": leaked,
         "bound_twice": len(bound_twice(events)),
-        "failed_admissions": sum(len(s.failed) for s in streams),
+        "failed_admissions": failed_admissions,
         "fenced_writes": len(fenced_writes(events, NAMESPACE, LEASE, WORKER_SA)),
     }
+
+
+def nothing_wrong(row: ChartRow, namespaces: list[str], failed_admissions: int = 0) -> None:
+    """Every count 0 (``counts``), or the run's counts in the failure."""
+    found = counts(row, namespaces, failed_admissions)
+    assert found == dict.fromkeys(COUNTS, 0), found

@@ -37,6 +37,22 @@ def stream_pod(name: str, namespace: str, *, gated: bool = False) -> Obj:
     return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
+def create(client: Client, namespace: str, name: str) -> str | None:
+    """Creates ``stream_pod(name)`` as a user would: the empty string once created (409: an earlier
+    attempt got through); None when the API server did not answer or answered that it cannot now
+    (a restart, etcd away: a user tries again); else the failed admission's words."""
+    try:
+        status, body = client.post(f"/api/v1/namespaces/{namespace}/pods", stream_pod(name, namespace))
+    except OSError:
+        return None
+    if status in (201, 409):
+        return ""
+    words = f"{status} {body.get('message', body)}"
+    if status in (429, 500, 503, 504) and "webhook" not in words:
+        return None
+    return words
+
+
 @dataclass
 class Stream:
     """Creates ``prefix-0``, ``prefix-1``, ... in ``namespace`` every ``interval`` seconds until
@@ -80,7 +96,7 @@ class Stream:
             # At most ``keep`` pods wait to be bound: through a long outage the stream pauses rather
             # than piling up more pods than there are devices.
             waiting = sum(n not in self.bound for n in alive)
-            answer = self._create(path, name) if waiting < self.keep else None
+            answer = create(self.client, self.namespace, name) if waiting < self.keep else None
             if answer is not None:  # else the API server is away: the same pod on the next tick
                 i += 1
                 if answer == "":
@@ -96,21 +112,6 @@ class Stream:
                 with contextlib.suppress(OSError):  # left to the namespace's deletion
                     self.client.delete(f"{path}/{oldest}", gracePeriodSeconds="0")
             self._stop.wait(self.interval)
-
-    def _create(self, path: str, name: str) -> str | None:
-        """The empty string once created (409: an earlier attempt got through); None when the API
-        server did not answer or answered that it cannot now (a restart, etcd away: a user retries
-        those); else the failed admission's words."""
-        try:
-            status, body = self.client.post(path, stream_pod(name, self.namespace))
-        except OSError:
-            return None
-        if status in (201, 409):
-            return ""
-        words = f"{status} {body.get('message', body)}"
-        if status in (429, 500, 503, 504) and "webhook" not in words:
-            return None
-        return words
 
     def _see_bound(self) -> None:
         try:
