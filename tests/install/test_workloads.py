@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from webhook.install.manifests import render
+from webhook.install.workloads import PRE_STOP_SECONDS
 
 
 def test_deployments_are_hardened_and_highly_available() -> None:
@@ -25,3 +26,14 @@ def test_deployments_are_hardened_and_highly_available() -> None:
         assert spec["serviceAccountName"] == d["metadata"]["name"]
     pdbs = {o["metadata"]["name"] for o in render(cert_manager=True) if o["kind"] == "PodDisruptionBudget"}
     assert pdbs == {"draxr-webhook", "draxr-worker"}
+
+
+def test_a_terminating_webhook_pod_keeps_answering_within_its_grace_period() -> None:
+    """Only the webhook sleeps before SIGTERM (kube-apiserver learns late that it left the
+    endpoints); the sleep fits in the default 30 s grace period with uvicorn's 10 s shutdown."""
+    by_name = {o["metadata"]["name"]: o for o in render(cert_manager=True) if o["kind"] == "Deployment"}
+    (webhook,) = by_name["draxr-webhook"]["spec"]["template"]["spec"]["containers"]
+    (worker,) = by_name["draxr-worker"]["spec"]["template"]["spec"]["containers"]
+    assert webhook["lifecycle"] == {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}}
+    assert 0 < PRE_STOP_SECONDS <= 30 - 10
+    assert "lifecycle" not in worker
