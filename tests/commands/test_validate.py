@@ -318,29 +318,26 @@ def test_strict_checks_types_required_fields_and_served_versions(tmp_path: Path)
     assert [line for line in lines if "DeviceTaintRule" in line] == []
 
 
-def test_strict_compiles_every_cel_expression(tmp_path: Path) -> None:
-    dc = device_class("gpu", None, ['device.driver == "a"', "device.driver =="])
-    claim = {
+def _claim(request: Obj) -> Obj:
+    """ResourceClaim default/c asking for ``request``."""
+    return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": "c", "namespace": "default"},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "r",
-                        "firstAvailable": [
-                            {
-                                "name": "s",
-                                "deviceClassName": "gpu",
-                                "selectors": [{"cel": {"expression": "nope"}}],
-                            }
-                        ],
-                    }
-                ]
-            }
-        },
+        "spec": {"devices": {"requests": [request]}},
     }
+
+
+def test_strict_compiles_every_cel_expression(tmp_path: Path) -> None:
+    dc = device_class("gpu", None, ['device.driver == "a"', "device.driver =="])
+    claim = _claim(
+        {
+            "name": "r",
+            "firstAvailable": [
+                {"name": "s", "deviceClassName": "gpu", "selectors": [{"cel": {"expression": "nope"}}]}
+            ],
+        }
+    )
     template = {
         "apiVersion": "resource.k8s.io/v1beta1",
         "kind": "ResourceClaimTemplate",
@@ -380,24 +377,12 @@ def test_strict_compiles_every_cel_expression(tmp_path: Path) -> None:
 
 def test_strict_refuses_a_selector_over_the_estimated_cost_limit(tmp_path: Path) -> None:
     dc = device_class("gpu", None, ['device.driver == "a"', TOO_COMPLEX])
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "c", "namespace": "default"},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "r",
-                        "exactly": {
-                            "deviceClassName": "gpu",
-                            "selectors": [{"cel": {"expression": TOO_COMPLEX}}],
-                        },
-                    }
-                ]
-            }
-        },
-    }
+    claim = _claim(
+        {
+            "name": "r",
+            "exactly": {"deviceClassName": "gpu", "selectors": [{"cel": {"expression": TOO_COMPLEX}}]},
+        }
+    )
     f = _write(tmp_path / "cost.yaml", dc, claim)
     code, lines, _ = _strict(f)
     assert code == 1
