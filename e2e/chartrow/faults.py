@@ -116,11 +116,13 @@ def driver_restarted_with_a_device_gone(row: ChartRow) -> list[str]:
     assert nodes is not None
     node = nodes.specs[0]
     gone = f"gpu-{node.gpus - 1}"
-    before = _holders(row, node.name, gone)
     nodes.restart_driver(node.name, node.gpus - 1)
     row.cluster.cp.wait_for(
         f"{gone} still in {node.name}'s slice", lambda: gone not in _published(row, node.name), 60
     )
+    # Claims that hold it now were allocated while it was published (until the new driver's slice
+    # replaced the old one, the stopped driver's still listed it).
+    before = _holders(row, node.name, gone)
     _hold(DRIVER_GONE_SECONDS)
     found = sorted(_holders(row, node.name, gone) - before)
     nodes.restart_driver(node.name, node.gpus)

@@ -184,9 +184,13 @@ def _serving(row: ChartRow) -> Issued:
 
 
 def _loaded_serials(row: ChartRow) -> list[set[str]]:
-    """For each webhook pod, the serials it logged reloading (hex, as runtime/tls.py logs them)."""
+    """For each webhook pod not terminating, the serials it logged reloading (hex, as
+    runtime/tls.py logs them). A pod of an earlier rollout may still be in its preStop sleep, or
+    gone by the time its log is asked for: it serves no review."""
     out = []
     for pod in row.get("-n", NAMESPACE, "pods", "-l", WEBHOOK_PODS)["items"]:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
         log = row.kubectl("-n", NAMESPACE, "logs", pod["metadata"]["name"])
         lines = [line for line in log.splitlines() if "reloaded: serial" in line]
         out.append({line.split("serial ", 1)[1].split(",")[0] for line in lines})
