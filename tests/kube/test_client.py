@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -494,6 +495,53 @@ def test_the_fence_is_checked_again_after_the_rate_limiters_wait(
     with pytest.raises(NotLeader):
         c.create(NODES, {"metadata": {"name": "b"}})  # waits a second for a token, the lease is lost
     assert [n["metadata"]["name"] for n in em.list("nodes")] == ["a"]
+
+
+def test_a_fenced_write_gets_no_more_than_the_fence_s_window_and_none_without_one(em: Emulator) -> None:
+    windows = [0.0]
+    c = KubeClient(em.api_client(), timeout=30.0).fenced(lambda: True, lambda: windows[0])
+    with pytest.raises(NotLeader):
+        c.create(NODES, {"metadata": {"name": "a"}})
+    assert em.writes() == 0
+    windows[0] = 4.5
+    assert c._write_timeout("create", "/api/v1/nodes", 30.0) == 4.5
+    assert c._write_timeout("create", "/api/v1/nodes", 2.0) == 2.0
+    c.create(NODES, {"metadata": {"name": "a"}})
+    assert [n["metadata"]["name"] for n in em.list("nodes")] == ["a"]
+
+
+def test_a_write_given_up_is_reset_so_the_request_can_never_arrive_late() -> None:
+    """An API server that takes the request and never answers: once the window runs out the
+    client resets the connection (SO_LINGER 0). A graceful close would leave the request in the
+    kernel's send queue, retransmitted after a cut until it lands, after the lease passed on."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    seen: list[str] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                body += conn.recv(4096)
+            try:
+                seen.append("eof" if conn.recv(4096) == b"" else "data")
+            except ConnectionResetError:
+                seen.append("reset")
+
+    server = threading.Thread(target=serve)
+    server.start()
+    configuration = kubernetes.client.Configuration(host=f"http://127.0.0.1:{port}")
+    c = KubeClient(kubernetes.client.ApiClient(configuration), retries=0).fenced(lambda: True, lambda: 0.3)
+    with pytest.raises(ApiError, match="timed out"):
+        c.create(NODES, {"metadata": {"name": "a"}})
+    server.join(10)
+    listener.close()
+    assert seen == ["reset"]
 
 
 def test_a_fenced_client_shares_the_rate_limit_and_the_hook(em: Emulator) -> None:

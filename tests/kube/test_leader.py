@@ -74,3 +74,16 @@ def test_a_renewal_attempt_gives_up_at_the_renew_deadline(em: Emulator) -> None:
         elector.try_acquire_or_renew()
     assert time.monotonic() - started < 2.5  # the renew deadline, with room for a loaded machine
     assert not elector.is_leader()
+
+
+def test_a_write_s_window_runs_to_the_lease_s_end_from_when_the_renewal_started(em: Emulator) -> None:
+    """Acquired at 0 (answered at 8): a write sent at 9 may take 6 s, to 15 s, when a follower
+    that saw the lease at 0 may take over; none once the fence is down, none before leading."""
+    clock = SlowServer(per_request=4.0)
+    elector = LeaderElector(KubeClient(em.api_client(), hook=clock.answered), NS, NAME, "me", clock=clock)
+    assert elector.write_window() == 0.0
+    assert elector.try_acquire_or_renew()
+    clock.now = 9.0
+    assert elector.write_window() == pytest.approx(6.0)
+    clock.now = 10.0  # the renew deadline: the fence is down
+    assert elector.write_window() == 0.0

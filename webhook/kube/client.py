@@ -13,7 +13,11 @@ email package's feed parser).
 A client ``fenced`` by the leader election's fence sends no write while the fence is down: it is
 asked before every attempt (retries of 429, 5xx and broken connections included) and again after
 the write rate limiter's wait, so a write of a process that lost the lease never leaves it. Reads
-are never fenced; the elector itself writes through the unfenced client.
+are never fenced; the elector itself writes through the unfenced client. A write that leaves is
+bounded by the fence's window (the time left before a follower may take the lease) and its
+connection is reset, not closed, when that runs out: a graceful close leaves the request in the
+kernel's send queue, retransmitted until it arrives, after a cut from the API server long after
+the lease passed on.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import copy
 import json
 import math
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -74,6 +80,14 @@ def throttled(hook: Callable[[Any], None], interval: float) -> Callable[[Any], N
             configuration.refresh_api_key_hook = refresh
 
     return refresh
+
+
+#: urllib3's own options and SO_LINGER 0: a connection given up is reset and its unsent request
+#: dropped, never delivered late (see the module's docstring).
+SOCKET_OPTIONS = [
+    *urllib3.connection.HTTPConnection.default_socket_options,
+    (socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)),
+]
 
 
 class NotLeader(Exception):
@@ -146,11 +160,14 @@ class KubeClient:
         self.retries = retries
         #: While this answers False no write is sent (``fenced``); None: never fenced.
         self.fence: Callable[[], bool] | None = None
+        #: Seconds a write sent now may take (``fenced``); None: the timeout alone.
+        self.window: Callable[[], float] | None = None
         # urllib3 would retry 429/503 itself (three times, sleeping the whole Retry-After): the
         # retries and their deadline are ``request``'s alone.
         manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
         if manager is not None:
             manager.connection_pool_kw["retries"] = False
+            manager.connection_pool_kw["socket_options"] = SOCKET_OPTIONS
         #: The API server's connection pool and the path its URL starts with, for ``_direct``
         #: (None: every request through ``call_api``).
         self._pool: tuple[urllib3.HTTPConnectionPool, str] | None = None
@@ -186,11 +203,13 @@ class KubeClient:
         api.user_agent = "draxr"
         return cls(api, **kwargs)
 
-    def fenced(self, fence: Callable[[], bool]) -> KubeClient:
+    def fenced(self, fence: Callable[[], bool], window: Callable[[], float] | None = None) -> KubeClient:
         """This client (its connections, write rate limit and hook shared) sending writes only
-        while ``fence()`` answers True; NotLeader otherwise."""
+        while ``fence()`` answers True, each given at most ``window()`` seconds; NotLeader
+        otherwise."""
         twin = copy.copy(self)
         twin.fence = fence
+        twin.window = window
         return twin
 
     def with_own_rate_limit(self) -> KubeClient:
@@ -220,6 +239,15 @@ class KubeClient:
     def _check_fence(self, verb: str, path: str) -> None:
         if self.fence is not None and not self.fence():
             raise NotLeader(f"not the leader: {verb} {path} not sent")
+
+    def _write_timeout(self, verb: str, path: str, timeout: float) -> float:
+        """``timeout``, cut to the fence's window; NotLeader when none is left."""
+        if self.window is None:
+            return timeout
+        left = self.window()
+        if left <= 0:
+            raise NotLeader(f"not the leader: {verb} {path} not sent")
+        return min(timeout, left)
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -265,14 +293,16 @@ class KubeClient:
             "patch": "PATCH",
             "delete": "DELETE",
         }[verb]
+        timeout = timeout or self.timeout
         if method != "GET":
             self.writes.acquire()
             self._check_fence(verb, path)  # the wait may have outlasted the lease
+            timeout = self._write_timeout(verb, path, timeout)
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
             resp: urllib3.BaseHTTPResponse
             if self._pool is not None and not stream:
-                resp = self._direct(method, path, list(query or []), headers, body, timeout or self.timeout)
+                resp = self._direct(method, path, list(query or []), headers, body, timeout)
             else:
                 m, url, hdrs, _, post = self.api.param_serialize(
                     method,
@@ -282,9 +312,7 @@ class KubeClient:
                     auth_settings=["BearerToken"],
                 )
                 # The RESTResponse's urllib3 response, as the direct path gives.
-                resp = self.api.call_api(
-                    m, url, hdrs, body, post, _request_timeout=timeout or self.timeout
-                ).response
+                resp = self.api.call_api(m, url, hdrs, body, post, _request_timeout=timeout).response
         except kubernetes.client.exceptions.ApiException as e:
             status = int(e.status or 0)
             self._record(verb, resource, status)

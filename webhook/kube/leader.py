@@ -4,7 +4,9 @@ Defaults (``LeaderElection``, client-go's): lease 15 s, renew deadline 10 s, ret
 Followers judge expiry by their own clock from the moment they last saw the lease change (never by
 the holder's timestamps), so clock skew cannot cut a lease short. A leader that fails to renew for
 the renew deadline steps down before the lease can expire: ``is_leader()`` turns false on its own,
-so writes are fenced even if the renewal thread is stuck.
+so writes are fenced even if the renewal thread is stuck. A write sent while leading is given no
+longer than ``write_window()`` to arrive: one held up in the network past the lease would land after
+a follower took over.
 
 Each attempt to acquire or renew is bounded by the renew deadline (client-go runs ``renew`` under
 ``RenewDeadline``): its requests get what is left of it as their timeout and are not retried (the
@@ -93,6 +95,15 @@ class LeaderElector:
         """True only while the last renewal is younger than the renew deadline."""
         at = self._renewed_at
         return at is not None and self._clock() - at < self.renew_deadline
+
+    def write_window(self) -> float:
+        """Seconds a write sent now may take and still reach the API server before any follower
+        can take the lease over (0 while not leading): a follower waits the lease duration from
+        when it saw the last renewal, and that renewal was sent after ``_renewed_at``."""
+        at = self._renewed_at
+        if at is None or not self.is_leader():
+            return 0.0
+        return max(0.0, at + self.lease_duration - self._clock())
 
     # -- loop ---------------------------------------------------------------------------------
 

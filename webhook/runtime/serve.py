@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import socket
 import threading
@@ -301,7 +302,10 @@ class Process:
         def is_leader() -> bool:
             return self.leader is None or self.leader.is_leader()
 
-        rotator = CertRotator(client.fenced(is_leader), config, is_leader=is_leader)
+        def write_window() -> float:
+            return math.inf if self.leader is None else self.leader.write_window()
+
+        rotator = CertRotator(client.fenced(is_leader, write_window), config, is_leader=is_leader)
         self.rotator = rotator
         self.expiry.track("ca", lambda: rotator.ca)
 

@@ -8,6 +8,7 @@ claims of pods deleted while no worker led still hold their devices.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -27,6 +28,11 @@ class Leadership:
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
+
+    def write_window(self) -> float:
+        """Seconds a write sent now may take (``LeaderElector.write_window``); unbounded without
+        leader election."""
+        return math.inf if self.elector is None else self.elector.write_window()
 
     def start(self) -> None:
         if self.elector is None:

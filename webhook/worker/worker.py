@@ -64,7 +64,7 @@ class Worker:
         self.leadership = Leadership(leader, metrics.leader, self._on_leading)
         fence = self.leadership.is_leader
         #: Every write of the worker is fenced, retries included (``KubeClient.fenced``).
-        self.client = client = client.fenced(fence)
+        self.client = client = client.fenced(fence, self.leadership.write_window)
         self.queue = SchedulingQueue(clock, config.initial_backoff, config.max_backoff)
         self.scheduler = cache.scheduler(
             config.policy, config.scheduler_name, config.percentage_of_nodes_to_score
