@@ -206,6 +206,10 @@ def counts(
 
 
 def nothing_wrong(row: ChartRow, namespaces: list[str], failed_admissions: int = 0) -> None:
-    """Every count 0 (``counts``), or the run's counts in the failure."""
+    """Every count 0 (``counts``), or the run's counts in the failure, with the pods bound twice
+    and the fenced writes named."""
     found = counts(row, namespaces, failed_admissions)
-    assert found == dict.fromkeys(COUNTS, 0), found
+    if found != dict.fromkeys(COUNTS, 0):
+        events = row.cluster.cp.audit_events()
+        writes = fenced_writes(events, NAMESPACE, LEASE, WORKER_SA)
+        raise AssertionError(f"{found}; bound twice: {bound_twice(events)}; fenced writes: {writes}")
