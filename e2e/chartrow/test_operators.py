@@ -1,6 +1,6 @@
 """What operators live through, on the deployed draxr (the row: ``conftest.py``): the worker leader's
 pod force-deleted, a webhook pod deleted under 500 creates, ``helm upgrade`` to a second image tag,
-the serving certificate renewed in the cluster with a short validity.
+the leader's node drained, the serving certificate renewed in the cluster with a short validity.
 Each under a stream of pods; bindings and leadership counted from the API server's audit log."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from webhook.identity.pki import Issued
 from webhook.kube.leader import LeaderElection
 
 from ..chart import NAMESPACE, find_helm, helm_release, split_ref
-from .failover import available, force_delete_leader
+from .failover import available, force_delete_leader, leader
 from .faults import nothing_wrong
 from .row import ChartRow
 from .stream import Stream, stream_pod
@@ -175,6 +175,70 @@ def test_helm_upgrade_to_a_second_tag_under_a_stream_keeps_admission_binding_and
     _settled(row, stream)
     assert _secrets(row) == certs
     assert _ca_bundles(row) == bundles
+    _clean(row)
+
+
+def _draxr_pods(row: ChartRow) -> str:
+    """Where draxr's pods are and how they are, for a failure."""
+    return row.kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide")
+
+
+def test_the_leader_s_node_drained_draxr_comes_back_on_the_other_node(row: ChartRow) -> None:
+    """``kubectl drain`` of the worker leader's node: the PDBs keep a ready replica of each
+    Deployment all along, draxr comes back whole on the other node and binds there, never on the
+    cordoned one."""
+    nodes = row.cluster.nodes
+    assert nodes is not None
+    drained = leader(row)["spec"]["nodeName"]
+    [other] = [n for n in nodes.names if n != drained]
+    least = dict.fromkeys(("draxr-webhook", "draxr-worker"), 2)
+    watching = threading.Event()
+
+    def watch() -> None:  # the PDBs: at least one ready replica of each Deployment all along
+        while not watching.is_set():
+            for d in row.get("-n", NAMESPACE, "deployments")["items"]:
+                name = d["metadata"]["name"]
+                least[name] = min(least[name], d["status"].get("readyReplicas", 0))
+            watching.wait(0.3)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        row.kubectl(
+            "drain",
+            drained,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",  # bare pods of other tests, if any, go too
+            "--timeout=240s",
+            timeout=260,
+        )
+        row.cluster.cp.wait_for(
+            "draxr not back on the other node", lambda: available(row), 240, detail=lambda: _draxr_pods(row)
+        )
+    finally:
+        watching.set()
+        watcher.join(30)
+    try:
+        assert min(least.values()) >= 1, least
+        pods = row.get("-n", NAMESPACE, "pods")["items"]
+        assert {p["spec"]["nodeName"] for p in pods if not p["metadata"].get("deletionTimestamp")} == {other}
+        stream = _stream(row, "drained")
+        try:
+            row.cluster.cp.wait_for(
+                "no pod bound after the drain",
+                lambda: len(stream.bound) >= 3,
+                120,
+                detail=lambda: f"failed: {stream.failed[:3]}\n{_draxr_pods(row)}",
+            )
+        finally:
+            stream.stop()
+        bound_nodes = {p["spec"].get("nodeName") for p in row.get("-n", NS, "pods")["items"]}
+        assert drained not in bound_nodes, "a pod went to the cordoned node"
+    finally:
+        row.kubectl("uncordon", drained)
+    # The stream's last pods may wait for devices one node does not have: uncordoned, they bind.
+    _settled(row, stream)
     _clean(row)
 
 
