@@ -1,5 +1,6 @@
 """The chart row as installed: both Deployments ready, the pods' security settings, the KEP example's
-workload seeing exactly its devices through containerd and CDI, ``kubectl draxr status`` (the row:
+workload seeing exactly its devices through containerd and CDI, as do an init container, a sidecar
+and a zero request (none), ``kubectl draxr status`` (the row:
 ``conftest.py``)."""
 
 from __future__ import annotations
@@ -170,6 +171,87 @@ def test_the_kep_example_sees_exactly_its_devices(row: ChartRow) -> None:
     claim, want, seen = run_kep_example(row)
     assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
     assert seen == want
+
+
+def _printing(name: str, gpus: str | None, *, sidecar: bool = False, then: str = "exec sleep 3600") -> Obj:
+    """A container of the workload image printing its environment, asking ``gpus`` example.com/gpu."""
+    container: Obj = {
+        "name": name,
+        "image": "",
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", f"env; {then}"],
+    }
+    if gpus is not None:
+        container["resources"] = {"requests": {"example.com/gpu": gpus}, "limits": {"example.com/gpu": gpus}}
+    if sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+def test_init_containers_sidecars_and_a_zero_request_see_exactly_their_devices(row: ChartRow) -> None:
+    """Through containerd and CDI: an init container, a sidecar and the app container, each asking
+    one example.com/gpu, see exactly the devices of the requests the pod's mapping names for them;
+    a container asking 0 and one asking nothing see none."""
+    chart = row.cluster.chart
+    assert chart is not None
+    containers = {
+        "init": _printing("init", "1", then="true"),
+        "sidecar": _printing("sidecar", "1", sidecar=True),
+        "app": _printing("app", "1"),
+        "zero": _printing("zero", "0"),
+        "plain": _printing("plain", None),
+    }
+    for c in containers.values():
+        c["image"] = chart.workload
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "mapped", "namespace": NS},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": DRA_NODE},
+            "initContainers": [containers["init"], containers["sidecar"]],
+            "containers": [containers["app"], containers["zero"], containers["plain"]],
+        },
+    }
+    row.namespace(NS)
+    row.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    waited = row.kubectl(
+        "-n",
+        NS,
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "pod/mapped",
+        "--timeout=120s",
+        timeout=130,
+        check=False,
+    )
+    assert "condition met" in waited, row.kubectl("-n", NS, "describe", "pod", "mapped")
+    status = row.get("-n", NS, "pod", "mapped")["status"]["extendedResourceClaimStatus"]
+    claim = row.get("-n", NS, "resourceclaim", status["resourceClaimName"])
+    results = claim["status"]["allocation"]["devices"]["results"]
+    want: dict[str, set[str]] = {name: set() for name in containers}
+    for mapping in status["requestMappings"]:
+        want[mapping["containerName"]] |= {
+            f"DRA_DEVICE_{r['device'].upper().replace('-', '_')}={r['driver']}/{r['pool']}/{r['device']}"
+            for r in results
+            if r["request"] == mapping["requestName"]
+        }
+    assert [len(want[n]) for n in ("init", "sidecar", "app", "zero", "plain")] == [1, 1, 1, 0, 0], want
+    # The init container's device may serve a later container too (it has finished by then, as
+    # upstream's mapping allows): what each container must see is what the mapping says.
+
+    def seen(name: str) -> set[str]:
+        log = row.kubectl("-n", NS, "logs", "mapped", "-c", name)
+        assert "PATH=" in log, f"{name} printed no environment"  # Running: every container printed
+        return {line for line in log.splitlines() if line.startswith("DRA_DEVICE_")}
+
+    row.cluster.cp.wait_for(
+        "a container printed no environment",
+        lambda: all("PATH=" in row.kubectl("-n", NS, "logs", "mapped", "-c", n) for n in containers),
+        30,
+    )
+    assert {name: seen(name) for name in containers} == want
+    row.kubectl("-n", NS, "delete", "pod", "mapped", "--wait=true", timeout=120)
 
 
 def test_kubectl_draxr_status_against_the_deployed_draxr(row: ChartRow) -> None:
