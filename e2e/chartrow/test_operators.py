@@ -53,10 +53,6 @@ def _settled(row: ChartRow, stream: Stream) -> None:
     nothing_wrong(row, [NS])
 
 
-def _clean(row: ChartRow) -> None:
-    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=300)
-
-
 def test_the_leader_s_pod_force_deleted_the_follower_binds_within_lease_and_retry(row: ChartRow) -> None:
     stream = _stream(row, "failover")
     try:
@@ -67,7 +63,6 @@ def test_the_leader_s_pod_force_deleted_the_follower_binds_within_lease_and_retr
     print(f"failover: a pod bound by the follower {seconds:.1f}s after the leader's pod was deleted")
     assert seconds <= election.lease_duration + election.retry_period + 5
     _settled(row, stream)
-    _clean(row)
 
 
 def test_a_webhook_pod_deleted_under_500_creates_fails_no_admission(row: ChartRow) -> None:
@@ -126,7 +121,6 @@ def test_a_webhook_pod_deleted_under_500_creates_fails_no_admission(row: ChartRo
     assert gone_at, "the webhook pod was not deleted"
     assert gone_at[0] < done[0], "no create after the webhook pod was gone"
     print(f"{done[0]} creates, 0 failed admissions; the deleted webhook pod gone after {gone_at[0]}")
-    _clean(row)
 
 
 def _secrets(row: ChartRow) -> dict[str, Obj]:
@@ -175,7 +169,6 @@ def test_helm_upgrade_to_a_second_tag_under_a_stream_keeps_admission_binding_and
     _settled(row, stream)
     assert _secrets(row) == certs
     assert _ca_bundles(row) == bundles
-    _clean(row)
 
 
 def _draxr_pods(row: ChartRow) -> str:
@@ -239,7 +232,6 @@ def test_the_leader_s_node_drained_draxr_comes_back_on_the_other_node(row: Chart
         row.kubectl("uncordon", drained)
     # The stream's last pods may wait for devices one node does not have: uncordoned, they bind.
     _settled(row, stream)
-    _clean(row)
 
 
 def _serving(row: ChartRow) -> Issued:
@@ -325,4 +317,3 @@ def test_the_serving_certificate_renewed_in_the_cluster_under_reviews_fails_none
         lambda: _serving(row).cert.not_valid_after_utc - dt.datetime.now(dt.UTC) > dt.timedelta(days=80),
         120,
     )
-    _clean(row)

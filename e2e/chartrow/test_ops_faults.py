@@ -78,7 +78,6 @@ def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, 
     }
     assert set(names) <= bindings  # the record holds every binding: the checks below see them all
     nothing_wrong(row, [NS])
-    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
 
 
 def test_every_webhook_replica_down_refuses_creates_clearly_then_admission_resumes(row: ChartRow) -> None:
@@ -110,7 +109,6 @@ def test_every_webhook_replica_down_refuses_creates_clearly_then_admission_resum
     refused: list[str] = []
     _create_until_answered(row, name, refused)
     assert refused == []
-    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
 
 
 def _deployment(name: str, image: str) -> Obj:
@@ -225,7 +223,6 @@ def test_a_lost_node_s_pods_are_replaced_elsewhere_and_released_when_it_returns(
     print(f"{time.monotonic() - t0:.0f}s: the old pods and their claims gone")
     assert prepared_twice(nodes.prepare_log) == []
     nothing_wrong(row, [NS])
-    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
 
 
 @pytest.mark.timeout(900)
@@ -262,4 +259,3 @@ def test_a_deleted_node_s_pods_are_collected_and_their_claims_released(row: Char
         nodes.start_kubelet(lost, nodes.kubelet, f"v{cluster.cp.version}")
     assert prepared_twice(nodes.prepare_log) == []
     nothing_wrong(row, [NS])
-    row.kubectl("delete", "namespace", NS, "--wait=true", timeout=180)
