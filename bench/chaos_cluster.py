@@ -5,7 +5,8 @@ alive, the oldest bound one deleted), while the faults of ``e2e/chartrow/faults.
 another: etcd killed and started again, etcd paused past the request timeout, kube-apiserver
 restarted twice, the worker leader's pod cut from the API server past its lease (in its network
 namespace), a DRA driver restarted with one device gone from its slice for a while; then two at once
-(the leader cut while kube-apiserver restarts).
+(the leader cut while kube-apiserver restarts). Each fault starts once every kubelet has renewed its
+node Lease and draxr is available again (``e2e/chartrow/chaos.py``).
 
 ``--short`` runs that sequence once (CI); the long form repeats it for ``--minutes`` (30). At the end
 the stream stops and every pod it made must be bound; the run prints one JSON object: the counts

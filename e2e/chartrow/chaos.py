@@ -1,11 +1,13 @@
 """The chaos run on the chart row: a stream of extended-resource pods coming and going
-(``stream.py``: one every 0.5 s, at most six alive, the oldest bound one deleted) while the faults of
-``faults.py`` run one after another, then two at once (the worker leader cut while kube-apiserver
-restarts twice); judged by ``faults.counts``. ``bench/chaos_cluster.py`` runs it on a row of its
-own and prints the result; ``test_ops_chaos.py`` runs the sequence once in the package's row."""
+(``stream.py``: one every 0.5 s, at most six alive, the oldest bound one deleted) while the faults
+of ``faults.py`` run one after another (each once the nodes and draxr have recovered from the
+last), then two at once (the worker leader cut while kube-apiserver restarts twice); judged by
+``faults.counts``. ``bench/chaos_cluster.py`` runs it on a row of its own and prints the result;
+``test_ops_sequence.py`` runs the sequence once in the package's row, last."""
 
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 import threading
 import time
@@ -15,6 +17,7 @@ from bench.audit import fenced_writes
 from webhook.identity.names import LEASE
 
 from ..chart import NAMESPACE
+from .failover import available
 from .faults import FAULTS, WORKER_SA, apiserver_restarted_twice, counts, leader_cut_while
 from .row import ChartRow
 from .stream import Stream
@@ -35,6 +38,23 @@ def _rate(bound: list[float], start: float, end: float) -> float:
     return round(sum(start <= t < end for t in bound) / max(end - start, 1e-9), 2)
 
 
+def _recovered(row: ChartRow, since: dt.datetime) -> None:
+    """Every kubelet has renewed its node Lease after ``since`` and draxr is available again.
+    Faults back to back without this add up: two outages of the control plane longer together than
+    the node lifecycle controller's grace period mark every node NotReady, and with them every
+    pod, the webhook's included (no endpoints: no admission anywhere, draxr or not)."""
+
+    def renewed() -> bool:
+        leases = row.get("-n", "kube-node-lease", "leases")["items"]
+        times = [str(lease["spec"].get("renewTime") or "") for lease in leases]
+        return bool(times) and all(
+            t and dt.datetime.fromisoformat(t.replace("Z", "+00:00")) > since for t in times
+        )
+
+    row.cluster.cp.wait_for("a kubelet did not renew its node Lease after the fault", renewed, 120)
+    row.cluster.cp.wait_for("draxr not available after the fault", lambda: available(row), 120)
+
+
 def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
     row.namespace(NS)
     stream = Stream(row.cluster.cp.client(), NS, "chaos", limit=1_000_000).start()
@@ -50,6 +70,7 @@ def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
                 faults.append(
                     {"fault": name, "findings": findings, "began": began, "ended": time.monotonic()}
                 )
+                _recovered(row, dt.datetime.now(dt.UTC))
             if short or time.monotonic() - first >= minutes * 60:
                 break
         last = time.monotonic()
@@ -73,6 +94,7 @@ def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
     return {
         **counts(row, [NS], len(stream.failed)),
         "fenced_writes_seen": fenced_writes(events, NAMESPACE, LEASE, WORKER_SA)[:20],
+        "failed_admissions_seen": stream.failed[:20],
         "unbound": stream.unbound(),
         "pods_created": len(stream.created),
         "pods_bound": len(bound),
