@@ -40,19 +40,24 @@ def test_the_image_reference_splits_into_the_charts_repository_and_tag() -> None
         split_ref("registry.example:5000/draxr")
 
 
-def test_a_deployment_is_available_only_with_every_replica_ready() -> None:
-    """No binaries needed: Available with one of two replicas ready (the PDB's minAvailable) is not
-    enough, nor a status of an older generation."""
-    ready: Obj = {
-        "metadata": {"generation": 2},
-        "spec": {"replicas": 2},
+def _ready(replicas: int, generation: int) -> Obj:
+    """A Deployment whose status says every one of its ``replicas`` is ready and Available."""
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": replicas},
         "status": {
-            "observedGeneration": 2,
-            "readyReplicas": 2,
-            "updatedReplicas": 2,
+            "observedGeneration": generation,
+            "readyReplicas": replicas,
+            "updatedReplicas": replicas,
             "conditions": [{"type": "Available", "status": "True"}],
         },
     }
+
+
+def test_a_deployment_is_available_only_with_every_replica_ready() -> None:
+    """No binaries needed: Available with one of two replicas ready (the PDB's minAvailable) is not
+    enough, nor a status of an older generation."""
+    ready = _ready(replicas=2, generation=2)
     assert deployment_available(ready)
     assert not deployment_available({**ready, "status": {**ready["status"], "readyReplicas": 1}})
     assert not deployment_available({**ready, "metadata": {"generation": 3}})
@@ -69,16 +74,7 @@ def test_install_and_upgrade_set_only_the_image_and_what_they_are_given() -> Non
 
 
 def test_draxr_is_available_only_with_both_deployments_available() -> None:
-    ready: Obj = {
-        "metadata": {"generation": 1},
-        "spec": {"replicas": 1},
-        "status": {
-            "observedGeneration": 1,
-            "readyReplicas": 1,
-            "updatedReplicas": 1,
-            "conditions": [{"type": "Available", "status": "True"}],
-        },
-    }
+    ready = _ready(replicas=1, generation=1)
     both = [{**ready, "metadata": {**ready["metadata"], "name": n}} for n in DEPLOYMENTS]
     assert draxr_available(both)
     assert not draxr_available(both[:1])
