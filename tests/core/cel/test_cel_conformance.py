@@ -866,6 +866,80 @@ COMPILE_WORDS: list[Case] = [
     ),
 ]
 
+RANGE = "cannot be range of a comprehension (must be list, map, or dynamic)"
+
+PARSER: list[Case] = [
+    # cel-go's NUM_FLOAT needs digits after the dot: ``42.`` is the int 42 and a member call
+    (
+        "cel-go TestStrings charAt on an int",
+        "42.charAt(2) == ''",
+        (COMPILE, "found no matching overload for 'charAt' applied to 'int.(int)'"),
+    ),
+    (
+        "cel-go TestStrings indexOf on an int",
+        "24.indexOf('2') == 0",
+        (COMPILE, "found no matching overload for 'indexOf' applied to 'int.(string)'"),
+    ),
+    (
+        "cel-go TestStrings substring on an int",
+        "30.substring(true, 3) == ''",
+        (COMPILE, "found no matching overload for 'substring' applied to 'int.(bool, int)'"),
+    ),
+    (
+        "cel-go strings on a bool",
+        "true.split('2') == ['4']",
+        (COMPILE, "found no matching overload for 'split' applied to 'bool.(string)'"),
+    ),
+    (
+        "cel-go lexer: 1.e5 selects e5 on an int",
+        "1.e5 == 1",
+        (COMPILE, "type 'int' does not support field selection"),
+    ),
+    ("cel-go lexer: floats", "1.5 == 1.5 && .5 == 0.5 && 1e3 == 1000.0 && -2.5 < 0.0", True),
+    # cel-go checker: a comprehension's range must be a list, a map or dyn (before the body)
+    ("cel-go TestTwoVarComprehensions range int", "1.all(j, k, j < k)", (COMPILE, f"type 'int' {RANGE}")),
+    (
+        "cel-go TestTwoVarComprehensions range string",
+        "''.exists(j, k, j < k)",
+        (COMPILE, f"type 'string' {RANGE}"),
+    ),
+    (
+        "cel-go TestTwoVarComprehensions existsOne",
+        "''.existsOne(j, k, j < k)",
+        (COMPILE, f"type 'string' {RANGE}"),
+    ),
+    ("cel-go macro range int", "1.all(x, 1)", (COMPILE, f"type 'int' {RANGE}")),
+    ("cel-go macro range null", "null.exists(x, true)", (COMPILE, f"type 'null' {RANGE}")),
+    ("cel-go macro range device", "device.all(x, true)", (COMPILE, f"type 'kubernetes.DRADevice' {RANGE}")),
+    (
+        "cel-go macro range quantity",
+        "quantity('1').all(x, true)",
+        (COMPILE, f"type 'kubernetes.Quantity' {RANGE}"),
+    ),
+    ("cel-go map range string", "''.map(x, x) == []", (COMPILE, f"type 'string' {RANGE}")),
+    ("cel-go transformList range int", "1.transformList(i, v, v) == []", (COMPILE, f"type 'int' {RANGE}")),
+    # cel-go's parser drops pairs of ``!`` and ``-`` in a run (not through parentheses)
+    ("cel-go parser: !! on an int", "!!1 == 1", True),
+    (
+        "cel-go parser: !!! on an int",
+        "!!!1",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    (
+        "cel-go parser: !(!x) keeps both",
+        "!(!1)",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    ("cel-go parser: -- on a string", f"--device.attributes['{GPU}'].model == 'a'", False),
+    ("cel-go parser: --- keeps one", "---1 == -1", True),
+    ("cel-go parser: 257 !", "!" * 257 + "true", False),
+    (
+        "differential: !! on a quantity comparison",
+        "!!quantity('40Gi').compareTo(quantity('16Gi')) != 0",
+        True,
+    ),
+]
+
 CASES = (
     COST
     + COMPILE_WORDS
@@ -880,6 +954,7 @@ CASES = (
     + TWO_VARIABLE
     + SEMANTICS
     + OPTIONAL_SYNTAX
+    + PARSER
 )
 
 

@@ -250,11 +250,29 @@ def shape(root: lark.Tree[Any]) -> lark.Tree[Any]:
         node.children = [done.pop(id(c)) if isinstance(c, lark.Tree) else c for c in node.children]
         if node.data in _COLLAPSIBLE and len(node.children) == 1 and isinstance(node.children[0], lark.Tree):
             done[id(node)] = node.children[0]
+        elif node.data == "unary" and _repeats_operator(node):
+            # cel-go's parser drops ``!!`` and ``--`` (a run of one operator, not through
+            # parentheses): ``!!x`` is ``x`` whatever its type; children are shaped already
+            done[id(node)] = node.children[1].children[1]
         elif node.data in _BALANCED and len(node.children) == 2:
             done[id(node)] = _balance(node)
         else:
             done[id(node)] = node
     return done[id(root)]
+
+
+def _repeats_operator(node: lark.Tree[Any]) -> bool:
+    """Whether a unary node's operand is a unary node of the same operator (``!!x``)."""
+    if len(node.children) != 2:
+        return False
+    op, operand = node.children
+    return (
+        isinstance(operand, lark.Tree)
+        and operand.data == "unary"
+        and len(operand.children) == 2
+        and isinstance(op, lark.Tree)
+        and operand.children[0].data == op.data
+    )
 
 
 def _balance(node: lark.Tree[Any]) -> lark.Tree[Any]:
@@ -463,6 +481,8 @@ class _Checker:
                 raise _fail(args[0], "argument must be a simple name")
             if _ident_name(args[0]) == _ACCUMULATOR:
                 raise _fail(args[0], "iteration variable overwrites accumulator variable")
+            if name != "sortBy":
+                _check_range(node, t)
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             inner = scope | {str(_ident_name(args[0]))}
@@ -489,6 +509,9 @@ class _Checker:
         if not receiver_ok or (name in _LIST_RECEIVER and t.startswith("map(")):
             applied = ", ".join(types)
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
+        if t in _PRIMITIVES - {"string"} and name in _STRING_METHODS:  # ``42.charAt(2)``
+            applied = ", ".join(types)
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
         if t == "string" and name in _STRING_METHODS and not _fits(types, _STRING_METHODS[name]):
             applied = ", ".join(types)
             raise _fail(
@@ -513,6 +536,7 @@ class _Checker:
                 raise _fail(arg, "iteration variable overwrites accumulator variable")
         if first == second:
             raise _fail(args[1], f"duplicate variable name: {first}")
+        _check_range(node, t)
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
         inner = scope | {first, second}
@@ -633,6 +657,15 @@ _STRING_METHODS: dict[str, tuple[tuple[str, ...], ...]] = {
     "substring": (("int",), ("int", "int")),
     "reverse": (),
 }
+
+
+def _check_range(node: lark.Tree[Any], t: str) -> None:
+    """A comprehension's range must be a list, a map or dyn (cel-go's checker, before the body)."""
+    if t in _PRIMITIVES or t == _DEVICE or t.startswith(("kubernetes.", "optional_type(")):
+        raise _fail(
+            node,
+            f"expression of type '{t}' cannot be range of a comprehension (must be list, map, or dynamic)",
+        )
 
 
 def _fits(types: list[str], overloads: tuple[tuple[str, ...], ...]) -> bool:

@@ -24,15 +24,21 @@ _EXTENDED = (
     'member_dot_opt : member "." "?" IDENT\n'
     'member_index_opt : member "[" "?" expr "]"'
 )
+_FLOAT = (
+    'FLOAT_LIT      : /-?/ DIGIT+ "." DIGIT* EXPONENT? | /-?/ DIGIT* "." DIGIT+ EXPONENT?'
+    " | /-?/ DIGIT+ EXPONENT"
+)
+#: cel-go's ``NUM_FLOAT`` needs digits after the dot: ``42.charAt(2)`` is a call on the int 42.
+_FLOAT_CEL_GO = 'FLOAT_LIT      : /-?/ DIGIT* "." DIGIT+ EXPONENT? | /-?/ DIGIT+ EXPONENT'
 
 
 def grammar_text() -> str:
     """celpy's grammar with the optional selection and index rules; ValueError if celpy's grammar
     no longer has the ``member`` rule this extends (a celpy upgrade must be looked at)."""
     text = (Path(celpy.__file__).parent / "cel.lark").read_text()
-    if _MEMBER not in text:
-        raise ValueError("celpy's grammar changed: its member rule is not the one draxr extends")
-    return text.replace(_MEMBER, _EXTENDED, 1)
+    if _MEMBER not in text or _FLOAT not in text:
+        raise ValueError("celpy's grammar changed: its member or float rule is not the one draxr extends")
+    return text.replace(_MEMBER, _EXTENDED, 1).replace(_FLOAT, _FLOAT_CEL_GO, 1)
 
 
 class Parser:
