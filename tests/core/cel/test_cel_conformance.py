@@ -933,6 +933,16 @@ PARSER: list[Case] = [
     ("cel-go parser: -- on a string", f"--device.attributes['{GPU}'].model == 'a'", False),
     ("cel-go parser: --- keeps one", "---1 == -1", True),
     ("cel-go parser: 257 !", "!" * 257 + "true", False),
+    # cel-go's planner (OptOptimize) folds ``x in []`` to false: ``x`` is not evaluated
+    ("differential: !string in []", f"!(device.attributes['{GPU}'].model) in []", False),
+    ("cel-go OptOptimize: in ([]) in a macro", "[1, 2].exists(x, x / 0 in ([]))", False),
+    ("cel-go OptOptimize: in [] || true", f"device.attributes['{GPU}'].model / 2 in [] || true", True),
+    ("cel-go OptOptimize: in [] is still checked", "nope in []", (COMPILE, "undeclared reference to 'nope'")),
+    (
+        "cel-go OptOptimize: in [1] is not folded",
+        "[1, 2].exists(x, x / 0 in [1])",
+        (RUNTIME, "division by zero"),
+    ),
     (
         "differential: !! on a quantity comparison",
         "!!quantity('40Gi').compareTo(quantity('16Gi')) != 0",

@@ -815,3 +815,18 @@ def qualified_type(target: Any, field: str, scope: frozenset[str] | None = None)
         return None
     name = f"{namespace}.{field}"
     return name if name in QUALIFIED_TYPES else None
+
+
+def empty_list_literal(node: Any) -> bool:
+    """Whether ``node`` is ``[]`` (parentheses allowed). cel-go's planner (``OptOptimize``, which
+    the DRA compiler uses) folds ``x in []`` to false without evaluating ``x``."""
+    while isinstance(node, lark.Tree) and node.data == "primary" and node.children:
+        child = node.children[0]
+        if not isinstance(child, lark.Tree):
+            return False
+        if child.data == "list_lit":
+            return not child.children
+        if child.data != "paren_expr":
+            return False
+        node = child.children[0]
+    return False

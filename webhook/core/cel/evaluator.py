@@ -37,7 +37,14 @@ from .cost import (
     MAP_CREATE,
     is_constant,
 )
-from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression, qualified_type
+from .environment import (
+    NAMESPACES,
+    OPERATORS,
+    TWO_VARIABLE_MACROS,
+    CompiledExpression,
+    empty_list_literal,
+    qualified_type,
+)
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
 from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
@@ -155,7 +162,12 @@ class _Evaluator(Evaluator):
             return right
         return self._apply(ALL_FUNCTIONS[name], name, [left, right])
 
-    relation = _binary
+    def relation(self, tree: lark.Tree[Any]) -> Any:
+        op_tree, right_tree = tree.children
+        if op_tree.data == "relation_in" and empty_list_literal(right_tree):
+            return celtypes.BoolType(False)  # cel-go folds ``x in []``: ``x`` is not evaluated
+        return self._binary(tree)
+
     addition = _binary
     multiplication = _binary
 
