@@ -750,6 +750,67 @@ SEMANTICS: list[Case] = [
 ]
 
 OPTIONAL_SYNTAX: list[Case] = [
+    # cel-go optional entries and macros (cel.OptionalTypes: cel-go TestOptionals)
+    ("cel-go optionals: list entry present", "[?optional.of(1), 2] == [1, 2]", True),
+    ("cel-go optionals: list entry absent", "[?optional.none()] == []", True),
+    (
+        "cel-go optionals: list entry needs an optional",
+        "[?1] == [1]",
+        (COMPILE, "expected type 'optional_type(int)' but found 'int'"),
+    ),
+    ("cel-go optionals: map entry present", "{?'a': optional.of(1)} == {'a': 1}", True),
+    ("cel-go optionals: map entry absent", "{?'a': optional.none(), 'b': 2} == {'b': 2}", True),
+    (
+        "cel-go optionals: map entry needs an optional",
+        "{?'a': 1}",
+        (COMPILE, "expected type 'optional_type(int)' but found 'int'"),
+    ),
+    ("cel-go optionals: no ? in calls", "size(?[1]) == 1", (COMPILE, "Syntax error")),
+    (
+        "cel-go optionals: attribute entry",
+        f"[?device.attributes['{GPU}'].?model] == ['A100-SXM4-80GB']",
+        True,
+    ),
+    ("cel-go optionals: optMap", "optional.of(1).optMap(x, x + 1) == optional.of(2)", True),
+    ("cel-go optionals: optMap on none", "optional.none().optMap(x, x / 0) == optional.none()", True),
+    (
+        "cel-go optionals: optMap error",
+        "optional.of(1).optMap(x, x / 0) == optional.none()",
+        (RUNTIME, "division by zero"),
+    ),
+    ("cel-go optionals: optFlatMap", "optional.of(1).optFlatMap(x, optional.of(x + 1)).value() == 2", True),
+    (
+        "cel-go optionals: optFlatMap on none",
+        "optional.none().optFlatMap(x, optional.of(x)) == optional.none()",
+        True,
+    ),
+    (
+        "cel-go optionals: optMap variable",
+        "optional.of(1).optMap(x.y, x) == optional.of(1)",
+        (COMPILE, "optMap() variable name must be a simple identifier"),
+    ),
+    (
+        "cel-go optionals: optMap on an int",
+        "1.optMap(x, x) == 1",
+        (COMPILE, "found no matching overload for 'hasValue' applied to 'int.()'"),
+    ),
+    (
+        "cel-go optionals: optMap arity",
+        "optional.of(1).optMap(x) == optional.of(1)",
+        (COMPILE, "undeclared reference to 'optMap'"),
+    ),
+    (
+        "cel-go TestTwoVarComprehensions exists with optMap",
+        "cel.bind(l, ['hello', 'world', 'hello!', 'worlds'], l.exists(i, v, v.startsWith('hello')"
+        " && l[?(i+1)].optMap(next, next.endsWith('world')).orValue(false)))",
+        True,
+    ),
+    (
+        "cel-go TestTwoVarComprehensions transformMapEntry with an optional entry",
+        "'key1:value1:extra key2:value2 key3'.split(' ').transformMapEntry(i, v,"
+        " cel.bind(entry, v.split(':'), {?entry[0]: entry[?1]})) == {'key1': 'value1', 'key2': 'value2'}",
+        True,
+    ),
     # cel-go optional syntax (cel-spec optionals conformance, cel-go TestOptionals)
     ("cel-go optionals: select present", "{'key': 'test'}.?key.orValue('') == 'test'", True),
     ("cel-go optionals: select absent", "{'key': 'test'}.?other.hasValue()", False),

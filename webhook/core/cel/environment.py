@@ -86,6 +86,8 @@ _COLLAPSIBLE = frozenset(
 _BALANCED = frozenset({"conditionaland", "conditionalor"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "sortBy"})
 _UNSUPPORTED_METHODS = frozenset({"reduce"})
+#: cel-go's optional macros (``cel.OptionalTypes``): ``opt.optMap(x, e)``, ``opt.optFlatMap(x, e)``.
+_OPTIONAL_MACROS = frozenset({"optMap", "optFlatMap"})
 #: The accumulator cel-go's macros expand to; an iteration variable may not take its name.
 _ACCUMULATOR = "__result__"
 #: cel-go's two-variable comprehensions (``ext.TwoVarComprehensions``) by name: argument counts.
@@ -492,6 +494,8 @@ class _Checker:
             if name in ("all", "exists", "exists_one", "filter") and _known_not(body, "bool"):
                 raise _fail(name_token, f"{name}() predicate must be bool, not {body}")
             return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"
+        if name in _OPTIONAL_MACROS and len(args) == 2:
+            return self._optional_macro(name_token, t, args, scope)
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
         if name == "format" and len(args) == 1 and _list_literal(args[0]) is not None:
@@ -521,6 +525,25 @@ class _Checker:
         if name == "sum" and t.startswith("list(") and t != "list(dyn)":
             return t[len("list(") : -1]
         return _RESULT_TYPES.get(name, "dyn")
+
+    def _optional_macro(self, name_token: Any, t: str, args: list[Any], scope: frozenset[str]) -> str:
+        """cel-go's ``opt.optMap(x, e)`` (``optional.of(e)`` with ``x`` the value, or none) and
+        ``opt.optFlatMap(x, e)`` (``e`` itself, an optional); they expand to ``opt.hasValue()``."""
+        name = str(name_token)
+        var = _ident_name(args[0])
+        if var is None:
+            raise _fail(args[0], f"{name}() variable name must be a simple identifier")
+        if t != "dyn" and not t.startswith("optional_type("):
+            raise _fail(name_token, f"found no matching overload for 'hasValue' applied to '{t}.()'")
+        body = self.infer(args[1], scope | {var})
+        if name == "optMap":
+            return _optional(body)
+        if body != "dyn" and not body.startswith("optional_type("):
+            raise _fail(
+                name_token,
+                f"found no matching overload for '_?_:_' applied to '(bool, {body}, optional_type(dyn))'",
+            )
+        return body
 
     def _two_variables(
         self, node: lark.Tree[Any], name_token: Any, t: str, args: list[Any], scope: frozenset[str]
@@ -591,9 +614,21 @@ class _Checker:
             return f"list({self._homogeneous(items, scope)})"
         if kind == "map_lit":
             entries = [item for c in child.children for item in c.children]
+            for i in range(0, len(entries), 2):  # ``{?k: v}``: ``v`` must be optional
+                if isinstance(entries[i], lark.Tree) and entries[i].data == "opt_expr":
+                    entries[i : i + 2] = [entries[i].children[0], lark.Tree("opt_expr", [entries[i + 1]])]
             keys = self._homogeneous(entries[0::2], scope)
             return f"map({keys}, {self._homogeneous(entries[1::2], scope)})"
         raise _fail(child, f"unsupported syntax: {kind}")
+
+    def _opt_expr(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        """``?x`` in a list or map literal: ``x`` must be optional; the element is its value."""
+        t = self.infer(node.children[0], scope)
+        if t.startswith("optional_type("):
+            return t[len("optional_type(") : -1]
+        if t != "dyn":
+            raise _fail(node.children[0], f"expected type 'optional_type({t})' but found '{t}'")
+        return "dyn"
 
     def _homogeneous(self, items: list[Any], scope: frozenset[str]) -> str:
         """The one type of a literal's elements (cel-go's ``HomogeneousAggregateLiterals``, which
