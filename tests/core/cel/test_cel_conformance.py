@@ -957,6 +957,12 @@ PARSER: list[Case] = [
         (COMPILE, "type 'int' does not support field selection"),
     ),
     ("cel-go lexer: floats", "1.5 == 1.5 && .5 == 0.5 && 1e3 == 1000.0 && -2.5 < 0.0", True),
+    # cel-go's lexer: ``in`` is a keyword, never a field, function or variable name
+    ("cel-go parser: ExampleType{}.in", "ExampleType{}.in", (COMPILE, "Syntax error")),
+    ("cel-go parser: device.in", "device.in", (COMPILE, "Syntax error")),
+    ("cel-go parser: x.in()", "x.in()", (COMPILE, "Syntax error")),
+    ("cel-go parser: a variable named in", "[1].map(in, in) == [1]", (COMPILE, "Syntax error")),
+    ("cel-go parser: 'in' as a key", "device.attributes['in'].size() == 0 && 1 in [1]", True),
     # cel-go checker: a comprehension's range must be a list, a map or dyn (before the body)
     ("cel-go TestTwoVarComprehensions range int", "1.all(j, k, j < k)", (COMPILE, f"type 'int' {RANGE}")),
     (
@@ -1070,6 +1076,9 @@ NEW_FUNCTIONS = [
     f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
     f"device.attributes['{GPU}'][?'cores'].value() == 108",
     f"device.attributes['{GPU}'].model.split('-').map(p, p != '', p.size()).sum() == 12",
+    f"[?device.attributes['{GPU}'].?model] == ['A100-SXM4-80GB']",
+    f"{{?'m': device.attributes['{GPU}'].?model}}.size() == 1",
+    f"device.attributes['{GPU}'].?model.optMap(m, m.size()).orValue(0) == 14",
 ]
 
 

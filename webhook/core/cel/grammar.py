@@ -62,6 +62,16 @@ def grammar_text() -> str:
     )
 
 
+def _identifier(token: lark.Token) -> lark.Token:
+    """celpy's identifier callback, and cel-go's lexer: ``in`` is a keyword, never an identifier
+    (``device.in`` and ``x.in()`` are syntax errors; Lark's contextual lexer took it for one)."""
+    if token.value == "in":
+        raise CELParseError(
+            f"no viable alternative at input '{token.value}'", line=token.line, column=token.column
+        )
+    return CELParser.ambiguous_literals(token)
+
+
 class Parser:
     """A CEL parser with the optional syntax; raises celpy's ``CELParseError`` like ``CELParser``.
     Not thread-safe (Lark's LALR parser keeps no state between calls, but callers lock anyway)."""
@@ -72,7 +82,7 @@ class Parser:
             parser="lalr",
             start="expr",
             g_regex_flags=re.M,
-            lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
+            lexer_callbacks={"IDENT": _identifier},
             propagate_positions=True,
             maybe_placeholders=False,
             priority="invert",
