@@ -597,8 +597,6 @@ class _Evaluator(Evaluator):
             )
         except CELEvalError as e:
             return e
-        if isinstance(value, CELEvalError):
-            return value
         if name == "optMap":
             return OptionalValue(value)
         return value if isinstance(value, OptionalValue) else no_overload("_?_:_", value)
