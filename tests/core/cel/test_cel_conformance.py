@@ -999,6 +999,20 @@ PARSER: list[Case] = [
     ),
     ("cel-go parser: -- on a string", f"--device.attributes['{GPU}'].model == 'a'", False),
     ("cel-go parser: --- keeps one", "---1 == -1", True),
+    ("cel-go parser: -! is not a run", "-!true", (COMPILE, "Syntax error")),
+    ("cel-go parser: !-x is not a run", f"!-device.attributes['{GPU}'].cores", (COMPILE, "Syntax error")),
+    ("cel-go parser: !-- is not a run", "!--1 == 1", (COMPILE, "Syntax error")),
+    (
+        "cel-go parser: !-1 negates a literal",
+        "!-1",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    (
+        "cel-go parser: -(!x) is",
+        "-(!true)",
+        (COMPILE, "found no matching overload for '-_' applied to '(bool)'"),
+    ),
+    ("cel-go parser: 1 - -1", "1 - -1 == 2", True),
     ("cel-go parser: 257 !", "!" * 257 + "true", False),
     # cel-go's planner (OptOptimize) folds ``x in []`` to false: ``x`` is not evaluated
     ("differential: !string in []", f"!(device.attributes['{GPU}'].model) in []", False),

@@ -249,6 +249,13 @@ def shape(root: lark.Tree[Any]) -> lark.Tree[Any]:
             stack.append((node, True))
             stack.extend((c, False) for c in node.children if isinstance(c, lark.Tree))
             continue
+        if node.data == "unary" and _mixes_operators(node):
+            # cel-go's grammar: a run of ``!`` or of ``-`` before a member, never both
+            run = "!-" if node.children[0].data == "unary_not" else "-!"
+            raise CelCompileError(
+                f"compilation failed: ERROR: {_position(node.children[1])}: Syntax error: "
+                f"no viable alternative at input '{run}'"
+            )
         node.children = [done.pop(id(c)) if isinstance(c, lark.Tree) else c for c in node.children]
         if node.data in _COLLAPSIBLE and len(node.children) == 1 and isinstance(node.children[0], lark.Tree):
             done[id(node)] = node.children[0]
@@ -261,6 +268,22 @@ def shape(root: lark.Tree[Any]) -> lark.Tree[Any]:
         else:
             done[id(node)] = node
     return done[id(root)]
+
+
+def _mixes_operators(node: lark.Tree[Any]) -> bool:
+    """Whether an unshaped unary node's operand is a unary node of the other operator (``!-x``)."""
+    if len(node.children) != 2:
+        return False
+    op, operand = node.children
+    while isinstance(operand, lark.Tree) and operand.data == "unary" and len(operand.children) == 1:
+        operand = operand.children[0]  # celpy's unary -> member wrapper is not an operator
+    return (
+        isinstance(operand, lark.Tree)
+        and operand.data == "unary"
+        and len(operand.children) == 2
+        and isinstance(op, lark.Tree)
+        and operand.children[0].data != op.data
+    )
 
 
 def _repeats_operator(node: lark.Tree[Any]) -> bool:
