@@ -166,7 +166,15 @@ class _Evaluator(Evaluator):
         op_tree, right_tree = tree.children
         if op_tree.data == "relation_in" and empty_list_literal(right_tree):
             return celtypes.BoolType(False)  # cel-go folds ``x in []``: ``x`` is not evaluated
-        return self._binary(tree)
+        # _binary's body, inline: relations are the commonest node and a call frame is dear here
+        left = self._visit_tree(op_tree.children[0])
+        right = self._visit_tree(right_tree)
+        name = OPERATORS[op_tree.data]
+        if isinstance(left, CELEvalError):
+            return left
+        if isinstance(right, CELEvalError):
+            return right
+        return self._apply(ALL_FUNCTIONS[name], name, [left, right])
 
     addition = _binary
     multiplication = _binary
