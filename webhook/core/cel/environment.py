@@ -108,6 +108,7 @@ _DEVICE_FIELDS = {
     "capacity": "map(string, map(string, kubernetes.Quantity))",
 }
 _DEVICE = "kubernetes.DRADevice"
+_QUANTITY = "kubernetes.Quantity"  # no conversion takes one (``ip``/``cidr`` have ``string``)
 _STRING_ARG = frozenset({"quantity", "isQuantity", "semver", "isSemver"}) | netlib.STRING_ARGUMENT
 _PRIMITIVES = frozenset({"bool", "int", "uint", "double", "string", "bytes", "null_type"})
 _NUMERIC = frozenset({"int", "uint", "double"})
@@ -149,7 +150,9 @@ def compile_expression(expression: str) -> CompiledExpression:
             f"compilation failed: expression nested too deeply: {depth} levels of operators and "
             f"selections, at most {MAX_TREE_DEPTH} are supported"
         )
-    result = _Checker().infer(tree, frozenset())
+    checker = _Checker()
+    result = checker.infer(tree, frozenset())
+    checker.validate()
     if result not in ("bool", "dyn"):
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {result}")
     return CompiledExpression(expression, tree, depth, literal_values(tree))
@@ -299,6 +302,9 @@ def _position(node: Any) -> str:
                 return f"<input>:{current.line}:{current.column}"
         elif isinstance(current, lark.Tree):
             pending.extend(reversed(current.children))
+    meta = getattr(node, "meta", None)
+    if meta is not None and not meta.empty:  # a literal without tokens (``[]``)
+        return f"<input>:{meta.line}:{meta.column}"
     return "<input>:?:?"
 
 
@@ -316,9 +322,24 @@ class _Checker:
     """
 
     def __init__(self) -> None:
-        #: Nodes whose type is ``dyn`` in cel-go's checker too (an attribute value, ``dyn(x)``),
-        #: not merely unknown here: only these count as ``dyn`` in a literal's element types.
+        #: Nodes whose type, ``dyn`` in it included, is cel-go's too (an attribute value, ``dyn(x)``,
+        #: a literal of such elements), not merely unknown here: only these count in a literal's
+        #: element types.
         self._surely_dyn: set[int] = set()
+        #: Empty list and map literals: their element type is free (bound by what they join).
+        self._free: set[int] = set()
+        #: The validators' errors (homogeneous literals) by upstream position: cel-go validates
+        #: only a cleanly checked expression, so these are raised after the whole check.
+        self._issues: list[tuple[int, CelCompileError]] = []
+        #: Inside a ``format`` call: its literals are exempt from the homogeneous validator.
+        self._in_format = 0
+        #: Types of the comprehension variables in scope that are known (the rest are ``dyn``).
+        self._variables: dict[str, str] = {}
+
+    def validate(self) -> None:
+        """Raises the validators' first error by position (cel-go sorts its errors so)."""
+        if self._issues:
+            raise min(self._issues, key=lambda issue: issue[0])[1]
 
     def infer(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         kind = node.data
@@ -333,6 +354,18 @@ class _Checker:
     def _expr(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         cond, a, b = (self.infer(c, scope) for c in node.children)
         self._want_bool(node, "_?_:_", cond)
+        _, left, right = node.children
+        if self._is_free(left) or self._is_free(right):
+            other, t = (right, b) if self._is_free(left) else (left, a)
+            return self._exact_result(node, t) if self._known(other, t) else t
+        if a != b and self._known(left, a) and self._known(right, b):
+            joined = _most_general(a, b)
+            if joined is None:
+                raise _fail(node, f"found no matching overload for '_?_:_' applied to '({cond}, {a}, {b})'")
+            self._surely_dyn.add(id(node))
+            return joined
+        if a == b and self._known(left, a) and self._known(right, b) and "dyn" in a:
+            self._surely_dyn.add(id(node))
         return a if a == b else "dyn"
 
     def _conditionalor(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -362,6 +395,15 @@ class _Checker:
         numeric_mix = a in _NUMERIC and b in _NUMERIC and op not in ("relation_eq", "relation_ne")
         if a in _PRIMITIVES and b in _PRIMITIVES and a != b and not numeric_mix:
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
+        left = op_node.children[0]
+        if (
+            op in ("relation_eq", "relation_ne")
+            and _most_general(a, b) is None
+            and self._known(left, a)
+            and self._known(right, b)
+            and all(_kind(x) in ("list", "map", "optional_type") or x in _PRIMITIVES for x in (a, b))
+        ):  # ``_==_(A, A)``: aggregates whose types do not join
+            raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
         return "bool"
 
     def _addition(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -377,6 +419,17 @@ class _Checker:
         symbol = OPERATORS[op_node.data]
         if a in _PRIMITIVES and b in _PRIMITIVES and (a != b or a in ("bool", "null_type")):
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
+        left, right = op_node.children[0], node.children[1]
+        if symbol == "_+_" and _kind(a) == _kind(b) == "list":
+            if self._is_free(left) or self._is_free(right):  # ``[] + l``: the free element binds
+                other, t = (right, b) if self._is_free(left) else (left, a)
+                return self._exact_result(node, t) if self._known(other, t) else t
+            joined = _most_general(a, b)
+            if joined is None and self._known(left, a) and self._known(right, b):
+                raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
+            if joined is not None and self._known(left, a) and self._known(right, b):
+                self._surely_dyn.add(id(node))
+                return joined
         return a if a == b else "dyn"
 
     def _unary(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -405,6 +458,8 @@ class _Checker:
             return _DEVICE_FIELDS[str(field)]
         if t in _PRIMITIVES:
             raise _fail(field, f"type '{t}' does not support field selection")
+        if t.startswith("map(string, ") and "dyn" not in t:
+            return _type_args(t)[1]  # ``device.capacity[domain].memory``: a quantity
         if _is_attribute_domain(target, t):
             self._surely_dyn.add(id(node))
         return "dyn"
@@ -448,13 +503,32 @@ class _Checker:
             qualified = f"{namespace}.{name}"
             if qualified not in KNOWN_FUNCTIONS:
                 raise _fail(name_token, f"undeclared reference to '{qualified}' (in container '')")
-            for a in args:
-                self.infer(a, scope)
+            types = [self.infer(a, scope) for a in args]
             self._check_regex(qualified, args, 0)
+            if qualified == "optional.none" and not args:
+                self._free.add(id(node))
+                self._surely_dyn.add(id(node))
+            elif qualified == "optional.of" and len(args) == 1 and self._known(args[0], types[0]):
+                self._surely_dyn.add(id(node))
+                return f"optional_type({types[0]})"
             return _RESULT_TYPES.get(qualified, "dyn")
+        if name == "format":
+            # cel-go exempts every literal anywhere inside a format call from the homogeneous
+            # validator (the receiver's and the arguments', however deep)
+            self._in_format += 1
+            try:
+                return self._method(node, name_token, target, args, scope)
+            finally:
+                self._in_format -= 1
+        return self._method(node, name_token, target, args, scope)
+
+    def _method(
+        self, node: lark.Tree[Any], name_token: Any, target: Any, args: list[Any], scope: frozenset[str]
+    ) -> str:
+        name = str(name_token)
         t = self.infer(target, scope)
         if name in TWO_VARIABLE_MACROS and len(args) in TWO_VARIABLE_MACROS[name]:
-            return self._two_variables(node, name_token, t, args, scope)
+            return self._two_variables(node, name_token, target, t, args, scope)
         if name in _MACROS:
             arity_ok = len(args) == 2 or (name == "map" and len(args) == 3)  # map(x, filter, transform)
             if not arity_ok:
@@ -465,22 +539,28 @@ class _Checker:
                 raise _fail(args[0], "iteration variable overwrites accumulator variable")
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
-            inner = scope | {str(_ident_name(args[0]))}
-            if len(args) == 3 and _known_not(self.infer(args[1], inner), "bool"):
-                raise _fail(name_token, "map() filter must be bool")
-            body = self.infer(args[-1], inner)
+            variable = str(_ident_name(args[0]))
+            inner = scope | {variable}
+            first, _ = self._range_types(target, t)
+            saved = self._bind({variable: first})
+            try:
+                condition = self.infer(args[1], inner) if len(args) == 3 else "bool"
+                body = self.infer(args[-1], inner)
+            finally:
+                self._variables = saved
+            if name == "map" and _known_not(condition, "bool"):
+                result = f"list({body if self._known(args[-1], body) else 'dyn'})"
+                raise _fail(name_token, _conditional_mismatch(condition, result))
             if name in ("all", "exists", "exists_one", "filter") and _known_not(body, "bool"):
-                raise _fail(name_token, f"{name}() predicate must be bool, not {body}")
+                raise _fail(name_token, _predicate_mismatch(name, body, first))
+            if name in ("filter", "sortBy") and first is not None:
+                return self._exact_result(node, f"list({first})")
+            if name == "map" and self._known(args[-1], body):
+                return self._exact_result(node, f"list({body})")
             return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
-        if name == "format" and len(args) == 1 and _list_literal(args[0]) is not None:
-            # cel-go's format validator exempts its argument list from homogeneous literals
-            for item in _list_literal(args[0]) or []:
-                self.infer(item, scope)
-            types = ["list(dyn)"]
-        else:
-            types = [self.infer(a, scope) for a in args]
+        types = [self.infer(a, scope) for a in args]
         receiver_ok = (
             t not in _PRIMITIVES
             or (name in _LIST_OR_STRING_RECEIVER and t == "string")
@@ -495,12 +575,52 @@ class _Checker:
                 name_token, f"found no matching overload for '{name}' applied to 'string.({applied})'"
             )
         self._check_regex(name, args, 1)
+        generic = self._generic_result(node, name, target, t, types)
+        if generic is not None:
+            return generic
         if name == "sum" and t.startswith("list(") and t != "list(dyn)":
             return t[len("list(") : -1]
         return _RESULT_TYPES.get(name, "dyn")
 
+    def _generic_result(
+        self, node: lark.Tree[Any], name: str, target: Any, t: str, types: list[str]
+    ) -> str | None:
+        """The result of a type-parameterised method as cel-go's checker binds it, when the
+        receiver's type is known: ``optional(T).orValue(T)`` is a ``T`` (the optional's element
+        binds first), ``list(T).reverse()`` a ``list(T)``, ``list(T).max()`` a ``T``, and
+        ``sort``/``sum`` over ``dyn`` elements match several overloads with different results:
+        ``dyn``. None: not such a call (or nothing known)."""
+        if not self._known(target, t):
+            return None
+        element = _type_args(t)[0] if t.startswith(("list(", "optional_type(")) else None
+        result: str | None = None
+        if name == "orValue" and t.startswith("optional_type(") and len(types) == 1:
+            free = id(_unwrap(target)) in self._free
+            result = types[0] if free else element
+        elif element is None or not t.startswith("list("):
+            return None
+        elif name in ("reverse", "distinct", "slice"):
+            result = t
+        elif name in ("max", "min"):
+            result = element
+        elif name == "sort" and element in _PRIMITIVES - {"null_type"}:
+            result = t
+        elif name in ("sort", "sum"):
+            result = "dyn" if element == "dyn" else None
+        elif name == "flatten" and not types:
+            result = t if element == "dyn" else (element if element.startswith("list(") else None)
+        if result is not None and "dyn" in result:
+            self._surely_dyn.add(id(node))
+        return result
+
     def _two_variables(
-        self, node: lark.Tree[Any], name_token: Any, t: str, args: list[Any], scope: frozenset[str]
+        self,
+        node: lark.Tree[Any],
+        name_token: Any,
+        target: Any,
+        t: str,
+        args: list[Any],
+        scope: frozenset[str],
     ) -> str:
         """cel-go's ``TwoVarComprehensions``: ``all/exists/existsOne(i, v, p)``,
         ``transformList/transformMap/transformMapEntry(i, v, [filter,] expr)``."""
@@ -516,16 +636,62 @@ class _Checker:
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
         inner = scope | {first, second}
-        types = [self.infer(a, inner) for a in args[2:]]
-        if (name in ("all", "exists", "existsOne", "exists_one") or len(args) == 4) and _known_not(
-            types[0], "bool"
-        ):
-            raise _fail(name_token, f"{name}() predicate must be bool, not {types[0]}")
+        saved = self._bind(dict(zip((first, second), self._range_types(target, t, two=True), strict=True)))
+        try:
+            types = [self.infer(a, inner) for a in args[2:]]
+        finally:
+            self._variables = saved
+        if name in ("all", "exists", "existsOne", "exists_one"):
+            if _known_not(types[0], "bool"):
+                raise _fail(name_token, _predicate_mismatch(name, types[0], None))
+            return "bool"
+        # cel-go expands the transforms to comprehensions whose step is ``accu + [transform]``,
+        # ``cel.@mapInsert(accu, i, transform)`` or ``cel.@mapInsert(accu, transform)``, under
+        # ``filter ? step : accu`` when there is a filter: their errors are these calls'.
+        transform, known = types[-1], self._known(args[-1], types[-1])
+        value = transform if known else "dyn"
         if name == "transformList":
-            return "list(dyn)"
-        if name.startswith("transformMap"):
-            return "map(dyn, dyn)"
-        return "bool"
+            accumulator = f"list({value})"
+        elif name == "transformMap":
+            keys = self._range_types(target, t, two=True)[0] if self._known(target, t) else None
+            accumulator = f"map({keys or 'dyn'}, {value})"
+        else:
+            if known and _kind(transform) != "map" and transform != "dyn":
+                applied = f"(map(dyn, dyn), {transform})"
+                raise _fail(
+                    name_token, f"found no matching overload for 'cel.@mapInsert' applied to '{applied}'"
+                )
+            accumulator = transform if known and _kind(transform) == "map" else "map(dyn, dyn)"
+        if len(args) == 4 and _known_not(types[0], "bool"):
+            raise _fail(name_token, _conditional_mismatch(types[0], accumulator))
+        return self._exact_result(node, accumulator) if known else accumulator
+
+    def _range_types(self, target: Any, t: str, *, two: bool = False) -> tuple[str | None, str | None]:
+        """The iteration variables' types over a range of type ``t`` (a list's index and element,
+        a map's key and value; the element or key alone for one variable); None: unknown here."""
+        if not self._known(target, t):
+            return None, None
+        if t == "dyn":
+            return "dyn", "dyn"
+        if _kind(t) == "list":
+            element = _type_args(t)[0]
+            return ("int", element) if two else (element, None)
+        if _kind(t) == "map":
+            key, value = _type_args(t)
+            return key, value
+        return None, None
+
+    def _bind(self, variables: dict[str, str | None]) -> dict[str, str]:
+        """Declares comprehension variables (None: unknown type); returns the previous ones."""
+        saved = self._variables
+        known = {name: t for name, t in variables.items() if t is not None}
+        self._variables = {k: v for k, v in saved.items() if k not in variables} | known
+        return saved
+
+    def _exact_result(self, node: lark.Tree[Any], t: str) -> str:
+        """``t``, which is cel-go's type for ``node`` (``dyn`` parts included)."""
+        self._surely_dyn.add(id(node))
+        return t
 
     @staticmethod
     def _check_regex(name: str, args: list[Any], receivers: int) -> None:
@@ -554,7 +720,10 @@ class _Checker:
         if kind in ("ident", "dot_ident"):
             name = str(child.children[0])
             if name in scope and kind == "ident":
-                return "dyn"
+                known = self._variables.get(name)
+                if known is None:
+                    return "dyn"
+                return self._exact_result(child, known)
             if name == "device":
                 return _DEVICE
             if name in _TYPE_IDENTS:
@@ -562,36 +731,69 @@ class _Checker:
             raise _fail(child.children[0], f"undeclared reference to '{name}' (in container '')")
         if kind == "ident_arg":
             return self._call(child, scope)
-        if kind == "list_lit":
+        if kind in ("list_lit", "map_lit"):
             items = [item for c in child.children for item in c.children]
-            return f"list({self._homogeneous(items, scope)})"
-        if kind == "map_lit":
-            entries = [item for c in child.children for item in c.children]
-            keys = self._homogeneous(entries[0::2], scope)
-            return f"map({keys}, {self._homogeneous(entries[1::2], scope)})"
+            types = [self.infer(item, scope) for item in items]
+            if not items:
+                self._free.add(id(child))
+                self._surely_dyn.add(id(child))
+            if kind == "list_lit":
+                self._homogeneous(items, types, stop=True)
+                element, exact = self._element_type(items, types)
+                if exact:
+                    self._surely_dyn.add(id(child))
+                return f"list({element})"
+            self._homogeneous(items[0::2], types[0::2], stop=False)
+            self._homogeneous(items[1::2], types[1::2], stop=False)
+            keys, exact_keys = self._element_type(items[0::2], types[0::2])
+            values, exact_values = self._element_type(items[1::2], types[1::2])
+            if exact_keys and exact_values:
+                self._surely_dyn.add(id(child))
+            return f"map({keys}, {values})"
         raise _fail(child, f"unsupported syntax: {kind}")
 
-    def _homogeneous(self, items: list[Any], scope: frozenset[str]) -> str:
-        """The one type of a literal's elements (cel-go's ``HomogeneousAggregateLiterals``, which
-        Kubernetes enables): every element's type must equal the first's, ``dyn`` included
-        (``[attribute, 1]`` is rejected). An element only unknown here is skipped."""
+    def _homogeneous(self, items: list[Any], types: list[str], *, stop: bool) -> None:
+        """cel-go's ``HomogeneousAggregateLiterals`` validator (Kubernetes enables it): every
+        element's type must equal the first's, ``dyn`` included (``[attribute, 1]`` is refused);
+        a list reports its first mismatch, a map each. An element only unknown here is skipped;
+        literals anywhere inside a ``format`` call are exempt. Recorded, raised by :meth:`validate`."""
+        if self._in_format:
+            return
         found: str | None = None
-        for item in items:
-            t = self.infer(item, scope)
-            if t == "dyn" and not self._is_surely_dyn(item):
+        found_free = False
+        for item, t in zip(items, types, strict=True):
+            if not self._known(item, t):
                 continue
-            if t != "dyn" and "dyn" in t:  # list(dyn), map(string, dyn): unknown parts here
-                continue
-            if found is None:
-                found = t
-            elif t != found:
-                raise _fail(item, f"expected type '{found}' but found '{t}'")
-        return "dyn" if found is None else found
+            free = self._is_free(item)
+            if found is None or (found_free and not free and _kind(t) == _kind(found)):
+                found, found_free = t, free
+            elif t != found and not (free and _kind(t) == _kind(found)):
+                message = f"expected type '{found}' but found '{t}'"
+                self._issues.append((_offset(item), _fail(item, message)))
+                if stop:
+                    return
+
+    def _element_type(self, items: list[Any], types: list[str]) -> tuple[str, bool]:
+        """A literal's element type as cel-go's checker joins it (``[1, 2.0]`` is a
+        ``list(dyn)``) and whether that is surely cel-go's (every element's type is)."""
+        if all(self._known(item, t) for item, t in zip(items, types, strict=True)):
+            bound = [t for item, t in zip(items, types, strict=True) if not self._is_free(item)]
+            joined = (bound or types or ["dyn"])[0]
+            for t in bound[1:]:
+                joined = _most_general(joined, t) or "dyn"
+            return joined, True
+        found = next((t for item, t in zip(items, types, strict=True) if self._known(item, t)), "dyn")
+        return found, False
+
+    def _known(self, node: Any, t: str) -> bool:
+        """Whether ``t`` is the node's type in cel-go's checker too (see ``_surely_dyn``)."""
+        return "dyn" not in t or self._is_surely_dyn(node)
+
+    def _is_free(self, node: Any) -> bool:
+        return id(_unwrap(node)) in self._free
 
     def _is_surely_dyn(self, node: Any) -> bool:
-        if isinstance(node, lark.Tree) and node.data == "primary" and node.children:
-            node = node.children[0]
-        return id(node) in self._surely_dyn
+        return id(_unwrap(node)) in self._surely_dyn
 
     def _call(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         name_token = node.children[0]
@@ -611,6 +813,16 @@ class _Checker:
                 raise _fail(name_token, "dyn() requires one argument")
             self._surely_dyn.add(id(node))
             return "dyn"
+        accepted = _CONVERSIONS.get(name)
+        if (
+            accepted is not None
+            and len(args) == 1
+            and self._known(args[0], types[0])
+            and types[0] not in accepted
+            and (types[0] in _PRIMITIVES or _kind(types[0]) in ("list", "map", "optional_type", _QUANTITY))
+            and types[0] != "null_type"
+        ):
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '({types[0]})'")
         if name in _STRING_ARG and types and _known_not(types[0], "string"):
             applied = ", ".join(types)
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '({applied})'")
@@ -632,6 +844,46 @@ _STRING_METHODS: dict[str, tuple[tuple[str, ...], ...]] = {
     "split": (("string",), ("string", "int")),
     "substring": (("int",), ("int", "int")),
     "reverse": (),
+}
+
+
+def _conditional_mismatch(condition: str, accumulator: str) -> str:
+    """cel-go's error for a macro whose step is ``condition ? step : accumulator``."""
+    return f"found no matching overload for '_?_:_' applied to '({condition}, {accumulator}, {accumulator})'"
+
+
+def _predicate_mismatch(macro: str, predicate: str, element: str | None) -> str:
+    """cel-go's error for a non-bool predicate, as the macro's expansion reports it: ``all`` and
+    ``exists`` join it with a bool accumulator, ``exists_one`` counts under ``p ? n + 1 : n``,
+    ``filter`` appends under ``p ? l + [x] : l``."""
+    if macro in ("all", "exists"):
+        return f"expected type 'bool' but found '{predicate}'"
+    if macro == "filter":
+        return _conditional_mismatch(predicate, f"list({element or 'dyn'})")
+    return _conditional_mismatch(predicate, "int")
+
+
+#: The type conversions' overloads (argument types) in cel-go's standard library.
+_CONVERSIONS: dict[str, frozenset[str]] = {
+    "int": frozenset(
+        {"int", "uint", "double", "string", "google.protobuf.Timestamp", "google.protobuf.Duration"}
+    ),
+    "uint": frozenset({"int", "uint", "double", "string"}),
+    "double": frozenset({"int", "uint", "double", "string"}),
+    "string": frozenset(
+        {
+            "int",
+            "uint",
+            "double",
+            "bool",
+            "string",
+            "bytes",
+            "google.protobuf.Timestamp",
+            "google.protobuf.Duration",
+        }
+    ),
+    "bool": frozenset({"bool", "string"}),
+    "bytes": frozenset({"bytes", "string"}),
 }
 
 
@@ -671,6 +923,65 @@ def _type_args(t: str) -> list[str]:
             start = i + 1
     args.append(inner[start:].strip())
     return args
+
+
+def _unwrap(node: Any) -> Any:
+    """The node that stands for ``node``'s value: ``primary`` wrappers and brackets dropped."""
+    while isinstance(node, lark.Tree) and node.children:
+        if node.data == "primary" or node.data == "paren_expr":
+            node = node.children[0]
+        else:
+            break
+    return node
+
+
+def _kind(t: str) -> str:
+    """``list``, ``map``, ``optional_type`` or the type itself."""
+    return t.split("(", 1)[0]
+
+
+def _most_general(a: str, b: str) -> str | None:
+    """cel-go's join of two assignable types (``dyn`` wins, parameter by parameter); None when
+    neither is assignable to the other (the checker then joins them to ``dyn``)."""
+    if a == b:
+        return a
+    if a == "dyn" or b == "dyn":
+        return "dyn"
+    if _kind(a) != _kind(b) or "(" not in a or "(" not in b:
+        return None
+    params = [_most_general(x, y) for x, y in zip(_type_args(a), _type_args(b), strict=False)]
+    if len(_type_args(a)) != len(_type_args(b)) or None in params:
+        return None
+    return f"{_kind(a)}({', '.join(str(p) for p in params)})"
+
+
+def _offset(node: Any) -> int:
+    """The character offset cel-go gives ``node``'s expression: a call's is its ``(``, a
+    selection's its ``.``, an index's its ``[``, an operator's its symbol (near enough: the end of
+    the left operand), anything else its first character."""
+    node = _unwrap(node)
+    meta = getattr(node, "meta", None)
+    start = getattr(meta, "start_pos", 0) if meta is not None and not meta.empty else 0
+    if not isinstance(node, lark.Tree):
+        return int(getattr(node, "start_pos", 0) or 0)
+    kind = node.data
+    if kind in ("member_dot_arg", "ident_arg"):
+        token = node.children[1] if kind == "member_dot_arg" else node.children[0]
+        return int(getattr(token, "end_pos", start) or start)
+    if kind in ("member_dot", "member_dot_opt", "member_index", "member_index_opt"):
+        return _end(node.children[0], start)
+    if kind in ("relation", "addition", "multiplication") and len(node.children) == 2:
+        return _end(node.children[0].children[0], start)
+    if kind in ("conditionalor", "conditionaland", "expr") and len(node.children) >= 2:
+        return _end(node.children[0], start)
+    return int(start)
+
+
+def _end(node: Any, default: int) -> int:
+    meta = getattr(node, "meta", None)
+    if meta is None or meta.empty:
+        return default
+    return int(meta.end_pos)
 
 
 def _optional(t: str) -> str:
