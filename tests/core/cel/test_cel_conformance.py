@@ -236,7 +236,7 @@ STRINGS: list[Case] = [
     (
         "cel-go TestStrings format %d double",
         "'%d'.format([1.5]) == ''",
-        (RUNTIME, "decimal clause can only be used on integers, was given double"),
+        (COMPILE, "decimal clause can only be used on integers, was given double"),
     ),
     (
         "cost limit: format",
@@ -249,7 +249,7 @@ STRINGS: list[Case] = [
     (
         "cel-go TestStrings format missing argument",
         "'%s'.format([]) == ''",
-        (RUNTIME, "index 0 out of range"),
+        (COMPILE, "index 0 out of range"),
     ),
     ("cel-go TestStrings quote", "strings.quote('first\\nsecond') == '\"first\\\\nsecond\"'", True),
     ("cel-go TestStrings quote", "strings.quote('a\"b') == '\"a\\\\\"b\"'", True),
@@ -965,6 +965,7 @@ CHECKER: list[Case] = [
         (COMPILE, "found no matching overload for 'bool' applied to '(int)'"),
     ),
     ("cel-go checker: ip has a string conversion", "string(ip('10.0.0.1')) == '10.0.0.1'", True),
+    # format() exempts every literal inside it; its validator checks literal arguments' types
     (
         "cel-go ext formatting_test.go: nested mixed literals inside format",
         '["list: %s".format([[[1, 2, [3.0, 4]]]])].size() == 1',
@@ -974,6 +975,44 @@ CHECKER: list[Case] = [
         "cel-go ext formatting_test.go: a literal's size inside format",
         '["list size: %d".format([[[1, 2, [3.0, 4]]].size()])].size() == 1',
         True,
+    ),
+    (
+        "cel-go format validator: binary of a string",
+        '"%b".format(["fish"]) == ""',
+        (
+            COMPILE,
+            "error during formatting: only integers and bools can be formatted as binary, was given string",
+        ),
+    ),
+    (
+        "cel-go format validator: fixed-point of an int",
+        '"%.2f".format([1]) == ""',
+        (COMPILE, "error during formatting: fixed-point clause can only be used on doubles, was given int"),
+    ),
+    (
+        "cel-go format validator: decimal of a list",
+        '"%d".format([[1]]) == ""',
+        (COMPILE, "decimal clause can only be used on integers, was given list"),
+    ),
+    (
+        "cel-go format validator: too few arguments",
+        '"%s %s".format([1]) == ""',
+        (COMPILE, "index 1 out of range"),
+    ),
+    (
+        "cel-go format validator: too many arguments",
+        '"%s".format([1, 2]) == ""',
+        (COMPILE, "too many arguments supplied to string.format (expected 1, got 2)"),
+    ),
+    (
+        "cel-go format validator: a dyn argument waits for the value",
+        '"%b".format([dyn("x")]) == ""',
+        (RUNTIME, "binary"),
+    ),
+    (
+        "cel-go format validator: scientific takes a string",
+        '"%e".format(["x"]) == ""',
+        (RUNTIME, "scientific"),
     ),
     # the two-variable transforms are checked as their expansions
     (

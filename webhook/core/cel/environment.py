@@ -335,6 +335,8 @@ class _Checker:
         self._in_format = 0
         #: Types of the comprehension variables in scope that are known (the rest are ``dyn``).
         self._variables: dict[str, str] = {}
+        #: A list literal's elements and their types, by the literal's node id.
+        self._elements: dict[int, tuple[list[Any], list[str]]] = {}
 
     def validate(self) -> None:
         """Raises the validators' first error by position (cel-go sorts its errors so)."""
@@ -561,6 +563,8 @@ class _Checker:
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
         types = [self.infer(a, scope) for a in args]
+        if name == "format" and len(args) == 1:
+            self._check_format(node, target, args[0])
         receiver_ok = (
             t not in _PRIMITIVES
             or (name in _LIST_OR_STRING_RECEIVER and t == "string")
@@ -693,6 +697,35 @@ class _Checker:
         self._surely_dyn.add(id(node))
         return t
 
+    def _check_format(self, node: lark.Tree[Any], target: Any, argument: Any) -> None:
+        """cel-go's string format validator: a literal format string's clauses against a list
+        literal's element types (an element of type ``dyn`` passes); recorded like the
+        homogeneous validator's errors."""
+        template = _string_literal(target)
+        elements = self._elements.get(id(_unwrap(argument)))
+        if template is None or elements is None:
+            return
+        items, types = elements
+        clauses = _format_clauses(template, len(items))
+        if isinstance(clauses, str):
+            self._issues.append((_offset(node), _fail(node, clauses)))
+            return
+        for index, verb in clauses:
+            t, item = types[index], items[index]
+            if not self._known(item, t) or t == "dyn" or _kind(t) in _FORMAT_KINDS[verb]:
+                continue
+            if verb == "s" and t not in _PRIMITIVES:  # library types may have a string form
+                continue
+            given = _kind(t)
+            message = f"error during formatting: {_FORMAT_ERRORS[verb]}, was given {given}"
+            self._issues.append((_offset(item), _fail(item, message)))
+            return
+        if len(items) > len(clauses):
+            message = (
+                f"too many arguments supplied to string.format (expected {len(clauses)}, got {len(items)})"
+            )
+            self._issues.append((_offset(node), _fail(node, message)))
+
     @staticmethod
     def _check_regex(name: str, args: list[Any], receivers: int) -> None:
         """A literal regular expression must compile (cel-go's ``ValidateRegexLiterals``)."""
@@ -738,6 +771,7 @@ class _Checker:
                 self._free.add(id(child))
                 self._surely_dyn.add(id(child))
             if kind == "list_lit":
+                self._elements[id(child)] = (items, types)
                 self._homogeneous(items, types, stop=True)
                 element, exact = self._element_type(items, types)
                 if exact:
@@ -861,6 +895,62 @@ def _predicate_mismatch(macro: str, predicate: str, element: str | None) -> str:
     if macro == "filter":
         return _conditional_mismatch(predicate, f"list({element or 'dyn'})")
     return _conditional_mismatch(predicate, "int")
+
+
+#: The argument kinds each format clause takes (cel-go's static format check).
+_FORMAT_KINDS = {
+    "s": frozenset({"list", "map", "int", "uint", "double", "bool", "string", "bytes", "type", "null_type"}),
+    "d": frozenset({"int", "uint"}),
+    "f": frozenset({"double", "string"}),
+    "e": frozenset({"double", "string"}),
+    "b": frozenset({"int", "uint", "bool"}),
+    "x": frozenset({"int", "uint", "string", "bytes"}),
+    "X": frozenset({"int", "uint", "string", "bytes"}),
+    "o": frozenset({"int", "uint"}),
+}
+_FORMAT_ERRORS = {
+    "s": "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
+    "durations, and timestamps",
+    "d": "decimal clause can only be used on integers",
+    "f": "fixed-point clause can only be used on doubles",
+    "e": "scientific clause can only be used on doubles",
+    "b": "only integers and bools can be formatted as binary",
+    "x": "only integers, byte buffers, and strings can be formatted as hex",
+    "X": "only integers, byte buffers, and strings can be formatted as hex",
+    "o": "octal clause can only be used on integers",
+}
+
+
+def _format_clauses(text: str, arguments: int) -> list[tuple[int, str]] | str:
+    """The (argument index, verb) of each clause of a format string, or the error that parsing
+    it gives (as the strings extension's ``format`` reports it)."""
+    clauses: list[tuple[int, str]] = []
+    i = 0
+    while i < len(text):
+        if text[i] != "%":
+            i += 1
+            continue
+        i += 1
+        if i < len(text) and text[i] == "%":
+            i += 1
+            continue
+        if i < len(text) and text[i] == ".":
+            j = i + 1
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            if j == i + 1:
+                return 'could not parse formatting clause: unable to convert "" to int'
+            i = j
+        if i >= len(text):
+            return "could not parse formatting clause: unexpected end of string"
+        verb = text[i]
+        i += 1
+        if len(clauses) >= arguments:
+            return f"index {len(clauses)} out of range"
+        if verb not in _FORMAT_KINDS:
+            return f'could not parse formatting clause: unrecognized formatting clause "{verb}"'
+        clauses.append((len(clauses), verb))
+    return clauses
 
 
 #: The type conversions' overloads (argument types) in cel-go's standard library.
