@@ -1066,6 +1066,51 @@ CHECKER: list[Case] = [
         "[1].map(x, x + 1.0) == []",
         (COMPILE, "found no matching overload for '_+_' applied to '(int, double)'"),
     ),
+    # cel-go's planner folds a conversion of a constant: a failure stops the program's creation
+    (
+        "cel-go planner: int of a literal string",
+        "int('x') == int('x')",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'int'"),
+    ),
+    ("cel-go planner: int of a number string", "int('-12') == -12", True),
+    (
+        "cel-go planner: uint takes no sign",
+        "uint('-1') == 1u",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'uint'"),
+    ),
+    (
+        "cel-go planner: folded through dyn",
+        "int(dyn('x')) == 1",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'int'"),
+    ),
+    (
+        "cel-go planner: a double out of range",
+        "int(1.5e30) == 1",
+        (COMPILE, "program instantiation failed: integer overflow"),
+    ),
+    (
+        "cel-go planner: a negative uint",
+        "uint(-1) == 1u",
+        (COMPILE, "program instantiation failed: unsigned integer overflow"),
+    ),
+    ("cel-go planner: a truncated double", "int(-1.5) == -1", True),
+    ("cel-go planner: Go's float syntax has underscores", "double('1_000') == 1000.0", True),
+    (
+        "cel-go planner: a double out of Go's range",
+        "double('1e400') > 1.0",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'double'"),
+    ),
+    ("cel-go planner: Go's bool spellings", "bool('true') && !bool('false')", True),
+    (
+        "cel-go planner: other bool spellings",
+        "bool('yes')",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'bool'"),
+    ),
+    (
+        "cel-go planner: an attribute is no constant",
+        f"int(device.attributes['{GPU}'].model) == 1",
+        (RUNTIME, "int"),
+    ),
 ]
 
 CASES = (
