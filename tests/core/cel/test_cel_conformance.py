@@ -236,7 +236,7 @@ STRINGS: list[Case] = [
     (
         "cel-go TestStrings format %d double",
         "'%d'.format([1.5]) == ''",
-        (RUNTIME, "decimal clause can only be used on integers, was given double"),
+        (COMPILE, "decimal clause can only be used on integers, was given double"),
     ),
     (
         "cost limit: format",
@@ -249,7 +249,7 @@ STRINGS: list[Case] = [
     (
         "cel-go TestStrings format missing argument",
         "'%s'.format([]) == ''",
-        (RUNTIME, "index 0 out of range"),
+        (COMPILE, "index 0 out of range"),
     ),
     ("cel-go TestStrings quote", "strings.quote('first\\nsecond') == '\"first\\\\nsecond\"'", True),
     ("cel-go TestStrings quote", "strings.quote('a\"b') == '\"a\\\\\"b\"'", True),
@@ -552,7 +552,7 @@ TWO_VARIABLE: list[Case] = [
         "[1].all(a.b, e, true)",
         (COMPILE, "argument must be a simple name"),
     ),
-    ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "predicate must be bool")),
+    ("cel-go predicate must be bool", "[1].all(i, v, 1)", (COMPILE, "expected type 'bool' but found 'int'")),
     (
         "cel-go TestTwoVarComprehensions exists_one",
         "{'hello': 'world', 'hello!': 'worlds'}"
@@ -626,7 +626,7 @@ SEMANTICS: list[Case] = [
     (
         "cel-spec macros: map filter must be bool",
         "[1].map(x, 1, x).size() == 1",
-        (COMPILE, "filter must be bool"),
+        (COMPILE, "found no matching overload for '_?_:_' applied to '(int, list(int), list(int))'"),
     ),
     ("cel-spec parse: triple-quoted strings", "'''a'b''' == \"a'b\"", True),
     # differential: upstream masks the other prefix's address to the container's length
@@ -866,6 +866,253 @@ COMPILE_WORDS: list[Case] = [
     ),
 ]
 
+#: cel-go's checker and compile-time validators, as the differential against the oracle found them.
+CHECKER: list[Case] = [
+    # validators (homogeneous literals, string format) run only on a cleanly checked expression
+    (
+        "cel-go validators after the check: an overload error first",
+        f"[device.attributes['{GPU}'].cores, 1].size() == 2 && int(true) == 1",
+        (COMPILE, "found no matching overload for 'int' applied to '(bool)'"),
+    ),
+    (
+        "cel-go validators after the check: an undeclared reference first",
+        f"[device.attributes['{GPU}'].cores, 1].size() == math.least(0, 1)",
+        (COMPILE, "undeclared reference to 'math'"),
+    ),
+    (
+        "cel-go validators after the check: '!_' on an int first",
+        f"![device.attributes['{GPU}'].cores, 1].size() == 1",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    # each literal is validated, errors sorted by position; a mixed literal is a list(dyn)
+    (
+        "cel-go HomogeneousAggregateLiterals: the outer literal's error comes first",
+        "sets.intersects([[1], [2, 3]], [[1, 2], [2, 3.0]])",
+        (COMPILE, "expected type 'list(int)' but found 'list(dyn)'"),
+    ),
+    (
+        "cel-go ext lists_test.go flatten: a nested mixed literal",
+        "[1,[2,[3,4]]].flatten() == [1,2,[3,4]]",
+        (COMPILE, "expected type 'int' but found 'list(dyn)'"),
+    ),
+    (
+        "cel-go ext lists_test.go flatten: an empty literal is a list(dyn) next to an int",
+        "[1,2,[],[],[3,4]].flatten() == [1,2,3,4]",
+        (COMPILE, "expected type 'int' but found 'list(dyn)'"),
+    ),
+    ("cel-go checker: an empty literal binds to its neighbours", "[[1], []] == [[1]]", False),
+    (
+        "cel-go checker: an empty literal binds to its neighbours",
+        "[[], [1], [1.0]] == []",
+        (COMPILE, "expected type 'list(int)' but found 'list(double)'"),
+    ),
+    (
+        "cel-go checker: l + [] is l",
+        "[[dyn(1)] + [], [1]] == []",
+        (COMPILE, "expected type 'list(dyn)' but found 'list(int)'"),
+    ),
+    # orValue's type parameter binds to the optional's element first
+    (
+        "cel-go optional orValue: an optional attribute's value is dyn",
+        f"[device.attributes['{GPU}'].?cores.orValue(0), 1].size() == 2",
+        (COMPILE, "expected type 'dyn' but found 'int'"),
+    ),
+    (
+        "cel-go optional orValue: optional.of(1) gives an int",
+        "[optional.of(1).orValue(0), 1.0] == []",
+        (COMPILE, "expected type 'int' but found 'double'"),
+    ),
+    (
+        "cel-go optional orValue: optional.none() takes the argument's type",
+        "[optional.none().orValue(0), 1.0] == []",
+        (COMPILE, "expected type 'int' but found 'double'"),
+    ),
+    # results of type-parameterised list functions
+    (
+        "cel-go ext lists sort: several overloads match a list(dyn), the result is dyn",
+        "[[dyn(1)].sort(), [1]] == []",
+        (COMPILE, "expected type 'dyn' but found 'list(int)'"),
+    ),
+    ("cel-go ext lists sort: a list(int) sorts to a list(int)", "[[1].sort(), [1]] == []", False),
+    (
+        "cel-go ext lists reverse keeps the element type",
+        "[[1].reverse(), [1.0]] == []",
+        (COMPILE, "expected type 'list(int)' but found 'list(double)'"),
+    ),
+    (
+        "k8s lists max is the element type",
+        "[[dyn(1)].max(), 1.0] == []",
+        (COMPILE, "expected type 'dyn' but found 'double'"),
+    ),
+    (
+        "cel-go macros: filter keeps the element type",
+        "[[1].filter(x, true), [1.0]] == []",
+        (COMPILE, "expected type 'list(int)' but found 'list(double)'"),
+    ),
+    (
+        "cel-go checker: a conditional's branches must join",
+        "[(1 == 1 ? [1] : [2.0]), [1]] == []",
+        (COMPILE, "found no matching overload for '_?_:_' applied to '(bool, list(int), list(double))'"),
+    ),
+    (
+        "cel-go checker: == on aggregates of other types",
+        "{1: 2} == {1: 2.0}",
+        (COMPILE, "found no matching overload for '_==_' applied to '(map(int, int), map(int, double))'"),
+    ),
+    (
+        "cel-go checker: conversions' overloads",
+        "bool(1) == true",
+        (COMPILE, "found no matching overload for 'bool' applied to '(int)'"),
+    ),
+    ("cel-go checker: ip has a string conversion", "string(ip('10.0.0.1')) == '10.0.0.1'", True),
+    # format() exempts every literal inside it; its validator checks literal arguments' types
+    (
+        "cel-go ext formatting_test.go: nested mixed literals inside format",
+        '["list: %s".format([[[1, 2, [3.0, 4]]]])].size() == 1',
+        True,
+    ),
+    (
+        "cel-go ext formatting_test.go: a literal's size inside format",
+        '["list size: %d".format([[[1, 2, [3.0, 4]]].size()])].size() == 1',
+        True,
+    ),
+    (
+        "cel-go format validator: binary of a string",
+        '"%b".format(["fish"]) == ""',
+        (
+            COMPILE,
+            "error during formatting: only integers and bools can be formatted as binary, was given string",
+        ),
+    ),
+    (
+        "cel-go format validator: fixed-point of an int",
+        '"%.2f".format([1]) == ""',
+        (COMPILE, "error during formatting: fixed-point clause can only be used on doubles, was given int"),
+    ),
+    (
+        "cel-go format validator: decimal of a list",
+        '"%d".format([[1]]) == ""',
+        (COMPILE, "decimal clause can only be used on integers, was given list"),
+    ),
+    (
+        "cel-go format validator: too few arguments",
+        '"%s %s".format([1]) == ""',
+        (COMPILE, "index 1 out of range"),
+    ),
+    (
+        "cel-go format validator: too many arguments",
+        '"%s".format([1, 2]) == ""',
+        (COMPILE, "too many arguments supplied to string.format (expected 1, got 2)"),
+    ),
+    (
+        "cel-go format validator: a dyn argument waits for the value",
+        '"%b".format([dyn("x")]) == ""',
+        (RUNTIME, "binary"),
+    ),
+    (
+        "cel-go format validator: scientific takes a string",
+        '"%e".format(["x"]) == ""',
+        (RUNTIME, "scientific"),
+    ),
+    # the two-variable transforms are checked as their expansions
+    (
+        "cel-go ext comprehensions_test.go: strings v2 has no reverse",
+        "{'hello': 'world'}.transformMapEntry(k, v, {k.reverse(): v.reverse()}) == {}",
+        (COMPILE, "found no matching overload for 'reverse' applied to 'string.()'"),
+    ),
+    (
+        "cel-go ext comprehensions_test.go: a filter that is not a bool",
+        "{}.transformMapEntry(j, k, 'bad filter', {k: j})",
+        (
+            COMPILE,
+            "found no matching overload for '_?_:_' applied to '(string, map(dyn, dyn), map(dyn, dyn))'",
+        ),
+    ),
+    (
+        "cel-go ext comprehensions_test.go: a transform's own error",
+        "[1, 2].transformList(i, v, v % 2 == 0 ? [v] : v)",
+        (COMPILE, "found no matching overload for '_?_:_' applied to '(bool, list(int), int)'"),
+    ),
+    (
+        "cel-go ext comprehensions_test.go: a transformMapEntry that is no map",
+        "{'hello': 'world'}.transformMapEntry(k, v, []) == {}",
+        (COMPILE, "found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), list(dyn))'"),
+    ),
+    (
+        "cel-go ext comprehensions_test.go: the index is an int",
+        "[1.0, 2.0, 2.0].transformList(i, v, i / 2.0 == 1.0)",
+        (COMPILE, "found no matching overload for '_/_' applied to '(int, double)'"),
+    ),
+    (
+        "cel-go ext comprehensions: transformMap's filter",
+        "{'a': 1}.transformMap(k, v, 'x', v) == {}",
+        (
+            COMPILE,
+            "no matching overload for '_?_:_' applied to '(string, map(string, int), map(string, int))'",
+        ),
+    ),
+    (
+        "cel-go macros: exists_one counts under a conditional",
+        "[1, 2].exists_one(x, x)",
+        (COMPILE, "found no matching overload for '_?_:_' applied to '(int, int, int)'"),
+    ),
+    (
+        "cel-go macros: all joins a bool",
+        "[1, 2].all(x, x)",
+        (COMPILE, "expected type 'bool' but found 'int'"),
+    ),
+    (
+        "cel-go macros: the variable has the element type",
+        "[1].map(x, x + 1.0) == []",
+        (COMPILE, "found no matching overload for '_+_' applied to '(int, double)'"),
+    ),
+    # cel-go's planner folds a conversion of a constant: a failure stops the program's creation
+    (
+        "cel-go planner: int of a literal string",
+        "int('x') == int('x')",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'int'"),
+    ),
+    ("cel-go planner: int of a number string", "int('-12') == -12", True),
+    (
+        "cel-go planner: uint takes no sign",
+        "uint('-1') == 1u",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'uint'"),
+    ),
+    (
+        "cel-go planner: folded through dyn",
+        "int(dyn('x')) == 1",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'int'"),
+    ),
+    (
+        "cel-go planner: a double out of range",
+        "int(1.5e30) == 1",
+        (COMPILE, "program instantiation failed: integer overflow"),
+    ),
+    (
+        "cel-go planner: a negative uint",
+        "uint(-1) == 1u",
+        (COMPILE, "program instantiation failed: unsigned integer overflow"),
+    ),
+    ("cel-go planner: a truncated double", "int(-1.5) == -1", True),
+    ("cel-go planner: Go's float syntax has underscores", "double('1_000') == 1000.0", True),
+    (
+        "cel-go planner: a double out of Go's range",
+        "double('1e400') > 1.0",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'double'"),
+    ),
+    ("cel-go planner: Go's bool spellings", "bool('true') && !bool('false')", True),
+    (
+        "cel-go planner: other bool spellings",
+        "bool('yes')",
+        (COMPILE, "program instantiation failed: type conversion error from 'string' to 'bool'"),
+    ),
+    (
+        "cel-go planner: an attribute is no constant",
+        f"int(device.attributes['{GPU}'].model) == 1",
+        (RUNTIME, "int"),
+    ),
+]
+
 CASES = (
     COST
     + COMPILE_WORDS
@@ -880,6 +1127,7 @@ CASES = (
     + TWO_VARIABLE
     + SEMANTICS
     + OPTIONAL_SYNTAX
+    + CHECKER
 )
 
 

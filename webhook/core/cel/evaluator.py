@@ -29,6 +29,8 @@ from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
 from . import extlib, formatlib, netlib
+from .checker import qualified_type
+from .checktypes import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS
 from .cost import (
     CEL_SELECTOR_EXPRESSION_MAX_COST,
     COST_LIMIT_MESSAGE,
@@ -37,7 +39,7 @@ from .cost import (
     MAP_CREATE,
     is_constant,
 )
-from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression, qualified_type
+from .environment import CompiledExpression
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
 from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
