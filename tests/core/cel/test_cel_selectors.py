@@ -141,11 +141,13 @@ def test_literal_type_mismatch_is_a_compile_error(engine: SelectorEngine) -> Non
 
 
 def test_ordering_between_incomparable_values_is_a_runtime_error(engine: SelectorEngine) -> None:
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    # cel-go: a comparable left operand's Compare refuses the other type; a left operand that
+    # is not comparable at all (a quantity) is refused by the operator
+    with pytest.raises(CelRuntimeError, match=r"^no such overload$"):
         match(engine, f"device.attributes['{GPU}'].model < 5")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match=r"^no such overload$"):
         match(engine, f"device.attributes['{GPU}'].healthy < 2")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match=r"^no such overload: _<_$"):
         match(engine, "quantity('1') < quantity('2')")
 
 
@@ -181,9 +183,9 @@ def test_quantity_errors(engine: SelectorEngine) -> None:
             "quantity('9999999999999999999999999999999999999G').asInteger() > 0",
             "cannot convert value to integer",
         ),
-        ("quantity('1').add(1.5) == quantity('2')", "no matching overload"),
-        ("quantity('1') == 1", "no matching overload"),
-        ("string(quantity('1Gi')) == '1Gi'", "no matching overload"),
+        ("quantity('1').add(1.5) == quantity('2')", r"no such overload: add\(kubernetes.Quantity, double\)"),
+        ("quantity('1') == 1", r"no such overload: _==_\(kubernetes.Quantity, int\)"),
+        ("string(quantity('1Gi')) == '1Gi'", r"no such overload: string\(kubernetes.Quantity\)"),
     ]:
         with pytest.raises(CelRuntimeError, match=message):
             match(engine, expr)
@@ -205,7 +207,7 @@ def test_semver_library(engine: SelectorEngine) -> None:
         assert match(engine, expr), expr
     with pytest.raises(CelRuntimeError):
         match(engine, "semver('v1.0') == semver('1.0.0')")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match="no such overload: isLessThan"):
         match(engine, "semver('1.0.0').isLessThan(quantity('1'))")
 
 
@@ -298,7 +300,7 @@ def test_macros(engine: SelectorEngine) -> None:
         match(engine, "[0, 1].all(x, 1 / x > 0)")
     assert match(engine, "true || [0].map(x, 1 / x)[0] == 1")  # errors stay values inside macros
     assert match(engine, "{'a': 1, 'b': 2}.exists(k, k == 'b')")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match=r"^no such overload$"):  # the expansion's ``?:``
         match(engine, "[1, 2].filter(x, x) == [1]")
 
 

@@ -24,12 +24,14 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from .library import (
+    ABSENT,
     MAX_VALUE_SIZE,
     _ordered,
     cel_equal,
     cel_type_name,
     fn_index_of,
     fn_last_index_of,
+    go_type_name,
     no_overload,
     op_add,
 )
@@ -133,9 +135,20 @@ def fn_slice(items: Any, start: Any, end: Any) -> Any:
     return celtypes.ListType(items[s:e])
 
 
-def fn_flatten(items: Any, depth: Any = _ONE) -> Any:
-    if not isinstance(items, list) or not _is_int(depth):
-        return no_overload("flatten", items, depth)
+def fn_flatten(items: Any, depth: Any = ABSENT) -> Any:
+    """cel-go's ``flatten``: its runtime cost tracker takes the depth as an int before the call
+    (anything else is its recovered panic), and the call names a target that is no list by its type."""
+    if depth is ABSENT:
+        if not isinstance(items, list):
+            return CELEvalError(f"no such overload: {_runtime_type(items)}.flatten()")
+        depth = _ONE
+    elif not _is_int(depth):
+        go = {"list": "*types.baseList", "map": "*types.baseMap"}.get(cel_type_name(depth))
+        return CELEvalError(
+            f"internal error: interface conversion: ref.Val is {go or go_type_name(depth)}, not types.Int"
+        )
+    elif not isinstance(items, list):
+        return CELEvalError(f"no such overload: {_runtime_type(items)}.flatten(int)")
     if depth < 0:
         return CELEvalError("level must be non-negative")
     out: list[Any] = []
@@ -146,6 +159,12 @@ def fn_flatten(items: Any, depth: Any = _ONE) -> Any:
         else:
             out.append(item)
     return celtypes.ListType(out)
+
+
+def _runtime_type(value: Any) -> str:
+    """A value's runtime type as cel-go prints it: a list or map is of dyn elements."""
+    name = cel_type_name(value)
+    return {"list": "list(dyn)", "map": "map(dyn, dyn)"}.get(name, name)
 
 
 def fn_distinct(items: Any) -> Any:
@@ -271,9 +290,11 @@ _GO_REGEX_ERRORS = {
 }
 
 
-def _regex(name: str, text: Any, pattern: Any) -> Any:
-    if not isinstance(text, str) or not isinstance(pattern, str):
-        return no_overload(name, text, pattern)
+def _regex(name: str, text: Any, pattern: Any, *rest: Any) -> Any:
+    if not isinstance(text, str) or not isinstance(pattern, str) or rest:
+        if isinstance(pattern, str):  # a constant pattern: upstream's optimised call checks types itself
+            return CELEvalError("no such overload")
+        return no_overload(name, text, pattern, *rest)
     err = regex_error(str(pattern))
     if err is not None:
         return CELEvalError(err if name == "matches" else f"Illegal regex: {err}")
@@ -295,11 +316,13 @@ def fn_find(text: Any, pattern: Any) -> Any:
     return celtypes.StringType("" if m is None else m.group(0))
 
 
-def fn_find_all(text: Any, pattern: Any, limit: Any = _ALL) -> Any:
+def fn_find_all(text: Any, pattern: Any, limit: Any = ABSENT) -> Any:
     """Go's ``FindAllString``: non-overlapping matches, an empty match right after a match is
     skipped; ``limit`` < 0 means all, 0 none."""
-    if not _is_int(limit):
-        return no_overload("findAll", text, pattern, limit)
+    if limit is ABSENT:
+        limit = _ALL
+    elif not _is_int(limit):
+        return _regex("findAll", text, pattern, limit)
     compiled = _regex("findAll", text, pattern)
     if isinstance(compiled, CELEvalError):
         return compiled

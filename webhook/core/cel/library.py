@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -39,6 +40,9 @@ _FALSE = celtypes.BoolType(False)
 _ZERO = celtypes.IntType(0)
 _ALL = celtypes.IntType(-1)
 _EMPTY = celtypes.StringType("")
+#: The default of a function's optional argument the call left out (CEL's null is None), so that
+#: an error names only the arguments the call gave.
+ABSENT: Any = object()
 
 
 class OpaqueValue:
@@ -50,8 +54,56 @@ class OpaqueValue:
 
 
 def no_overload(name: str, *args: Any) -> CELEvalError:
+    """cel-go's runtime error for a call no overload of ``name`` takes (the checker's "found no
+    matching overload" is a compile error only). A library function's dispatch names the function
+    and the argument types (``decls.MaybeNoSuchOverload``); an operator's is trait-based
+    (:func:`_operator_words`)."""
+    if name in _OPERATOR_TRAITS or name in _PLAIN_OPERATORS:
+        return CELEvalError(_operator_words(name, args))
     types = ", ".join(cel_type_name(a) for a in args)
-    return CELEvalError(f"found no matching overload for '{name}' applied to '({types})'")
+    return CELEvalError(f"no such overload: {name}({types})")
+
+
+#: The cel-go types holding each trait the standard operators' singleton bindings ask of their
+#: first operand (``common/types/types.go``), by :func:`cel_type_name`.
+_NUMBERS = frozenset({"int", "uint", "double"})
+_TIMES = frozenset({"google.protobuf.Timestamp", "google.protobuf.Duration"})
+_OPERATOR_TRAITS: dict[str, frozenset[str]] = {
+    "_+_": _NUMBERS | _TIMES | {"string", "bytes", "list"},
+    "_-_": _NUMBERS | _TIMES,
+    "_*_": _NUMBERS,
+    "_/_": _NUMBERS,
+    "_%_": frozenset({"int", "uint"}),
+    "-_": frozenset({"int", "double", "bool", "google.protobuf.Duration"}),
+    "_<_": _NUMBERS | _TIMES | {"bool", "string", "bytes"},
+    "size": frozenset({"string", "bytes", "list", "map"}),
+}
+for _op in ("_<=_", "_>_", "_>=_"):
+    _OPERATOR_TRAITS[_op] = _OPERATOR_TRAITS["_<_"]
+#: Types whose values receive any call they lack a trait for (``traits.Receiver``); the receiver
+#: answers "no such overload".
+_RECEIVERS = _TIMES | {"string"}
+#: Calls whose bindings answer a wrong operand with "no such overload" whatever its type:
+#: ``!_``, ``@in`` (a non-container right operand), ``_&&_``/``_||_``/``_?_:_`` (a non-bool), the
+#: macros (whose non-bool predicates reach one of those in their expansion), and the standard
+#: library's string functions, which type-check their operands themselves.
+_PLAIN_OPERATORS = frozenset(
+    {"!_", "@in", "_&&_", "_||_", "_?_:_", "all", "exists", "exists_one", "existsOne", "filter", "map"}
+    | {"transformList", "transformMap", "contains", "startsWith", "endsWith", "matches"}
+)
+
+
+def _operator_words(name: str, args: tuple[Any, ...]) -> str:
+    """cel-go's ``evalUnary``/``evalBinary``: a first operand with the operator's trait gets the
+    implementation's "no such overload", one without it is received (strings, timestamps and
+    durations: "no such overload") or refused with the operator's name."""
+    traits = _OPERATOR_TRAITS.get(name)
+    if traits is None or not args:
+        return "no such overload"
+    kind = cel_type_name(args[0])
+    if kind in traits or kind in _RECEIVERS:
+        return "no such overload"
+    return f"no such overload: {name}"
 
 
 def cel_type_name(value: Any) -> str:
@@ -87,6 +139,23 @@ def cel_type_name(value: Any) -> str:
     if isinstance(value, type):
         return "type"
     return type(value).__name__
+
+
+def _given(*args: Any) -> tuple[Any, ...]:
+    """The arguments a call gave (its optional ones left out are :data:`ABSENT`)."""
+    return tuple(a for a in args if a is not ABSENT)
+
+
+def go_type_name(value: Any) -> str:
+    """The Go type of cel-go's value as its runtime errors name it (``types.Int``, ``cel.Quantity``)."""
+    name = cel_type_name(value)
+    if name.startswith("kubernetes."):
+        return "cel." + name.removeprefix("kubernetes.")
+    if name.startswith("google.protobuf."):
+        return "types." + name.removeprefix("google.protobuf.")
+    if name == "null_type":
+        return "types.Null"
+    return "types." + name.capitalize()
 
 
 def _is_bool(v: Any) -> bool:
@@ -211,10 +280,13 @@ def op_index(container: Any, index: Any) -> Any:
         integral = isinstance(index, float) and index.is_integer()
         if (_is_number(index) and not isinstance(index, float)) or integral:
             i = int(index)
+        elif isinstance(index, float):
+            return CELEvalError(f"unsupported index value {_go_float(index)} in list")
         else:
-            return no_overload("_[_]", container, index)
+            return CELEvalError(f"unsupported index type '{cel_type_name(index)}' in list")
         if not 0 <= i < len(container):
-            return CELEvalError(f"index out of bounds: {i}")
+            shown = _go_float(index) if isinstance(index, float) else str(i)
+            return CELEvalError(f"index out of bounds: {shown}")
         return container[i]
     if isinstance(container, dict):
         if isinstance(container, celtypes.MapType) and isinstance(index, str | int):
@@ -223,7 +295,27 @@ def op_index(container: Any, index: Any) -> Any:
             except KeyError:
                 return CELEvalError(f"no such key: {index}")
         return CELEvalError(f"no such key: {index}")
-    return no_overload("_[_]", container, index)
+    # cel-go's attribute qualifier: a value that is neither list nor map has no such key
+    return CELEvalError(f"no such key: {index}")
+
+
+def _go_float(value: float) -> str:
+    """Go's ``%v`` of a float64 (``strconv`` 'g', shortest): an exponent below 1e-4 or from 1e6."""
+    value = float(value)  # celpy's DoubleType refuses comparisons with ints
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    scientific = len(digits) + int(exponent) - 1
+    minus = "-" if sign else ""
+    if scientific < -4 or scientific >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if scientific < 0 else '+'}{abs(scientific):02d}"
+    return minus + format(Decimal(repr(abs(value))).normalize(), "f")
 
 
 # --- arithmetic ------------------------------------------------------------------------------
@@ -401,6 +493,10 @@ def fn_is_greater_than(a: Any, b: Any) -> Any:
 
 
 def _parse_semver(name: str, text: Any, normalize: Any) -> Semver | CELEvalError:
+    if normalize is ABSENT:
+        normalize = _FALSE
+        if not isinstance(text, str):
+            return no_overload(name, text)
     if not isinstance(text, str) or not _is_bool(normalize):
         return no_overload(name, text, normalize)
     try:
@@ -473,13 +569,15 @@ def _go_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def fn_semver(text: Any, normalize: Any = _FALSE) -> Any:
+def fn_semver(text: Any, normalize: Any = ABSENT) -> Any:
     return _parse_semver("semver", text, normalize)
 
 
-def fn_is_semver(text: Any, normalize: Any = _FALSE) -> Any:
+def fn_is_semver(text: Any, normalize: Any = ABSENT) -> Any:
     v = _parse_semver("isSemver", text, normalize)
-    if isinstance(v, CELEvalError) and not (isinstance(text, str) and _is_bool(normalize)):
+    if isinstance(v, CELEvalError) and not (
+        isinstance(text, str) and (normalize is ABSENT or _is_bool(normalize))
+    ):
         return v
     return celtypes.BoolType(isinstance(v, Semver))
 
@@ -569,18 +667,22 @@ def _offset_outcome(s: str, sub: str, offset: int) -> Any:
     return None
 
 
-def fn_index_of(s: Any, sub: Any, offset: Any = _ZERO) -> Any:
-    if not isinstance(s, str) or not isinstance(sub, str) or not _is_int(offset):
-        return no_overload("indexOf", s, sub, offset)
+def fn_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
+    if not isinstance(s, str) or not isinstance(sub, str) or not (offset is ABSENT or _is_int(offset)):
+        return no_overload("indexOf", *_given(s, sub, offset))
+    if offset is ABSENT:
+        offset = _ZERO
     early = _offset_outcome(s, sub, int(offset))
     if early is not None:
         return early
     return celtypes.IntType(str(s).find(str(sub), int(offset)))
 
 
-def fn_last_index_of(s: Any, sub: Any, offset: Any = None) -> Any:
-    if not isinstance(s, str) or not isinstance(sub, str) or (offset is not None and not _is_int(offset)):
-        return no_overload("lastIndexOf", s, sub)
+def fn_last_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
+    if not isinstance(s, str) or not isinstance(sub, str) or not (offset is ABSENT or _is_int(offset)):
+        return no_overload("lastIndexOf", *_given(s, sub, offset))
+    if offset is ABSENT:
+        offset = None
     end = len(s) if offset is None else int(offset)
     if offset is not None:
         early = _offset_outcome(s, sub, end)
@@ -590,9 +692,13 @@ def fn_last_index_of(s: Any, sub: Any, offset: Any = None) -> Any:
     return celtypes.IntType(str(s).rfind(str(sub), 0, end + len(sub)))
 
 
-def fn_replace(s: Any, old: Any, new: Any, n: Any = _ALL) -> Any:
-    if not (isinstance(s, str) and isinstance(old, str) and isinstance(new, str) and _is_int(n)):
-        return no_overload("replace", s, old, new)
+def fn_replace(s: Any, old: Any, new: Any, n: Any = ABSENT) -> Any:
+    if not (
+        isinstance(s, str) and isinstance(old, str) and isinstance(new, str) and (n is ABSENT or _is_int(n))
+    ):
+        return no_overload("replace", *_given(s, old, new, n))
+    if n is ABSENT:
+        n = _ALL
     count = str(s).count(str(old)) if old else len(s) + 1
     if n >= 0:
         count = min(count, int(n))
@@ -602,9 +708,11 @@ def fn_replace(s: Any, old: Any, new: Any, n: Any = _ALL) -> Any:
     return celtypes.StringType(str(s).replace(str(old), str(new), int(n) if n >= 0 else -1))
 
 
-def fn_split(s: Any, sep: Any, n: Any = _ALL) -> Any:
-    if not (isinstance(s, str) and isinstance(sep, str) and _is_int(n)):
-        return no_overload("split", s, sep)
+def fn_split(s: Any, sep: Any, n: Any = ABSENT) -> Any:
+    if not (isinstance(s, str) and isinstance(sep, str) and (n is ABSENT or _is_int(n))):
+        return no_overload("split", *_given(s, sep, n))
+    if n is ABSENT:
+        n = _ALL
     text, limit = str(s), int(n)
     if limit == 0:
         return celtypes.ListType()
@@ -617,9 +725,11 @@ def fn_split(s: Any, sep: Any, n: Any = _ALL) -> Any:
     return celtypes.ListType([celtypes.StringType(p) for p in parts])
 
 
-def fn_substring(s: Any, start: Any, end: Any = None) -> Any:
-    if not isinstance(s, str) or not _is_int(start) or (end is not None and not _is_int(end)):
-        return no_overload("substring", s, start)
+def fn_substring(s: Any, start: Any, end: Any = ABSENT) -> Any:
+    if not isinstance(s, str) or not _is_int(start) or not (end is ABSENT or _is_int(end)):
+        return no_overload("substring", *_given(s, start, end))
+    if end is ABSENT:
+        end = None
     stop = len(s) if end is None else int(end)
     if not 0 <= start <= len(s):
         return CELEvalError(f"index out of range: {int(start)}")
@@ -630,9 +740,15 @@ def fn_substring(s: Any, start: Any, end: Any = None) -> Any:
     return celtypes.StringType(str(s)[int(start) : stop])
 
 
-def fn_join(items: Any, sep: Any = _EMPTY) -> Any:
-    if not isinstance(items, list) or not isinstance(sep, str) or not all(isinstance(i, str) for i in items):
-        return no_overload("join", items, sep)
+def fn_join(items: Any, sep: Any = ABSENT) -> Any:
+    if (
+        not isinstance(items, list)
+        or not (sep is ABSENT or isinstance(sep, str))
+        or not all(isinstance(i, str) for i in items)
+    ):
+        return no_overload("join", *_given(items, sep))
+    if sep is ABSENT:
+        sep = _EMPTY
     err = _too_big(sum(len(i) for i in items) + len(sep) * max(0, len(items) - 1))
     if err is not None:
         return err
