@@ -945,6 +945,23 @@ EXACT_RUNTIME_WORDS: list[tuple[str, str]] = [
     ("dyn([1])[1234567.5] == 1", "unsupported index value 1.2345675e+06 in list"),
     ("dyn([1])[1000000.0] == 1", "index out of bounds: 1e+06"),
     ("dyn('a')[0] == 1", "no such key: 0"),
+    # k8s cidr.go: containsIP's string that is no IP is "no such overload"; containsCIDR's
+    # string that is no CIDR is its parse error
+    ("cidr('10.0.0.0/8').containsIP('not-an-ip')", "no such overload"),
+    ("cidr('10.0.0.0/8').containsIP('10.0.0.256')", "no such overload"),
+    ("cidr('::1/128').containsIP('1.2.3')", "no such overload"),
+    ("cidr('10.0.0.0/8').containsIP('::ffff:10.0.0.1')", "no such overload"),
+    ("cidr('10.0.0.0/8').containsIP('fe80::1%eth0')", "no such overload"),
+    (
+        "cidr('10.0.0.0/8').containsIP(ip('10.0.0.256'))",
+        'IP Address "10.0.0.256" parse error during conversion from string: '
+        'ParseAddr("10.0.0.256"): IPv4 field has value >255',
+    ),
+    (
+        "cidr('10.0.0.0/8').containsCIDR('10.0.0.0')",
+        "network address parse error during conversion from string: network address parse error"
+        " during conversion from string: netip.ParsePrefix(\"10.0.0.0\"): no '/'",
+    ),
     # decls.MaybeNoSuchOverload: a library function's runtime dispatch names the arguments given
     ("cidr('10.0.0.0/8').containsIP(dyn(1))", "no such overload: containsIP(net.CIDR, int)"),
     ("'abc'.indexOf(dyn(1)) == 1", "no such overload: indexOf(string, int)"),

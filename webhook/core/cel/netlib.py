@@ -201,11 +201,14 @@ def fn_is_cidr(value: Any) -> Any:
 
 
 def fn_contains_ip(cidr: Any, other: Any) -> Any:
+    """Upstream's ``cidrContainsIPString`` hands the string's parse error to ``cidrContainsIP``,
+    which answers any argument that is no IP with "no such overload": an unparsable string is
+    that, not its parse error (unlike ``containsCIDR``'s)."""
     if not isinstance(cidr, CIDRValue):
         return no_overload("containsIP", cidr, other)
     ip = fn_ip(other) if isinstance(other, str) else other
     if isinstance(ip, CELEvalError):
-        return ip
+        return CELEvalError("no such overload")
     if not isinstance(ip, IPValue):
         return no_overload("containsIP", cidr, other)
     if ip.addr.version != cidr.addr.version:
