@@ -945,6 +945,35 @@ EXACT_RUNTIME_WORDS: list[tuple[str, str]] = [
     ("dyn([1])[1234567.5] == 1", "unsupported index value 1.2345675e+06 in list"),
     ("dyn([1])[1000000.0] == 1", "index out of bounds: 1e+06"),
     ("dyn('a')[0] == 1", "no such key: 0"),
+    # Go netip.ParseAddr's IPv6 errors (parseIPv6), after k8s ip.go's words
+    *(
+        (
+            f"ip('{text}') == ip('::1')",
+            f'IP Address "{text}" parse error during conversion from string: ParseAddr("{text}"): {detail}',
+        )
+        for text, detail in [
+            ("2001:db8:::68", 'each colon-separated field must have at least one digit (at ":68")'),
+            ("2001:db8::68::1", 'multiple :: in address (at ":1")'),
+            ("12345::1", 'each group must have 4 or less digits (at "12345::1")'),
+            ("1:2:3:4:5:6:7", "address string too short"),
+            ("1:2:3:4:5:6:7:8::", "the :: must expand to at least one field of zeros"),
+            ("1:2:3:4:5:6:7:8:9", 'trailing garbage after address (at "9")'),
+            ("1:", 'colon must be followed by more characters (at ":")'),
+            ("::1x", 'unexpected character, want colon (at "x")'),
+            (
+                "1:2:3:1.2.3.4",
+                'embedded IPv4 address must replace the final 2 fields of the address (at "1.2.3.4")',
+            ),
+            ("::1.2.3.256", "IPv4 field has value >255"),
+            ("fe80::1%", "zone must be a non-empty string"),
+        ]
+    ),
+    ("ip('fe80::1%eth0') == ip('::1')", 'IP address "fe80::1%eth0" with zone value is not allowed'),
+    (
+        'ip.isCanonical("2001:db8:::68")',
+        'IP Address "2001:db8:::68" parse error during conversion from string: ParseAddr("2001:db8:::68"): '
+        'each colon-separated field must have at least one digit (at ":68")',
+    ),
     # k8s cidr.go: containsIP's string that is no IP is "no such overload"; containsCIDR's
     # string that is no CIDR is its parse error
     ("cidr('10.0.0.0/8').containsIP('not-an-ip')", "no such overload"),

@@ -62,7 +62,9 @@ def _parse_addr(text: str) -> Address | str:
     """The address, or why it is not one (upstream's words, with Go's ``ParseAddr`` detail)."""
     try:
         if "%" in text:
-            raise ValueError("IPv6 zones are not allowed")
+            if _first_separator(text) == ":" and _ipv6_error(text) is None:
+                return f'IP address "{text}" with zone value is not allowed'
+            raise ValueError("not an address")
         addr = ipaddress.ip_address(text)
     except ValueError:
         return f'IP Address "{text}" parse error during conversion from string: {_go_parse_addr_error(text)}'
@@ -71,21 +73,93 @@ def _parse_addr(text: str) -> Address | str:
     return addr
 
 
-def _go_parse_addr_error(text: str) -> str:
-    """Go ``netip.ParseAddr``'s error for text that is not an address: exact for IPv4 (its
-    ``parseIPv4Fields``), a short description for IPv6."""
-    head = f'ParseAddr("{text}")'
+def _first_separator(text: str) -> str | None:
+    """The first '.', ':' or '%' of ``text``: which parser Go's ``ParseAddr`` picks."""
     for c in text:
-        if c == "%":
-            return f"{head}: missing IPv6 address"
-        if c == ":":
-            return f"{head}: unable to parse IPv6 address"
-        if c == ".":
-            return f"{head}: {_ipv4_error(text)}"
+        if c in ".:%":
+            return c
+    return None
+
+
+def _go_parse_addr_error(text: str) -> str:
+    """Go ``netip.ParseAddr``'s error for text that is not an address (its ``parseIPv4Fields``
+    and ``parseIPv6``)."""
+    head = f'ParseAddr("{text}")'
+    separator = _first_separator(text)
+    if separator == "%":
+        return f"{head}: missing IPv6 address"
+    if separator == ":":
+        return f"{head}: {_ipv6_error(text) or 'unable to parse IPv6 address'}"
+    if separator == ".":
+        return f"{head}: {_ipv4_error(text)}"
     return f"{head}: unable to parse IP"
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def _ipv6_error(text: str) -> str | None:
+    """Go ``netip``'s ``parseIPv6`` error for ``text`` (None where it parses): its message, and
+    the rest of the input it stopped at."""
+    s, _, zone = text.partition("%")
+    if "%" in text and not zone:
+        return "zone must be a non-empty string"
+    ellipsis = -1
+    if s.startswith("::"):
+        ellipsis, s = 0, s[2:]
+        if not s:
+            return None
+    i = 0
+    while i < 16:
+        off = 0
+        acc = 0
+        while off < len(s) and s[off] in _HEX_DIGITS:
+            acc = acc * 16 + int(s[off], 16)
+            if off > 3:
+                return f'each group must have 4 or less digits (at "{s}")'
+            if acc > 0xFFFF:
+                return f'IPv6 field has value >=2^16 (at "{s}")'
+            off += 1
+        if off == 0:
+            return f'each colon-separated field must have at least one digit (at "{s}")'
+        if off < len(s) and s[off] == ".":
+            if ellipsis < 0 and i != 12:
+                return f'embedded IPv4 address must replace the final 2 fields of the address (at "{s}")'
+            if i + 4 > 16:
+                return f'too many hex fields to fit an embedded IPv4 at the end of the address (at "{s}")'
+            error = _ipv4_error(s)
+            if error != "unable to parse IP":
+                return error
+            s = ""
+            i += 4
+            break
+        i += 2
+        s = s[off:]
+        if not s:
+            break
+        if s[0] != ":":
+            return f'unexpected character, want colon (at "{s}")'
+        if len(s) == 1:
+            return f'colon must be followed by more characters (at "{s}")'
+        s = s[1:]
+        if s[0] == ":":
+            if ellipsis >= 0:
+                return f'multiple :: in address (at "{s}")'
+            ellipsis = i
+            s = s[1:]
+            if not s:
+                break
+    if s:
+        return f'trailing garbage after address (at "{s}")'
+    if i < 16 and ellipsis < 0:
+        return "address string too short"
+    if i >= 16 and ellipsis >= 0:
+        return "the :: must expand to at least one field of zeros"
+    return None
+
+
 def _ipv4_error(s: str) -> str:
+    """Go ``netip``'s ``parseIPv4Fields`` error for ``s`` ("unable to parse IP" where it parses)."""
     val = digits = fields = 0
     for i, c in enumerate(s):
         if "0" <= c <= "9":
