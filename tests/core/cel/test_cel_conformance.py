@@ -915,6 +915,10 @@ def test_conformance(upstream: str, expression: str, expected: Any) -> None:
         _check(outcome(SelectorEngine(engine=name), expression), expected)
 
 
+_QUANTITY_REGEX = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+
 #: Runtime errors whose whole message is upstream's (the oracle's answer, bench/cel_differential.py):
 #: (expression, message) on :data:`DEVICE`.
 EXACT_RUNTIME_WORDS: list[tuple[str, str]] = [
@@ -945,6 +949,21 @@ EXACT_RUNTIME_WORDS: list[tuple[str, str]] = [
     ("dyn([1])[1234567.5] == 1", "unsupported index value 1.2345675e+06 in list"),
     ("dyn([1])[1000000.0] == 1", "index out of bounds: 1e+06"),
     ("dyn('a')[0] == 1", "no such key: 0"),
+    # resource.ParseQuantity: letters that are no suffix, a character out of place, a number
+    *(
+        (f"[quantity('{text}')].size() == 1", message)
+        for text, message in [
+            ("10Mm", "unable to parse quantity's suffix"),
+            ("200K", "unable to parse quantity's suffix"),
+            ("1e", "unable to parse quantity's suffix"),
+            ("1e+", "unable to parse quantity's suffix"),
+            ("1e99999999999999999999", "unable to parse quantity's suffix"),
+            ("1x", _QUANTITY_REGEX),
+            ("1e3x", _QUANTITY_REGEX),
+            ("1.2.3", _QUANTITY_REGEX),
+            ("\u0661", _QUANTITY_REGEX),
+        ]
+    ),
     # Go netip.ParseAddr's IPv6 errors (parseIPv6), after k8s ip.go's words
     *(
         (

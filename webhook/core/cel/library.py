@@ -387,10 +387,8 @@ def fn_size(value: Any) -> Any:
 def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     if not isinstance(text, str):
         return no_overload("quantity", text)
-    if text != text.strip() or not text:
-        return CELEvalError(
-            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-        )
+    if text != text.strip() or not text or not text.isascii():  # Go reads bytes: no Unicode digits
+        return CELEvalError(_QUANTITY_FORMAT_WRONG)
     # resource.ParseQuantity reads a missing integer part as 0 ("Gi", "+", "." and ".5" parse).
     sign = text[:1] if text[:1] in ("+", "-") else ""
     rest = str(text)[len(sign) :]
@@ -399,7 +397,51 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     try:
         return Quantity.parse(sign + rest)
     except QuantityError as e:
-        return CELEvalError(str(e))
+        return CELEvalError(_go_quantity_error(str(text)) or str(e))
+
+
+_QUANTITY_FORMAT_WRONG = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+_QUANTITY_SUFFIXES = frozenset(
+    {"n", "u", "m", "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
+)
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+
+
+def _go_quantity_error(text: str) -> str | None:
+    """Which of ``resource.ParseQuantity``'s errors its ``parseQuantityString`` and suffix lookup
+    give ``text`` (None: neither, the numeric part decides): ``ErrFormatWrong`` for a character
+    out of place, ``ErrSuffix`` for letters that are no suffix (``10Mm``, ``1e``, ``1ki``)."""
+    i = 1 if text[:1] in ("+", "-") else 0
+    while i < len(text) and text[i].isascii() and text[i].isdigit():
+        i += 1
+    if i < len(text) and text[i] == ".":
+        i += 1
+        while i < len(text) and text[i].isascii() and text[i].isdigit():
+            i += 1
+    start = i
+    while i < len(text) and text[i] in _SUFFIX_CHARS:
+        i += 1
+    if i < len(text) and text[i] in "+-":
+        i += 1
+    if any(not (c.isascii() and c.isdigit()) for c in text[i:]):
+        return _QUANTITY_FORMAT_WRONG
+    suffix = text[start:]
+    if suffix in _QUANTITY_SUFFIXES:
+        return None
+    exponent = suffix[1:]
+    if len(suffix) > 1 and suffix[0] in "eE" and _go_parse_int(exponent):
+        return None
+    return "unable to parse quantity's suffix"
+
+
+def _go_parse_int(text: str) -> bool:
+    """Whether Go's ``strconv.ParseInt(text, 10, 64)`` takes ``text``."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not all(c.isascii() and c.isdigit() for c in digits):
+        return False
+    return INT64_MIN <= int(text) <= INT64_MAX
 
 
 def fn_quantity(text: Any) -> Any:
