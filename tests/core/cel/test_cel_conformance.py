@@ -222,7 +222,10 @@ STRINGS: list[Case] = [
     ("cel-go TestStrings format %d uint", "'%d'.format([42u]) == '42'", True),
     ("cel-go TestStrings format %f", "'%.3f'.format([1.2345]) == '1.234'", True),
     ("cel-go TestStrings format %f default", "'%f'.format([2.5]) == '2.500000'", True),
-    ("cel-go TestStrings format %e", "'%e'.format([2.71828]) == '2.718280e+00'", True),
+    # Kubernetes' strings library (version 2) formats with cel-go's version-1 formatter, whose
+    # printer writes numbers for the default locale: a power of ten in superscript digits
+    ("cel-go TestStrings format %e", "'%e'.format([2.71828]) == '2.718280\u00d710\u2070\u2070'", True),
+    ("k8s format %f groups digits", "'%.2f'.format([1234567.5]) == '1,234,567.50'", True),
     ("cel-go TestStrings format %b", "'%b'.format([5]) == '101'", True),
     ("cel-go TestStrings format %b bool", "'%b'.format([true]) == '1'", True),
     ("cel-go TestStrings format %o", "'%o'.format([11]) == '13'", True),
@@ -964,6 +967,17 @@ EXACT_RUNTIME_WORDS: list[tuple[str, str]] = [
             ("\u0661", _QUANTITY_REGEX),
         ]
     ),
+    # k8s ip.go and netip quote the text as Go's %q does
+    (
+        "ip('a\"b').family() == 4",
+        'IP Address "a\\"b" parse error during conversion from string: '
+        'ParseAddr("a\\"b"): unable to parse IP',
+    ),
+    (
+        "ip('1.2.3.\\x01').family() == 4",
+        'IP Address "1.2.3.\\x01" parse error during conversion from string: ParseAddr("1.2.3.\\x01"): '
+        'unexpected character (at "\\x01")',
+    ),
     # Go netip.ParseAddr's IPv6 errors (parseIPv6), after k8s ip.go's words
     *(
         (
@@ -992,6 +1006,67 @@ EXACT_RUNTIME_WORDS: list[tuple[str, str]] = [
         'ip.isCanonical("2001:db8:::68")',
         'IP Address "2001:db8:::68" parse error during conversion from string: ParseAddr("2001:db8:::68"): '
         'each colon-separated field must have at least one digit (at ":68")',
+    ),
+    # cel-go ext/formatting.go (version 1): fixed-point and scientific clauses take doubles only
+    # (and the strings NaN, Infinity, -Infinity), decimal clauses integers only, whatever the
+    # checker could see
+    (
+        f"!format.dns1123Label().validate('%.2f'.format([device.attributes['{GPU}'].cores])).hasValue()",
+        "error during formatting: fixed-point clause can only be used on doubles, was given int",
+    ),
+    (
+        "'%f'.format([dyn(1u)]) == ''",
+        "error during formatting: fixed-point clause can only be used on doubles, was given uint",
+    ),
+    (
+        "'%e'.format([dyn(1)]) == ''",
+        "error during formatting: scientific clause can only be used on doubles, was given int",
+    ),
+    (
+        "'%d'.format([dyn(0.0/0.0)]) == ''",
+        "error during formatting: decimal clause can only be used on integers, was given double",
+    ),
+    (
+        "'%s'.format([dyn(quantity('1'))]) == ''",
+        "error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles,"
+        " maps, lists, types, durations, and timestamps, was given kubernetes.Quantity",
+    ),
+    (
+        "'%s'.format([dyn([ip('1.2.3.4')])]) == ''",
+        "error during formatting: no formatting function for net.IP",
+    ),
+    # the formatted text, read back through ip()'s error (Go quotes it)
+    *(
+        (
+            f"ip({template}.format([{arg}])).family() == 0",
+            f"IP Address {text} parse error during conversion from string: ParseAddr({text}): {detail}",
+        )
+        for template, arg, text, detail in [
+            ("'%.2f'", "dyn('Infinity')", '"\u221e"', "unable to parse IP"),
+            ("'%e'", "dyn(-1.0/0.0)", '"    -\u221e"', "unable to parse IP"),
+            (
+                "'%.20e'",
+                "dyn(12345.678)",
+                '"       1.234568\u00d710\u2070\u2074"',
+                'unexpected character (at "       1.234568\u00d710\u2070\u2074")',
+            ),
+            (
+                "'%e'",
+                "dyn(-0.000123)",
+                '"-1.230000\u00d710\u207b\u2070\u2074"',
+                'unexpected character (at "-1.230000\u00d710\u207b\u2070\u2074")',
+            ),
+            ("'%f'", "dyn(-0.0)", '"0.000000"', "IPv4 field has octet with leading zero"),
+            ("'%s'", "dyn(1234567.5)", '"1.2345675e+06"', "IPv4 field has value >255"),
+            ("'%s'", "dyn(type(1))", '"int"', "unable to parse IP"),
+            (
+                "'%s'",
+                "dyn([0.0/0.0, 1.0/0.0])",
+                '"[\\"NaN\\", \\"+Inf\\"]"',
+                "unable to parse IP",
+            ),
+            ("'%s'", "dyn(['a\\x01'])", '"[\\"a\\\\x01\\"]"', "unable to parse IP"),
+        ]
     ),
     # k8s cidr.go: containsIP's string that is no IP is "no such overload"; containsCIDR's
     # string that is no CIDR is its parse error

@@ -281,11 +281,11 @@ def op_index(container: Any, index: Any) -> Any:
         if (_is_number(index) and not isinstance(index, float)) or integral:
             i = int(index)
         elif isinstance(index, float):
-            return CELEvalError(f"unsupported index value {_go_float(index)} in list")
+            return CELEvalError(f"unsupported index value {go_float(index)} in list")
         else:
             return CELEvalError(f"unsupported index type '{cel_type_name(index)}' in list")
         if not 0 <= i < len(container):
-            shown = _go_float(index) if isinstance(index, float) else str(i)
+            shown = go_float(index) if isinstance(index, float) else str(i)
             return CELEvalError(f"index out of bounds: {shown}")
         return container[i]
     if isinstance(container, dict):
@@ -299,7 +299,7 @@ def op_index(container: Any, index: Any) -> Any:
     return CELEvalError(f"no such key: {index}")
 
 
-def _go_float(value: float) -> str:
+def go_float(value: float) -> str:
     """Go's ``%v`` of a float64 (``strconv`` 'g', shortest): an exponent below 1e-4 or from 1e6."""
     value = float(value)  # celpy's DoubleType refuses comparisons with ints
     if math.isnan(value):
@@ -545,7 +545,7 @@ def _parse_semver(name: str, text: Any, normalize: Any) -> Semver | CELEvalError
         version = Semver.parse(str(text), bool(normalize))
         if max(version.major, version.minor, version.patch) >= 1 << 64:  # Go parses uint64
             big = next(str(p) for p in (version.major, version.minor, version.patch) if p >= 1 << 64)
-            return CELEvalError(f"strconv.ParseUint: parsing {_go_quote(big)}: value out of range")
+            return CELEvalError(f"strconv.ParseUint: parsing {go_quote(big)}: value out of range")
         return version
     except SemverError as e:
         words = None if normalize else _blang_parse_error(str(text))
@@ -558,13 +558,13 @@ _ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-") |
 
 def _blang_number(text: str, what: str) -> str | None:
     if not set(text) <= _DIGITS:
-        return f"Invalid character(s) found in {what.lower()} number {_go_quote(text)}"
+        return f"Invalid character(s) found in {what.lower()} number {go_quote(text)}"
     if len(text) > 1 and text[0] == "0":
-        return f"{what} number must not contain leading zeroes {_go_quote(text)}"
+        return f"{what} number must not contain leading zeroes {go_quote(text)}"
     if not text:
         return 'strconv.ParseUint: parsing "": invalid syntax'
     if int(text) >= 1 << 64:
-        return f"strconv.ParseUint: parsing {_go_quote(text)}: value out of range"
+        return f"strconv.ParseUint: parsing {go_quote(text)}: value out of range"
     return None
 
 
@@ -595,20 +595,38 @@ def _blang_parse_error(text: str) -> str | None:
             return "Prerelease is empty"
         if set(pr) <= _DIGITS:
             if len(pr) > 1 and pr[0] == "0":
-                return f"Numeric PreRelease version must not contain leading zeroes {_go_quote(pr)}"
+                return f"Numeric PreRelease version must not contain leading zeroes {go_quote(pr)}"
         elif not set(pr) <= _ALPHANUM:
-            return f"Invalid character(s) found in prerelease {_go_quote(pr)}"
+            return f"Invalid character(s) found in prerelease {go_quote(pr)}"
     for meta in build:
         if not meta:
             return "Build meta data is empty"
         if not set(meta) <= _ALPHANUM:
-            return f"Invalid character(s) found in build meta data {_go_quote(meta)}"
+            return f"Invalid character(s) found in build meta data {go_quote(meta)}"
     return None
 
 
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` for the plain text a version holds."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` of a string (``strconv.Quote``)."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def fn_semver(text: Any, normalize: Any = ABSENT) -> Any:
