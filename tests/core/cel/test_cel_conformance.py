@@ -578,6 +578,11 @@ SEMANTICS: list[Case] = [
     # cel-go's runtime semantics the issue lists (cel-spec conformance: basic, conversions, integer_math)
     ("cel-spec logic: double negation", "!!true", True),
     ("cel-spec integer_math: double minus", "--1 == 1", True),
+    # IEEE division by zero (celpy made every such quotient +Inf)
+    ("cel-spec fp_math: 0.0 / 0.0 is NaN", "0.0 / 0.0 != 0.0 / 0.0", True),
+    ("cel-spec fp_math: negative / 0.0", "dyn(-1.0) / dyn(0.0) < 0.0", True),
+    ("cel-spec fp_math: positive / -0.0", "1.0 / -0.0 < 0.0", True),
+    ("cel-spec fp_math: positive / 0.0", "1.0 / 0.0 > 1.0e308", True),
     ("cel-spec conversions: string(bool)", "string(true) == 'true' && string(false) == 'false'", True),
     ("cel-spec types: type(1) == int", "type(1) == int", True),
     ("cel-spec types: type('a') == string", "type('a') == string && type(1) != string", True),

@@ -361,6 +361,16 @@ def _arith(name: str, fn: Callable[[Any, Any], Any]) -> Fn:
     return apply
 
 
+def _divide(a: Any, b: Any) -> Any:
+    """``a / b``; a double divided by zero is IEEE's (celpy makes every such quotient +Inf)."""
+    if isinstance(a, float) and float(b) == 0.0:
+        x, y = float(a), float(b)
+        if x == 0.0 or math.isnan(x):
+            return celtypes.DoubleType(math.nan)
+        return celtypes.DoubleType(math.copysign(math.inf, x) * math.copysign(1.0, y))
+    return operator.truediv(a, b)
+
+
 def op_neg(a: Any) -> Any:
     if _is_bool(a) or not isinstance(a, int | float | celtypes.DurationType):
         return no_overload("-_", a)
@@ -898,7 +908,7 @@ FUNCTIONS: dict[str, Fn] = {
     "_+_": op_add,
     "_-_": _arith("_-_", operator.sub),
     "_*_": _arith("_*_", operator.mul),
-    "_/_": _arith("_/_", operator.truediv),
+    "_/_": _arith("_/_", _divide),
     "_%_": _arith("_%_", operator.mod),
     "-_": op_neg,
     "!_": op_not,
