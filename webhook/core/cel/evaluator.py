@@ -40,7 +40,8 @@ from .cost import (
 from .environment import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS, CompiledExpression, qualified_type
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
-from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, go_type_name, no_overload, op_in
+from .gowords import cel_type_name, go_type_name, no_overload
+from .library import FUNCTIONS, TYPE_VALUES, op_in
 
 # celpy logs every evaluation step at DEBUG with full reprs of the activation; when nobody chose
 # a level for it, keep it quiet so a process-wide DEBUG setting does not flood logs with device data.

@@ -24,19 +24,14 @@ from celpy.evaluation import CELEvalError
 
 from ..api.quantity import Quantity
 from ..api.semver import Semver
+from .gowords import ABSENT, cel_type_name, go_float, go_quote, go_type_name, no_overload
 from .library import (
-    ABSENT,
     MAX_VALUE_SIZE,
     TYPE_VALUES,
     _ordered,
     cel_equal,
-    cel_type_name,
     fn_index_of,
     fn_last_index_of,
-    go_float,
-    go_quote,
-    go_type_name,
-    no_overload,
     op_add,
 )
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -28,6 +27,17 @@ from celpy.evaluation import CELEvalError
 from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from ..api.quantity import Quantity, QuantityError
 from ..api.semver import Semver, SemverError
+from .gowords import (
+    ABSENT,
+    QUANTITY_FORMAT_WRONG,
+    OpaqueValue,
+    cel_type_name,
+    given,
+    go_float,
+    go_quantity_error,
+    go_quote,
+    no_overload,
+)
 from .values import INT64_MAX, INT64_MIN
 
 #: Longest list (and string or bytes other than by ``+``) a single operation may build: a stand-in
@@ -42,122 +52,6 @@ _FALSE = celtypes.BoolType(False)
 _ZERO = celtypes.IntType(0)
 _ALL = celtypes.IntType(-1)
 _EMPTY = celtypes.StringType("")
-#: The default of a function's optional argument the call left out (CEL's null is None), so that
-#: an error names only the arguments the call gave.
-ABSENT: Any = object()
-
-
-class OpaqueValue:
-    """A library's own value type (IP, CIDR, URL, ...): equal by value to its own type only.
-    Subclasses are immutable and name their CEL type in ``type_name``."""
-
-    __slots__ = ()
-    type_name = "opaque"
-
-
-def no_overload(name: str, *args: Any) -> CELEvalError:
-    """cel-go's runtime error for a call no overload of ``name`` takes (the checker's "found no
-    matching overload" is a compile error only). A library function's dispatch names the function
-    and the argument types (``decls.MaybeNoSuchOverload``); an operator's is trait-based
-    (:func:`_operator_words`)."""
-    if name in _OPERATOR_TRAITS or name in _PLAIN_OPERATORS:
-        return CELEvalError(_operator_words(name, args))
-    types = ", ".join(cel_type_name(a) for a in args)
-    return CELEvalError(f"no such overload: {name}({types})")
-
-
-#: The cel-go types holding each trait the standard operators' singleton bindings ask of their
-#: first operand (``common/types/types.go``), by :func:`cel_type_name`.
-_NUMBERS = frozenset({"int", "uint", "double"})
-_TIMES = frozenset({"google.protobuf.Timestamp", "google.protobuf.Duration"})
-_OPERATOR_TRAITS: dict[str, frozenset[str]] = {
-    "_+_": _NUMBERS | _TIMES | {"string", "bytes", "list"},
-    "_-_": _NUMBERS | _TIMES,
-    "_*_": _NUMBERS,
-    "_/_": _NUMBERS,
-    "_%_": frozenset({"int", "uint"}),
-    "-_": frozenset({"int", "double", "bool", "google.protobuf.Duration"}),
-    "_<_": _NUMBERS | _TIMES | {"bool", "string", "bytes"},
-    "size": frozenset({"string", "bytes", "list", "map"}),
-}
-for _op in ("_<=_", "_>_", "_>=_"):
-    _OPERATOR_TRAITS[_op] = _OPERATOR_TRAITS["_<_"]
-#: Types whose values receive any call they lack a trait for (``traits.Receiver``); the receiver
-#: answers "no such overload".
-_RECEIVERS = _TIMES | {"string"}
-#: Calls whose bindings answer a wrong operand with "no such overload" whatever its type:
-#: ``!_``, ``@in`` (a non-container right operand), ``_&&_``/``_||_``/``_?_:_`` (a non-bool), the
-#: macros (whose non-bool predicates reach one of those in their expansion), and the standard
-#: library's string functions, which type-check their operands themselves.
-_PLAIN_OPERATORS = frozenset(
-    {"!_", "@in", "_&&_", "_||_", "_?_:_", "all", "exists", "exists_one", "existsOne", "filter", "map"}
-    | {"transformList", "transformMap", "contains", "startsWith", "endsWith", "matches"}
-)
-
-
-def _operator_words(name: str, args: tuple[Any, ...]) -> str:
-    """cel-go's ``evalUnary``/``evalBinary``: a first operand with the operator's trait gets the
-    implementation's "no such overload", one without it is received (strings, timestamps and
-    durations: "no such overload") or refused with the operator's name."""
-    traits = _OPERATOR_TRAITS.get(name)
-    if traits is None or not args:
-        return "no such overload"
-    kind = cel_type_name(args[0])
-    if kind in traits or kind in _RECEIVERS:
-        return "no such overload"
-    return f"no such overload: {name}"
-
-
-def cel_type_name(value: Any) -> str:
-    """The CEL type name used in messages (cel-go spelling)."""
-    if isinstance(value, celtypes.BoolType | bool):
-        return "bool"
-    if isinstance(value, celtypes.UintType):
-        return "uint"
-    if isinstance(value, celtypes.IntType | int):
-        return "int"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bytes):
-        return "bytes"
-    if value is None:
-        return "null_type"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "map"
-    if isinstance(value, OpaqueValue):
-        return value.type_name
-    if isinstance(value, Quantity):
-        return "kubernetes.Quantity"
-    if isinstance(value, Semver):
-        return "kubernetes.Semver"
-    if isinstance(value, celtypes.TimestampType):
-        return "google.protobuf.Timestamp"
-    if isinstance(value, celtypes.DurationType):
-        return "google.protobuf.Duration"
-    if isinstance(value, type):
-        return "type"
-    return type(value).__name__
-
-
-def _given(*args: Any) -> tuple[Any, ...]:
-    """The arguments a call gave (its optional ones left out are :data:`ABSENT`)."""
-    return tuple(a for a in args if a is not ABSENT)
-
-
-def go_type_name(value: Any) -> str:
-    """The Go type of cel-go's value as its runtime errors name it (``types.Int``, ``cel.Quantity``)."""
-    name = cel_type_name(value)
-    if name.startswith("kubernetes."):
-        return "cel." + name.removeprefix("kubernetes.")
-    if name.startswith("google.protobuf."):
-        return "types." + name.removeprefix("google.protobuf.")
-    if name == "null_type":
-        return "types.Null"
-    return "types." + name.capitalize()
 
 
 def _is_bool(v: Any) -> bool:
@@ -301,25 +195,6 @@ def op_index(container: Any, index: Any) -> Any:
     return CELEvalError(f"no such key: {index}")
 
 
-def go_float(value: float) -> str:
-    """Go's ``%v`` of a float64 (``strconv`` 'g', shortest): an exponent below 1e-4 or from 1e6."""
-    value = float(value)  # celpy's DoubleType refuses comparisons with ints
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
-    digits = "".join(map(str, digit_tuple))
-    scientific = len(digits) + int(exponent) - 1
-    minus = "-" if sign else ""
-    if scientific < -4 or scientific >= 6:
-        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{minus}{mantissa}e{'-' if scientific < 0 else '+'}{abs(scientific):02d}"
-    return minus + format(Decimal(repr(abs(value))).normalize(), "f")
-
-
 # --- arithmetic ------------------------------------------------------------------------------
 
 
@@ -403,7 +278,7 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     if not isinstance(text, str):
         return no_overload("quantity", text)
     if text != text.strip() or not text or not text.isascii():  # Go reads bytes: no Unicode digits
-        return CELEvalError(_QUANTITY_FORMAT_WRONG)
+        return CELEvalError(QUANTITY_FORMAT_WRONG)
     # resource.ParseQuantity reads a missing integer part as 0 ("Gi", "+", "." and ".5" parse).
     sign = text[:1] if text[:1] in ("+", "-") else ""
     rest = str(text)[len(sign) :]
@@ -412,51 +287,7 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     try:
         return Quantity.parse(sign + rest)
     except QuantityError as e:
-        return CELEvalError(_go_quantity_error(str(text)) or str(e))
-
-
-_QUANTITY_FORMAT_WRONG = (
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-)
-_QUANTITY_SUFFIXES = frozenset(
-    {"n", "u", "m", "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
-)
-_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
-
-
-def _go_quantity_error(text: str) -> str | None:
-    """Which of ``resource.ParseQuantity``'s errors its ``parseQuantityString`` and suffix lookup
-    give ``text`` (None: neither, the numeric part decides): ``ErrFormatWrong`` for a character
-    out of place, ``ErrSuffix`` for letters that are no suffix (``10Mm``, ``1e``, ``1ki``)."""
-    i = 1 if text[:1] in ("+", "-") else 0
-    while i < len(text) and text[i].isascii() and text[i].isdigit():
-        i += 1
-    if i < len(text) and text[i] == ".":
-        i += 1
-        while i < len(text) and text[i].isascii() and text[i].isdigit():
-            i += 1
-    start = i
-    while i < len(text) and text[i] in _SUFFIX_CHARS:
-        i += 1
-    if i < len(text) and text[i] in "+-":
-        i += 1
-    if any(not (c.isascii() and c.isdigit()) for c in text[i:]):
-        return _QUANTITY_FORMAT_WRONG
-    suffix = text[start:]
-    if suffix in _QUANTITY_SUFFIXES:
-        return None
-    exponent = suffix[1:]
-    if len(suffix) > 1 and suffix[0] in "eE" and _go_parse_int(exponent):
-        return None
-    return "unable to parse quantity's suffix"
-
-
-def _go_parse_int(text: str) -> bool:
-    """Whether Go's ``strconv.ParseInt(text, 10, 64)`` takes ``text``."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not all(c.isascii() and c.isdigit() for c in digits):
-        return False
-    return INT64_MIN <= int(text) <= INT64_MAX
+        return CELEvalError(go_quantity_error(str(text)) or str(e))
 
 
 def fn_quantity(text: Any) -> Any:
@@ -621,29 +452,6 @@ def _blang_parse_error(text: str) -> str | None:
     return None
 
 
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a string (``strconv.Quote``)."""
-    out = ['"']
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
 def fn_semver(text: Any, normalize: Any = ABSENT) -> Any:
     return _parse_semver("semver", text, normalize)
 
@@ -744,7 +552,7 @@ def _offset_outcome(s: str, sub: str, offset: int) -> Any:
 
 def fn_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
     if not isinstance(s, str) or not isinstance(sub, str) or not (offset is ABSENT or _is_int(offset)):
-        return no_overload("indexOf", *_given(s, sub, offset))
+        return no_overload("indexOf", *given(s, sub, offset))
     if offset is ABSENT:
         offset = _ZERO
     early = _offset_outcome(s, sub, int(offset))
@@ -755,7 +563,7 @@ def fn_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
 
 def fn_last_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
     if not isinstance(s, str) or not isinstance(sub, str) or not (offset is ABSENT or _is_int(offset)):
-        return no_overload("lastIndexOf", *_given(s, sub, offset))
+        return no_overload("lastIndexOf", *given(s, sub, offset))
     if offset is ABSENT:
         offset = None
     end = len(s) if offset is None else int(offset)
@@ -771,7 +579,7 @@ def fn_replace(s: Any, old: Any, new: Any, n: Any = ABSENT) -> Any:
     if not (
         isinstance(s, str) and isinstance(old, str) and isinstance(new, str) and (n is ABSENT or _is_int(n))
     ):
-        return no_overload("replace", *_given(s, old, new, n))
+        return no_overload("replace", *given(s, old, new, n))
     if n is ABSENT:
         n = _ALL
     count = str(s).count(str(old)) if old else len(s) + 1
@@ -785,7 +593,7 @@ def fn_replace(s: Any, old: Any, new: Any, n: Any = ABSENT) -> Any:
 
 def fn_split(s: Any, sep: Any, n: Any = ABSENT) -> Any:
     if not (isinstance(s, str) and isinstance(sep, str) and (n is ABSENT or _is_int(n))):
-        return no_overload("split", *_given(s, sep, n))
+        return no_overload("split", *given(s, sep, n))
     if n is ABSENT:
         n = _ALL
     text, limit = str(s), int(n)
@@ -802,7 +610,7 @@ def fn_split(s: Any, sep: Any, n: Any = ABSENT) -> Any:
 
 def fn_substring(s: Any, start: Any, end: Any = ABSENT) -> Any:
     if not isinstance(s, str) or not _is_int(start) or not (end is ABSENT or _is_int(end)):
-        return no_overload("substring", *_given(s, start, end))
+        return no_overload("substring", *given(s, start, end))
     if end is ABSENT:
         end = None
     stop = len(s) if end is None else int(end)
@@ -821,7 +629,7 @@ def fn_join(items: Any, sep: Any = ABSENT) -> Any:
         or not (sep is ABSENT or isinstance(sep, str))
         or not all(isinstance(i, str) for i in items)
     ):
-        return no_overload("join", *_given(items, sep))
+        return no_overload("join", *given(items, sep))
     if sep is ABSENT:
         sep = _EMPTY
     err = _too_big(sum(len(i) for i in items) + len(sep) * max(0, len(items) - 1))

@@ -18,7 +18,7 @@ from typing import Any
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from .library import OpaqueValue, go_quote, no_overload
+from .gowords import OpaqueValue, go_quote, no_overload
 
 Fn = Callable[..., Any]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
