@@ -27,6 +27,8 @@ from .images.build import Builder, Built, ImageError, missing_tools
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "manifests" / "helm" / "draxr"
 NAMESPACE = "draxr-system"
+#: The worker's user as the API server (and its audit log) knows it.
+WORKER_SA = f"system:serviceaccount:{NAMESPACE}:draxr-worker"
 RELEASE = "draxr"
 DEPLOYMENTS = ("draxr-webhook", "draxr-worker")
 DRAXR_MODES = ("processes", "chart")

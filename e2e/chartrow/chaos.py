@@ -16,9 +16,9 @@ from typing import Any
 from bench.audit import fenced_writes
 from webhook.identity.names import LEASE
 
-from ..chart import NAMESPACE
+from ..chart import NAMESPACE, WORKER_SA
 from .failover import available
-from .faults import FAULTS, WORKER_SA, apiserver_restarted_twice, counts, leader_cut_while
+from .faults import FAULTS, apiserver_restarted_twice, counts, leader_cut_while
 from .row import ChartRow
 from .stream import Stream
 

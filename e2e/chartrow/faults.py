@@ -18,15 +18,15 @@ from bench.audit import bound_twice, fenced_writes
 from webhook.identity.names import LEASE
 from webhook.kube.leader import LeaderElection
 
-from ..chart import NAMESPACE
+from ..chart import NAMESPACE, WORKER_SA
 from ..controlplane.launcher import ControlPlaneError
 from ..controlplane.nodes import DRIVER
 from .failover import leader
+from .overload import another_tenant_saturating_its_level
 from .procs import pod_processes
 from .row import ChartRow
 
 Obj = dict[str, Any]
-WORKER_SA = f"system:serviceaccount:{NAMESPACE}:draxr-worker"
 #: Longer than draxr's request timeout (30 s): its writes in flight end without an answer.
 PAUSE_SECONDS = 35.0
 
@@ -141,6 +141,7 @@ FAULTS: dict[str, Callable[[ChartRow], list[str]]] = {
     "etcd paused past the request timeout": etcd_paused_past_the_request_timeout,
     "the worker leader cut from the API server past its lease": leader_cut_past_its_lease,
     "a DRA driver restarted with a device gone": driver_restarted_with_a_device_gone,
+    "another tenant saturating the API server": another_tenant_saturating_its_level,
 }
 
 

@@ -20,6 +20,15 @@ DEVICE = SimpleDevice.from_json(
     },
 )
 
+
+def _doubling(times: int) -> str:
+    """'ab' doubled ``times`` times by nested binds, true when not empty."""
+    expr = f"x{times}.size() > 0"
+    for i in range(times, 0, -1):
+        expr = f"cel.bind(x{i}, x{i - 1} + x{i - 1}, {expr})"
+    return f"cel.bind(x0, 'ab', {expr})"
+
+
 UPSTREAM_COSTS = [
     ("true", 0),
     ("[1].size() == 1", 2),
@@ -50,6 +59,9 @@ UPSTREAM_COSTS = [
     ('device.capacity["x"].memory.compareTo(quantity("16Gi")) == 0', 7),
     ("lists.range(1000).all(i, lists.range(100).all(j, i + j >= 0))", 816_012),
     ("lists.range(10).all(i, lists.range(3000).all(j, i + j >= 0))", 240_172),
+    # 'ab' doubled 20 and 21 times by nested binds: a string's + costs a tenth of its length
+    (_doubling(20), 419_483),
+    (_doubling(21), 838_916),
 ]
 
 

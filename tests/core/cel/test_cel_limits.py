@@ -75,13 +75,42 @@ def test_step_budget_stops_runaway_macros() -> None:
         engine.matches(expr, DEVICE)
 
 
-def test_doubling_strings_is_capped() -> None:
+def test_doubling_strings_stops_at_the_cost_limit() -> None:
     engine = SelectorEngine()
     expr = "'ab'"
     for i in range(30):
         expr = f"cel.bind(v{i}, {expr}, v{i} + v{i})"
     with pytest.raises(CelRuntimeError, match="actual cost limit exceeded"):
         engine.matches(f"size({expr}) > 0", DEVICE)
+
+
+def _doubled(times: int, seed: str) -> str:
+    """A selector binding ``seed`` doubled ``times`` times, true when the result is not empty."""
+    expr = f"x{times}.size() > 0"
+    for i in range(times, 0, -1):
+        expr = f"cel.bind(x{i}, x{i - 1} + x{i - 1}, {expr})"
+    return f"cel.bind(x0, {seed}, {expr})"
+
+
+def test_strings_are_bounded_by_the_cost_limit_alone() -> None:
+    """Upstream (the oracle) accepts a 'ab' doubled 21 times (4 Mi characters, cost 838,916) and
+    stops the next doubling (cost 1,677,776): a string's ``+`` costs a tenth of its length, so the
+    cost limit bounds what an evaluation builds; no size cap of draxr's stops it earlier."""
+    engine = SelectorEngine()
+    assert engine.matches(_doubled(20, "'ab'"), DEVICE)
+    assert engine.matches(_doubled(21, "'ab'"), DEVICE)
+    assert engine.matches(_doubled(20, "b'ab'"), DEVICE)
+    with pytest.raises(CelRuntimeError, match="actual cost limit exceeded"):
+        engine.matches(_doubled(22, "'ab'"), DEVICE)
+
+
+def test_doubling_lists_is_capped() -> None:
+    """cel-go concatenates lists lazily at a constant cost (upstream accepts [1, 2] doubled 22
+    times, cost 69); draxr copies them, so its size cap stays (a known difference)."""
+    engine = SelectorEngine()
+    assert engine.matches(_doubled(18, "[1, 2]"), DEVICE)
+    with pytest.raises(CelRuntimeError, match="actual cost limit exceeded"):
+        engine.matches(_doubled(20, "[1, 2]"), DEVICE)
 
 
 def test_process_recursion_limit_is_untouched() -> None:

@@ -141,11 +141,13 @@ def test_literal_type_mismatch_is_a_compile_error(engine: SelectorEngine) -> Non
 
 
 def test_ordering_between_incomparable_values_is_a_runtime_error(engine: SelectorEngine) -> None:
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    # cel-go: a comparable left operand's Compare refuses the other type; a left operand that
+    # is not comparable at all (a quantity) is refused by the operator
+    with pytest.raises(CelRuntimeError, match=r"^no such overload$"):
         match(engine, f"device.attributes['{GPU}'].model < 5")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match=r"^no such overload$"):
         match(engine, f"device.attributes['{GPU}'].healthy < 2")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match=r"^no such overload: _<_$"):
         match(engine, "quantity('1') < quantity('2')")
 
 
@@ -176,17 +178,22 @@ def test_quantity_library(engine: SelectorEngine) -> None:
 
 def test_quantity_errors(engine: SelectorEngine) -> None:
     for expr, message in [
-        ("quantity('200K') == quantity('1')", "regular expression"),
+        ("quantity('200K') == quantity('1')", "unable to parse quantity's suffix"),
+        ("quantity('200x') == quantity('1')", "regular expression"),
         (
             "quantity('9999999999999999999999999999999999999G').asInteger() > 0",
             "cannot convert value to integer",
         ),
-        ("quantity('1').add(1.5) == quantity('2')", "no matching overload"),
-        ("quantity('1') == 1", "no matching overload"),
-        ("string(quantity('1Gi')) == '1Gi'", "no matching overload"),
+        ("quantity('1').add(1.5) == quantity('2')", r"no such overload: add\(kubernetes.Quantity, double\)"),
+        ("quantity('1') == 1", r"no such overload: _==_\(kubernetes.Quantity, int\)"),
     ]:
         with pytest.raises(CelRuntimeError, match=message):
             match(engine, expr)
+    # no conversion takes a quantity: cel-go's checker refuses the call
+    with pytest.raises(
+        CelCompileError, match=r"no matching overload for 'string' applied to '\(kubernetes\.Quantity\)'"
+    ):
+        engine.compile("string(quantity('1Gi')) == '1Gi'")
 
 
 def test_semver_library(engine: SelectorEngine) -> None:
@@ -205,7 +212,7 @@ def test_semver_library(engine: SelectorEngine) -> None:
         assert match(engine, expr), expr
     with pytest.raises(CelRuntimeError):
         match(engine, "semver('v1.0') == semver('1.0.0')")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
+    with pytest.raises(CelRuntimeError, match="no such overload: isLessThan"):
         match(engine, "semver('1.0.0').isLessThan(quantity('1'))")
 
 
@@ -298,8 +305,9 @@ def test_macros(engine: SelectorEngine) -> None:
         match(engine, "[0, 1].all(x, 1 / x > 0)")
     assert match(engine, "true || [0].map(x, 1 / x)[0] == 1")  # errors stay values inside macros
     assert match(engine, "{'a': 1, 'b': 2}.exists(k, k == 'b')")
-    with pytest.raises(CelRuntimeError, match="no matching overload"):
-        match(engine, "[1, 2].filter(x, x) == [1]")
+    # a non-bool predicate is refused as cel-go's expansion ``x ? l + [x] : l`` is
+    with pytest.raises(CelCompileError, match=r"'_\?_:_' applied to '\(int, list\(int\), list\(int\)\)'"):
+        engine.compile("[1, 2].filter(x, x) == [1]")
 
 
 def test_logical_operators_absorb_errors_like_cel(engine: SelectorEngine) -> None:
@@ -363,7 +371,7 @@ def test_runtime_errors_never_leak_python_exceptions(engine: SelectorEngine) -> 
         "9223372036854775807 + 1 > 0",
         "[1][5] == 1",
         "[1][-1] == 1",
-        "int('x') == 1",
+        "int('x' + '') == 1",  # no constant: int('x') alone fails at compile time
         "{'a': 1}[1] == 1",
         "-(-9223372036854775807 - 1) == 0",
         "dyn('a') + dyn(1) == 'a1'",

@@ -38,8 +38,10 @@ from typing import Any
 
 import lark
 
+from .checker import _Checker, _ident_name
+from .checktypes import NAMESPACES
 from .cost import CEL_SELECTOR_EXPRESSION_MAX_COST
-from .environment import NAMESPACES, CompiledExpression, _Checker, _ident_name
+from .environment import CompiledExpression
 
 #: ``math.MaxUint64``: cel-go's unknown size and its saturation point for costs.
 MAX = 2**64 - 1

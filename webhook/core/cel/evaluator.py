@@ -29,6 +29,8 @@ from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator, NameContainer, base_functions
 
 from . import extlib, formatlib, netlib
+from .checker import qualified_type
+from .checktypes import NAMESPACES, OPERATORS, TWO_VARIABLE_MACROS
 from .cost import (
     CEL_SELECTOR_EXPRESSION_MAX_COST,
     COST_LIMIT_MESSAGE,
@@ -37,17 +39,11 @@ from .cost import (
     MAP_CREATE,
     is_constant,
 )
-from .environment import (
-    NAMESPACES,
-    OPERATORS,
-    TWO_VARIABLE_MACROS,
-    CompiledExpression,
-    empty_list_literal,
-    qualified_type,
-)
+from .environment import CompiledExpression, empty_list_literal
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
-from .library import FUNCTIONS, TYPE_VALUES, cel_type_name, no_overload, op_in
+from .gowords import cel_type_name, go_type_name, no_overload
+from .library import FUNCTIONS, TYPE_VALUES, op_in
 
 # celpy logs every evaluation step at DEBUG with full reprs of the activation; when nobody chose
 # a level for it, keep it quiet so a process-wide DEBUG setting does not flood logs with device data.
@@ -458,8 +454,8 @@ class _Evaluator(Evaluator):
             elif name == "transformMap":
                 out_map[key] = result
             else:
-                if not isinstance(result, dict):
-                    return no_overload(name, result)
+                if not isinstance(result, dict):  # cel-go's expansion inserts the entry
+                    return no_overload("cel.@mapInsert", out_map, result)
                 for k, v in result.items():
                     if k in out_map:
                         return CELEvalError(f"insert failed: key {k} already exists")
@@ -719,15 +715,3 @@ def not_bool(value: Any) -> str:
     name = cel_type_name(value)
     detail = _NOT_BOOL.get(name, f"type conversion error from '{name.rsplit('.', 1)[-1]}' to 'bool'")
     return f"CEL result of type {name} could not be converted to bool: {detail}"
-
-
-def go_type_name(value: Any) -> str:
-    """The Go type cel-go names when a comprehension's range is not iterable."""
-    name = cel_type_name(value)
-    if name.startswith("kubernetes."):
-        return "cel." + name.removeprefix("kubernetes.")
-    if name.startswith("google.protobuf."):
-        return "types." + name.removeprefix("google.protobuf.")
-    if name == "null_type":
-        return "types.Null"
-    return "types." + name.capitalize()

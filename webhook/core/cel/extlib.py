@@ -16,21 +16,22 @@ import functools
 import itertools
 import math
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import re2
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
+from ..api.quantity import Quantity
+from ..api.semver import Semver
+from .gowords import ABSENT, cel_type_name, go_float, go_quote, go_type_name, no_overload
 from .library import (
     MAX_VALUE_SIZE,
+    TYPE_VALUES,
     _ordered,
     cel_equal,
-    cel_type_name,
     fn_index_of,
     fn_last_index_of,
-    no_overload,
     op_add,
 )
 
@@ -133,9 +134,20 @@ def fn_slice(items: Any, start: Any, end: Any) -> Any:
     return celtypes.ListType(items[s:e])
 
 
-def fn_flatten(items: Any, depth: Any = _ONE) -> Any:
-    if not isinstance(items, list) or not _is_int(depth):
-        return no_overload("flatten", items, depth)
+def fn_flatten(items: Any, depth: Any = ABSENT) -> Any:
+    """cel-go's ``flatten``: its runtime cost tracker takes the depth as an int before the call
+    (anything else is its recovered panic), and the call names a target that is no list by its type."""
+    if depth is ABSENT:
+        if not isinstance(items, list):
+            return CELEvalError(f"no such overload: {_runtime_type(items)}.flatten()")
+        depth = _ONE
+    elif not _is_int(depth):
+        go = {"list": "*types.baseList", "map": "*types.baseMap"}.get(cel_type_name(depth))
+        return CELEvalError(
+            f"internal error: interface conversion: ref.Val is {go or go_type_name(depth)}, not types.Int"
+        )
+    elif not isinstance(items, list):
+        return CELEvalError(f"no such overload: {_runtime_type(items)}.flatten(int)")
     if depth < 0:
         return CELEvalError("level must be non-negative")
     out: list[Any] = []
@@ -146,6 +158,12 @@ def fn_flatten(items: Any, depth: Any = _ONE) -> Any:
         else:
             out.append(item)
     return celtypes.ListType(out)
+
+
+def _runtime_type(value: Any) -> str:
+    """A value's runtime type as cel-go prints it: a list or map is of dyn elements."""
+    name = cel_type_name(value)
+    return {"list": "list(dyn)", "map": "map(dyn, dyn)"}.get(name, name)
 
 
 def fn_distinct(items: Any) -> Any:
@@ -271,9 +289,11 @@ _GO_REGEX_ERRORS = {
 }
 
 
-def _regex(name: str, text: Any, pattern: Any) -> Any:
-    if not isinstance(text, str) or not isinstance(pattern, str):
-        return no_overload(name, text, pattern)
+def _regex(name: str, text: Any, pattern: Any, *rest: Any) -> Any:
+    if not isinstance(text, str) or not isinstance(pattern, str) or rest:
+        if isinstance(pattern, str):  # a constant pattern: upstream's optimised call checks types itself
+            return CELEvalError("no such overload")
+        return no_overload(name, text, pattern, *rest)
     err = regex_error(str(pattern))
     if err is not None:
         return CELEvalError(err if name == "matches" else f"Illegal regex: {err}")
@@ -295,11 +315,13 @@ def fn_find(text: Any, pattern: Any) -> Any:
     return celtypes.StringType("" if m is None else m.group(0))
 
 
-def fn_find_all(text: Any, pattern: Any, limit: Any = _ALL) -> Any:
+def fn_find_all(text: Any, pattern: Any, limit: Any = ABSENT) -> Any:
     """Go's ``FindAllString``: non-overlapping matches, an empty match right after a match is
     skipped; ``limit`` < 0 means all, 0 none."""
-    if not _is_int(limit):
-        return no_overload("findAll", text, pattern, limit)
+    if limit is ABSENT:
+        limit = _ALL
+    elif not _is_int(limit):
+        return _regex("findAll", text, pattern, limit)
     compiled = _regex("findAll", text, pattern)
     if isinstance(compiled, CELEvalError):
         return compiled
@@ -348,76 +370,137 @@ def fn_strings_quote(s: Any) -> Any:
     return celtypes.StringType("".join(out))
 
 
-def _format_double(value: float, precision: int, kind: str) -> str:
+_FORMAT_ERROR = "error during formatting: "
+#: The strings cel-go's fixed-point and scientific clauses take for a double.
+_FLOAT_WORDS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_SUPERSCRIPT = str.maketrans(
+    "0123456789-", "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207b"
+)
+
+
+def _locale_fixed(value: float, precision: int) -> str:
+    """``message.NewPrinter(en).Sprintf("%.Nf")``: digits grouped by commas, infinity as ∞, and
+    negative zero without its sign."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return f"{value:.{precision}{kind}}"
+        return "\u221e" if value > 0 else "-\u221e"
+    return f"{value + 0.0:,.{precision}f}"
+
+
+def _locale_scientific(value: float) -> str:
+    """``message.NewPrinter(en).Sprintf("%e")``: six decimals, then the exponent as a power of
+    ten in superscript digits (at least two)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "\u221e" if value > 0 else "-\u221e"
+    mantissa, exponent = f"{value + 0.0:.6e}".split("e")
+    power = int(exponent)
+    digits = ("-" if power < 0 else "") + format(abs(power), "02d")
+    return f"{mantissa}\u00d710{digits.translate(_SUPERSCRIPT)}"
+
+
+def _type_value_name(value: type) -> str:
+    """The CEL name of a type value (``type(1)`` is ``int``)."""
+    for name, kind in TYPE_VALUES.items():
+        if kind is value:
+            return name
+    type_name = getattr(value, "type_name", None)
+    if isinstance(type_name, str):
+        return type_name
+    return {Quantity: "kubernetes.Quantity", Semver: "kubernetes.Semver"}.get(value, value.__name__)
+
+
+def _bytes_text(value: bytes) -> str | CELEvalError:
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        return CELEvalError(
+            _FORMAT_ERROR
+            + 'could not convert argument "invalid UTF-8 in bytes, cannot convert to string" to string'
+        )
 
 
 def _as_string(value: Any) -> str | CELEvalError:
-    """The ``%s`` text of a value (cel-go's string formatting of each type)."""
+    """cel-go's ``FormatString`` (the ``%s`` clause): a value's string conversion, lists and maps
+    as :func:`_format_member` writes their elements; other types are refused."""
     if isinstance(value, bool | celtypes.BoolType):
         return "true" if value else "false"
     if isinstance(value, celtypes.UintType | celtypes.IntType):
         return str(int(value))
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return _format_double(float(value), 0, "f")
-        return _go_float(float(value))
+        return go_float(float(value))
     if isinstance(value, str):
         return str(value)
     if isinstance(value, bytes):
-        return bytes(value).decode("utf-8", "replace")
+        return _bytes_text(value)
     if value is None:
         return "null"
-    if isinstance(value, list):
-        parts = []
-        size = 0
-        for item in value:
-            text = _as_quoted(item)
-            if isinstance(text, CELEvalError):
-                return text
-            size += len(text) + 2
-            if size > MAX_VALUE_SIZE:
-                return CELEvalError(_COST_LIMIT)
-            parts.append(text)
-        return "[" + ", ".join(parts) + "]"
-    if isinstance(value, dict):
-        entries = []
-        for k, v in value.items():
-            kt, vt = _as_quoted(k), _as_quoted(v)
-            if isinstance(kt, CELEvalError):
-                return kt
-            if isinstance(vt, CELEvalError):
-                return vt
-            entries.append((kt, f"{kt}: {vt}"))
-            if sum(len(e) for _, e in entries) > MAX_VALUE_SIZE:
-                return CELEvalError(_COST_LIMIT)
-        return "{" + ", ".join(e for _, e in sorted(entries)) + "}"
+    if isinstance(value, list | dict):
+        return _format_member(value)
     if isinstance(value, type):
-        return cel_type_name(value) if value is not type else "type"
-    method = getattr(value, "cel_string", None)
-    if callable(method):
-        result: str = method()
-        return result
+        return _type_value_name(value)
+    if isinstance(value, celtypes.TimestampType | celtypes.DurationType):
+        return str(value)
     return CELEvalError(
-        "error during formatting: string clause can only be used on strings, bools, bytes, ints, "
+        _FORMAT_ERROR + "string clause can only be used on strings, bools, bytes, ints, "
         f"doubles, maps, lists, types, durations, and timestamps, was given {cel_type_name(value)}"
     )
 
 
-def _as_quoted(value: Any) -> str | CELEvalError:
+def _format_member(value: Any) -> str | CELEvalError:
+    """cel-go's ``clauseForType`` and ``quoteForCEL`` for a list element or map value: doubles
+    with six decimals, strings and bytes quoted, lists and maps written out (map entries as
+    ``key:value`` in key order)."""
+    if isinstance(value, float):
+        v = float(value)
+        if math.isnan(v) or math.isinf(v):
+            return '"NaN"' if math.isnan(v) else ('"+Inf"' if v > 0 else '"-Inf"')
+        return f"{v:.6f}"
     if isinstance(value, str):
-        return str(fn_strings_quote(value))
-    return _as_string(value)
-
-
-def _go_float(value: float) -> str:
-    """Go's ``strconv.FormatFloat(f, 'f', -1, 64)``: the shortest digits, never an exponent."""
-    text = format(Decimal(repr(value)), "f")
-    return text[:-2] if text.endswith(".0") else text
+        return go_quote(str(value))
+    if isinstance(value, bytes):
+        text = _bytes_text(value)
+        return text if isinstance(text, CELEvalError) else "b" + go_quote(text)
+    if isinstance(value, list):
+        parts = []
+        size = 0
+        for item in value:
+            part = _format_member(item)
+            if isinstance(part, CELEvalError):
+                return part
+            size += len(part) + 2
+            if size > MAX_VALUE_SIZE:
+                return CELEvalError(_COST_LIMIT)
+            parts.append(part)
+        return "[" + ", ".join(parts) + "]"
+    if isinstance(value, dict):
+        entries = []
+        size = 0
+        for k, v in value.items():
+            if isinstance(k, str):
+                key = go_quote(str(k))
+            elif isinstance(k, bool | celtypes.BoolType | int):
+                key = str(_as_string(k))
+            else:
+                return CELEvalError(
+                    _FORMAT_ERROR + f"no formatting function for map key of type {cel_type_name(k)}"
+                )
+            part = _format_member(v)
+            if isinstance(part, CELEvalError):
+                return part
+            size += len(key) + len(part) + 3
+            if size > MAX_VALUE_SIZE:
+                return CELEvalError(_COST_LIMIT)
+            entries.append((key, part))
+        return "{" + ", ".join(f"{k}:{v}" for k, v in sorted(entries, key=lambda e: e[0])) + "}"
+    if isinstance(value, bool | celtypes.BoolType | int | type | bytes) or value is None:
+        return _as_string(value)
+    if isinstance(value, celtypes.TimestampType | celtypes.DurationType):
+        kind = "timestamp" if isinstance(value, celtypes.TimestampType) else "duration"
+        return f"{kind}({go_quote(str(value))})"
+    return CELEvalError(_FORMAT_ERROR + f"no formatting function for {cel_type_name(value)}")
 
 
 def _integer(value: Any) -> int | None:
@@ -429,26 +512,32 @@ def _integer(value: Any) -> int | None:
 
 
 def _format_clause(verb: str, precision: int | None, arg: Any) -> str | CELEvalError:
+    """One clause of cel-go's version-1 formatter (``ext/formatting.go``, the strings library at
+    Kubernetes' version 2), numbers printed for the default locale (en)."""
     if verb == "s":
         return _as_string(arg)
     if verb == "d":
         n = _integer(arg)
         if n is None:
-            if isinstance(arg, float) and (math.isnan(arg) or math.isinf(arg)):
-                return _format_double(float(arg), 0, "f")
             return CELEvalError(
-                "error during formatting: decimal clause can only be used on integers, "
-                f"was given {cel_type_name(arg)}"
+                _FORMAT_ERROR + f"decimal clause can only be used on integers, was given {cel_type_name(arg)}"
             )
         return str(n)
     if verb in "fe":
-        if isinstance(arg, bool | celtypes.BoolType) or not isinstance(arg, int | float):
+        if isinstance(arg, str) and str(arg) in _FLOAT_WORDS:
+            value = _FLOAT_WORDS[str(arg)]
+        elif isinstance(arg, float):
+            value = float(arg)
+        else:
             name = "fixed-point" if verb == "f" else "scientific"
             return CELEvalError(
-                f"error during formatting: {name} clause can only be used on doubles, "
-                f"was given {cel_type_name(arg)}"
+                _FORMAT_ERROR + f"{name} clause can only be used on doubles, was given {cel_type_name(arg)}"
             )
-        return _format_double(float(arg), 6 if precision is None else precision, verb)
+        digits = 6 if precision is None else precision
+        if verb == "f":
+            return _locale_fixed(value, digits)
+        # upstream's "%<precision>e": the precision is the field's width, the digits stay six
+        return _locale_scientific(value).rjust(digits)
     if verb == "b":
         if isinstance(arg, bool | celtypes.BoolType):
             return "1" if arg else "0"

@@ -21,7 +21,7 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from ..api import names
-from .library import OpaqueValue, no_overload
+from .gowords import OpaqueValue, no_overload
 from .netlib import _parse_url
 
 Fn = Callable[..., Any]

@@ -27,10 +27,23 @@ from celpy.evaluation import CELEvalError
 from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from ..api.quantity import Quantity, QuantityError
 from ..api.semver import Semver, SemverError
+from .gowords import (
+    ABSENT,
+    QUANTITY_FORMAT_WRONG,
+    OpaqueValue,
+    cel_type_name,
+    given,
+    go_float,
+    go_quantity_error,
+    go_quote,
+    no_overload,
+)
 from .values import INT64_MAX, INT64_MIN
 
-#: Longest string/bytes/list a single operation may build; a crude stand-in for upstream's
-#: runtime cost limit against doubling tricks such as nested ``cel.bind(x, x + x, ...)``.
+#: Longest list (and string or bytes other than by ``+``) a single operation may build: a stand-in
+#: for upstream's runtime cost limit where that does not bound the size (cel-go concatenates
+#: lists lazily at a constant cost; ``replace`` and ``format`` charge their inputs only). A string's
+#: ``+`` needs none: its cost is a tenth of the result's length.
 MAX_VALUE_SIZE = 1 << 20
 
 Fn = Callable[..., Any]
@@ -39,54 +52,6 @@ _FALSE = celtypes.BoolType(False)
 _ZERO = celtypes.IntType(0)
 _ALL = celtypes.IntType(-1)
 _EMPTY = celtypes.StringType("")
-
-
-class OpaqueValue:
-    """A library's own value type (IP, CIDR, URL, ...): equal by value to its own type only.
-    Subclasses are immutable and name their CEL type in ``type_name``."""
-
-    __slots__ = ()
-    type_name = "opaque"
-
-
-def no_overload(name: str, *args: Any) -> CELEvalError:
-    types = ", ".join(cel_type_name(a) for a in args)
-    return CELEvalError(f"found no matching overload for '{name}' applied to '({types})'")
-
-
-def cel_type_name(value: Any) -> str:
-    """The CEL type name used in messages (cel-go spelling)."""
-    if isinstance(value, celtypes.BoolType | bool):
-        return "bool"
-    if isinstance(value, celtypes.UintType):
-        return "uint"
-    if isinstance(value, celtypes.IntType | int):
-        return "int"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bytes):
-        return "bytes"
-    if value is None:
-        return "null_type"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "map"
-    if isinstance(value, OpaqueValue):
-        return value.type_name
-    if isinstance(value, Quantity):
-        return "kubernetes.Quantity"
-    if isinstance(value, Semver):
-        return "kubernetes.Semver"
-    if isinstance(value, celtypes.TimestampType):
-        return "google.protobuf.Timestamp"
-    if isinstance(value, celtypes.DurationType):
-        return "google.protobuf.Duration"
-    if isinstance(value, type):
-        return "type"
-    return type(value).__name__
 
 
 def _is_bool(v: Any) -> bool:
@@ -211,10 +176,13 @@ def op_index(container: Any, index: Any) -> Any:
         integral = isinstance(index, float) and index.is_integer()
         if (_is_number(index) and not isinstance(index, float)) or integral:
             i = int(index)
+        elif isinstance(index, float):
+            return CELEvalError(f"unsupported index value {go_float(index)} in list")
         else:
-            return no_overload("_[_]", container, index)
+            return CELEvalError(f"unsupported index type '{cel_type_name(index)}' in list")
         if not 0 <= i < len(container):
-            return CELEvalError(f"index out of bounds: {i}")
+            shown = go_float(index) if isinstance(index, float) else str(i)
+            return CELEvalError(f"index out of bounds: {shown}")
         return container[i]
     if isinstance(container, dict):
         if isinstance(container, celtypes.MapType) and isinstance(index, str | int):
@@ -223,7 +191,8 @@ def op_index(container: Any, index: Any) -> Any:
             except KeyError:
                 return CELEvalError(f"no such key: {index}")
         return CELEvalError(f"no such key: {index}")
-    return no_overload("_[_]", container, index)
+    # cel-go's attribute qualifier: a value that is neither list nor map has no such key
+    return CELEvalError(f"no such key: {index}")
 
 
 # --- arithmetic ------------------------------------------------------------------------------
@@ -247,14 +216,17 @@ def _too_big(size: int) -> CELEvalError | None:
 def op_add(a: Any, b: Any) -> Any:
     if not _same_kind(a, b):
         return no_overload("_+_", a, b)
-    if isinstance(a, str | bytes | list):
+    # Strings and bytes need no cap: the runtime cost charges a tenth of the result's length, so
+    # the limit bounds what an evaluation builds as upstream's does (some 10 million characters).
+    if isinstance(a, str):
+        return celtypes.StringType(str(a) + str(b))
+    if isinstance(a, bytes):
+        return celtypes.BytesType(bytes(a) + bytes(b))
+    if isinstance(a, list):
+        # cel-go concatenates lists without copying and charges a constant: a copy needs the cap
         err = _too_big(len(a) + len(b))
         if err is not None:
             return err
-        if isinstance(a, str):
-            return celtypes.StringType(str(a) + str(b))
-        if isinstance(a, bytes):
-            return celtypes.BytesType(bytes(a) + bytes(b))
         return celtypes.ListType([*a, *b])
     return operator.add(a, b)
 
@@ -267,6 +239,16 @@ def _arith(name: str, fn: Callable[[Any, Any], Any]) -> Fn:
 
     apply.__name__ = name
     return apply
+
+
+def _divide(a: Any, b: Any) -> Any:
+    """``a / b``; a double divided by zero is IEEE's (celpy makes every such quotient +Inf)."""
+    if isinstance(a, float) and float(b) == 0.0:
+        x, y = float(a), float(b)
+        if x == 0.0 or math.isnan(x):
+            return celtypes.DoubleType(math.nan)
+        return celtypes.DoubleType(math.copysign(math.inf, x) * math.copysign(1.0, y))
+    return operator.truediv(a, b)
 
 
 def op_neg(a: Any) -> Any:
@@ -295,10 +277,8 @@ def fn_size(value: Any) -> Any:
 def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     if not isinstance(text, str):
         return no_overload("quantity", text)
-    if text != text.strip() or not text:
-        return CELEvalError(
-            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-        )
+    if text != text.strip() or not text or not text.isascii():  # Go reads bytes: no Unicode digits
+        return CELEvalError(QUANTITY_FORMAT_WRONG)
     # resource.ParseQuantity reads a missing integer part as 0 ("Gi", "+", "." and ".5" parse).
     sign = text[:1] if text[:1] in ("+", "-") else ""
     rest = str(text)[len(sign) :]
@@ -307,7 +287,7 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     try:
         return Quantity.parse(sign + rest)
     except QuantityError as e:
-        return CELEvalError(str(e))
+        return CELEvalError(go_quantity_error(str(text)) or str(e))
 
 
 def fn_quantity(text: Any) -> Any:
@@ -401,13 +381,17 @@ def fn_is_greater_than(a: Any, b: Any) -> Any:
 
 
 def _parse_semver(name: str, text: Any, normalize: Any) -> Semver | CELEvalError:
+    if normalize is ABSENT:
+        normalize = _FALSE
+        if not isinstance(text, str):
+            return no_overload(name, text)
     if not isinstance(text, str) or not _is_bool(normalize):
         return no_overload(name, text, normalize)
     try:
         version = Semver.parse(str(text), bool(normalize))
         if max(version.major, version.minor, version.patch) >= 1 << 64:  # Go parses uint64
             big = next(str(p) for p in (version.major, version.minor, version.patch) if p >= 1 << 64)
-            return CELEvalError(f"strconv.ParseUint: parsing {_go_quote(big)}: value out of range")
+            return CELEvalError(f"strconv.ParseUint: parsing {go_quote(big)}: value out of range")
         return version
     except SemverError as e:
         words = None if normalize else _blang_parse_error(str(text))
@@ -420,13 +404,13 @@ _ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-") |
 
 def _blang_number(text: str, what: str) -> str | None:
     if not set(text) <= _DIGITS:
-        return f"Invalid character(s) found in {what.lower()} number {_go_quote(text)}"
+        return f"Invalid character(s) found in {what.lower()} number {go_quote(text)}"
     if len(text) > 1 and text[0] == "0":
-        return f"{what} number must not contain leading zeroes {_go_quote(text)}"
+        return f"{what} number must not contain leading zeroes {go_quote(text)}"
     if not text:
         return 'strconv.ParseUint: parsing "": invalid syntax'
     if int(text) >= 1 << 64:
-        return f"strconv.ParseUint: parsing {_go_quote(text)}: value out of range"
+        return f"strconv.ParseUint: parsing {go_quote(text)}: value out of range"
     return None
 
 
@@ -457,29 +441,26 @@ def _blang_parse_error(text: str) -> str | None:
             return "Prerelease is empty"
         if set(pr) <= _DIGITS:
             if len(pr) > 1 and pr[0] == "0":
-                return f"Numeric PreRelease version must not contain leading zeroes {_go_quote(pr)}"
+                return f"Numeric PreRelease version must not contain leading zeroes {go_quote(pr)}"
         elif not set(pr) <= _ALPHANUM:
-            return f"Invalid character(s) found in prerelease {_go_quote(pr)}"
+            return f"Invalid character(s) found in prerelease {go_quote(pr)}"
     for meta in build:
         if not meta:
             return "Build meta data is empty"
         if not set(meta) <= _ALPHANUM:
-            return f"Invalid character(s) found in build meta data {_go_quote(meta)}"
+            return f"Invalid character(s) found in build meta data {go_quote(meta)}"
     return None
 
 
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` for the plain text a version holds."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def fn_semver(text: Any, normalize: Any = _FALSE) -> Any:
+def fn_semver(text: Any, normalize: Any = ABSENT) -> Any:
     return _parse_semver("semver", text, normalize)
 
 
-def fn_is_semver(text: Any, normalize: Any = _FALSE) -> Any:
+def fn_is_semver(text: Any, normalize: Any = ABSENT) -> Any:
     v = _parse_semver("isSemver", text, normalize)
-    if isinstance(v, CELEvalError) and not (isinstance(text, str) and _is_bool(normalize)):
+    if isinstance(v, CELEvalError) and not (
+        isinstance(text, str) and (normalize is ABSENT or _is_bool(normalize))
+    ):
         return v
     return celtypes.BoolType(isinstance(v, Semver))
 
@@ -569,18 +550,22 @@ def _offset_outcome(s: str, sub: str, offset: int) -> Any:
     return None
 
 
-def fn_index_of(s: Any, sub: Any, offset: Any = _ZERO) -> Any:
-    if not isinstance(s, str) or not isinstance(sub, str) or not _is_int(offset):
-        return no_overload("indexOf", s, sub, offset)
+def fn_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
+    if not isinstance(s, str) or not isinstance(sub, str) or not (offset is ABSENT or _is_int(offset)):
+        return no_overload("indexOf", *given(s, sub, offset))
+    if offset is ABSENT:
+        offset = _ZERO
     early = _offset_outcome(s, sub, int(offset))
     if early is not None:
         return early
     return celtypes.IntType(str(s).find(str(sub), int(offset)))
 
 
-def fn_last_index_of(s: Any, sub: Any, offset: Any = None) -> Any:
-    if not isinstance(s, str) or not isinstance(sub, str) or (offset is not None and not _is_int(offset)):
-        return no_overload("lastIndexOf", s, sub)
+def fn_last_index_of(s: Any, sub: Any, offset: Any = ABSENT) -> Any:
+    if not isinstance(s, str) or not isinstance(sub, str) or not (offset is ABSENT or _is_int(offset)):
+        return no_overload("lastIndexOf", *given(s, sub, offset))
+    if offset is ABSENT:
+        offset = None
     end = len(s) if offset is None else int(offset)
     if offset is not None:
         early = _offset_outcome(s, sub, end)
@@ -590,9 +575,13 @@ def fn_last_index_of(s: Any, sub: Any, offset: Any = None) -> Any:
     return celtypes.IntType(str(s).rfind(str(sub), 0, end + len(sub)))
 
 
-def fn_replace(s: Any, old: Any, new: Any, n: Any = _ALL) -> Any:
-    if not (isinstance(s, str) and isinstance(old, str) and isinstance(new, str) and _is_int(n)):
-        return no_overload("replace", s, old, new)
+def fn_replace(s: Any, old: Any, new: Any, n: Any = ABSENT) -> Any:
+    if not (
+        isinstance(s, str) and isinstance(old, str) and isinstance(new, str) and (n is ABSENT or _is_int(n))
+    ):
+        return no_overload("replace", *given(s, old, new, n))
+    if n is ABSENT:
+        n = _ALL
     count = str(s).count(str(old)) if old else len(s) + 1
     if n >= 0:
         count = min(count, int(n))
@@ -602,9 +591,11 @@ def fn_replace(s: Any, old: Any, new: Any, n: Any = _ALL) -> Any:
     return celtypes.StringType(str(s).replace(str(old), str(new), int(n) if n >= 0 else -1))
 
 
-def fn_split(s: Any, sep: Any, n: Any = _ALL) -> Any:
-    if not (isinstance(s, str) and isinstance(sep, str) and _is_int(n)):
-        return no_overload("split", s, sep)
+def fn_split(s: Any, sep: Any, n: Any = ABSENT) -> Any:
+    if not (isinstance(s, str) and isinstance(sep, str) and (n is ABSENT or _is_int(n))):
+        return no_overload("split", *given(s, sep, n))
+    if n is ABSENT:
+        n = _ALL
     text, limit = str(s), int(n)
     if limit == 0:
         return celtypes.ListType()
@@ -617,9 +608,11 @@ def fn_split(s: Any, sep: Any, n: Any = _ALL) -> Any:
     return celtypes.ListType([celtypes.StringType(p) for p in parts])
 
 
-def fn_substring(s: Any, start: Any, end: Any = None) -> Any:
-    if not isinstance(s, str) or not _is_int(start) or (end is not None and not _is_int(end)):
-        return no_overload("substring", s, start)
+def fn_substring(s: Any, start: Any, end: Any = ABSENT) -> Any:
+    if not isinstance(s, str) or not _is_int(start) or not (end is ABSENT or _is_int(end)):
+        return no_overload("substring", *given(s, start, end))
+    if end is ABSENT:
+        end = None
     stop = len(s) if end is None else int(end)
     if not 0 <= start <= len(s):
         return CELEvalError(f"index out of range: {int(start)}")
@@ -630,9 +623,15 @@ def fn_substring(s: Any, start: Any, end: Any = None) -> Any:
     return celtypes.StringType(str(s)[int(start) : stop])
 
 
-def fn_join(items: Any, sep: Any = _EMPTY) -> Any:
-    if not isinstance(items, list) or not isinstance(sep, str) or not all(isinstance(i, str) for i in items):
-        return no_overload("join", items, sep)
+def fn_join(items: Any, sep: Any = ABSENT) -> Any:
+    if (
+        not isinstance(items, list)
+        or not (sep is ABSENT or isinstance(sep, str))
+        or not all(isinstance(i, str) for i in items)
+    ):
+        return no_overload("join", *given(items, sep))
+    if sep is ABSENT:
+        sep = _EMPTY
     err = _too_big(sum(len(i) for i in items) + len(sep) * max(0, len(items) - 1))
     if err is not None:
         return err
@@ -722,7 +721,7 @@ FUNCTIONS: dict[str, Fn] = {
     "_+_": op_add,
     "_-_": _arith("_-_", operator.sub),
     "_*_": _arith("_*_", operator.mul),
-    "_/_": _arith("_/_", operator.truediv),
+    "_/_": _arith("_/_", _divide),
     "_%_": _arith("_%_", operator.mod),
     "-_": op_neg,
     "!_": op_not,

@@ -18,7 +18,7 @@ from typing import Any
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from .library import OpaqueValue, no_overload
+from .gowords import OpaqueValue, go_quote, no_overload
 
 Fn = Callable[..., Any]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -62,30 +62,108 @@ def _parse_addr(text: str) -> Address | str:
     """The address, or why it is not one (upstream's words, with Go's ``ParseAddr`` detail)."""
     try:
         if "%" in text:
-            raise ValueError("IPv6 zones are not allowed")
+            if _first_separator(text) == ":" and _ipv6_error(text) is None:
+                return f"IP address {go_quote(text)} with zone value is not allowed"
+            raise ValueError("not an address")
         addr = ipaddress.ip_address(text)
     except ValueError:
-        return f'IP Address "{text}" parse error during conversion from string: {_go_parse_addr_error(text)}'
+        detail = _go_parse_addr_error(text)
+        return f"IP Address {go_quote(text)} parse error during conversion from string: {detail}"
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return f'IPv4-mapped IPv6 address "{text}" is not allowed'
+        return f"IPv4-mapped IPv6 address {go_quote(text)} is not allowed"
     return addr
 
 
-def _go_parse_addr_error(text: str) -> str:
-    """Go ``netip.ParseAddr``'s error for text that is not an address: exact for IPv4 (its
-    ``parseIPv4Fields``), a short description for IPv6."""
-    head = f'ParseAddr("{text}")'
+def _first_separator(text: str) -> str | None:
+    """The first '.', ':' or '%' of ``text``: which parser Go's ``ParseAddr`` picks."""
     for c in text:
-        if c == "%":
-            return f"{head}: missing IPv6 address"
-        if c == ":":
-            return f"{head}: unable to parse IPv6 address"
-        if c == ".":
-            return f"{head}: {_ipv4_error(text)}"
+        if c in ".:%":
+            return c
+    return None
+
+
+def _go_parse_addr_error(text: str) -> str:
+    """Go ``netip.ParseAddr``'s error for text that is not an address (its ``parseIPv4Fields``
+    and ``parseIPv6``)."""
+    head = f"ParseAddr({go_quote(text)})"
+    separator = _first_separator(text)
+    if separator == "%":
+        return f"{head}: missing IPv6 address"
+    if separator == ":":
+        return f"{head}: {_ipv6_error(text) or 'unable to parse IPv6 address'}"
+    if separator == ".":
+        return f"{head}: {_ipv4_error(text)}"
     return f"{head}: unable to parse IP"
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def _ipv6_error(text: str) -> str | None:
+    """Go ``netip``'s ``parseIPv6`` error for ``text`` (None where it parses): its message, and
+    the rest of the input it stopped at."""
+    s, _, zone = text.partition("%")
+    if "%" in text and not zone:
+        return "zone must be a non-empty string"
+    ellipsis = -1
+    if s.startswith("::"):
+        ellipsis, s = 0, s[2:]
+        if not s:
+            return None
+    i = 0
+    while i < 16:
+        off = 0
+        acc = 0
+        while off < len(s) and s[off] in _HEX_DIGITS:
+            acc = acc * 16 + int(s[off], 16)
+            if off > 3:
+                return f"each group must have 4 or less digits (at {go_quote(s)})"
+            if acc > 0xFFFF:
+                return f"IPv6 field has value >=2^16 (at {go_quote(s)})"
+            off += 1
+        if off == 0:
+            return f"each colon-separated field must have at least one digit (at {go_quote(s)})"
+        if off < len(s) and s[off] == ".":
+            if ellipsis < 0 and i != 12:
+                return (
+                    f"embedded IPv4 address must replace the final 2 fields of the address (at {go_quote(s)})"
+                )
+            if i + 4 > 16:
+                words = "too many hex fields to fit an embedded IPv4 at the end of the address"
+                return f"{words} (at {go_quote(s)})"
+            error = _ipv4_error(s)
+            if error != "unable to parse IP":
+                return error
+            s = ""
+            i += 4
+            break
+        i += 2
+        s = s[off:]
+        if not s:
+            break
+        if s[0] != ":":
+            return f"unexpected character, want colon (at {go_quote(s)})"
+        if len(s) == 1:
+            return f"colon must be followed by more characters (at {go_quote(s)})"
+        s = s[1:]
+        if s[0] == ":":
+            if ellipsis >= 0:
+                return f"multiple :: in address (at {go_quote(s)})"
+            ellipsis = i
+            s = s[1:]
+            if not s:
+                break
+    if s:
+        return f"trailing garbage after address (at {go_quote(s)})"
+    if i < 16 and ellipsis < 0:
+        return "address string too short"
+    if i >= 16 and ellipsis >= 0:
+        return "the :: must expand to at least one field of zeros"
+    return None
+
+
 def _ipv4_error(s: str) -> str:
+    """Go ``netip``'s ``parseIPv4Fields`` error for ``s`` ("unable to parse IP" where it parses)."""
     val = digits = fields = 0
     for i, c in enumerate(s):
         if "0" <= c <= "9":
@@ -97,13 +175,13 @@ def _ipv4_error(s: str) -> str:
                 return "IPv4 field has value >255"
         elif c == ".":
             if i == 0 or i == len(s) - 1 or s[i - 1] == ".":
-                return f'IPv4 field must have at least one digit (at "{s[i:]}")'
+                return f"IPv4 field must have at least one digit (at {go_quote(s[i:])})"
             if fields == 3:
                 return "IPv4 address too long"
             fields += 1
             val = digits = 0
         else:
-            return f'unexpected character (at "{s[i:]}")'
+            return f"unexpected character (at {go_quote(s[i:])})"
     return "IPv4 address too short" if fields < 3 else "unable to parse IP"
 
 
@@ -167,19 +245,19 @@ def _parse_cidr(text: str) -> CIDRValue | str:
     prefix = "network address parse error during conversion from string"
     address, slash, bits = text.partition("/")
     if not slash:
-        return f"{prefix}: netip.ParsePrefix(\"{text}\"): no '/'"
+        return f"{prefix}: netip.ParsePrefix({go_quote(text)}): no '/'"
     if not bits.isdigit() or not bits.isascii() or (len(bits) > 1 and bits[0] == "0"):
-        return f'{prefix}: netip.ParsePrefix("{text}"): bad bits after slash: "{bits}"'
+        return f"{prefix}: netip.ParsePrefix({go_quote(text)}): bad bits after slash: {go_quote(bits)}"
     if "%" in address:
-        return f'{prefix}: netip.ParsePrefix("{text}"): IPv6 zones cannot be present in a prefix'
+        return f"{prefix}: netip.ParsePrefix({go_quote(text)}): IPv6 zones cannot be present in a prefix"
     try:
         addr = ipaddress.ip_address(address)
     except ValueError:
-        return f'{prefix}: netip.ParsePrefix("{text}"): {_go_parse_addr_error(address)}'
+        return f"{prefix}: netip.ParsePrefix({go_quote(text)}): {_go_parse_addr_error(address)}"
     if int(bits) > addr.max_prefixlen:
-        return f'{prefix}: netip.ParsePrefix("{text}"): prefix length out of range'
+        return f"{prefix}: netip.ParsePrefix({go_quote(text)}): prefix length out of range"
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return f'IPv4-mapped IPv6 address "{text}" is not allowed'
+        return f"IPv4-mapped IPv6 address {go_quote(text)} is not allowed"
     return CIDRValue(addr, int(bits))
 
 
@@ -201,11 +279,14 @@ def fn_is_cidr(value: Any) -> Any:
 
 
 def fn_contains_ip(cidr: Any, other: Any) -> Any:
+    """Upstream's ``cidrContainsIPString`` hands the string's parse error to ``cidrContainsIP``,
+    which answers any argument that is no IP with "no such overload": an unparsable string is
+    that, not its parse error (unlike ``containsCIDR``'s)."""
     if not isinstance(cidr, CIDRValue):
         return no_overload("containsIP", cidr, other)
     ip = fn_ip(other) if isinstance(other, str) else other
     if isinstance(ip, CELEvalError):
-        return ip
+        return CELEvalError("no such overload")
     if not isinstance(ip, IPValue):
         return no_overload("containsIP", cidr, other)
     if ip.addr.version != cidr.addr.version:
