@@ -766,6 +766,67 @@ SEMANTICS: list[Case] = [
 ]
 
 OPTIONAL_SYNTAX: list[Case] = [
+    # cel-go optional entries and macros (cel.OptionalTypes: cel-go TestOptionals)
+    ("cel-go optionals: list entry present", "[?optional.of(1), 2] == [1, 2]", True),
+    ("cel-go optionals: list entry absent", "[?optional.none()] == []", True),
+    (
+        "cel-go optionals: list entry needs an optional",
+        "[?1] == [1]",
+        (COMPILE, "expected type 'optional_type(int)' but found 'int'"),
+    ),
+    ("cel-go optionals: map entry present", "{?'a': optional.of(1)} == {'a': 1}", True),
+    ("cel-go optionals: map entry absent", "{?'a': optional.none(), 'b': 2} == {'b': 2}", True),
+    (
+        "cel-go optionals: map entry needs an optional",
+        "{?'a': 1}",
+        (COMPILE, "expected type 'optional_type(int)' but found 'int'"),
+    ),
+    ("cel-go optionals: no ? in calls", "size(?[1]) == 1", (COMPILE, "Syntax error")),
+    (
+        "cel-go optionals: attribute entry",
+        f"[?device.attributes['{GPU}'].?model] == ['A100-SXM4-80GB']",
+        True,
+    ),
+    ("cel-go optionals: optMap", "optional.of(1).optMap(x, x + 1) == optional.of(2)", True),
+    ("cel-go optionals: optMap on none", "optional.none().optMap(x, x / 0) == optional.none()", True),
+    (
+        "cel-go optionals: optMap error",
+        "optional.of(1).optMap(x, x / 0) == optional.none()",
+        (RUNTIME, "division by zero"),
+    ),
+    ("cel-go optionals: optFlatMap", "optional.of(1).optFlatMap(x, optional.of(x + 1)).value() == 2", True),
+    (
+        "cel-go optionals: optFlatMap on none",
+        "optional.none().optFlatMap(x, optional.of(x)) == optional.none()",
+        True,
+    ),
+    (
+        "cel-go optionals: optMap variable",
+        "optional.of(1).optMap(x.y, x) == optional.of(1)",
+        (COMPILE, "optMap() variable name must be a simple identifier"),
+    ),
+    (
+        "cel-go optionals: optMap on an int",
+        "1.optMap(x, x) == 1",
+        (COMPILE, "found no matching overload for 'hasValue' applied to 'int.()'"),
+    ),
+    (
+        "cel-go optionals: optMap arity",
+        "optional.of(1).optMap(x) == optional.of(1)",
+        (COMPILE, "undeclared reference to 'optMap'"),
+    ),
+    (
+        "cel-go TestTwoVarComprehensions exists with optMap",
+        "cel.bind(l, ['hello', 'world', 'hello!', 'worlds'], l.exists(i, v, v.startsWith('hello')"
+        " && l[?(i+1)].optMap(next, next.endsWith('world')).orValue(false)))",
+        True,
+    ),
+    (
+        "cel-go TestTwoVarComprehensions transformMapEntry with an optional entry",
+        "'key1:value1:extra key2:value2 key3'.split(' ').transformMapEntry(i, v,"
+        " cel.bind(entry, v.split(':'), {?entry[0]: entry[?1]})) == {'key1': 'value1', 'key2': 'value2'}",
+        True,
+    ),
     # cel-go optional syntax (cel-spec optionals conformance, cel-go TestOptionals)
     ("cel-go optionals: select present", "{'key': 'test'}.?key.orValue('') == 'test'", True),
     ("cel-go optionals: select absent", "{'key': 'test'}.?other.hasValue()", False),
@@ -1129,6 +1190,110 @@ CHECKER: list[Case] = [
     ),
 ]
 
+RANGE = "cannot be range of a comprehension (must be list, map, or dynamic)"
+
+PARSER: list[Case] = [
+    # cel-go's NUM_FLOAT needs digits after the dot: ``42.`` is the int 42 and a member call
+    (
+        "cel-go TestStrings charAt on an int",
+        "42.charAt(2) == ''",
+        (COMPILE, "found no matching overload for 'charAt' applied to 'int.(int)'"),
+    ),
+    (
+        "cel-go TestStrings indexOf on an int",
+        "24.indexOf('2') == 0",
+        (COMPILE, "found no matching overload for 'indexOf' applied to 'int.(string)'"),
+    ),
+    (
+        "cel-go TestStrings substring on an int",
+        "30.substring(true, 3) == ''",
+        (COMPILE, "found no matching overload for 'substring' applied to 'int.(bool, int)'"),
+    ),
+    (
+        "cel-go strings on a bool",
+        "true.split('2') == ['4']",
+        (COMPILE, "found no matching overload for 'split' applied to 'bool.(string)'"),
+    ),
+    (
+        "cel-go lexer: 1.e5 selects e5 on an int",
+        "1.e5 == 1",
+        (COMPILE, "type 'int' does not support field selection"),
+    ),
+    ("cel-go lexer: floats", "1.5 == 1.5 && .5 == 0.5 && 1e3 == 1000.0 && -2.5 < 0.0", True),
+    # cel-go's lexer: ``in`` is a keyword, never a field, function or variable name
+    ("cel-go parser: ExampleType{}.in", "ExampleType{}.in", (COMPILE, "Syntax error")),
+    ("cel-go parser: device.in", "device.in", (COMPILE, "Syntax error")),
+    ("cel-go parser: x.in()", "x.in()", (COMPILE, "Syntax error")),
+    ("cel-go parser: a variable named in", "[1].map(in, in) == [1]", (COMPILE, "Syntax error")),
+    ("cel-go parser: 'in' as a key", "device.attributes['in'].size() == 0 && 1 in [1]", True),
+    # cel-go checker: a comprehension's range must be a list, a map or dyn (before the body)
+    ("cel-go TestTwoVarComprehensions range int", "1.all(j, k, j < k)", (COMPILE, f"type 'int' {RANGE}")),
+    (
+        "cel-go TestTwoVarComprehensions range string",
+        "''.exists(j, k, j < k)",
+        (COMPILE, f"type 'string' {RANGE}"),
+    ),
+    (
+        "cel-go TestTwoVarComprehensions existsOne",
+        "''.existsOne(j, k, j < k)",
+        (COMPILE, f"type 'string' {RANGE}"),
+    ),
+    ("cel-go macro range int", "1.all(x, 1)", (COMPILE, f"type 'int' {RANGE}")),
+    ("cel-go macro range null", "null.exists(x, true)", (COMPILE, f"type 'null' {RANGE}")),
+    ("cel-go macro range device", "device.all(x, true)", (COMPILE, f"type 'kubernetes.DRADevice' {RANGE}")),
+    (
+        "cel-go macro range quantity",
+        "quantity('1').all(x, true)",
+        (COMPILE, f"type 'kubernetes.Quantity' {RANGE}"),
+    ),
+    ("cel-go map range string", "''.map(x, x) == []", (COMPILE, f"type 'string' {RANGE}")),
+    ("cel-go transformList range int", "1.transformList(i, v, v) == []", (COMPILE, f"type 'int' {RANGE}")),
+    # cel-go's parser drops pairs of ``!`` and ``-`` in a run (not through parentheses)
+    ("cel-go parser: !! on an int", "!!1 == 1", True),
+    (
+        "cel-go parser: !!! on an int",
+        "!!!1",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    (
+        "cel-go parser: !(!x) keeps both",
+        "!(!1)",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    ("cel-go parser: -- on a string", f"--device.attributes['{GPU}'].model == 'a'", False),
+    ("cel-go parser: --- keeps one", "---1 == -1", True),
+    ("cel-go parser: -! is not a run", "-!true", (COMPILE, "Syntax error")),
+    ("cel-go parser: !-x is not a run", f"!-device.attributes['{GPU}'].cores", (COMPILE, "Syntax error")),
+    ("cel-go parser: !-- is not a run", "!--1 == 1", (COMPILE, "Syntax error")),
+    (
+        "cel-go parser: !-1 negates a literal",
+        "!-1",
+        (COMPILE, "found no matching overload for '!_' applied to '(int)'"),
+    ),
+    (
+        "cel-go parser: -(!x) is",
+        "-(!true)",
+        (COMPILE, "found no matching overload for '-_' applied to '(bool)'"),
+    ),
+    ("cel-go parser: 1 - -1", "1 - -1 == 2", True),
+    ("cel-go parser: 257 !", "!" * 257 + "true", False),
+    # cel-go's planner (OptOptimize) folds ``x in []`` to false: ``x`` is not evaluated
+    ("differential: !string in []", f"!(device.attributes['{GPU}'].model) in []", False),
+    ("cel-go OptOptimize: in ([]) in a macro", "[1, 2].exists(x, x / 0 in ([]))", False),
+    ("cel-go OptOptimize: in [] || true", f"device.attributes['{GPU}'].model / 2 in [] || true", True),
+    ("cel-go OptOptimize: in [] is still checked", "nope in []", (COMPILE, "undeclared reference to 'nope'")),
+    (
+        "cel-go OptOptimize: in [1] is not folded",
+        "[1, 2].exists(x, x / 0 in [1])",
+        (RUNTIME, "division by zero"),
+    ),
+    (
+        "differential: !! on a quantity comparison",
+        "!!quantity('40Gi').compareTo(quantity('16Gi')) != 0",
+        True,
+    ),
+]
+
 CASES = (
     COST
     + COMPILE_WORDS
@@ -1144,6 +1309,7 @@ CASES = (
     + SEMANTICS
     + OPTIONAL_SYNTAX
     + CHECKER
+    + PARSER
 )
 
 
@@ -1386,6 +1552,9 @@ NEW_FUNCTIONS = [
     f"device.attributes['{GPU}'].?model.orValue('') == 'A100-SXM4-80GB'",
     f"device.attributes['{GPU}'][?'cores'].value() == 108",
     f"device.attributes['{GPU}'].model.split('-').map(p, p != '', p.size()).sum() == 12",
+    f"[?device.attributes['{GPU}'].?model] == ['A100-SXM4-80GB']",
+    f"{{?'m': device.attributes['{GPU}'].?model}}.size() == 1",
+    f"device.attributes['{GPU}'].?model.optMap(m, m.size()).orValue(0) == 14",
 ]
 
 

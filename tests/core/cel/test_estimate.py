@@ -60,6 +60,18 @@ UPSTREAM_ESTIMATES = [
     # sorting attribute values gives dyn: index and value of unknown size, compared as strings
     ('[device.attributes["d"].count].sort().all(i, v, v >= i)', 1_844_674_407_370_955_298),
     ("[2147483648].slice(0, 1).sort().all(i, v, v >= i)", 42),  # ints stay ints through both
+    # optional entries cost what their value costs; optMap/optFlatMap as cel-go expands them
+    ("[?optional.of(1), 2] == [1, 2]", 22),
+    ("{?'a': optional.of(1)} == {'a': 1}", 62),
+    ("optional.of(1).optMap(x, x + 1) == optional.of(2)", 19),
+    ("optional.of(1).optFlatMap(x, optional.of(x + 1)) == optional.of(2)", 19),
+    ('device.attributes["dra.example.com"].?model.optMap(m, m.size() > 2).orValue(false)', 25),
+    ("optional.of(1) != optional.of(2)", 3),
+    (
+        "cel.bind(l, ['hello', 'world', 'hello!', 'worlds'], l.exists(i, v, v.startsWith('hello')"
+        " && l[?(i+1)].optMap(next, next.endsWith('world')).orValue(false)))",
+        142,
+    ),
 ]
 
 

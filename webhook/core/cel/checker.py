@@ -68,6 +68,10 @@ def _fail(node: Any, message: str) -> CelCompileError:
     return CelCompileError(f"compilation failed: ERROR: {_position(node)}: {message}")
 
 
+#: cel-go's optional macros (``cel.OptionalTypes``): ``opt.optMap(x, e)``, ``opt.optFlatMap(x, e)``.
+_OPTIONAL_MACROS = frozenset({"optMap", "optFlatMap"})
+
+
 class _Checker:
     """A small stand-in for cel-go's checker: names, shapes, and obvious type errors.
 
@@ -293,6 +297,8 @@ class _Checker:
                 raise _fail(args[0], "argument must be a simple name")
             if _ident_name(args[0]) == _ACCUMULATOR:
                 raise _fail(args[0], "iteration variable overwrites accumulator variable")
+            if name != "sortBy":
+                _check_range(node, t)
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             variable = str(_ident_name(args[0]))
@@ -314,6 +320,8 @@ class _Checker:
             if name == "map" and self._known(args[-1], body):
                 return self._exact_result(node, f"list({body})")
             return "list(dyn)" if name in ("map", "filter", "sortBy") else "bool"
+        if name in _OPTIONAL_MACROS and len(args) == 2:
+            return self._optional_macro(name_token, t, args, scope)
         if name in _UNSUPPORTED_METHODS or name not in KNOWN_FUNCTIONS:
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
         types = [self.infer(a, scope) for a in args]
@@ -325,6 +333,9 @@ class _Checker:
             or name not in (_LIST_RECEIVER | _LIST_OR_STRING_RECEIVER)
         )
         if not receiver_ok or (name in _LIST_RECEIVER and t.startswith("map(")):
+            applied = ", ".join(types)
+            raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
+        if t in _PRIMITIVES - {"string"} and name in _STRING_METHODS:  # ``42.charAt(2)``
             applied = ", ".join(types)
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '{t}.({applied})'")
         if t == "string" and name in _STRING_METHODS and not _fits(types, _STRING_METHODS[name]):
@@ -339,6 +350,29 @@ class _Checker:
         if name == "sum" and t.startswith("list(") and t != "list(dyn)":
             return t[len("list(") : -1]
         return _RESULT_TYPES.get(name, "dyn")
+
+    def _optional_macro(self, name_token: Any, t: str, args: list[Any], scope: frozenset[str]) -> str:
+        """cel-go's ``opt.optMap(x, e)`` (``optional.of(e)`` with ``x`` the value, or none) and
+        ``opt.optFlatMap(x, e)`` (``e`` itself, an optional); they expand to ``opt.hasValue()``."""
+        name = str(name_token)
+        var = _ident_name(args[0])
+        if var is None:
+            raise _fail(args[0], f"{name}() variable name must be a simple identifier")
+        if t != "dyn" and not t.startswith("optional_type("):
+            raise _fail(name_token, f"found no matching overload for 'hasValue' applied to '{t}.()'")
+        saved = self._bind({var: t[len("optional_type(") : -1] if t.startswith("optional_type(") else None})
+        try:
+            body = self.infer(args[1], scope | {var})
+        finally:
+            self._variables = saved
+        if name == "optMap":
+            return _optional(body)
+        if body != "dyn" and not body.startswith("optional_type("):
+            raise _fail(
+                name_token,
+                f"found no matching overload for '_?_:_' applied to '(bool, {body}, optional_type(dyn))'",
+            )
+        return body
 
     def _generic_result(
         self, node: lark.Tree[Any], name: str, target: Any, t: str, types: list[str]
@@ -391,6 +425,7 @@ class _Checker:
                 raise _fail(arg, "iteration variable overwrites accumulator variable")
         if first == second:
             raise _fail(args[1], f"duplicate variable name: {first}")
+        _check_range(node, t)
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
         inner = scope | {first, second}
@@ -520,6 +555,9 @@ class _Checker:
             return self._call(child, scope)
         if kind in ("list_lit", "map_lit"):
             items = [item for c in child.children for item in c.children]
+            for i in range(0, len(items), 2) if kind == "map_lit" else ():  # ``{?k: v}``: v optional
+                if isinstance(items[i], lark.Tree) and items[i].data == "opt_expr":
+                    items[i : i + 2] = [items[i].children[0], lark.Tree("opt_expr", [items[i + 1]])]
             types = [self.infer(item, scope) for item in items]
             if not items:
                 self._free.add(id(child))
@@ -539,6 +577,15 @@ class _Checker:
                 self._surely_dyn.add(id(child))
             return f"map({keys}, {values})"
         raise _fail(child, f"unsupported syntax: {kind}")
+
+    def _opt_expr(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
+        """``?x`` in a list or map literal: ``x`` must be optional; the element is its value."""
+        t = self.infer(node.children[0], scope)
+        if t.startswith("optional_type("):
+            return t[len("optional_type(") : -1]
+        if t != "dyn":
+            raise _fail(node.children[0], f"expected type 'optional_type({t})' but found '{t}'")
+        return "dyn"
 
     def _homogeneous(self, items: list[Any], types: list[str], *, stop: bool) -> None:
         """cel-go's ``HomogeneousAggregateLiterals`` validator (Kubernetes enables it): every
@@ -620,6 +667,15 @@ class _Checker:
     def _want_bool(node: lark.Tree[Any], op: str, t: str) -> None:
         if _known_not(t, "bool"):
             raise _fail(node, f"found no matching overload for '{op}' applied to '({t}, ...)'")
+
+
+def _check_range(node: lark.Tree[Any], t: str) -> None:
+    """A comprehension's range must be a list, a map or dyn (cel-go's checker, before the body)."""
+    if t in _PRIMITIVES or t == _DEVICE or t.startswith(("kubernetes.", "optional_type(")):
+        raise _fail(
+            node,
+            f"expression of type '{t}' cannot be range of a comprehension (must be list, map, or dynamic)",
+        )
 
 
 def _is_attribute_domain(target: Any, t: str) -> bool:

@@ -38,7 +38,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
-from .checker import _Checker
+from .checker import _Checker, _position
 from .errors import CelCompileError
 from .folding import fold_conversions
 from .grammar import Parser
@@ -189,14 +189,55 @@ def shape(root: lark.Tree[Any]) -> lark.Tree[Any]:
             stack.append((node, True))
             stack.extend((c, False) for c in node.children if isinstance(c, lark.Tree))
             continue
+        if node.data == "unary" and _mixes_operators(node):
+            # cel-go's grammar: a run of ``!`` or of ``-`` before a member, never both
+            run = "!-" if node.children[0].data == "unary_not" else "-!"
+            raise CelCompileError(
+                f"compilation failed: ERROR: {_position(node.children[1])}: Syntax error: "
+                f"no viable alternative at input '{run}'"
+            )
         node.children = [done.pop(id(c)) if isinstance(c, lark.Tree) else c for c in node.children]
         if node.data in _COLLAPSIBLE and len(node.children) == 1 and isinstance(node.children[0], lark.Tree):
             done[id(node)] = node.children[0]
+        elif node.data == "unary" and _repeats_operator(node):
+            # cel-go's parser drops ``!!`` and ``--`` (a run of one operator, not through
+            # parentheses): ``!!x`` is ``x`` whatever its type; children are shaped already
+            done[id(node)] = node.children[1].children[1]
         elif node.data in _BALANCED and len(node.children) == 2:
             done[id(node)] = _balance(node)
         else:
             done[id(node)] = node
     return done[id(root)]
+
+
+def _mixes_operators(node: lark.Tree[Any]) -> bool:
+    """Whether an unshaped unary node's operand is a unary node of the other operator (``!-x``)."""
+    if len(node.children) != 2:
+        return False
+    op, operand = node.children
+    while isinstance(operand, lark.Tree) and operand.data == "unary" and len(operand.children) == 1:
+        operand = operand.children[0]  # celpy's unary -> member wrapper is not an operator
+    return (
+        isinstance(operand, lark.Tree)
+        and operand.data == "unary"
+        and len(operand.children) == 2
+        and isinstance(op, lark.Tree)
+        and operand.children[0].data != op.data
+    )
+
+
+def _repeats_operator(node: lark.Tree[Any]) -> bool:
+    """Whether a unary node's operand is a unary node of the same operator (``!!x``)."""
+    if len(node.children) != 2:
+        return False
+    op, operand = node.children
+    return (
+        isinstance(operand, lark.Tree)
+        and operand.data == "unary"
+        and len(operand.children) == 2
+        and isinstance(op, lark.Tree)
+        and operand.children[0].data == op.data
+    )
 
 
 def _balance(node: lark.Tree[Any]) -> lark.Tree[Any]:
@@ -229,3 +270,18 @@ def tree_depth(root: lark.Tree[Any]) -> int:
         best = max(best, d)
         stack.extend((c, d + 1) for c in node.children if isinstance(c, lark.Tree))
     return best
+
+
+def empty_list_literal(node: Any) -> bool:
+    """Whether ``node`` is ``[]`` (parentheses allowed). cel-go's planner (``OptOptimize``, which
+    the DRA compiler uses) folds ``x in []`` to false without evaluating ``x``."""
+    while isinstance(node, lark.Tree) and node.data == "primary" and node.children:
+        child = node.children[0]
+        if not isinstance(child, lark.Tree):
+            return False
+        if child.data == "list_lit":
+            return not child.children
+        if child.data != "paren_expr":
+            return False
+        node = child.children[0]
+    return False

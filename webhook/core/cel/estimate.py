@@ -294,6 +294,8 @@ class _Estimator:
             return _Est(_add(1, args), 1, kind="bool")
         if a.kind in _SCALARS - {"null_type"} and b.kind in _SCALARS - {"null_type"}:
             return _Est(_add(1, args), 1, kind="bool")
+        if a.kind in _SCALAR_OPTIONALS and b.kind in _SCALAR_OPTIONALS:  # optional(int) == ...
+            return _Est(_add(1, args), 1, kind="bool")
         if op_node.data == "relation_eq" and a.kind == b.kind and a.kind in _UNIT_EQUALITY:
             return _Est(_add(1, args), 1, kind="bool")
         if op_node.data == "relation_eq" and a.kind == b.kind == _FORMAT:
@@ -381,7 +383,24 @@ class _Estimator:
             return self._sort_by(receiver, _element_type(self._type(target)), args, scope)
         if name in _COMPREHENSIONS and _is_macro(name, args):
             return self._comprehension(name, receiver, _element_type(self._type(target)), args, scope)
+        if name in ("optMap", "optFlatMap") and len(args) == 2 and _ident_name(args[0]) is not None:
+            return self._optional_macro(name, receiver, args, scope)
         return self._call(name, node, receiver, [self.visit(a, scope) for a in args], args)
+
+    def _optional_macro(self, name: str, receiver: _Est, args: list[Any], scope: Scope) -> _Est:
+        """cel-go's expansion: ``t.hasValue() ? optional.of(cel.bind(x, t.value(), e)) :
+        optional.none()`` (``optFlatMap`` without the ``optional.of``); ``t`` is estimated twice."""
+        kind = receiver.kind[len("optional(") : -1] if receiver.kind.startswith("optional(") else "dyn"
+        var = _Var((), None, kind)
+        body = self.visit(args[1], {**scope, str(_ident_name(args[0])): var})
+        bound = _add(LIST_CREATE, receiver.cost, 1, body.cost)
+        if name == "optMap":
+            return _Est(_add(receiver.cost, 1, max(_add(1, bound), 1)), None, kind=f"optional({body.kind})")
+        return _Est(_add(receiver.cost, 1, max(bound, 1)), None, kind=body.kind)
+
+    def _opt_expr(self, node: lark.Tree[Any], scope: Scope) -> _Est:
+        """``?x`` in a list or map literal: estimated as ``x``."""
+        return self.visit(node.children[0], scope)
 
     def _global(self, node: lark.Tree[Any], call: lark.Tree[Any], scope: Scope) -> _Est:
         name = str(call.children[0])

@@ -39,7 +39,7 @@ from .cost import (
     MAP_CREATE,
     is_constant,
 )
-from .environment import CompiledExpression
+from .environment import CompiledExpression, empty_list_literal
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
 from .gowords import cel_type_name, go_type_name, no_overload
@@ -158,7 +158,20 @@ class _Evaluator(Evaluator):
             return right
         return self._apply(ALL_FUNCTIONS[name], name, [left, right])
 
-    relation = _binary
+    def relation(self, tree: lark.Tree[Any]) -> Any:
+        op_tree, right_tree = tree.children
+        if op_tree.data == "relation_in" and empty_list_literal(right_tree):
+            return celtypes.BoolType(False)  # cel-go folds ``x in []``: ``x`` is not evaluated
+        # _binary's body, inline: relations are the commonest node and a call frame is dear here
+        left = self._visit_tree(op_tree.children[0])
+        right = self._visit_tree(right_tree)
+        name = OPERATORS[op_tree.data]
+        if isinstance(left, CELEvalError):
+            return left
+        if isinstance(right, CELEvalError):
+            return right
+        return self._apply(ALL_FUNCTIONS[name], name, [left, right])
+
     addition = _binary
     multiplication = _binary
 
@@ -270,6 +283,8 @@ class _Evaluator(Evaluator):
             return self._two_variables(name, target_tree, tree.children[2])
         if name in _MACROS:
             return self._macro(name, target_tree, tree.children[2])
+        if name in ("optMap", "optFlatMap") and arity == 2:
+            return self._optional_macro(name, target_tree, tree.children[2])
         namespace = _namespace(target_tree)
         if namespace is not None and not self._bound(namespace):
             qualified = f"{namespace}.{name}"
@@ -527,20 +542,68 @@ class _Evaluator(Evaluator):
         if not all(is_constant(c) for c in children):
             self._charge(MAP_CREATE)
         for index in range(0, len(children), 2):
-            key = self._visit_tree(children[index])
+            key_tree = children[index]
+            optional = key_tree.data == "opt_expr"  # ``{?k: v}``: the entry only if ``v`` has a value
+            key = self._visit_tree(key_tree.children[0] if optional else key_tree)
             if isinstance(key, CELEvalError):
                 return key
             value = self._visit_tree(children[index + 1])
             if isinstance(value, CELEvalError):
                 return value
+            if optional:
+                if not isinstance(value, OptionalValue):
+                    return no_overload("optional entry", value)
+                if not value.present:
+                    continue
+                value = value.value
             out[key] = value
         return celtypes.MapType(out)
 
     def exprlist(self, tree: lark.Tree[Any]) -> Any:
         if not all(is_constant(c) for c in tree.children):
             self._charge(LIST_CREATE)
+        if any(c.data == "opt_expr" for c in tree.children):
+            return self._optional_list(tree)
         args = self._arguments(tree)
         return args if isinstance(args, CELEvalError) else celtypes.ListType(args)
+
+    def _optional_list(self, tree: lark.Tree[Any]) -> Any:
+        """A list literal with ``?x`` elements: each present only when ``x`` has a value."""
+        out: list[Any] = []
+        for c in tree.children:
+            optional = c.data == "opt_expr"
+            value = self._visit_tree(c.children[0] if optional else c)
+            if isinstance(value, CELEvalError):
+                return value
+            if optional:
+                if not isinstance(value, OptionalValue):
+                    return no_overload("optional element", value)
+                if not value.present:
+                    continue
+                value = value.value
+            out.append(value)
+        return celtypes.ListType(out)
+
+    def _optional_macro(self, name: str, target_tree: lark.Tree[Any], exprlist: lark.Tree[Any]) -> Any:
+        """``opt.optMap(x, e)``: ``optional.of(e)`` with ``x`` bound to the value, or none;
+        ``opt.optFlatMap(x, e)``: ``e`` itself (an optional), or none."""
+        target = self._visit_tree(target_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if not isinstance(target, OptionalValue):
+            return no_overload("hasValue", target)
+        if not target.present:
+            return NONE
+        var_tree, body_tree = exprlist.children
+        try:
+            value = self.sub_evaluator(body_tree).evaluate(
+                {str(var_tree.children[0].children[0]): target.value}
+            )
+        except CELEvalError as e:
+            return e
+        if name == "optMap":
+            return OptionalValue(value)
+        return value if isinstance(value, OptionalValue) else no_overload("_?_:_", value)
 
 
 _NOT_CACHED = object()

@@ -24,15 +24,52 @@ _EXTENDED = (
     'member_dot_opt : member "." "?" IDENT\n'
     'member_index_opt : member "[" "?" expr "]"'
 )
+_FLOAT = (
+    'FLOAT_LIT      : /-?/ DIGIT+ "." DIGIT* EXPONENT? | /-?/ DIGIT* "." DIGIT+ EXPONENT?'
+    " | /-?/ DIGIT+ EXPONENT"
+)
+#: cel-go's ``NUM_FLOAT`` needs digits after the dot: ``42.charAt(2)`` is a call on the int 42.
+_FLOAT_CEL_GO = 'FLOAT_LIT      : /-?/ DIGIT* "." DIGIT+ EXPONENT? | /-?/ DIGIT+ EXPONENT'
+
+
+_LIST = 'list_lit       : "[" [exprlist] "]"'
+_MAPINITS = 'mapinits       : expr ":" expr ("," expr ":" expr)*'
+#: ``[?x]`` and ``{?k: v}``: an element or entry present only when the optional ``x``/``v`` has a
+#: value. A list's elements keep the ``exprlist`` node (``opt_expr`` marks an optional one); in a
+#: map the mark wraps the key, though it is the value that must be optional. Calls take no ``?``.
+_OPTIONAL_ENTRIES = (
+    'list_lit       : "[" [listinits] "]"\n'
+    'listinits      : listelem ("," listelem)* -> exprlist\n'
+    "?listelem      : expr | opt_expr\n"
+    'opt_expr       : "?" expr'
+)
+_OPTIONAL_MAPINITS = (
+    'mapinits       : mapkey ":" expr ("," mapkey ":" expr)*\n?mapkey        : expr | opt_expr'
+)
 
 
 def grammar_text() -> str:
     """celpy's grammar with the optional selection and index rules; ValueError if celpy's grammar
     no longer has the ``member`` rule this extends (a celpy upgrade must be looked at)."""
     text = (Path(celpy.__file__).parent / "cel.lark").read_text()
-    if _MEMBER not in text:
-        raise ValueError("celpy's grammar changed: its member rule is not the one draxr extends")
-    return text.replace(_MEMBER, _EXTENDED, 1)
+    if any(rule not in text for rule in (_MEMBER, _FLOAT, _LIST, _MAPINITS)):
+        raise ValueError("celpy's grammar changed: a rule draxr extends is not the one it expects")
+    return (
+        text.replace(_MEMBER, _EXTENDED, 1)
+        .replace(_FLOAT, _FLOAT_CEL_GO, 1)
+        .replace(_LIST, _OPTIONAL_ENTRIES, 1)
+        .replace(_MAPINITS, _OPTIONAL_MAPINITS, 1)
+    )
+
+
+def _identifier(token: lark.Token) -> lark.Token:
+    """celpy's identifier callback, and cel-go's lexer: ``in`` is a keyword, never an identifier
+    (``device.in`` and ``x.in()`` are syntax errors; Lark's contextual lexer took it for one)."""
+    if token.value == "in":
+        raise CELParseError(
+            f"no viable alternative at input '{token.value}'", line=token.line, column=token.column
+        )
+    return CELParser.ambiguous_literals(token)
 
 
 class Parser:
@@ -45,7 +82,7 @@ class Parser:
             parser="lalr",
             start="expr",
             g_regex_flags=re.M,
-            lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
+            lexer_callbacks={"IDENT": _identifier},
             propagate_positions=True,
             maybe_placeholders=False,
             priority="invert",
