@@ -731,15 +731,6 @@ def _end(node: Any, default: int) -> int:
     return int(meta.end_pos)
 
 
-def _list_literal(node: Any) -> list[Any] | None:
-    """The element nodes of a list literal, or None for anything else."""
-    if isinstance(node, lark.Tree) and node.data == "primary":
-        child = node.children[0]
-        if isinstance(child, lark.Tree) and child.data == "list_lit":
-            return [item for c in child.children for item in c.children]
-    return None
-
-
 def _string_literal(node: Any) -> str | None:
     """The value of a string literal node, or None for anything else."""
     if not (isinstance(node, lark.Tree) and node.data == "primary"):
