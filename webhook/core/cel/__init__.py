@@ -9,15 +9,14 @@ attributes with ``includes``, ``allowMultipleAllocations``) on the cel-python en
 0.5), in the libraries of upstream's base environment: quantity, semver, ``cel.bind``, the strings
 extension (version 2), Kubernetes lists and cel-go ``ext.Lists`` (version 3), sets, regex
 (RE2), URL, IP, CIDR and format (:mod:`.extlib`, :mod:`.netlib`, :mod:`.formatlib`), optional
-values and syntax (:mod:`.grammar`), and two-variable comprehensions. What celpy cannot do is either
-added here (heterogeneous equality, unknown attribute domains as empty maps, compile-time name and
-type checks, length/nesting limits) or rejected at compile time. No version gating: the
-engine does not know the served release, and 1.34-1.37 share one base environment for stored
-expressions (the newest library, ``ext.Lists`` version 3, came in 1.34). Not supported: optional
-elements in literals (``[?x]``, ``{?k: v}``), ``type(x) == net.IP``-style qualified type names
-and the ``image`` library. The runtime cost limit is upstream's (:mod:`.cost`), and so is the
-estimated cost the API server refuses a selector by at compile time (:mod:`.estimate`, applied by
-:mod:`.selectorcheck`).
+values and syntax (:mod:`.grammar`, optional entries and ``optMap`` included), and two-variable
+comprehensions, type-checked as cel-go's checker and Kubernetes' validators do (:mod:`.checker`,
+:mod:`.folding`), with upstream's error words (:mod:`.gowords`). What celpy cannot do is either added
+here (heterogeneous equality, unknown attribute domains as empty maps, length/nesting limits) or
+rejected at compile time. No version gating: the engine does not know the served release, and one
+environment (the newest's) serves 1.34-1.37; an older API server refuses what it does not know
+first. The runtime cost limit is upstream's (:mod:`.cost`), and so is the estimated cost the API
+server refuses a selector by at compile time (:mod:`.estimate`, applied by :mod:`.selectorcheck`).
 """
 
 from .backend import DEFAULT_ENGINE, ENGINES, available_engines
