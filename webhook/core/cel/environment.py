@@ -29,6 +29,7 @@ Nothing here changes the process recursion limit: celpy's ``Environment`` (which
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -186,6 +187,9 @@ def shape(root: lark.Tree[Any]) -> lark.Tree[Any]:
     while stack:
         node, visited = stack.pop()
         if not visited:
+            # Lark names a rule with a Token, whose ``==`` is a Python function: as a plain str every
+            # comparison and dispatch on ``data`` (the evaluator's hot path) stays in C.
+            node.data = sys.intern(str(node.data))
             stack.append((node, True))
             stack.extend((c, False) for c in node.children if isinstance(c, lark.Tree))
             continue
