@@ -166,6 +166,8 @@ class _Checker:
             raise _fail(node, f"found no matching overload for '{symbol}' applied to '({a}, {b})'")
         return "bool"
 
+    _in_empty = _relation  # a compiled tree (the estimate checks it again): ``x in []`` folded
+
     def _addition(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
         return self._arith(node, scope)
 

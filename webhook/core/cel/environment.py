@@ -41,7 +41,7 @@ from celpy.evaluation import Activation, CELEvalError, Evaluator
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
 from .checker import _Checker, _position
 from .errors import CelCompileError
-from .folding import fold_conversions
+from .folding import fold_conversions, fold_empty_in
 from .grammar import Parser
 
 MAX_NESTING = 32
@@ -95,6 +95,7 @@ def compile_expression(expression: str) -> CompiledExpression:
     if result not in ("bool", "dyn"):
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {result}")
     fold_conversions(tree)
+    fold_empty_in(tree)
     return CompiledExpression(expression, tree, depth, literal_values(tree))
 
 
@@ -274,18 +275,3 @@ def tree_depth(root: lark.Tree[Any]) -> int:
         best = max(best, d)
         stack.extend((c, d + 1) for c in node.children if isinstance(c, lark.Tree))
     return best
-
-
-def empty_list_literal(node: Any) -> bool:
-    """Whether ``node`` is ``[]`` (parentheses allowed). cel-go's planner (``OptOptimize``, which
-    the DRA compiler uses) folds ``x in []`` to false without evaluating ``x``."""
-    while isinstance(node, lark.Tree) and node.data == "primary" and node.children:
-        child = node.children[0]
-        if not isinstance(child, lark.Tree):
-            return False
-        if child.data == "list_lit":
-            return not child.children
-        if child.data != "paren_expr":
-            return False
-        node = child.children[0]
-    return False

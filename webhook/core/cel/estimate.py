@@ -303,6 +303,8 @@ class _Estimator:
         smallest = min(_sz(a.size), _sz(b.size))
         return _Est(_add(_factor(smallest, STRING_TRAVERSAL), args), 1, kind="bool")
 
+    _in_empty = _relation  # upstream estimates ``x in []`` before its planner folds it
+
     def _addition(self, node: lark.Tree[Any], scope: Scope) -> _Est:
         op_node, right = node.children
         a = self.visit(op_node.children[0], scope)

@@ -39,7 +39,7 @@ from .cost import (
     MAP_CREATE,
     is_constant,
 )
-from .environment import CompiledExpression, empty_list_literal
+from .environment import CompiledExpression
 from .errors import CelRuntimeError
 from .formatlib import NONE, OptionalValue
 from .gowords import cel_type_name, go_type_name, no_overload
@@ -158,22 +158,13 @@ class _Evaluator(Evaluator):
             return right
         return self._apply(ALL_FUNCTIONS[name], name, [left, right])
 
-    def relation(self, tree: lark.Tree[Any]) -> Any:
-        op_tree, right_tree = tree.children
-        if op_tree.data == "relation_in" and empty_list_literal(right_tree):
-            return celtypes.BoolType(False)  # cel-go folds ``x in []``: ``x`` is not evaluated
-        # _binary's body, inline: relations are the commonest node and a call frame is dear here
-        left = self._visit_tree(op_tree.children[0])
-        right = self._visit_tree(right_tree)
-        name = OPERATORS[op_tree.data]
-        if isinstance(left, CELEvalError):
-            return left
-        if isinstance(right, CELEvalError):
-            return right
-        return self._apply(ALL_FUNCTIONS[name], name, [left, right])
-
+    relation = _binary
     addition = _binary
     multiplication = _binary
+
+    def in_empty(self, tree: lark.Tree[Any]) -> Any:
+        """``x in []``, folded at compile time (``folding.IN_EMPTY``): false, ``x`` not evaluated."""
+        return celtypes.BoolType(False)
 
     def unary(self, tree: lark.Tree[Any]) -> Any:
         op_tree, operand_tree = tree.children

@@ -1,5 +1,6 @@
-"""cel-go's planner folds a type conversion of a constant when it creates the program: a failing
-one (``int("x")``) is an instantiation error, before any device is seen."""
+"""What cel-go's planner folds when it creates the program (``OptOptimize``, which the DRA compiler
+uses): a type conversion of a constant, where a failing one (``int("x")``) is an instantiation
+error before any device is seen, and ``x in []``, which is false without evaluating ``x``."""
 
 from __future__ import annotations
 
@@ -137,3 +138,29 @@ def _convert(name: str, value: Any) -> Any:
             raise failure("unsigned integer overflow")
         return celtypes.UintType(int(value)) if name == "uint" else celtypes.IntType(int(value))
     raise _NotConstant
+
+
+#: The rule a folded ``x in []`` relation takes: the engines answer false without evaluating ``x``,
+#: the estimate prices it as the relation it was (upstream estimates the checked expression, before
+#: the planner folds anything).
+IN_EMPTY = "in_empty"
+
+
+def fold_empty_in(root: lark.Tree[Any]) -> None:
+    """Mark every ``x in []`` (the empty list literal, parentheses allowed) as :data:`IN_EMPTY`."""
+    for node in root.iter_subtrees():
+        if node.data != "relation" or node.children[0].data != "relation_in":
+            continue
+        if _empty_list(node.children[1]):
+            node.data = IN_EMPTY
+
+
+def _empty_list(node: Any) -> bool:
+    while isinstance(node, lark.Tree) and node.data == "primary" and node.children:
+        child = node.children[0]
+        if not isinstance(child, lark.Tree) or child.data not in ("list_lit", "paren_expr"):
+            return False
+        if child.data == "list_lit":
+            return not child.children
+        node = child.children[0]
+    return False

@@ -32,7 +32,7 @@ from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from ..api.quantity import Quantity
 from ..api.semver import Semver
 from .cost import CEL_SELECTOR_EXPRESSION_MAX_COST
-from .environment import CompiledExpression, empty_list_literal
+from .environment import CompiledExpression
 from .evaluator import _call
 from .library import FUNCTIONS, MAX_VALUE_SIZE
 from .rustbridge import CALLBACKS
@@ -227,11 +227,13 @@ class _Translator:
         x = self.value(self.t(operand, scope))
         return _Node(f"(!{x.text})", BOOL)
 
+    def _in_empty(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
+        """``x in []``, folded at compile time (``folding.IN_EMPTY``)."""
+        return _Node("false", BOOL)
+
     def _relation(self, node: lark.Tree[Any], scope: dict[str, str]) -> _Node:
         op_node, right_tree = node.children
         op = op_node.data
-        if op == "relation_in" and empty_list_literal(right_tree):
-            return _Node("false", BOOL)  # cel-go folds ``x in []``: ``x`` is not evaluated
         left = self.t(op_node.children[0], scope)
         right = self.t(right_tree, scope)
         if op == "relation_in":
