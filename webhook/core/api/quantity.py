@@ -52,6 +52,8 @@ _MAX_INT64_FACTORS = 18
 
 #: ``ErrNumeric``.
 MSG_NUMERIC = "unable to parse numeric part of quantity"
+#: ``resource.ErrFormatWrong``.
+MSG_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 
 class QuantityError(ValueError):
@@ -90,9 +92,7 @@ class Quantity:
         s = text.strip()
         m = _RE.fullmatch(s)
         if not m:
-            raise QuantityError(
-                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-            )
+            raise QuantityError(MSG_FORMAT)
         sign, number, suffix = m.group(1), m.group(2), m.group(3) or ""
         try:
             value = Fraction(number)

@@ -4,14 +4,14 @@ the selector environment's libraries."""
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal
 from typing import Any
 
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from ..api.quantity import Quantity
+from ..api.fielderrors import go_float as _go_float
+from ..api.fielderrors import go_quote as go_quote  # the libraries' Go words, all from here
+from ..api.quantity import MSG_FORMAT, Quantity
 from ..api.semver import Semver
 from .values import INT64_MAX, INT64_MIN
 
@@ -134,27 +134,11 @@ def go_type_name(value: Any) -> str:
 
 
 def go_float(value: float) -> str:
-    """Go's ``%v`` of a float64 (``strconv`` 'g', shortest): an exponent below 1e-4 or from 1e6."""
-    value = float(value)  # celpy's DoubleType refuses comparisons with ints
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
-    digits = "".join(map(str, digit_tuple))
-    scientific = len(digits) + int(exponent) - 1
-    minus = "-" if sign else ""
-    if scientific < -4 or scientific >= 6:
-        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{minus}{mantissa}e{'-' if scientific < 0 else '+'}{abs(scientific):02d}"
-    return minus + format(Decimal(repr(abs(value))).normalize(), "f")
+    """Go's ``%v`` of a float64 (:func:`~webhook.core.api.fielderrors.go_float`) for any CEL double
+    (celpy's DoubleType refuses comparisons with ints)."""
+    return _go_float(float(value))
 
 
-QUANTITY_FORMAT_WRONG = (
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-)
 _QUANTITY_SUFFIXES = frozenset(
     {"n", "u", "m", "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
 )
@@ -178,7 +162,7 @@ def go_quantity_error(text: str) -> str | None:
     if i < len(text) and text[i] in "+-":
         i += 1
     if any(not (c.isascii() and c.isdigit()) for c in text[i:]):
-        return QUANTITY_FORMAT_WRONG
+        return MSG_FORMAT
     suffix = text[start:]
     if suffix in _QUANTITY_SUFFIXES:
         return None
@@ -194,26 +178,3 @@ def _go_parse_int(text: str) -> bool:
     if not digits or not all(c.isascii() and c.isdigit() for c in digits):
         return False
     return INT64_MIN <= int(text) <= INT64_MAX
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a string (``strconv.Quote``)."""
-    out = ['"']
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)

@@ -25,11 +25,10 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from ..api.constants import MAX_ATTRIBUTE_VALUES_PER_DEVICE
-from ..api.quantity import Quantity, QuantityError
+from ..api.quantity import MSG_FORMAT, Quantity, QuantityError
 from ..api.semver import Semver, SemverError
 from .gowords import (
     ABSENT,
-    QUANTITY_FORMAT_WRONG,
     OpaqueValue,
     cel_type_name,
     given,
@@ -278,7 +277,7 @@ def _parse_quantity(text: Any) -> Quantity | CELEvalError:
     if not isinstance(text, str):
         return no_overload("quantity", text)
     if text != text.strip() or not text or not text.isascii():  # Go reads bytes: no Unicode digits
-        return CELEvalError(QUANTITY_FORMAT_WRONG)
+        return CELEvalError(MSG_FORMAT)
     # resource.ParseQuantity reads a missing integer part as 0 ("Gi", "+", "." and ".5" parse).
     sign = text[:1] if text[:1] in ("+", "-") else ""
     rest = str(text)[len(sign) :]
