@@ -55,7 +55,7 @@ if __name__ == "__main__":
 from bench.common import memory_kib
 from webhook.core.api.quantity import Quantity
 from webhook.core.api.semver import Semver
-from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
+from webhook.core.cel import CelCompileError, SelectorEngine, SimpleDevice, available_engines
 from webhook.core.cel.backend import make_backend
 
 GPU = "gpu.example.com"
@@ -315,7 +315,7 @@ def engine_report(
         fresh = SelectorEngine(engine=name)
         try:
             fresh.compile(expr)
-        except Exception as e:  # a tree without the library: measured where it compiles
+        except CelCompileError as e:  # a tree without the library: measured where it compiles
             cold[label] = cached[label] = {"not_compiled": f"{type(e).__name__}: {e}"[:200]}
             continue
         fully_cold = timed(partial(run_all, fresh, expr, devices))
