@@ -25,6 +25,7 @@ from .failover import leader
 from .overload import another_tenant_saturating_its_level
 from .procs import pod_processes
 from .row import ChartRow
+from .stream import create
 
 Obj = dict[str, Any]
 #: Longer than draxr's request timeout (30 s): its writes in flight end without an answer.
@@ -204,6 +205,33 @@ def counts(
         "failed_admissions": failed_admissions,
         "fenced_writes": len(fenced_writes(events, NAMESPACE, LEASE, WORKER_SA)),
     }
+
+
+def create_until_answered(row: ChartRow, namespace: str, name: str, refused: list[str]) -> None:
+    """Creates ``stream_pod(name)`` as a user would through a fault (``stream.create``: tried again
+    while the API server does not answer); a failed admission goes to ``refused``."""
+    client = row.cluster.cp.client()
+    client.timeout = 10.0
+    answers: list[str] = []
+
+    def answered() -> bool:
+        answer = create(client, namespace, name)
+        if answer is not None:
+            answers.append(answer)
+        return answer is not None
+
+    row.cluster.cp.wait_for(f"pod {name} never created", answered, 120)
+    refused += [f"{name}: {a}" for a in answers if a]
+
+
+def wait_all_bound(row: ChartRow, namespace: str, names: list[str], why: str, timeout: float) -> None:
+    """Every pod of ``names`` (the namespace's only pods) bound, within ``timeout``."""
+
+    def all_bound() -> bool:
+        pods = row.get("-n", namespace, "pods")["items"]
+        return len(pods) == len(names) and all(p["spec"].get("nodeName") for p in pods)
+
+    row.cluster.cp.wait_for(f"pods not bound {why}", all_bound, timeout)
 
 
 def nothing_wrong(row: ChartRow, namespaces: list[str], failed_admissions: int = 0) -> None:

@@ -18,30 +18,13 @@ from webhook.identity.names import WEBHOOK
 from ..chart import NAMESPACE
 from ..kubelet_logs import prepared_twice
 from ..local import KEP_DEVICE_CLASS_NAME
-from .faults import FAULTS, nothing_wrong
+from .faults import FAULTS, create_until_answered, nothing_wrong, wait_all_bound
 from .row import ChartRow
-from .stream import create, stream_pod
+from .stream import stream_pod
 
 Obj = dict[str, Any]
 NS = "faults"
 IMPLICIT_GPU = f"deviceclass.resource.kubernetes.io/{KEP_DEVICE_CLASS_NAME}"
-
-
-def _create_until_answered(row: ChartRow, name: str, refused: list[str]) -> None:
-    """Creates the pod as a user would through a restart (``stream.create``); a failed admission
-    goes to ``refused``."""
-    client = row.cluster.cp.client()
-    client.timeout = 10.0
-    answers: list[str] = []
-
-    def answered() -> bool:
-        answer = create(client, NS, name)
-        if answer is not None:
-            answers.append(answer)
-        return answer is not None
-
-    row.cluster.cp.wait_for(f"pod {name} never created", answered, 120)
-    refused += [f"{name}: {a}" for a in answers if a]
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
@@ -53,7 +36,7 @@ def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, 
 
     def stream() -> None:
         for name in names:
-            _create_until_answered(row, name, refused)
+            create_until_answered(row, NS, name, refused)
 
     creator = threading.Thread(target=stream)
     creator.start()
@@ -64,12 +47,7 @@ def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, 
     assert findings == []
     assert not creator.is_alive()
     assert refused == []
-
-    def all_bound() -> bool:
-        pods = row.get("-n", NS, "pods")["items"]
-        return len(pods) == len(names) and all(p["spec"].get("nodeName") for p in pods)
-
-    row.cluster.cp.wait_for(f"pods not bound after {fault}", all_bound, 180)
+    wait_all_bound(row, NS, names, f"after {fault}", 180)
     events = row.cluster.cp.audit_events()
     bindings = {
         e["objectRef"]["name"]
@@ -107,7 +85,7 @@ def test_every_webhook_replica_down_refuses_creates_clearly_then_admission_resum
         row.kubectl("-n", NAMESPACE, "scale", "deployment", WEBHOOK, "--replicas=2")
     row.kubectl("-n", NAMESPACE, "rollout", "status", "deployment", WEBHOOK, "--timeout=180s", timeout=200)
     refused: list[str] = []
-    _create_until_answered(row, name, refused)
+    create_until_answered(row, NS, name, refused)
     assert refused == []
 
 
