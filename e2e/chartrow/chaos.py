@@ -55,6 +55,24 @@ def _recovered(row: ChartRow, since: dt.datetime) -> None:
     row.cluster.cp.wait_for("draxr not available after the fault", lambda: available(row), 120)
 
 
+def _why_unbound(row: ChartRow, names: list[str]) -> str:
+    """Each unbound pod with what the scheduler last said of it, and how many devices claims hold."""
+    pods = {p["metadata"]["name"]: p for p in row.get("-n", NS, "pods")["items"]}
+    said = {
+        n: [
+            c.get("message") or c.get("reason")
+            for c in (pods.get(n, {}).get("status") or {}).get("conditions") or []
+            if c.get("type") == "PodScheduled"
+        ]
+        for n in names
+    }
+    held = sum(
+        len((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+        for c in row.get("resourceclaims", "-A")["items"]
+    )
+    return f"unbound: {said}; devices held by claims: {held}"
+
+
 def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
     row.namespace(NS)
     stream = Stream(row.cluster.cp.client(), NS, "chaos", limit=1_000_000).start()
@@ -82,7 +100,7 @@ def run(row: ChartRow, short: bool, minutes: float) -> dict[str, Any]:
         "pods of the stream never bound",
         lambda: stream.unbound() == [],
         180,
-        detail=lambda: f"unbound: {stream.unbound()}",
+        detail=lambda: _why_unbound(row, stream.unbound()),
     )
     bound = sorted(stream.bound.values())
     for f in faults:

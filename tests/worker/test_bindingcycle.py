@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from tests.worker.harness import GPU, Cluster, device_class, gpu_slice, node
-from tests.worker.workers import GPU0, bind_one, log_lines, make_worker
+from tests.worker.workers import GPU0, bind_one, log_lines, make_worker, unschedulable_waiting
 from webhook.kube.cache import ClusterCache
 
 
@@ -74,3 +74,21 @@ def test_a_resumed_allocation_has_waited_since_its_allocation_timestamp() -> Non
     assert waited_already(both, now) == 660.0
     assert waited_already(Decision({}, SCHEDULED, "n1"), now) == 0.0
     assert waited_already(Decision({}, SCHEDULED, "n1", resumed={"status": {"allocation": {}}}), now) == 0.0
+
+
+def test_a_failed_binding_retries_the_pods_waiting_for_its_devices(kube: Cluster) -> None:
+    """Unreserve frees the devices the failed cycle held: pods that found them taken are retried
+    now, as kube-scheduler moves every unschedulable pod after a binding error, not left waiting
+    for some later change (a quiet cluster has none: such a pod waited forever)."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    pod = kube.pod("p")
+    cache = ClusterCache.from_objects(kube.snapshot())  # no informers: no event moves anyone
+    w = make_worker(kube.client(), cache)
+    unschedulable_waiting(w)  # found gpu-0 held by p's reservation
+    kube.em.inject(verbs="create", resource="pods/binding", error=403, message="nope", times=1)
+    w.queue.add(pod["metadata"]["uid"])
+    assert w.queue.pop(timeout=0) is not None
+    w.schedule_one(pod["metadata"]["uid"])
+    w.stop()  # waits for the binding cycle: it failed, and Unreserve freed gpu-0
+    assert not cache.state.allocated.is_allocated(GPU0)
+    assert w.queue.depth()["unschedulable"] == 0

@@ -95,6 +95,21 @@ def test_event_during_an_attempt_is_not_lost() -> None:
     assert q.pop(0).uid == "p"  # type: ignore[union-attr]
 
 
+def test_a_change_but_one_pod_leaves_that_pod_where_it_is() -> None:
+    """The move after a failed binding: every other pod, in flight or unschedulable."""
+    q = SchedulingQueue(Clock())
+    for uid in ("waiting", "binding", "deciding"):
+        q.add(uid)
+        q.pop(0)
+    q.failed("waiting")
+    q.failed("binding")
+    q.cluster_changed(but="binding")
+    assert q.depth()["unschedulable"] == 1  # "binding"
+    q.failed("deciding")  # the change came during its attempt
+    assert q.depth()["unschedulable"] == 1
+    assert {q.pop(0).uid, q.pop(0).uid} == {"waiting", "deciding"}  # type: ignore[union-attr]
+
+
 def test_retry_now_skips_backoff() -> None:
     q = SchedulingQueue(Clock())
     q.add("p")

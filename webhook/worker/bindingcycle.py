@@ -2,7 +2,8 @@
 
 PreBind and Bind are ``binder.py``'s API writes, after VolumeBinding's (``volumebinding.py``). Any
 failure runs Unreserve, both halves: the API writes undone (``Binder.roll_back``), then the
-decision's reservation (``SharedScheduler.unreserve``), and the pod goes back to the queue; a pod
+decision's reservation (``SharedScheduler.unreserve``), and the pod goes back to the queue with
+every unschedulable pod (what they found held is free again, and no event says so); a pod
 PreBind finds bound already (this worker's view lagged) only loses the reservation and leaves the
 queue. A bound pod is assumed until the cache shows its node, and its reservation is held until the
 cache shows the claims the cycle wrote (``assumed.py``); then one log line, the ``Scheduled`` Event
@@ -188,6 +189,9 @@ class BindingCycle:
             self.queue.requeue(uid(pod))
         else:
             self.queue.failed(uid(pod), unschedulable=False)
+        # Unreserve freed what the cycle held, and no event will say so: the pods that found it
+        # taken go round again (kube-scheduler's move of every pod after a binding error).
+        self.queue.cluster_changed(but=uid(pod))
 
     def _release_reused(self, pod: Obj, written: Written) -> None:
         """A special claim this cycle reused holds the device whose binding failed: it goes too (one

@@ -95,15 +95,19 @@ class SchedulingQueue:
             self._in_active.discard(uid)
             self._moved_while_in_flight.discard(uid)
 
-    def cluster_changed(self) -> None:
-        """Something that could make unschedulable pods fit happened: retry them."""
+    def cluster_changed(self, *, but: str = "") -> None:
+        """Something that could make unschedulable pods fit happened: retry them (all ``but`` the
+        pod whose failed binding freed the capacity, as kube-scheduler's move after a binding
+        error leaves out the pod it was binding)."""
         with self._cond:
             for uid in list(self._unschedulable):
+                if uid == but:
+                    continue
                 self._unschedulable.discard(uid)
                 entry = self._entries.get(uid)
                 if entry is not None:
                     self._activate_or_backoff(entry)
-            self._moved_while_in_flight |= self._in_flight
+            self._moved_while_in_flight |= self._in_flight - {but}
 
     # -- the scheduling loop --------------------------------------------------------------------
 
