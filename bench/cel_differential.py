@@ -6,7 +6,8 @@ kube-scheduler's allocator calls it. Every expression runs through the oracle an
 :class:`~webhook.core.cel.SelectorEngine` for each engine, on one device, and the outcomes are
 compared: compiles or not, matches or not, runtime error or not, cost over the limit or not (at
 run time, and the compile-time estimate the API server refuses a selector by), and the error's
-words (exact and normalised, see :func:`normalise_error`).
+words (exact and normalised, see :func:`normalise_error`); and whether the API server's validation
+takes the selector as a new one (the environment for new expressions, ``core/cel/releases.py``).
 
 Inputs: the curated expressions of ``bench/data/cel_curated.jsonl`` (transcribed from upstream's
 CEL library, cel-go extension, apiextensions and DRA compile tests, plus issue 31's examples) and
@@ -27,7 +28,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from e2e.controlplane.launcher import find_cel_oracle
 from webhook.core.cel import SelectorEngine, SimpleDevice, available_engines
 from webhook.core.cel.cost import CEL_SELECTOR_EXPRESSION_MAX_COST
 from webhook.core.cel.errors import CelCompileError, CelRuntimeError
+from webhook.core.cel.releases import NEWEST, CelEnvironment
 from webhook.core.cel.selectorcheck import over_cost_limit
 
 Obj = dict[str, Any]
@@ -81,6 +83,9 @@ class Outcome:
     cost: int | None = None
     #: The compile-time estimate passes the limit: the API server refuses the selector.
     estimate_exceeded: bool = False
+    #: The API server's validation compiles it as a new selector (the new-expressions environment);
+    #: None: not asked.
+    validates: bool | None = None
 
     @property
     def error(self) -> str | None:
@@ -95,8 +100,10 @@ def oracle_outcome(answer: Obj) -> Outcome:
     """The oracle's answer line as an :class:`Outcome`; ValueError for an input error."""
     if answer.get("inputError"):
         raise ValueError(f"oracle refused the request: {answer['inputError']}")
+    asked = answer.get("validates")
+    validates = None if asked is None else bool(asked)
     if not answer.get("compiles"):
-        return Outcome(compiles=False, compile_error=str(answer.get("compileError", "")))
+        return Outcome(compiles=False, compile_error=str(answer.get("compileError", "")), validates=validates)
     runtime = answer.get("runtimeError") or None
     matches = answer.get("matches")
     estimate = answer.get("estimatedCost", 0)  # null: saturated at the maximum uint64
@@ -107,15 +114,32 @@ def oracle_outcome(answer: Obj) -> Outcome:
         cost_exceeded=bool(answer.get("costExceeded")),
         cost=answer.get("cost"),
         estimate_exceeded=estimate is None or int(estimate) > CEL_SELECTOR_EXPRESSION_MAX_COST,
+        validates=validates,
     )
 
 
-def draxr_outcome(engine: SelectorEngine, expression: str, device: SimpleDevice) -> Outcome:
-    """The outcome through draxr's public entry: ``compile``, then ``matches``."""
+def draxr_outcome(
+    engine: SelectorEngine, expression: str, device: SimpleDevice, validator: SelectorEngine | None = None
+) -> Outcome:
+    """The outcome through draxr's public entry: ``compile``, then ``matches``; ``validator`` (an
+    engine in the environment for new expressions) says whether the API server would take it."""
+    validates = None if validator is None else _compiles(validator, expression)
     try:
         engine.compile(expression)
     except CelCompileError as e:
-        return Outcome(compiles=False, compile_error=e.message)
+        return Outcome(compiles=False, compile_error=e.message, validates=validates)
+    return replace(_evaluated(engine, expression, device), validates=validates)
+
+
+def _compiles(engine: SelectorEngine, expression: str) -> bool:
+    try:
+        engine.compile(expression)
+    except CelCompileError:
+        return False
+    return True
+
+
+def _evaluated(engine: SelectorEngine, expression: str, device: SimpleDevice) -> Outcome:
     estimate = over_cost_limit(expression)
     try:
         matched = engine.matches(expression, device)
@@ -162,6 +186,8 @@ def compare(upstream: Outcome, draxr: Outcome) -> list[str]:
     if upstream.compiles != draxr.compiles:
         return ["compile:upstream-only" if upstream.compiles else "compile:draxr-only"]
     out: list[str] = []
+    if None not in (upstream.validates, draxr.validates) and upstream.validates != draxr.validates:
+        out.append("validation:upstream-only" if upstream.validates else "validation:draxr-only")
     if upstream.compiles:
         up_failed, dx_failed = upstream.runtime_error is not None, draxr.runtime_error is not None
         if upstream.cost_exceeded != draxr.cost_exceeded:
@@ -547,8 +573,9 @@ def measure(oracle: Path, cases: Sequence[Case], engines: Iterable[str], out: Pa
     ]
     for name in engines:
         engine, tally = SelectorEngine(engine=name), Tally()
+        validator = SelectorEngine(engine=name, env=CelEnvironment(NEWEST, stored=False))
         for case, device, up, row in zip(cases, devices, upstream, rows, strict=True):
-            mine = draxr_outcome(engine, case.expression, device)
+            mine = draxr_outcome(engine, case.expression, device, validator)
             diffs = compare(up, mine)
             tally.add(case, up, mine, diffs)
             row[name] = {**_brief(mine), "differences": diffs}
@@ -567,6 +594,7 @@ def measure(oracle: Path, cases: Sequence[Case], engines: Iterable[str], out: Pa
             "runtime_errors": sum(u.runtime_error is not None for u in upstream),
             "cost_exceeded": sum(u.cost_exceeded for u in upstream),
             "estimate_exceeded": sum(u.estimate_exceeded for u in upstream),
+            "validates": sum(bool(u.validates) for u in upstream),
         },
         "engines": {name: t.report() for name, t in tallies.items()},
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,13 @@ def err(stage: str, text: str) -> Outcome:
             err("compile", "undeclared reference"),
             ["error-words:compile"],
         ),
+        (replace(MATCH, validates=False), replace(MATCH, validates=True), ["validation:draxr-only"]),
+        (
+            replace(MATCH, validates=True),
+            replace(NO_MATCH, validates=False),
+            ["validation:upstream-only", "matches"],
+        ),
+        (replace(MATCH, validates=True), MATCH, []),  # not asked of draxr: not compared
     ],
 )
 def test_compare(upstream: Outcome, draxr: Outcome, categories: list[str]) -> None:
@@ -167,6 +175,7 @@ def test_oracle_answers_become_outcomes() -> None:
     assert oracle_outcome({"compiles": True, "matches": False, "cost": 3}) == Outcome(
         compiles=True, matches=False, cost=3
     )
+    assert oracle_outcome({"compiles": True, "matches": True, "validates": False}).validates is False
     assert oracle_outcome({"compiles": False, "compileError": "e", "matches": None}) == err("compile", "e")
     costly = oracle_outcome(
         {
@@ -242,6 +251,7 @@ def test_measure_reports_differences_by_category(fake_oracle: Path, tmp_path: Pa
         "runtime_errors": 0,
         "cost_exceeded": 0,
         "estimate_exceeded": 0,
+        "validates": 0,
     }
     assert engine["differing"] == 2
     assert engine["agreeing"] == 2

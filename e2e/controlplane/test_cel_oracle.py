@@ -57,11 +57,34 @@ def test_a_selector_matches_or_not(oracle: Path) -> None:
         request('device.capacity["x"].memory.compareTo(quantity("16Gi")) == 0'),
         request('device.attributes["x"].v.isGreaterThan(semver("1.2.2"))'),
     )
-    assert yes == {"compiles": True, "matches": True, "cost": 3, "costExceeded": False, "estimatedCost": 3}
+    assert yes == {
+        "compiles": True,
+        "matches": True,
+        "cost": 3,
+        "costExceeded": False,
+        "estimatedCost": 3,
+        "validates": True,
+    }
     assert no["matches"] is False
     assert no["compiles"] is True
     assert quantity["matches"] is True
     assert semver["matches"] is True
+
+
+def test_the_api_servers_validation_has_the_environment_for_new_expressions(oracle: Path) -> None:
+    """1.37's API server validates a new selector at its compatibility version (1.36), feature gates
+    at their defaults: no ``includes`` (lists version 1 is 1.37's, DRA's own needs
+    DRAListTypeAttributes), attribute values typed ``any``; the scheduler compiles both."""
+    includes, ranged = ask(
+        oracle,
+        request("[1, 2].includes(2)"),
+        request('device.attributes["x"].ids.exists(i, i == 1)'),
+    )
+    assert includes["compiles"] and ranged["compiles"]
+    assert not includes["validates"]
+    assert "undeclared reference to 'includes'" in includes["validationError"]
+    assert not ranged["validates"]
+    assert "expression of type 'any' cannot be range of a comprehension" in ranged["validationError"]
 
 
 def test_compile_errors_are_upstreams(oracle: Path) -> None:

@@ -463,3 +463,22 @@ def test_a_pods_extended_resource_claim_is_the_one_quota_verifies(tmp_path: Path
     named = with_mapping(gpu_pod("p", 1), mapping("p-extended-resources-aaaaa"))
     g = _write(tmp_path / "named.yaml", named, later, earliest)
     assert _run(g, release="1.37")[1][0] == duplicate.replace(f"{f}: document 1", f"{g}: document 2")
+
+
+def test_strict_compiles_in_the_new_expressions_environment_of_the_release(tmp_path: Path) -> None:
+    """The API server validates a new selector in its release's environment for new expressions:
+    ``includes`` in none of 1.34-1.37, ext.Lists from 1.35 (1.34's compatibility version lacks it)."""
+    f = _write(
+        tmp_path / "cel.yaml",
+        device_class("a", None, ["[1, 2].includes(2)"]),
+        device_class("b", None, ["[2, 1].sort()[0] == 1"]),
+    )
+    code, lines, _ = _strict(f, version="1.34")
+    assert code == 1
+    assert "DeviceClass a: spec.selectors[0].cel.expression: Invalid value" in lines[0]
+    assert "undeclared reference to 'includes'" in lines[0]
+    assert "undeclared reference to 'sort'" in lines[1]
+    code, lines, _ = _strict(f, version="1.35")
+    assert code == 1
+    assert "undeclared reference to 'includes'" in lines[0]
+    assert lines[1].startswith("denied: 2 objects checked, 1 denied")

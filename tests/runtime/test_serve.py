@@ -329,3 +329,16 @@ def test_a_worker_that_leads_after_it_started_follows_the_release_it_then_reads(
             lambda: proc.gate is not None and proc.gate.version.startswith("v1.37."), 30, "the leader's probe"
         )
         poll(lambda: proc.cache.state.devices.binding_conditions, 10, "binding conditions on")
+
+
+def test_selectors_compile_in_the_environment_of_the_release_the_worker_reads(tmp_path: Path) -> None:
+    """Before the first probe the newest release's environment stands in; once the apiserver says
+    1.35, selectors compile as 1.35's kube-scheduler compiles them (no ``includes``)."""
+    with harness_cluster(tmp_path, release="1.35") as kube:
+        proc = kube.worker("w", leader_elect=True, lease=(1.5, 1.0, 0.2))
+        assert proc.gate is not None
+        poll(
+            lambda: proc.gate is not None and proc.gate.version.startswith("v1.35."), 30, "the leader's probe"
+        )
+        poll(lambda: proc.cache.state.cel.env.release == (1, 35), 10, "the 1.35 environment")
+        assert proc.cache.state.cel.env.stored

@@ -40,8 +40,10 @@ from ..core.api.objects import Obj, as_dict, name, namespace, uid
 from ..core.api.specialclaims import pod_owner
 from ..core.api.validation import carries_special_annotation, validate_special_claim
 from ..core.cel import SelectorEngine
+from ..core.cel.releases import served
 from ..core.cel.selectorcheck import selector_errors
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
+from ..core.cluster.gates import parse_version
 from ..core.paths.explain import contention_warning, quota_warning
 from ..core.paths.quota import QuotaRules, limits_by_name, release_rules, unguarded
 from ..core.paths.requested import quantity_errors, requested_extended
@@ -271,7 +273,7 @@ StrictCheck = Callable[[Loaded], tuple[list[FieldError], list[str]]]
 def strict_check(version: str) -> StrictCheck:
     """Schema (unknown fields included) and CEL findings for one loaded object."""
     schemas = Schemas(version)
-    engine = SelectorEngine()
+    engine = SelectorEngine(env=served(parse_version(version), stored=False))  # as its API server validates
 
     def run(item: Loaded) -> tuple[list[FieldError], list[str]]:
         errors, warnings = schemas.errors(item.raw)
@@ -395,7 +397,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=KUBERNETES_VERSIONS,
         default=None,
         help="the release whose ResourceQuota rules the quota and claim checks follow, and whose schemas "
-        f"--strict checks against (default {DEFAULT_KUBERNETES_VERSION})",
+        f"and CEL environment --strict checks against (default {DEFAULT_KUBERNETES_VERSION})",
     )
     v.set_defaults(func=main, parser=v)
 

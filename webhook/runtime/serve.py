@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from ..core.api.objects import Obj
 from ..core.cel import SelectorEngine
 from ..core.cluster.deviceclasses import explicit_name
-from ..core.cluster.gates import binding_conditions_gate
+from ..core.cluster.gates import binding_conditions_gate, parse_version
 from ..core.cluster.state import ClusterState
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
 from . import logs
@@ -325,10 +325,12 @@ class Process:
 
     def _follow_release(self) -> None:
         """What the served release's kube-scheduler does by default, the engine does too:
-        ``DRADeviceBindingConditions`` (on from 1.36) lets devices with binding conditions in."""
+        ``DRADeviceBindingConditions`` (on from 1.36) lets devices with binding conditions in, and
+        selectors compile in that release's CEL environment (``core/cel/releases.py``)."""
         enabled = binding_conditions_gate(self.gate.version)
         with self.cache.lock:
             self.cache.state.set_binding_conditions(enabled)
+            self.cache.state.set_cel_release(parse_version(self.gate.version))
 
     def _state(self) -> ClusterState:
         """The cluster state, with the CEL engine ``--cel-engine`` names."""

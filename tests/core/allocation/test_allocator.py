@@ -487,3 +487,17 @@ def test_unknown_class_is_an_error() -> None:
     st = state_of(node("n1"), resource_slice("s", gpus(1), node_name="n1"))
     with pytest.raises(AllocationError, match="could not retrieve device class nope"):
         allocate(st, "n1", [claim("c", [exactly("r", "nope")])])
+
+
+def test_selectors_follow_the_served_release() -> None:
+    """A class whose selector only the newer releases declare (``includes``, 1.36 on) allocates
+    under them and ends in the compile error under an older one, as its kube-scheduler would."""
+    cls = device_class("gpu", selectors=['["a", "b"].includes("b")'])
+    st = state_of(node("n1"), cls, resource_slice("a", [device("x")], pool="a", allNodes=True))
+    (one,) = allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
+    assert picked(one) == ["a/x"]
+    st.set_cel_release((1, 35))
+    with pytest.raises(AllocationError, match="undeclared reference to 'includes'"):
+        allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])
+    st.set_cel_release(None)
+    assert picked(allocate(st, "n1", [claim("c", [exactly("r", "gpu")])])[0]) == ["a/x"]

@@ -13,10 +13,11 @@ values and syntax (:mod:`.grammar`, optional entries and ``optMap`` included), a
 comprehensions, type-checked as cel-go's checker and Kubernetes' validators do (:mod:`.checker`,
 :mod:`.folding`), with upstream's error words (:mod:`.gowords`). What celpy cannot do is either added
 here (heterogeneous equality, unknown attribute domains as empty maps, length/nesting limits) or
-rejected at compile time. No version gating: the engine does not know the served release, and one
-environment (the newest's) serves 1.34-1.37; an older API server refuses what it does not know
-first. The runtime cost limit is upstream's (:mod:`.cost`), and so is the estimated cost the API
-server refuses a selector by at compile time (:mod:`.estimate`, applied by :mod:`.selectorcheck`).
+rejected at compile time. Each release has its environments (:mod:`.releases`): the scheduler's
+(stored expressions) by default and on the worker (the served release's, once known), the API
+server's for new selectors in ``draxr validate --strict``. The runtime cost limit is upstream's
+(:mod:`.cost`), and so is the estimated cost the API server refuses a selector by at compile time
+(:mod:`.estimate`, applied by :mod:`.selectorcheck`).
 """
 
 from .backend import DEFAULT_ENGINE, ENGINES, available_engines

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from .errors import CelRuntimeError
+from .releases import SCHEDULER, CelEnvironment
 from .values import CelDevice
 
 #: The reference engine: the default of ``--cel-engine``.
@@ -45,8 +46,9 @@ class Backend(Protocol):
     #: Whether prepared devices are worth the engine's activation cache (preparing is dear).
     cache_prepared: bool
 
-    def compile(self, expression: str) -> object:
-        """A program for ``expression``, shareable between threads; raises CelCompileError."""
+    def compile(self, expression: str, env: CelEnvironment = SCHEDULER) -> object:
+        """A program for ``expression`` in ``env``, shareable between threads; raises
+        CelCompileError."""
         ...
 
     def prepare(self, device: CelDevice) -> object:

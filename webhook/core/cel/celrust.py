@@ -30,6 +30,7 @@ import cel
 
 from .environment import CompiledExpression, compile_expression
 from .errors import CelRuntimeError
+from .releases import SCHEDULER, CelEnvironment
 from .rustbridge import callback, callback_failed, reference_outcome
 from .rusttranslation import Declined, translate
 from .rustvalues import MISSING, Input, Reader, RustDevice, reader, validate
@@ -93,8 +94,8 @@ class RustBackend:
         self._memo_hits = 0
         self._declined = 0
 
-    def compile(self, expression: str) -> RustProgram:
-        program = RustProgram(compile_expression(expression))
+    def compile(self, expression: str, env: CelEnvironment = SCHEDULER) -> RustProgram:
+        program = RustProgram(compile_expression(expression, env))
         if program.program is None:
             with self._lock:
                 self._declined += 1

@@ -44,6 +44,7 @@ from .checktypes import (
     _type_args,
 )
 from .errors import CelCompileError
+from .releases import SCHEDULER, CelEnvironment
 
 
 def _position(node: Any) -> str:
@@ -79,7 +80,9 @@ class _Checker:
     checks only fire when both sides are known, so valid selectors are never rejected.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, env: CelEnvironment = SCHEDULER) -> None:
+        #: The release's environment: what it declares (``releases.py``).
+        self._env = env
         #: Nodes whose type, ``dyn`` in it included, is cel-go's too (an attribute value, ``dyn(x)``,
         #: a literal of such elements), not merely unknown here: only these count in a literal's
         #: element types.
@@ -91,10 +94,33 @@ class _Checker:
         self._issues: list[tuple[int, CelCompileError]] = []
         #: Inside a ``format`` call: its literals are exempt from the homogeneous validator.
         self._in_format = 0
+        #: Attribute values (``device.attributes[domain].name``): ``dyn`` where selectors are
+        #: stored, cel-go's ``any`` where the API server validates new ones (no list-typed
+        #: attributes), which cannot be a comprehension's range.
+        self._attributes: set[int] = set()
         #: Types of the comprehension variables in scope that are known (the rest are ``dyn``).
         self._variables: dict[str, str] = {}
         #: A list literal's elements and their types, by the literal's node id.
         self._elements: dict[int, tuple[list[Any], list[str]]] = {}
+
+    def _range_type(self, target: Any, t: str) -> str:
+        """The type a comprehension's range check sees: an attribute value is ``any`` where
+        selectors are validated as new."""
+        if not self._env.stored and id(_unwrap(target)) in self._attributes:
+            return "any"
+        return t
+
+    def check_result(self, root: lark.Tree[Any], result: str) -> None:
+        """The DRA compiler's check of the result: bool, or exactly the environment's attribute
+        type (``dyn`` where selectors are stored; ``any`` where they are validated as new, so
+        there an attribute value passes and a value cel-go types ``dyn`` does not)."""
+        if result == "bool":
+            return
+        if result == "dyn":
+            node = id(_unwrap(root))
+            if self._env.stored or node in self._attributes or node not in self._surely_dyn:
+                return
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {result}")
 
     def validate(self) -> None:
         """Raises the validators' first error by position (cel-go sorts its errors so)."""
@@ -215,7 +241,9 @@ class _Checker:
         if t.startswith("optional_type("):  # selection on an optional chains
             return "optional_type(dyn)"
         if t == _DEVICE:
-            if str(field) not in _DEVICE_FIELDS:
+            if str(field) not in _DEVICE_FIELDS or (
+                str(field) == "allowMultipleAllocations" and not self._env.multiple_allocations
+            ):
                 raise _fail(field, f"undefined field '{field}'")
             return _DEVICE_FIELDS[str(field)]
         if t in _PRIMITIVES:
@@ -224,6 +252,7 @@ class _Checker:
             return _type_args(t)[1]  # ``device.capacity[domain].memory``: a quantity
         if _is_attribute_domain(target, t):
             self._surely_dyn.add(id(node))
+            self._attributes.add(id(node))
         return "dyn"
 
     def _member_dot_opt(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -246,6 +275,7 @@ class _Checker:
             return t[len("map(string, ") : -1]
         if _is_attribute_domain(target, t):
             self._surely_dyn.add(id(node))
+            self._attributes.add(id(node))
         return "dyn"
 
     def _member_object(self, node: lark.Tree[Any], scope: frozenset[str]) -> str:
@@ -263,6 +293,10 @@ class _Checker:
         namespace = _ident_name(target)
         if namespace in NAMESPACES and namespace not in scope:
             qualified = f"{namespace}.{name}"
+            if qualified in self._env.undeclared:  # cel-go then checks the namespace as a variable
+                for a in args:
+                    self.infer(a, scope)
+                raise _fail(target, f"undeclared reference to '{namespace}' (in container '')")
             if qualified not in KNOWN_FUNCTIONS:
                 raise _fail(name_token, f"undeclared reference to '{qualified}' (in container '')")
             types = [self.infer(a, scope) for a in args]
@@ -289,6 +323,10 @@ class _Checker:
     ) -> str:
         name = str(name_token)
         t = self.infer(target, scope)
+        if name in self._env.undeclared:  # a macro too: its arguments are then plain expressions
+            for a in args:
+                self.infer(a, scope)
+            raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
         if name in TWO_VARIABLE_MACROS and len(args) in TWO_VARIABLE_MACROS[name]:
             return self._two_variables(node, name_token, target, t, args, scope)
         if name in _MACROS:
@@ -300,7 +338,7 @@ class _Checker:
             if _ident_name(args[0]) == _ACCUMULATOR:
                 raise _fail(args[0], "iteration variable overwrites accumulator variable")
             if name != "sortBy":
-                _check_range(node, t)
+                _check_range(node, self._range_type(target, t))
             if t in _PRIMITIVES or t == _DEVICE or (name == "sortBy" and t.startswith("map(")):
                 raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
             variable = str(_ident_name(args[0]))
@@ -391,6 +429,8 @@ class _Checker:
         if name == "orValue" and t.startswith("optional_type(") and len(types) == 1:
             free = id(_unwrap(target)) in self._free
             result = types[0] if free else element
+            if id(_unwrap(target)) in self._attributes:  # ``.?name.orValue(x)``: an attribute value
+                self._attributes.add(id(node))
         elif element is None or not t.startswith("list("):
             return None
         elif name in ("reverse", "distinct", "slice"):
@@ -427,7 +467,7 @@ class _Checker:
                 raise _fail(arg, "iteration variable overwrites accumulator variable")
         if first == second:
             raise _fail(args[1], f"duplicate variable name: {first}")
-        _check_range(node, t)
+        _check_range(node, self._range_type(target, t))
         if t in _PRIMITIVES or t == _DEVICE:
             raise _fail(name_token, f"found no matching overload for '{name}' applied to '({t})'")
         inner = scope | {first, second}
@@ -503,11 +543,11 @@ class _Checker:
             return
         for index, verb in clauses:
             t, item = types[index], items[index]
-            if not self._known(item, t) or t == "dyn" or _kind(t) in _FORMAT_KINDS[verb]:
+            given = _format_mismatch(verb, t) if self._known(item, t) else None
+            if not self._env.stored and id(_unwrap(item)) in self._attributes:
+                given = "google.protobuf.Any"  # an attribute value validated as new: no clause takes it
+            if given is None:
                 continue
-            if verb == "s" and t not in _PRIMITIVES:  # library types may have a string form
-                continue
-            given = _kind(t)
             message = f"error during formatting: {_FORMAT_ERRORS[verb]}, was given {given}"
             self._issues.append((_offset(item), _fail(item, message)))
             return
@@ -673,7 +713,7 @@ class _Checker:
 
 def _check_range(node: lark.Tree[Any], t: str) -> None:
     """A comprehension's range must be a list, a map or dyn (cel-go's checker, before the body)."""
-    if t in _PRIMITIVES or t == _DEVICE or t.startswith(("kubernetes.", "optional_type(")):
+    if t in _PRIMITIVES or t in (_DEVICE, "any") or t.startswith(("kubernetes.", "optional_type(")):
         raise _fail(
             node,
             f"expression of type '{t}' cannot be range of a comprehension (must be list, map, or dynamic)",
@@ -692,6 +732,14 @@ def _is_attribute_domain(target: Any, t: str) -> bool:
         and str(inner.children[1]) == "attributes"
         and _ident_name(inner.children[0]) == "device"
     )
+
+
+def _format_mismatch(verb: str, t: str) -> str | None:
+    """The kind a format clause refuses a value of type ``t`` by; None when it takes it (``dyn``
+    passes, and ``%s`` any library type, which may have a string form)."""
+    if t == "dyn" or _kind(t) in _FORMAT_KINDS[verb] or (verb == "s" and t not in _PRIMITIVES):
+        return None
+    return _kind(t)
 
 
 def _unwrap(node: Any) -> Any:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .formatlib import OptionalValue
+from .releases import INCLUDES_1_36
 
 #: ``resourceapi.CELSelectorExpressionMaxCost``: the runtime cost limit of one selector evaluation.
 CEL_SELECTOR_EXPRESSION_MAX_COST = 1_000_000
@@ -149,6 +150,7 @@ COSTS: dict[str, Callable[[list[Any]], int]] = {
     "indexOf": _list_traversal,
     "lastIndexOf": _list_traversal,
     "includes": _list_traversal,
+    INCLUDES_1_36: _list_traversal,
     "lists.range": _range,
 }
 

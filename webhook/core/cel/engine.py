@@ -29,6 +29,7 @@ from typing import Generic, TypeVar
 from .backend import Backend, default_engine, make_backend
 from .errors import CelCompileError, CelError, CelRuntimeError
 from .gcpause import collector_paused
+from .releases import SCHEDULER, CelEnvironment, Release, served
 from .values import CelDevice
 
 K = TypeVar("K", bound=Hashable)
@@ -117,11 +118,18 @@ class SelectorEngine:
     """Compiles and evaluates DRA selectors with upstream semantics (see the package docs)."""
 
     def __init__(
-        self, *, max_programs: int = 4096, max_results: int = 1_000_000, engine: str | None = None
+        self,
+        *,
+        max_programs: int = 4096,
+        max_results: int = 1_000_000,
+        engine: str | None = None,
+        env: CelEnvironment = SCHEDULER,
     ) -> None:
         """``engine`` names the backend (see :mod:`.backend`; None: the default engine); ValueError
-        if it is unknown or not installed."""
+        if it is unknown or not installed. ``env``: the environment selectors compile in (the
+        newest release's scheduler by default; :meth:`set_release` follows the served one)."""
         self._backend: Backend = make_backend(engine if engine is not None else default_engine())
+        self._env = env
         self._programs: LRU[str, object] = LRU(max_programs)
         self._activations: LRU[Hashable, object] = LRU(min(MAX_ACTIVATIONS, max(1, max_results)))
         self._results: LRU[tuple[str, Hashable], bool | CelRuntimeError] = LRU(max_results)
@@ -129,6 +137,22 @@ class SelectorEngine:
         self._compiles = 0
         self._evaluations = 0
         self._uncached = 0
+
+    @property
+    def env(self) -> CelEnvironment:
+        """The environment selectors compile in."""
+        return self._env
+
+    def set_release(self, release: Release | None) -> bool:
+        """Compile as the scheduler of ``release`` does (None: the newest known); True when that
+        changed the environment, and every cached program and outcome was dropped with it. The
+        caller holds off evaluations meanwhile (the cluster state's lock)."""
+        env = served(release, stored=self._env.stored)
+        if env == self._env:
+            return False
+        self._env = env
+        self.clear()
+        return True
 
     @property
     def engine(self) -> str:
@@ -331,7 +355,7 @@ class SelectorEngine:
         cached = self._programs.get(expression)
         if cached is _MISSING:
             try:
-                cached = self._backend.compile(expression)
+                cached = self._backend.compile(expression, self._env)
             except CelCompileError as e:
                 cached = e
             except RecursionError:

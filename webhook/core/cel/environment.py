@@ -43,6 +43,7 @@ from .checker import _Checker, _position
 from .errors import CelCompileError
 from .folding import fold_conversions, fold_empty_in
 from .grammar import Parser
+from .releases import SCHEDULER, CelEnvironment, bind_overloads
 
 MAX_NESTING = 32
 MAX_TREE_DEPTH = 128
@@ -67,8 +68,9 @@ class CompiledExpression:
     literals: dict[int, Any]
 
 
-def compile_expression(expression: str) -> CompiledExpression:
-    """Validate and parse; raises :class:`CelCompileError` with an upstream-like message."""
+def compile_expression(expression: str, env: CelEnvironment = SCHEDULER) -> CompiledExpression:
+    """Validate and parse in ``env`` (the served release's, stored or new expressions); raises
+    :class:`CelCompileError` with an upstream-like message."""
     if not isinstance(expression, str):
         raise CelCompileError(f"expression must be a string, not {type(expression).__name__}")
     size = len(expression.encode("utf-8", "surrogatepass"))
@@ -89,13 +91,13 @@ def compile_expression(expression: str) -> CompiledExpression:
             f"compilation failed: expression nested too deeply: {depth} levels of operators and "
             f"selections, at most {MAX_TREE_DEPTH} are supported"
         )
-    checker = _Checker()
+    checker = _Checker(env)
     result = checker.infer(tree, frozenset())
     checker.validate()
-    if result not in ("bool", "dyn"):
-        raise CelCompileError(f"must evaluate to bool or the unknown type, not {result}")
+    checker.check_result(tree, result)
     fold_conversions(tree)
     fold_empty_in(tree)
+    bind_overloads(tree, env)
     return CompiledExpression(expression, tree, depth, literal_values(tree))
 
 

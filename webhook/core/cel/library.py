@@ -37,6 +37,7 @@ from .gowords import (
     go_quote,
     no_overload,
 )
+from .releases import INCLUDES_1_36
 from .values import INT64_MAX, INT64_MIN
 
 #: Longest list (and string or bytes other than by ``+``) a single operation may build: a stand-in
@@ -478,7 +479,16 @@ def _semver_part(name: str) -> Fn:
 
 
 def fn_includes(target: Any, arg: Any) -> Any:
-    """``dra_includes_dyn_dyn``: list membership, or scalar equality."""
+    """``list_includes_dyn_dyn`` (1.37, Kubernetes' lists library version 1): list membership, or
+    scalar equality."""
+    if isinstance(target, list):
+        return celtypes.BoolType(any(cel_equal(item, arg) is True for item in target))
+    return celtypes.BoolType(cel_equal(target, arg) is True)
+
+
+def fn_includes_1_36(target: Any, arg: Any) -> Any:
+    """``dra_includes_dyn_dyn`` (1.36, with list-typed attributes): as 1.37's, but a list longer
+    than a device may hold is refused."""
     if isinstance(target, list):
         for i, item in enumerate(target):
             if i >= MAX_ATTRIBUTE_VALUES_PER_DEVICE:
@@ -489,7 +499,7 @@ def fn_includes(target: Any, arg: Any) -> Any:
             if cel_equal(item, arg) is True:
                 return celtypes.BoolType(True)
         return celtypes.BoolType(False)
-    return celtypes.BoolType(cel_equal(target, arg) is True)
+    return fn_includes(target, arg)
 
 
 def fn_as_list(target: Any) -> Any:
@@ -751,6 +761,7 @@ FUNCTIONS: dict[str, Fn] = {
     "patch": _semver_part("patch"),
     # DRA list attributes
     "includes": fn_includes,
+    INCLUDES_1_36: fn_includes_1_36,
     "asList": fn_as_list,
     # cel-go strings extension (subset)
     "lowerAscii": fn_lower_ascii,

@@ -10,6 +10,7 @@ from celpy.evaluation import Activation
 from .environment import CompiledExpression, compile_expression
 from .errors import CelRuntimeError
 from .evaluator import evaluate, prepare_activation
+from .releases import SCHEDULER, CelEnvironment
 from .values import CelDevice, device_value
 
 
@@ -19,8 +20,8 @@ class ReferenceBackend:
     name = "cel-python"
     cache_prepared = True  # a celpy activation per device: far dearer than a cache lookup
 
-    def compile(self, expression: str) -> CompiledExpression:
-        return compile_expression(expression)
+    def compile(self, expression: str, env: CelEnvironment = SCHEDULER) -> CompiledExpression:
+        return compile_expression(expression, env)
 
     def prepare(self, device: CelDevice) -> Activation:
         return prepare_activation(device_value(device))

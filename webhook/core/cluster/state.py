@@ -151,6 +151,14 @@ class ClusterState:
             self.capacity.forget_nodes(self.nodes.names())
             self.version += 1
 
+    def set_cel_release(self, release: tuple[int, int] | None) -> None:
+        """Selectors compile as the served release's kube-scheduler compiles them (None: unknown,
+        the newest); a change drops every class's selection on every node."""
+        if self.cel.set_release(release):
+            for class_name in [str(dc["metadata"]["name"]) for dc in self.classes.classes()]:
+                self._class_changed(class_name)
+            self.version += 1
+
     def _devices_changed(self, dropped: list[str]) -> None:
         self.capacity.forget_nodes(dropped)
 

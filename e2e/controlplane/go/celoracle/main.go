@@ -12,7 +12,11 @@
 // JSON object a line on stdout, in input order:
 //
 //	{"compiles": bool, "compileError": "...", "matches": bool|null, "runtimeError": "...",
-//	 "cost": n|null, "costExceeded": bool, "estimatedCost": n|null, "inputError": "..."}
+//	 "cost": n|null, "costExceeded": bool, "estimatedCost": n|null, "validates": bool,
+//	 "validationError": "...", "inputError": "..."}
+//
+// where "validates" says whether the API server's validation compiles the selector as a new one
+// (the environment for new expressions, at the release's compatibility version).
 //
 // A line that is not a valid request gets inputError and nothing else; the program goes on.
 package main
@@ -28,6 +32,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/dynamic-resource-allocation/cel"
 )
 
@@ -54,6 +59,8 @@ type answer struct {
 	Cost          *uint64 `json:"cost"`
 	CostExceeded  bool    `json:"costExceeded"`
 	EstimatedCost *uint64 `json:"estimatedCost"`
+	Validates     bool    `json:"validates"`
+	ValidationErr string  `json:"validationError,omitempty"`
 	InputError    string  `json:"inputError,omitempty"`
 }
 
@@ -134,6 +141,13 @@ func answerLine(compiler interface {
 	// The worst-case estimate the API server's validation compares with the same limit.
 	if est := compiler.CompileCELExpression(*req.Expression, cel.Options{}); est.Error == nil && est.MaxCost != math.MaxUint64 {
 		a.EstimatedCost = &est.MaxCost
+	}
+	// As pkg/apis/resource/validation compiles a new selector: the environment for new expressions.
+	newExpressions := environment.NewExpressions
+	if v := compiler.CompileCELExpression(*req.Expression, cel.Options{EnvType: &newExpressions}); v.Error != nil {
+		a.ValidationErr = v.Error.Error()
+	} else {
+		a.Validates = true
 	}
 	return a
 }
