@@ -39,11 +39,12 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from ..api.constants import CEL_SELECTOR_MAX_LENGTH
-from .checker import _Checker, _position
+from .checker import _Checker
 from .errors import CelCompileError
 from .folding import fold_conversions, fold_empty_in
 from .grammar import Parser
 from .releases import SCHEDULER, CelEnvironment, bind_overloads
+from .treenodes import _position
 
 MAX_NESTING = 32
 MAX_TREE_DEPTH = 128

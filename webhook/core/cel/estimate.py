@@ -38,10 +38,11 @@ from typing import Any
 
 import lark
 
-from .checker import _Checker, _ident_name
+from .checker import _Checker
 from .checktypes import NAMESPACES
 from .cost import CEL_SELECTOR_EXPRESSION_MAX_COST
 from .environment import CompiledExpression
+from .treenodes import _ident_name
 
 #: ``math.MaxUint64``: cel-go's unknown size and its saturation point for costs.
 MAX = 2**64 - 1

@@ -13,8 +13,8 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
-from .checker import _unwrap
 from .errors import CelCompileError
+from .treenodes import _unwrap
 
 
 class _NotConstant(Exception):
