@@ -263,7 +263,7 @@ LOW, HIGH = 0, 1000  # upstream's lowPriority, highPriority
 INJECTED = "injected filter status"
 
 
-def _injected(add_pod_fails: bool, filter_fails: bool) -> FilterPlugin:
+def _injected(add_pod_fails: bool, filter_fails: bool) -> FilterPlugin[dict[str, bool]]:
     def add_pod(pre: dict[str, bool], _pod: PodInfo, _info: NodeInfo) -> dict[str, bool]:
         return {**pre, "added": True}
 

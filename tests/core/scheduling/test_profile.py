@@ -107,7 +107,7 @@ def _number(_pre: Any, node: str, _info: NodeInfo) -> int:
     return int(node[1:])
 
 
-def score_plugin(weight: int, normalize: bool = True, skip: bool = False) -> ScorePlugin:
+def score_plugin(weight: int, normalize: bool = True, skip: bool = False) -> ScorePlugin[Any, Any]:
     return ScorePlugin(
         "TestNumber",
         weight,

@@ -15,7 +15,7 @@ from webhook.core.scheduling.runtime import Framework
 asked: list[str] = []
 
 
-def _pre(name: str, skip: bool) -> FilterPlugin:
+def _pre(name: str, skip: bool) -> FilterPlugin[str]:
     def pre_filter(_state: ClusterState, _pod: Obj) -> str | None:
         return None if skip else name
 
@@ -41,7 +41,7 @@ def test_filter_skips_and_stops_at_the_first_refusal() -> None:
 
 def test_score_plugins_are_normalized_weighted_and_added_to_the_policy_key() -> None:
     state = state_of(node("n0"), node("n1"))
-    by_index = ScorePlugin(
+    by_index: ScorePlugin[str, str] = ScorePlugin(
         "ByIndex", 2, lambda _s, _p: "pre", lambda _pre, n, _i: int(n[1:]) + 1, default_normalize
     )
     fw = Framework(state, [], [by_index])

@@ -13,11 +13,10 @@ nodes with their nominated pods added (``nominated.with_nominated``), built on f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..api.objects import Obj
 from ..api.podresources import Units
-from .framework import CycleState, FilterPlugin, ScorePlugin
+from .framework import CycleState, Prefiltered, Prescored
 from .nodefilters import PodFilter
 from .nominated import WithNominated
 from .usual import Usual
@@ -34,9 +33,9 @@ class Cycle:
     #: The typed per-plugin state (DynamicResources' keys: ``profile.DYNAMIC_RESOURCES``).
     state: CycleState
     #: The profile's Filter plugins that did not skip this pod, with what their PreFilter learnt.
-    plugins: list[tuple[FilterPlugin, Any]] = field(default_factory=list)
+    plugins: list[Prefiltered] = field(default_factory=list)
     #: The profile's Score plugins that did not skip this pod, once scoring asked (None: not yet).
-    scorers: list[tuple[ScorePlugin, Any]] | None = None
+    scorers: list[Prescored] | None = None
     #: The usual-node check with and without scores, once built (None: not built yet).
     checks: dict[bool, Usual | None] = field(default_factory=dict)
     #: Node -> the pods nominated to it with a priority at least the pod's (``nominated``).

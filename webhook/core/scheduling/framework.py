@@ -187,8 +187,13 @@ def fit_error(total: int, reasons: dict[str, list[str]], pre_message: str = "") 
 MAX_NODE_SCORE: Final = 100
 
 
+#: A plugin's state from its PreFilter (or PreScore), and what its Score reads.
+S = TypeVar("S")
+P = TypeVar("P")
+
+
 @dataclass(frozen=True, slots=True)
-class FilterPlugin:
+class FilterPlugin(Generic[S]):
     """A Filter plugin of the profile (``profile.FILTERS``), run after NodeResourcesFit and before
     DynamicResources, in upstream's order.
 
@@ -208,15 +213,15 @@ class FilterPlugin:
     """
 
     name: str
-    pre_filter: Callable[[ClusterState, Obj], Any]
-    filter: Callable[[Any, str, NodeInfo], str | list[str] | None]
-    add_pod: Callable[[Any, PodInfo, NodeInfo], Any] | None = None
-    remove_pod: Callable[[Any, PodInfo, NodeInfo], Any] | None = None
-    reserve: Callable[[Any, str, Decision], None] | None = None
+    pre_filter: Callable[[ClusterState, Obj], S | None]
+    filter: Callable[[S, str, NodeInfo], str | list[str] | None]
+    add_pod: Callable[[S, PodInfo, NodeInfo], S] | None = None
+    remove_pod: Callable[[S, PodInfo, NodeInfo], S] | None = None
+    reserve: Callable[[S, str, Decision], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ScorePlugin:
+class ScorePlugin(Generic[P, S]):
     """A Score plugin of the profile (``profile.SCORES``), with upstream's weight.
 
     ``pre_score(state, pod)``: what scoring needs, or None to skip (upstream's PreScore Skip).
@@ -233,11 +238,19 @@ class ScorePlugin:
 
     name: str
     weight: int
-    pre_score: Callable[[ClusterState, Obj], Any]
-    score: Callable[[Any, str, NodeInfo], int]
+    pre_score: Callable[[ClusterState, Obj], P | None]
+    score: Callable[[S, str, NodeInfo], int]
     normalize: Callable[[dict[str, int]], None] | None = None
-    feasible: Callable[[ClusterState, Any, list[str]], Any] | None = None
-    pre_score_from_filter: Callable[[Any], Any] | None = None
+    feasible: Callable[[ClusterState, P, list[str]], S] | None = None
+    pre_score_from_filter: Callable[[Any], P | None] | None = None
+
+
+#: A Filter plugin that did not skip the pod, with its PreFilter state (upstream's CycleState entry):
+#: the pair agrees, each plugin reading what its own PreFilter made; a list of them holds many
+#: plugins' states, as upstream's CycleState does.
+Prefiltered = tuple[FilterPlugin[Any], Any]
+#: A Score plugin that did not skip the pod, with its PreScore state.
+Prescored = tuple[ScorePlugin[Any, Any], Any]
 
 
 def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..api.objects import Obj, uid
 from ..api.podresources import pod_requests_nonzero
 from ..cluster.nodeinfo import NodeInfo, host_ports
 from ..cluster.podinfo import pod_info
 from ..cluster.state import ClusterState
-from .framework import FilterPlugin
+from .framework import Prefiltered
 
 
 @dataclass(slots=True)
@@ -31,7 +30,7 @@ class WithNominated:
     """A node as Filter's first pass sees it: the nominated pods added."""
 
     info: NodeInfo
-    plugins: list[tuple[FilterPlugin, Any]]
+    plugins: list[Prefiltered]
     #: Per class, the node's free devices the nominated pods take.
     devices: dict[str, int]
 
@@ -40,7 +39,7 @@ def with_nominated(
     state: ClusterState,
     node: str,
     pods: list[Obj],
-    plugins: list[tuple[FilterPlugin, Any]],
+    plugins: list[Prefiltered],
     demand: Callable[[Obj, NodeInfo], dict[str, int]],
 ) -> WithNominated:
     """``addGENominatedPods``: the node's ``NodeInfo`` and the plugins' states with ``pods`` added;

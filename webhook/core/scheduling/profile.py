@@ -15,7 +15,7 @@ its wiring.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from .framework import FilterPlugin, ScorePlugin
 from .nodefilters import BasicFilters
@@ -24,7 +24,7 @@ from .plugins.dynamicresources.plugin import DynamicResources
 from .plugins.noderesources import NodeResourcesFit
 from .plugins.volumebinding import plugin as volumebinding
 
-FILTERS: Final[tuple[FilterPlugin, ...]] = (
+FILTERS: Final[tuple[FilterPlugin[Any], ...]] = (
     volumerestrictions.FILTER,
     nodevolumelimits.FILTER,
     volumebinding.FILTER,
@@ -32,7 +32,7 @@ FILTERS: Final[tuple[FilterPlugin, ...]] = (
     podtopologyspread.FILTER,
     interpodaffinity.FILTER,
 )
-SCORES: Final[tuple[ScorePlugin, ...]] = (
+SCORES: Final[tuple[ScorePlugin[Any, Any], ...]] = (
     podtopologyspread.SCORE,
     interpodaffinity.SCORE,
     volumebinding.SCORE,

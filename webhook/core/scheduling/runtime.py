@@ -15,7 +15,7 @@ from ..api.objects import Obj
 from ..cluster.nodeinfo import NodeInfo
 from ..cluster.state import ClusterState
 from .cycle import Cycle
-from .framework import MAX_NODE_SCORE, Decision, FilterPlugin, NodePlan, ScorePlugin
+from .framework import MAX_NODE_SCORE, Decision, FilterPlugin, NodePlan, Prefiltered, Prescored, ScorePlugin
 
 #: A feasible node as the search keeps it: its sort key, its name, its plan (None: the usual plan).
 Keyed = tuple[float, str, NodePlan | None]
@@ -25,16 +25,19 @@ class Framework:
     """The profile's Filter and Score plugins over one cluster state."""
 
     def __init__(
-        self, state: ClusterState, filters: Sequence[FilterPlugin], scores: Sequence[ScorePlugin]
+        self,
+        state: ClusterState,
+        filters: Sequence[FilterPlugin[Any]],
+        scores: Sequence[ScorePlugin[Any, Any]],
     ) -> None:
         self.state = state
         self.filters = tuple(filters)
         self.scores = tuple(scores)
 
-    def run_pre_filter_plugins(self, pod: Obj) -> list[tuple[FilterPlugin, Any]]:
+    def run_pre_filter_plugins(self, pod: Obj) -> list[Prefiltered]:
         """The Filter plugins that do not skip ``pod``, each with its PreFilter state of the
         cluster as it is now, in upstream's order (DynamicResources comes after them)."""
-        plugins: list[tuple[FilterPlugin, Any]] = []
+        plugins: list[Prefiltered] = []
         for plugin in self.filters:
             pre = plugin.pre_filter(self.state, pod)
             if pre is not None:
@@ -42,9 +45,7 @@ class Framework:
         return plugins
 
     @staticmethod
-    def run_filter_plugins(
-        plugins: list[tuple[FilterPlugin, Any]], node_name: str, info: NodeInfo
-    ) -> list[str] | None:
+    def run_filter_plugins(plugins: list[Prefiltered], node_name: str, info: NodeInfo) -> list[str] | None:
         """The first plugin to refuse the node, its reasons (a volume plugin may give several);
         None when all pass."""
         for plugin, pre in plugins:
@@ -53,7 +54,7 @@ class Framework:
                 return [why] if isinstance(why, str) else list(why)
         return None
 
-    def run_pre_score_plugins(self, cycle: Cycle) -> list[tuple[ScorePlugin, Any]]:
+    def run_pre_score_plugins(self, cycle: Cycle) -> list[Prescored]:
         """The Score plugins that do not skip the pod, with their PreScore state (once a cycle)."""
         if cycle.scorers is None:
             cycle.scorers = []
@@ -68,9 +69,7 @@ class Framework:
                     cycle.scorers.append((plugin, pre))
         return cycle.scorers
 
-    def run_score_plugins(
-        self, scorers: list[tuple[ScorePlugin, Any]], entries: list[Keyed], policy: str
-    ) -> list[Keyed]:
+    def run_score_plugins(self, scorers: list[Prescored], entries: list[Keyed], policy: str) -> list[Keyed]:
         """The feasible nodes' sort keys with the Score plugins on top: each plugin's scores
         normalized over these nodes (upstream's NormalizeScore) and weighted. The policy's key is
         on the same 0..100 scale: ``upstream``'s already is (NodeResourcesFit and BalancedAllocation,

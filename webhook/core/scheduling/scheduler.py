@@ -62,6 +62,7 @@ from .framework import (
     NodeFit,
     NodePlan,
     PluginError,
+    Prefiltered,
     PreFilterFailed,
     ScorePlugin,
     fit_error,
@@ -97,8 +98,8 @@ class Scheduler:
         writer: str | None = None,
         percentage_of_nodes_to_score: int = ADAPTIVE,
         *,
-        filters: Sequence[FilterPlugin] = profile.FILTERS,
-        scores: Sequence[ScorePlugin] = profile.SCORES,
+        filters: Sequence[FilterPlugin[Any]] = profile.FILTERS,
+        scores: Sequence[ScorePlugin[Any, Any]] = profile.SCORES,
         share_ids: ShareIds | None = None,
     ) -> None:
         if policy not in POLICIES:
@@ -140,7 +141,7 @@ class Scheduler:
             nominated=self.state.allocated.nominated_for(pod),
         )
 
-    def plugin_states(self, pod: Obj) -> list[tuple[FilterPlugin, Any]]:
+    def plugin_states(self, pod: Obj) -> list[Prefiltered]:
         """The profile's Filter plugins that do not skip ``pod``, with their PreFilter state of the
         cluster as it is now (``runtime``). Preemption's dry run asks again whenever it puts a
         victim back or takes it out, as upstream's PreFilterExtensions update them."""
@@ -210,7 +211,7 @@ class Scheduler:
         cycle: Cycle,
         node_name: str,
         info: NodeInfo,
-        plugins: list[tuple[FilterPlugin, Any]],
+        plugins: list[Prefiltered],
         count_devices: bool,
         nominated: dict[str, int] | None = None,
     ) -> tuple[NodePlan | None, list[str]]:

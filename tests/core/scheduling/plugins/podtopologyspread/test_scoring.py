@@ -28,7 +28,7 @@ from webhook.core.scheduling.plugins.podtopologyspread import SCORE, plugins
 
 
 def run(
-    plugin: ScorePlugin, pod: Obj, pods: list[Obj], nodes: list[Obj], failed: list[Obj]
+    plugin: ScorePlugin[Any, Any], pod: Obj, pods: list[Obj], nodes: list[Obj], failed: list[Obj]
 ) -> dict[str, int]:
     st = snapshot(pods, [*nodes, *failed])
     pre = plugin.pre_score(st, pod)

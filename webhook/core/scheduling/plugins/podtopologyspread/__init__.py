@@ -21,7 +21,9 @@ from .common import DefaultSelector, cluster_default_selector
 NAME: Final = "PodTopologySpread"
 
 
-def plugins(default_selector: DefaultSelector | None = None) -> tuple[FilterPlugin, ScorePlugin]:
+def plugins(
+    default_selector: DefaultSelector | None = None,
+) -> tuple[FilterPlugin[filtering.PreFilterState], ScorePlugin[scoring.PreScoreState, scoring.Scores]]:
     """The Filter and Score plugins; ``default_selector`` gives the system defaults their selector
     (upstream's ``DefaultSelector`` over Services and workload controllers; None: no defaults, as a
     profile with ``defaultingType: List`` and no constraints)."""
