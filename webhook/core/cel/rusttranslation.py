@@ -37,6 +37,7 @@ from .evaluator import _call
 from .library import FUNCTIONS, MAX_VALUE_SIZE
 from .rustbridge import CALLBACKS
 from .rustvalues import TAG_QUANTITY, TAG_SEMVER, Input, quantity_text, semver_text
+from .treenodes import _ident_name
 
 #: Node visits a translated expression may need at worst: a node costs a few units at most, so
 #: such an expression stays well under the cost limit and needs no cost tracking.
@@ -323,8 +324,8 @@ class _Translator:
         target_tree, name_token = node.children[0], node.children[1]
         name = str(name_token)
         args: list[lark.Tree[Any]] = list(node.children[2].children) if len(node.children) == 3 else []
-        if name == "bind" and _ident(target_tree) == "cel" and "cel" not in scope:
-            var = str(_ident(args[0]))
+        if name == "bind" and _ident_name(target_tree) == "cel" and "cel" not in scope:
+            var = str(_ident_name(args[0]))
             init = self.value(self.t(args[1], scope))
             body = self.value(self.t(args[2], {**scope, var: init.type}))
             return _Node(f"[{init.text}].map({var}, {body.text})[0]", body.type)
@@ -332,7 +333,7 @@ class _Translator:
             raise Declined("two-variable comprehension")
         if name in _MACROS:
             target = self.value(self.t(target_tree, scope))
-            var = str(_ident(args[0]))
+            var = str(_ident_name(args[0]))
             element = STRING if target.type in (ATTRS, CAPS) else DYN
             body = self.value(self.t(args[1], {**scope, var: element}))
             native = f"{target.text}.{name}({var}, {body.text})"
@@ -453,14 +454,6 @@ class _Translator:
 
 #: What indexing a map of a static type gives.
 CAPS_VALUE = {CAPS: QUANTITY}
-
-
-def _ident(node: Any) -> str | None:
-    if isinstance(node, lark.Tree) and node.data == "primary":
-        child = node.children[0]
-        if isinstance(child, lark.Tree) and child.data == "ident":
-            return str(child.children[0])
-    return None
 
 
 def _str(text: str) -> str:
