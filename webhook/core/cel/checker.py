@@ -59,6 +59,7 @@ class _Checker:
     def __init__(self, env: CelEnvironment = SCHEDULER) -> None:
         #: The release's environment: what it declares (``releases.py``).
         self._env = env
+        self._undeclared = env.undeclared  # asked at every call: built once
         #: Nodes whose type, ``dyn`` in it included, is cel-go's too (an attribute value, ``dyn(x)``,
         #: a literal of such elements), not merely unknown here: only these count in a literal's
         #: element types.
@@ -269,7 +270,7 @@ class _Checker:
         namespace = _ident_name(target)
         if namespace in NAMESPACES and namespace not in scope:
             qualified = f"{namespace}.{name}"
-            if qualified in self._env.undeclared:  # cel-go then checks the namespace as a variable
+            if qualified in self._undeclared:  # cel-go then checks the namespace as a variable
                 for a in args:
                     self.infer(a, scope)
                 raise _fail(target, f"undeclared reference to '{namespace}' (in container '')")
@@ -299,7 +300,7 @@ class _Checker:
     ) -> str:
         name = str(name_token)
         t = self.infer(target, scope)
-        if name in self._env.undeclared:  # a macro too: its arguments are then plain expressions
+        if name in self._undeclared:  # a macro too: its arguments are then plain expressions
             for a in args:
                 self.infer(a, scope)
             raise _fail(name_token, f"undeclared reference to '{name}' (in container '')")
