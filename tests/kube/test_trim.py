@@ -357,7 +357,7 @@ def test_the_engine_decides_the_same_on_trimmed_objects(running: list[Obj], pend
         p["metadata"].update(name=f"running-{i}", uid=f"uid-running-{i}")
     objects = _cluster() + running
     raw = Scheduler(_state(objects, trimmed=False)).schedule(noisy(pending))
-    kept = Scheduler(_state(objects, trimmed=True)).schedule(trim.pod(noisy(pending)))
+    kept = Scheduler(_state(objects, trimmed=True)).schedule(trim.for_kind("Pod")(noisy(pending)))
     assert _outcome(kept) == _outcome(raw)
 
 
@@ -374,7 +374,7 @@ def test_the_workers_reads_of_a_cached_pod_are_the_same(pod: Obj, claim_name: st
     ]
     pod["spec"]["resourceClaims"] = [{"name": "draxr-c0", "resourceClaimTemplateName": "draxr-gpu-abc"}]
     raw = noisy(pod)
-    kept = trim.pod(copy.deepcopy(raw))
+    kept = trim.for_kind("Pod")(copy.deepcopy(raw))
     other_claim = {"metadata": {"name": "p-extended-resources-zzzzz"}}
     worker = Worker(
         KubeClient(None), ClusterCache.from_objects([]), WorkerConfig(), WorkerMetrics(CollectorRegistry())
@@ -446,3 +446,18 @@ def test_services_and_workload_controllers_keep_only_their_selector() -> None:
         "metadata": {"name": "s", "namespace": "ns"},
         "spec": {},
     }
+
+
+@pytest.mark.parametrize(
+    ("shape", "kept"),
+    [
+        (trim.TrimmedPodSpec, {*trim.POD_SPEC, "volumes", "initContainers", "containers"}),
+        (trim.TrimmedPodStatus, {*trim.POD_STATUS, "conditions"}),
+        (trim.TrimmedContainer, {*trim.CONTAINER, "ports"}),
+        (trim.TrimmedPodMetadata, {*trim.POD_METADATA, "annotations"}),
+        (trim.HostPort, set(trim.HOST_PORT)),
+        (trim.TrimmedCondition, set(trim.POD_CONDITION)),
+    ],
+)
+def test_each_trimmed_shape_names_exactly_the_fields_kept(shape: type, kept: set[str]) -> None:
+    assert set(shape.__annotations__) == kept

@@ -30,7 +30,7 @@ The keys of a trimmed object are the module's own constant strings, shared by ev
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict, cast
 
 from ..core.api.objects import Obj
 from ..core.cluster import storageobjects
@@ -82,6 +82,108 @@ POD_CONDITION: Final = ("type", "status", "reason", "message")
 NODE_STATUS: Final = ("allocatable",)
 
 
+class TrimmedPodMetadata(TypedDict, total=False):
+    """``POD_METADATA`` and the annotations of ``POD_ANNOTATION_DOMAINS``."""
+
+    name: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    generateName: str
+    creationTimestamp: str
+    deletionTimestamp: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class HostPort(TypedDict, total=False):
+    hostPort: int
+    hostIP: str
+    protocol: str
+
+
+class TrimmedContainer(TypedDict, total=False):
+    """``CONTAINER``, and the ports that take a host port (NodePorts reads them)."""
+
+    name: str
+    resources: dict[str, Any]
+    restartPolicy: str
+    ports: list[HostPort]
+
+
+class TrimmedPodSpec(TypedDict, total=False):
+    """``POD_SPEC``, the volumes the volume plugins read, every container in order."""
+
+    nodeName: str
+    schedulerName: str
+    priority: int
+    preemptionPolicy: str
+    nodeSelector: dict[str, str]
+    affinity: dict[str, Any]
+    tolerations: list[dict[str, Any]]
+    topologySpreadConstraints: list[dict[str, Any]]
+    schedulingGates: list[dict[str, Any]]
+    resourceClaims: list[dict[str, Any]]
+    overhead: dict[str, Any]
+    resources: dict[str, Any]
+    volumes: list[dict[str, Any]]
+    initContainers: list[TrimmedContainer]
+    containers: list[TrimmedContainer]
+
+
+class TrimmedCondition(TypedDict, total=False):
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class TrimmedPodStatus(TypedDict, total=False):
+    """``POD_STATUS`` and the conditions of ``POD_CONDITIONS``."""
+
+    phase: str
+    startTime: str
+    nominatedNodeName: str
+    extendedResourceClaimStatus: dict[str, Any]
+    resourceClaimStatuses: list[dict[str, Any]]
+    conditions: list[TrimmedCondition]
+
+
+class TrimmedPod(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: TrimmedPodMetadata
+    spec: TrimmedPodSpec
+    status: TrimmedPodStatus
+
+
+class NodeCondition(TypedDict, total=False):
+    type: str
+    status: str
+
+
+class TrimmedNodeStatus(TypedDict, total=False):
+    allocatable: dict[str, str]
+    conditions: list[NodeCondition]
+    nodeInfo: dict[str, str]
+
+
+class TrimmedNode(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: NotRequired[dict[str, Any]]
+    status: TrimmedNodeStatus
+
+
+class SelectorOnly(TypedDict):
+    """A Service or workload controller as PodTopologySpread's system defaults read it."""
+
+    kind: NotRequired[str]
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+
+
 def _pick(source: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(source, dict):
         return {}
@@ -114,19 +216,21 @@ def generic(obj: Obj) -> Obj:
     return out
 
 
-def _container(container: Any) -> Obj:
-    c = _pick(container, CONTAINER)
+def _container(container: Any) -> TrimmedContainer:
+    c = cast(TrimmedContainer, _pick(container, CONTAINER))
     ports = container.get("ports") if isinstance(container, dict) else None
     if isinstance(ports, list):
-        host = [_pick(p, HOST_PORT) for p in ports if isinstance(p, dict) and p.get("hostPort")]
+        host = [
+            cast(HostPort, _pick(p, HOST_PORT)) for p in ports if isinstance(p, dict) and p.get("hostPort")
+        ]
         if host:
             c["ports"] = host
     return c
 
 
-def pod(obj: Obj) -> Obj:
+def pod(obj: Obj) -> TrimmedPod:
     meta = obj.get("metadata")
-    m = _pick(meta, POD_METADATA)
+    m = cast(TrimmedPodMetadata, _pick(meta, POD_METADATA))
     kept = _annotations(
         meta.get("annotations") if isinstance(meta, dict) else None,
         lambda k: k.startswith(POD_ANNOTATION_DOMAINS),
@@ -134,7 +238,7 @@ def pod(obj: Obj) -> Obj:
     if kept is not None:
         m["annotations"] = kept
     source_spec = obj.get("spec")
-    s = _pick(source_spec, POD_SPEC)
+    s = cast(TrimmedPodSpec, _pick(source_spec, POD_SPEC))
     volumes = volumes_with(obj, ANY)
     if volumes:
         s["volumes"] = volumes
@@ -144,40 +248,45 @@ def pod(obj: Obj) -> Obj:
             if isinstance(items, list):
                 s[section] = [_container(c) for c in items]
     source_status = obj.get("status")
-    st = _pick(source_status, POD_STATUS)
+    st = cast(TrimmedPodStatus, _pick(source_status, POD_STATUS))
     conditions = source_status.get("conditions") if isinstance(source_status, dict) else None
     if isinstance(conditions, list):
         scheduled = [
-            _pick(c, POD_CONDITION)
+            cast(TrimmedCondition, _pick(c, POD_CONDITION))
             for c in conditions
             if isinstance(c, dict) and c.get("type") in POD_CONDITIONS
         ]
         if scheduled:
             st["conditions"] = scheduled
-    out: Obj = {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"), "metadata": m}
-    out["spec"] = s
-    out["status"] = st
-    return out
+    return {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", "Pod"),
+        "metadata": m,
+        "spec": s,
+        "status": st,
+    }
 
 
-def node(obj: Obj) -> Obj:
-    out: Obj = {
+def node(obj: Obj) -> TrimmedNode:
+    out: TrimmedNode = {
         "apiVersion": obj.get("apiVersion", "v1"),
         "kind": obj.get("kind", "Node"),
         "metadata": metadata(obj.get("metadata")),
+        "status": cast(TrimmedNodeStatus, _pick(obj.get("status"), NODE_STATUS)),
     }
     if isinstance(obj.get("spec"), dict):
         out["spec"] = obj["spec"]
     source_status = obj.get("status")
-    st = _pick(source_status, NODE_STATUS)
+    st = out["status"]
     if isinstance(source_status, dict):
         conditions = source_status.get("conditions")
         if isinstance(conditions, list):
-            st["conditions"] = [_pick(c, ("type", "status")) for c in conditions if isinstance(c, dict)]
+            st["conditions"] = [
+                cast(NodeCondition, _pick(c, ("type", "status"))) for c in conditions if isinstance(c, dict)
+            ]
         info = _pick(source_status.get("nodeInfo"), ("kubeletVersion",))
         if info:
             st["nodeInfo"] = info
-    out["status"] = st
     return out
 
 
@@ -210,10 +319,10 @@ def _storage(kind: str) -> Transform:
 
 
 #: The transform of each kind the caches hold; kinds not named here keep everything but metadata noise.
-def selector_only(obj: Obj) -> Obj:
+def selector_only(obj: Obj) -> SelectorOnly:
     """A Service's or workload controller's name, namespace, kind and ``spec.selector``: all
     PodTopologySpread's system defaults read (a ReplicaSet's pod template is most of its size)."""
-    out: Obj = {
+    out: SelectorOnly = {
         "metadata": _pick(obj.get("metadata"), ("name", "namespace", "uid", "resourceVersion")),
         "spec": _pick(obj.get("spec"), ("selector",)),
     }
@@ -222,11 +331,12 @@ def selector_only(obj: Obj) -> Obj:
     return out
 
 
+#: The caches hold plain dicts (hot paths read them as such); the shapes above say what they hold.
 BY_KIND: Final[dict[str, Transform]] = {
-    "Pod": pod,
-    "Node": node,
+    "Pod": cast(Transform, pod),
+    "Node": cast(Transform, node),
     **{kind: _storage(kind) for kind in _KEPT_STORAGE},
-    **dict.fromkeys(WORKLOAD_KINDS, selector_only),
+    **dict.fromkeys(WORKLOAD_KINDS, cast(Transform, selector_only)),
 }
 
 
@@ -237,7 +347,13 @@ def for_kind(kind: str) -> Transform:
 __all__ = [
     "BY_KIND",
     "LAST_APPLIED",
+    "SelectorOnly",
     "Transform",
+    "TrimmedContainer",
+    "TrimmedNode",
+    "TrimmedPod",
+    "TrimmedPodSpec",
+    "TrimmedPodStatus",
     "for_kind",
     "generic",
     "metadata",
