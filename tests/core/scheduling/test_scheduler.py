@@ -414,3 +414,24 @@ def test_a_replica_set_spreads_its_pods_by_the_system_defaults() -> None:
     assert (
         scheduler(*nodes, sibling, replica_set, policy="upstream").schedule(replica("web-2")).node == "zeta"
     )
+
+
+def test_a_placement_limits_the_decision_and_its_fit_error_to_its_nodes() -> None:
+    s = scheduler(
+        node("alpha"),
+        node("beta"),
+        node("gamma", {"cpu": "1"}),
+        CLASS,
+        resource_slice("s1", gpus(1), node_name="alpha"),
+        resource_slice("s2", gpus(1), node_name="beta"),
+    )
+    assert s.schedule(gpu_pod()).node == "alpha"
+    with s.within(["beta"]):
+        assert s.schedule(gpu_pod()).node == "beta"
+        with s.within(["gamma"]):
+            d = s.schedule(gpu_pod())
+            assert d.status == UNSCHEDULABLE
+            assert d.message.startswith("0/1 nodes are available")
+            assert set(d.reasons) == {"gamma"}
+        assert s.placement == frozenset({"beta"})
+    assert s.placement is None

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import heapq
 import uuid as _uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -117,6 +118,25 @@ class Scheduler:
         self.fit = profile.NODE_RESOURCES_FIT
         #: DynamicResources, the one plugin the search defers to (candidate nodes, allocation).
         self.dra = profile.DYNAMIC_RESOURCES(state, policy, step_budget, self.share_ids)
+        #: The nodes of a pod group's placement while one is assumed (``within``), else every node.
+        self.placement: frozenset[str] | None = None
+
+    @contextmanager
+    def within(self, nodes: Collection[str]) -> Iterator[None]:
+        """Decide only among ``nodes`` (upstream's ``AssumePlacement``: the snapshot lists the
+        placement's nodes alone, so the walk, the sampling and the FitError count only them)."""
+        outer = self.placement
+        self.placement = frozenset(nodes)
+        try:
+            yield
+        finally:
+            self.placement = outer
+
+    def node_names(self) -> list[str]:
+        """The nodes a decision may choose among, sorted: the placement's, or every node."""
+        names = self.state.nodes.names()
+        placement = self.placement
+        return names if placement is None else [n for n in names if n in placement]
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -245,12 +265,16 @@ class Scheduler:
     def erroneous_nodes(self, cycle: Cycle) -> list[str]:
         """The nodes where a free candidate of one of the pod's classes fails its selectors with a
         CEL error (DynamicResources'): the walk leaves them out."""
-        return self.dra.erroneous_nodes(cycle.state)
+        erroneous = self.dra.erroneous_nodes(cycle.state)
+        placement = self.placement
+        return erroneous if placement is None else [n for n in erroneous if n in placement]
 
     def _walk(self, cycle: Cycle, start: str | None) -> Iterator[str]:
         """The nodes that might fit the pod, once round the ring of names from ``start``:
-        DynamicResources' candidate nodes (upstream's ``PreFilterResult``)."""
-        return self.dra.candidate_nodes(cycle.state, start)
+        DynamicResources' candidate nodes (upstream's ``PreFilterResult``), within the placement."""
+        walk = self.dra.candidate_nodes(cycle.state, start)
+        placement = self.placement
+        return walk if placement is None else (n for n in walk if n in placement)
 
     # -- Score ---------------------------------------------------------------------------------
 
@@ -297,7 +321,7 @@ class Scheduler:
         return decision
 
     def _decide(self, pod: Obj, *, ignore_claim: bool, score: bool) -> Decision:
-        total = len(self.state.nodes)
+        total = len(self.node_names())
         try:
             cycle = self.pre_filter(pod, ignore_claim=ignore_claim)
         except PreFilterFailed as e:
@@ -314,7 +338,7 @@ class Scheduler:
                 if found is not None:
                     return found
             # Nothing fits: explain every node, including those the search never visited.
-            for n in self.state.nodes.names():
+            for n in self.node_names():
                 if n not in reasons:
                     _, why = self._node_plan(cycle, n)
                     reasons[n] = why or [self.dra.CANNOT_ALLOCATE]
@@ -347,9 +371,9 @@ class Scheduler:
         that passes, so the winner is the best of that many nodes on which nothing failed.
         ``score=False`` (does any node fit?) walks by name and stops at the first that fits.
         """
-        nodes = self.state.nodes
+        nodes = self.node_names()
         wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
-        start = start_of(pod, nodes.names()) if wanted < len(nodes) and score else None
+        start = start_of(pod, nodes) if wanted < len(nodes) and score else None
         feasible = self._feasible(cycle, self._walk(cycle, start), score)
         heap = list(islice(feasible, wanted))  # one C-level pull for all of them
         scorers = self.framework.run_pre_score_plugins(cycle) if score and heap else []
