@@ -101,3 +101,9 @@ def not_older(obj: Any, resource_version: str) -> bool:
         return int(as_str(meta(obj).get("resourceVersion"))) >= int(resource_version)
     except ValueError:
         return False
+
+
+def pod_priority(pod: Any) -> int:
+    """``corev1helpers.PodPriority``: ``spec.priority``, 0 when unset."""
+    p = spec(pod).get("priority")
+    return p if isinstance(p, int) and not isinstance(p, bool) else 0

@@ -123,3 +123,19 @@ class NodeResourcesFit:
     @staticmethod
     def filter(reqs: Units, info: NodeInfo, delegated: Collection[str]) -> list[str]:
         return filter_node(reqs, info, delegated)
+
+
+def most_allocated_placement(group: list[Units], nodes: list[NodeInfo]) -> int:
+    """NodeResourcesFit's ``ScorePlacement`` (``MostAllocated`` over cpu and memory, weight 1 each):
+    the placement's nodes as one, with what is on them and the group's pods' ``NonZeroRequested``
+    (``group``) together against their allocatable. A tightly packed placement scores higher."""
+    score = weights = 0
+    for res in SCORED:
+        capacity = sum(info.allocatable.get(res, 0) for info in nodes)
+        if capacity == 0:
+            continue
+        on_nodes = sum(info.nonzero_requested.get(res, 0) for info in nodes if info.allocatable.get(res, 0))
+        requested = sum(u.get(res, 0) for u in group) + on_nodes
+        score += min(requested, capacity) * MAX_NODE_SCORE // capacity
+        weights += 1
+    return score // weights if weights else 0

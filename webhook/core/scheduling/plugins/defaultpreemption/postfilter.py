@@ -40,7 +40,7 @@ from typing import Final
 
 from ....allocation.errors import AllocationError
 from ....api.constants import WRITER_ANNOTATION
-from ....api.objects import Obj, annotations_of, as_dict, spec, status
+from ....api.objects import Obj, annotations_of, as_dict, pod_priority, spec, status
 from ...cycle import Cycle
 from ...framework import Decision, PreFilterFailed, fit_error
 from ...sampling import rotation, start_of
@@ -49,7 +49,7 @@ from ..dynamicresources.filter import CANNOT_ALLOCATE
 from .pdb import split_by_pdb_violation
 from .simulation import Removal, releasing_devices
 from .unresolvable import unresolvable
-from .victims import Victim, by_importance, pod_priority, terminating_by_preemption
+from .victims import Victim, by_importance, terminating_by_preemption
 
 NAME: Final = "DefaultPreemption"
 NEVER: Final = "Never"

@@ -11,19 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from ....api.objects import Obj, as_dict, as_list, is_terminating, parse_time, spec, status
+from ....api.objects import Obj, as_dict, as_list, is_terminating, parse_time, pod_priority, status
 
 #: ``v1.DisruptionTarget`` and ``v1.PodReasonPreemptionByScheduler``.
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 
 _LATEST: Final = datetime.max.replace(tzinfo=UTC)
-
-
-def pod_priority(pod: Obj) -> int:
-    """``corev1helpers.PodPriority``: ``spec.priority``, 0 when unset."""
-    p = spec(pod).get("priority")
-    return p if isinstance(p, int) and not isinstance(p, bool) else 0
 
 
 def start_time(pod: Obj) -> datetime:

@@ -1,0 +1,209 @@
+"""The pod group cycle (upstream's ``schedule_one_podgroup.go``) on the pure engine."""
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.core.harness import state_of
+from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
+from webhook.core.api.objects import Obj
+from webhook.core.scheduling.framework import ERROR, SCHEDULED, UNSCHEDULABLE
+from webhook.core.scheduling.podgroupcycle import GroupDecision, PodGroupCycle, PodGroupInfo
+from webhook.core.scheduling.scheduler import Scheduler
+
+GPU = "example.com/gpu"
+CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
+
+
+def member(name: str, n: int = 2, **kw: Any) -> Obj:
+    return pod(name, [container("c", {GPU: n})], schedulingGroup={"podGroupName": "train"}, **kw)
+
+
+def gang(min_count: int | None, key: str | None = None, **spec: Any) -> Obj:
+    policy = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+    s: Obj = {"schedulingPolicy": policy, **spec}
+    if key:
+        s["schedulingConstraints"] = {"topology": [{"key": key}]}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": s,
+    }
+
+
+def cluster(*racks: tuple[str, int, int], cpu: str = "16") -> Scheduler:
+    """``(rack, nodes, GPUs per node)`` per rack; nodes ``<rack>-<i>``."""
+    objs: list[Obj] = [CLASS]
+    for rack, count, per in racks:
+        for i in range(count):
+            n = f"{rack}-{i}"
+            objs.append(node(n, {"cpu": cpu}, labels={"rack": rack}))
+            objs.append(resource_slice(f"s-{n}", gpus(per), node_name=n))
+    return Scheduler(state_of(*objs), "binpack")
+
+
+def devices_of(d: GroupDecision) -> list[Any]:
+    return [k for x, _ in d.placed() for k in (x.special.device_keys if x.special else [])]
+
+
+def test_a_gang_that_fits_is_placed_whole_and_its_members_stay_reserved() -> None:
+    s = cluster(("a", 2, 4))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(4), [member(f"m{i}") for i in range(4)]))
+    assert d.status == SCHEDULED
+    assert [x.node for x, _ in d.placed()] == ["a-0", "a-0", "a-1", "a-1"]
+    assert len(set(devices_of(d))) == 8
+    assert d.condition() == {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "",
+    }
+    assert s.schedule(pod("late", [container("c", {GPU: 1})])).status == UNSCHEDULABLE  # all 8 reserved
+
+
+def test_a_gang_short_of_min_count_places_nobody_and_leaves_nothing_reserved() -> None:
+    s = cluster(("a", 2, 4))
+    members = [member(f"m{i}") for i in range(5)]
+    d = PodGroupCycle(s, topology_aware=False).schedule(PodGroupInfo(gang(5), members))
+    assert d.status == UNSCHEDULABLE
+    assert d.placed() == []
+    assert d.message == "minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
+    assert [x.message for x in d.decisions[:4]] == [d.message] * 4
+    assert d.decisions[4].message.startswith("0/2 nodes are available")  # its own reason
+    assert d.condition()["reason"] == "Unschedulable"
+    free = s.schedule(pod("after", [container("c", {GPU: 4})]))
+    assert free.status == SCHEDULED  # every device is free again
+
+
+def test_the_gang_stops_early_once_min_count_cannot_be_reached() -> None:
+    s = cluster(("a", 1, 2))
+    members = [member(f"m{i}") for i in range(4)]
+    d = PodGroupCycle(s, topology_aware=False).schedule(PodGroupInfo(gang(4), members))
+    assert d.message == "minCount (4) cannot be satisfied: 1 scheduled, 2 remaining"
+    assert [x.message for x in d.decisions[2:]] == [d.message] * 2  # never evaluated
+
+
+def test_with_topology_aware_scheduling_every_node_is_one_placement() -> None:
+    s = cluster(("a", 1, 2))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(4), [member(f"m{i}") for i in range(4)]))
+    assert d.message == "0/1 placements are available, first placement status: pod group is unschedulable"
+    assert d.decisions[0].message == d.message  # placed, then undone with the group
+    assert d.decisions[1].message.startswith("0/1 nodes are available")  # its own reason
+    assert [x.message for x in d.decisions[2:]] == [d.message] * 2
+
+
+def test_a_basic_group_places_whom_it_can() -> None:
+    s = cluster(("a", 1, 4))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(None), [member(f"m{i}") for i in range(3)]))
+    assert d.status == SCHEDULED
+    assert [x.status for x in d.decisions] == [SCHEDULED, SCHEDULED, UNSCHEDULABLE]
+    assert len(d.placed()) == 2
+
+
+def test_every_member_lands_in_one_domain_of_the_topology_key() -> None:
+    s = cluster(("a", 2, 2), ("b", 2, 4))  # a holds 4 GPUs, b 8
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(3, "rack"), [member(f"m{i}") for i in range(3)]))
+    assert d.status == SCHEDULED
+    assert d.placement == "b"
+    assert {x.node for x, _ in d.placed()} <= {"b-0", "b-1"}
+
+
+def test_of_two_feasible_domains_the_fuller_one_is_chosen() -> None:
+    s = cluster(("a", 1, 8), ("b", 1, 8))
+    s.reserve(s.schedule(pod("busy", [container("c", {"cpu": "8"})], nodeSelector={"rack": "b"})))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(2, "rack"), [member("m0"), member("m1")]))
+    assert d.placement == "b"  # MostAllocated over the placement: b is half used
+
+
+def test_no_domain_fits_the_whole_gang() -> None:
+    s = cluster(("a", 1, 4), ("b", 1, 4))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(3, "rack"), [member(f"m{i}") for i in range(3)]))
+    assert d.status == UNSCHEDULABLE
+    assert d.message == "0/2 placements are available, first placement status: pod group is unschedulable"
+    assert d.placed() == []
+    assert s.schedule(pod("after", [container("c", {GPU: 4})])).status == SCHEDULED
+
+
+def test_a_key_no_node_carries_leaves_no_placement() -> None:
+    s = cluster(("a", 1, 4))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(1, "zone"), [member("m0")]))
+    assert (d.status, d.message) == (UNSCHEDULABLE, "no feasible placements found")
+
+
+def test_later_members_join_the_domain_of_those_already_scheduled() -> None:
+    s = cluster(("a", 1, 8), ("b", 1, 8))
+    first = member("m0")
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(2, "rack"), [member("m1")], scheduled=[(first, "b-0")]))
+    assert d.status == SCHEDULED
+    assert d.placement == "b"
+
+
+def test_members_that_disagree_are_a_scheduler_error() -> None:
+    s = cluster(("a", 1, 8))
+    members = [member("m0"), member("m1", schedulerName="other")]
+    members[0]["spec"]["schedulerName"] = "draxr"
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(2), members))
+    assert d.status == ERROR
+    assert d.message == (
+        "all pods in a single pod group should have the same .spec.schedulerName set, "
+        'got: "other" and "draxr"'
+    )
+    assert d.condition()["reason"] == "SchedulerError"
+    prio = PodGroupCycle(s).schedule(PodGroupInfo(gang(1), [member("m0", priority=5)]))
+    assert prio.message == (
+        "all pods in a single pod group should have the same priority as the pod group's priority, "
+        "got 5 and 0"
+    )
+    policy = PodGroupCycle(s).schedule(
+        PodGroupInfo(gang(2), [member("m0"), member("m1", preemptionPolicy="Never")])
+    )
+    assert policy.message == (
+        "all pods in a single pod group should have the same preemption policy, "
+        "got Never and PreemptLowerPriority"
+    )
+
+
+def _snapshot(s: Scheduler) -> tuple[dict[str, int], dict[str, tuple[dict[str, int], int]]]:
+    nodes = {
+        n: ({r: v for r, v in i.requested.items() if v}, len(i.pods))
+        for n, i in s.state.nodes.by_name.items()
+    }
+    return s.state.capacity.free("gpu.example.com"), nodes
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    racks=st.lists(st.tuples(st.integers(1, 3), st.sampled_from([1, 2, 4, 8])), min_size=1, max_size=3),
+    sizes=st.lists(st.integers(1, 8), min_size=1, max_size=6),
+    min_count=st.one_of(st.none(), st.integers(1, 6)),
+    keyed=st.booleans(),
+    topology_aware=st.booleans(),
+)
+def test_no_group_is_ever_placed_below_its_min_count(
+    racks: list[tuple[int, int]], sizes: list[int], min_count: int | None, keyed: bool, topology_aware: bool
+) -> None:
+    s = cluster(*((f"r{i}", count, per) for i, (count, per) in enumerate(racks)))
+    before = _snapshot(s)
+    members = [member(f"m{i}", n) for i, n in enumerate(sizes)]
+    group = gang(min_count, "rack" if keyed else None)
+    d = PodGroupCycle(s, topology_aware=topology_aware).schedule(PodGroupInfo(group, members))
+    assert len(d.decisions) == len(members)
+    placed = d.placed()
+    if d.status != SCHEDULED:
+        assert placed == []
+        assert _snapshot(s) == before  # nothing left reserved
+        return
+    assert len(placed) >= (min_count or 1)
+    keys = [k for x, _ in placed for k in (x.special.device_keys if x.special else [])]
+    assert (
+        len(keys)
+        == len(set(keys))
+        == sum(x.pod["spec"]["containers"][0]["resources"]["requests"][GPU] for x, _ in placed)
+    )
+    if keyed and topology_aware:
+        assert len({s.state.nodes.by_name[x.node].labels["rack"] for x, _ in placed if x.node}) == 1
+    for x, token in placed:
+        s.unreserve(x, token)
+    assert _snapshot(s) == before

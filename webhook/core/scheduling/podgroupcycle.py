@@ -1,0 +1,311 @@
+"""One scheduling cycle for a whole pod group (upstream's ``schedule_one_podgroup.go``).
+
+The group is checked first (``validate_pod_group``: one scheduler name, the PodGroup's priority and
+one preemption policy for every member); a violation is a SchedulerError for the whole group. Then
+the candidate placements are generated (``topologyaware``: one per domain of the group's topology
+key; every node when it has none or when topology-aware scheduling is off), and on each, with the
+others' nodes hidden (``Scheduler.within``), the default algorithm runs: PlacementFeasible
+(``gangscheduling``) before any member, then every member in queue order through the pod's own
+PreFilter, Filter, Score and Reserve, each seeing the members placed before it, PlacementFeasible
+after each (Unschedulable ends the placement early). Every placement's reservations are undone
+after it is tried. Of the placements where the group is feasible, the best by the PlacementScore
+plugins (``podgrouppodscount`` and NodeResourcesFit's ``most_allocated_placement``, weight 1 each)
+is reserved again, member by member, and returned.
+
+A group is scheduled when its placement is feasible and at least one member was placed. Members
+placed then go to binding; the others get their own reason. When the group is unschedulable, every
+member gets the group's reason, except those that failed on their own, which keep theirs.
+
+Where upstream picks at random (map order, ties between placements), draxr is deterministic: the
+domains in name order, ties to the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..api import podgroups
+from ..api.objects import Obj, as_dict, key, pod_priority, spec
+from ..api.podresources import pod_requests_nonzero
+from .framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
+from .plugins import gangscheduling, noderesources, podgrouppodscount, topologyaware
+from .scheduler import Scheduler
+
+#: upstream's ``errPodGroupUnschedulable``.
+POD_GROUP_UNSCHEDULABLE: Final = "pod group is unschedulable"
+NO_FEASIBLE_PLACEMENTS: Final = "no feasible placements found"
+
+
+def placements_unavailable(count: int) -> str:
+    """Every placement infeasible: upstream reports the first's status, always its error."""
+    return f"0/{count} placements are available, first placement status: {POD_GROUP_UNSCHEDULABLE}"
+
+
+@dataclass(slots=True)
+class PodGroupInfo:
+    """A group as the queue hands it to its cycle: its PodGroup, its members waiting to be
+    scheduled (queue order), and its pods already scheduled, each with its node."""
+
+    pod_group: Obj
+    members: list[Obj]
+    scheduled: list[tuple[Obj, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GroupDecision:
+    """The cycle's outcome: the group's status and message, one decision per member (in order),
+    the chosen placement's name ("" for every node), and the reservation of each member placed
+    (``tokens``, None for the others; only when the group is scheduled)."""
+
+    status: str
+    message: str
+    decisions: list[Decision]
+    placement: str | None = None
+    tokens: list[str | None] = field(default_factory=list)
+
+    def placed(self) -> list[tuple[Decision, str]]:
+        """The members to bind, with their reservation."""
+        return [(d, t) for d, t in zip(self.decisions, self.tokens, strict=False) if t is not None]
+
+    def condition(self) -> Obj:
+        """The ``PodGroupInitiallyScheduled`` condition upstream writes for this outcome."""
+        if self.status == SCHEDULED:
+            return _condition("True", podgroups.REASON_SCHEDULED, self.message)
+        if self.status == UNSCHEDULABLE:
+            return _condition("False", podgroups.REASON_UNSCHEDULABLE, self.message)
+        return _condition("False", podgroups.REASON_SCHEDULER_ERROR, self.message)
+
+
+def _condition(state: str, reason: str, message: str) -> Obj:
+    return {"type": podgroups.INITIALLY_SCHEDULED, "status": state, "reason": reason, "message": message}
+
+
+def _pod_preemption_policy(pod: Obj) -> str:
+    policy = spec(pod).get("preemptionPolicy")
+    return policy if isinstance(policy, str) and policy else podgroups.PREEMPT_LOWER_PRIORITY
+
+
+def validate_pod_group(group: PodGroupInfo, *, pod_group_preemption_policy: bool = False) -> str | None:
+    """Why the group cannot be scheduled as one (upstream's ``validatePodGroup``), or None.
+
+    Every member, scheduled ones included, has the first member's scheduler name, the PodGroup's
+    priority and one preemption policy: the PodGroup's with the ``PodGroupPreemptionPolicy`` gate,
+    else the first member's."""
+    pg = group.pod_group
+    scheduler_name: str | None = None
+    group_priority = podgroups.priority(pg)
+    group_policy = podgroups.preemption_policy(pg) if pod_group_preemption_policy else ""
+    for pod in [*group.members, *(p for p, _ in group.scheduled)]:
+        name = as_dict(spec(pod)).get("schedulerName") or ""
+        if scheduler_name is None:
+            scheduler_name = name
+        if name != scheduler_name:
+            return (
+                "all pods in a single pod group should have the same .spec.schedulerName set, "
+                f'got: "{name}" and "{scheduler_name}"'
+            )
+        p = pod_priority(pod)
+        if p != group_priority:
+            return (
+                "all pods in a single pod group should have the same priority as the pod group's "
+                f"priority, got {p} and {group_priority}"
+            )
+        policy = _pod_preemption_policy(pod)
+        if pod_group_preemption_policy:
+            if policy != group_policy:
+                return (
+                    "all pods in a single pod group should have the same preemption policy as the pod "
+                    f"group's preemption policy, got {policy} and {group_policy}"
+                )
+        elif not group_policy:
+            group_policy = policy
+        elif policy != group_policy:
+            return (
+                "all pods in a single pod group should have the same preemption policy, "
+                f"got {policy} and {group_policy}"
+            )
+    return None
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """The default algorithm's result on one placement (its reservations already undone):
+    the decisions of the members it evaluated, in order."""
+
+    status: str
+    message: str
+    evaluated: list[Decision]
+    placed: int
+
+    def rejected(self, group: PodGroupInfo, message: str) -> list[Decision]:
+        """A decision per member for a rejected group: the group's ``message`` for the members
+        placed and those not evaluated (``completePodGroupAlgorithmResult``), their own reason
+        for the others."""
+        own = [d if d.status != SCHEDULED else _rejected(d.pod, message) for d in self.evaluated]
+        return own + [_rejected(pod, message) for pod in group.members[len(own) :]]
+
+
+class PodGroupCycle:
+    """Schedules one pod group on the scheduler's state (``schedule``); pure but for the in-memory
+    reservations it leaves for the members it places."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        topology_aware: bool = True,
+        pod_group_preemption_policy: bool = False,
+        member_order: Callable[[Sequence[Obj]], list[Obj]] = list,
+    ) -> None:
+        self.scheduler = scheduler
+        self.topology_aware = topology_aware
+        self.pod_group_preemption_policy = pod_group_preemption_policy
+        self.member_order = member_order
+
+    def schedule(self, group: PodGroupInfo) -> GroupDecision:
+        members = self.member_order(group.members)
+        group = PodGroupInfo(group.pod_group, members, group.scheduled)
+        why = validate_pod_group(group, pod_group_preemption_policy=self.pod_group_preemption_policy)
+        if why is not None:
+            return self._all(group, ERROR, why)
+        placements = [topologyaware.Placement("", tuple(self.scheduler.node_names()))]
+        if self.topology_aware:
+            try:
+                placements = topologyaware.generate_placements(
+                    podgroups.topology_key(group.pod_group), self._labels(), self._scheduled(group)
+                )
+            except topologyaware.PlacementError as e:
+                return self._all(group, ERROR, str(e))
+            if not placements:
+                return self._all(group, UNSCHEDULABLE, NO_FEASIBLE_PLACEMENTS)
+        attempts: list[tuple[topologyaware.Placement, _Attempt]] = []
+        for placement in placements:
+            with self.scheduler.within(placement.nodes):
+                attempt = self._default_algorithm(group)
+            if attempt.status == ERROR:
+                return self._all(group, ERROR, attempt.message)
+            attempts.append((placement, attempt))
+        feasible = [(p, a) for p, a in attempts if a.status == SCHEDULED]
+        if not feasible:
+            first = attempts[0][1]
+            message = first.message
+            if self.topology_aware:
+                message = placements_unavailable(len(placements))
+            return GroupDecision(UNSCHEDULABLE, message, first.rejected(group, message))
+        try:
+            placement, _ = self._best(group, feasible)
+        except podgrouppodscount.NoPodsAssigned as e:
+            return self._all(group, ERROR, f"running NormalizePlacementScore on PlacementScore plugins: {e}")
+        return self._commit(group, placement)
+
+    # -- the default algorithm on one placement ------------------------------------------------
+
+    def _default_algorithm(self, group: PodGroupInfo) -> _Attempt:
+        """Every member in order, PlacementFeasible before and after each; reservations undone."""
+        min_count = podgroups.min_count(group.pod_group)
+        remaining, scheduled = len(group.members), len(group.scheduled)
+        decisions: list[Decision] = []
+        tokens: list[tuple[Decision, str]] = []
+        feasible = gangscheduling.placement_feasible
+        verdict = feasible(min_count, gangscheduling.Progress(remaining, scheduled))
+        try:
+            if verdict is not None and verdict[0] == gangscheduling.UNSCHEDULABLE:
+                return self._finish(decisions, verdict, 0)
+            placed = 0
+            for pod in group.members:
+                d = self.scheduler.schedule(pod)
+                decisions.append(d)
+                if d.status == ERROR:
+                    why = f"failed to schedule other pod from a pod group: {d.message}"
+                    return _Attempt(ERROR, why, decisions, 0)
+                remaining -= 1
+                if d.status == SCHEDULED:
+                    tokens.append((d, self.scheduler.reserve(d)))
+                    scheduled += 1
+                    placed += 1
+                verdict = feasible(min_count, gangscheduling.Progress(remaining, scheduled))
+                if verdict is not None and verdict[0] == gangscheduling.UNSCHEDULABLE:
+                    break
+            return self._finish(decisions, verdict, placed)
+        finally:
+            for d, token in reversed(tokens):
+                self.scheduler.unreserve(d, token)
+
+    @staticmethod
+    def _finish(
+        decisions: list[Decision], verdict: tuple[gangscheduling.Code, str] | None, placed: int
+    ) -> _Attempt:
+        if verdict is None and placed:
+            return _Attempt(SCHEDULED, "", decisions, placed)
+        return _Attempt(UNSCHEDULABLE, verdict[1] if verdict is not None else "", decisions, placed)
+
+    # -- PlacementScore and the commit ---------------------------------------------------------
+
+    def _best(
+        self, group: PodGroupInfo, feasible: list[tuple[topologyaware.Placement, _Attempt]]
+    ) -> tuple[topologyaware.Placement, _Attempt]:
+        by_name = self.scheduler.state.nodes.by_name
+        counts = podgrouppodscount.normalize(
+            [podgrouppodscount.score_placement(len(group.scheduled), a.placed) for _, a in feasible]
+        )
+        best: tuple[topologyaware.Placement, _Attempt] | None = None
+        best_score = -1
+        for (placement, attempt), count in zip(feasible, counts, strict=True):
+            requests = [pod_requests_nonzero(d.pod)[1] for d in attempt.evaluated if d.status == SCHEDULED]
+            fit = noderesources.most_allocated_placement(requests, [by_name[n] for n in placement.nodes])
+            total = podgrouppodscount.WEIGHT * count + fit
+            if total > best_score:
+                best, best_score = (placement, attempt), total
+        assert best is not None
+        return best
+
+    def _commit(self, group: PodGroupInfo, placement: topologyaware.Placement) -> GroupDecision:
+        """The chosen placement once more, its reservations kept: the same members in the same
+        order on the same state decide the same."""
+        min_count = podgroups.min_count(group.pod_group)
+        scheduled = len(group.scheduled)
+        decisions: list[Decision] = []
+        tokens: list[str | None] = []
+        with self.scheduler.within(placement.nodes):
+            for pod in group.members:
+                d = self.scheduler.schedule(pod)
+                decisions.append(d)
+                token = self.scheduler.reserve(d) if d.status == SCHEDULED else None
+                tokens.append(token)
+                scheduled += token is not None
+        if scheduled < min_count or not any(tokens):  # the state changed under the cycle
+            for d, t in zip(reversed(decisions), reversed(tokens), strict=True):
+                if t is not None:
+                    self.scheduler.unreserve(d, t)
+            return self._all(group, UNSCHEDULABLE, POD_GROUP_UNSCHEDULABLE)
+        return GroupDecision(SCHEDULED, "", decisions, placement.name, tokens)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _labels(self) -> dict[str, dict[str, str]]:
+        by_name = self.scheduler.state.nodes.by_name
+        return {n: by_name[n].labels for n in self.scheduler.node_names()}
+
+    @staticmethod
+    def _scheduled(group: PodGroupInfo) -> list[tuple[str, str]]:
+        return [(key(pod), node) for pod, node in group.scheduled]
+
+    @staticmethod
+    def _all(group: PodGroupInfo, status: str, message: str) -> GroupDecision:
+        return GroupDecision(status, message, [Decision(p, status, message=message) for p in group.members])
+
+
+def _rejected(pod: Obj, message: str) -> Decision:
+    return Decision(pod, UNSCHEDULABLE, message=message)
+
+
+__all__ = [
+    "NO_FEASIBLE_PLACEMENTS",
+    "POD_GROUP_UNSCHEDULABLE",
+    "GroupDecision",
+    "PodGroupCycle",
+    "PodGroupInfo",
+    "validate_pod_group",
+]
