@@ -36,6 +36,8 @@ class FaultRule:
     times: int | None
     retry_after: int
     message: str
+    #: The first this many matching requests pass untouched (fail the third claim a cycle writes).
+    skip: int = 0
     hits: int = 0
     active: bool = True
 
@@ -104,6 +106,7 @@ class FaultInjector:
         times: int | None = None,
         retry_after: int = 1,
         message: str = "injected fault",
+        skip: int = 0,
     ) -> FaultRule:
         verb_set = None if verbs is None else frozenset([verbs] if isinstance(verbs, str) else verbs)
         if verb_set is not None and not verb_set <= VERBS:
@@ -116,8 +119,10 @@ class FaultInjector:
             raise ValueError("probability must be within [0, 1]")
         if times is not None and times < 1:
             raise ValueError("times must be at least 1")
+        if skip < 0:
+            raise ValueError("skip must not be negative")
         rule = FaultRule(
-            verb_set, resource, namespace, error, latency, probability, times, retry_after, message
+            verb_set, resource, namespace, error, latency, probability, times, retry_after, message, skip
         )
         with self._lock:
             self._rules.append(rule)
@@ -140,6 +145,9 @@ class FaultInjector:
         with self._lock:
             for rule in self._rules:
                 if not rule.matches(verb, resource, namespace):
+                    continue
+                if rule.skip > 0:
+                    rule.skip -= 1
                     continue
                 if rule.probability < 1.0 and self._rng.random() >= rule.probability:
                     continue

@@ -168,6 +168,18 @@ BUILTIN: tuple[ResourceType, ...] = (
         generation=True,
         status_keeps_meta=True,
     ),
+    # 1.37 serves PodGroup as v1beta1 with GenericWorkload on (the emulator serves it).
+    ResourceType(
+        "scheduling.k8s.io",
+        "v1beta1",
+        "podgroups",
+        "PodGroup",
+        True,
+        subresources=("status",),
+        reset_status_on_create=True,
+        generation=True,
+        status_keeps_meta=True,
+    ),
     ResourceType(
         "admissionregistration.k8s.io",
         "v1",

@@ -30,6 +30,18 @@ def test_next_n_conflicts_then_success(core: Any, emulator: Emulator) -> None:
     assert rule.hits == 2
 
 
+def test_a_fault_can_let_the_first_matches_pass(core: Any, emulator: Emulator) -> None:
+    emulator.create("pods", pod("p"))
+    rule = emulator.inject(verbs="patch", resource="pods", error=500, times=1, skip=2)
+    for i in range(2):
+        core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"n": str(i)}}})
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"n": "2"}}})
+    assert err.value.status == 500
+    core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"n": "3"}}})
+    assert rule.hits == 1
+
+
 def test_faults_match_verbs_resources_and_subresources(core: Any, emulator: Emulator) -> None:
     emulator.create("pods", pod("p"))
     emulator.inject(verbs=["update", "patch"], resource="pods/status", error=500)
@@ -105,3 +117,5 @@ def test_invalid_fault_rules_are_rejected(emulator: Emulator) -> None:
         emulator.inject(verbs="get")
     with pytest.raises(ValueError, match="probability"):
         emulator.inject(error=500, probability=2)
+    with pytest.raises(ValueError, match="skip"):
+        emulator.inject(error=500, skip=-1)

@@ -25,6 +25,7 @@ RESOURCE = {
     "Pod": "pods",
     "DeviceTaintRule": "devicetaintrules",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "PodGroup": "podgroups",
 }
 GPU = "example.com/gpu"
 T = TypeVar("T")
@@ -202,6 +203,20 @@ def node(name: str, allocatable: dict[str, Any] | None = None, labels: dict[str,
         "kind": "Node",
         "metadata": {"name": name, "labels": labels or {}},
         "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def pod_group(name: str, min_count: int | None, key: str | None = None) -> Obj:
+    """A PodGroup: a gang of ``min_count`` (None: basic), all in one domain of ``key`` if given."""
+    policy: Obj = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+    spec: Obj = {"schedulingPolicy": policy}
+    if key:
+        spec["schedulingConstraints"] = {"topology": [{"key": key}]}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
     }
 
 

@@ -151,3 +151,27 @@ def test_pop_blocks_until_a_pod_arrives_and_close_wakes_it() -> None:
     q.close()
     t2.join(10)
     assert got == ["x", None]
+
+
+def test_take_brings_the_queued_members_in_flight_in_queue_order() -> None:
+    clock = Clock()
+    q = SchedulingQueue(clock)
+    for uid, prio in (("m0", 0), ("m1", 5), ("m2", 0), ("m3", 0), ("other", 0)):
+        q.add(uid, prio)
+    first = q.pop(0)
+    assert first is not None
+    assert first.uid == "m1"
+    q.failed("m2")  # unschedulable, waiting for a change
+    taken = q.take(["m0", "m1", "m2", "m3", "gone"])
+    assert [e.uid for e in taken] == ["m0", "m2", "m3"]  # m1 is in flight already
+    assert q.depth() == {"active": 1, "backoff": 0, "unschedulable": 0, "in_flight": 4}
+    popped = q.pop(0)
+    assert popped is not None
+    assert popped.uid == "other"
+    clock.now += 120
+    assert q.pop(0) is None
+    q.failed("m0")
+    q.cluster_changed()
+    again = q.pop(0)
+    assert again is not None
+    assert again.uid == "m0"

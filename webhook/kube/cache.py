@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.objects import Obj, name, namespace, not_older, uid
+from ..core.api.podgroups import GroupKey, group_of, key_of
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import STORAGE_KINDS as KEPT_STORAGE_KINDS
@@ -17,6 +18,7 @@ from ..core.cluster.state import ClusterState
 from ..core.cluster.workloads import WORKLOAD_KINDS
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
+from ..core.scheduling.podgroupcycle import GroupDecision, PodGroupCycle, PodGroupInfo
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
 from . import trim
@@ -33,6 +35,7 @@ from .resources import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     POD_DISRUPTION_BUDGETS,
+    POD_GROUP_VERSIONS,
     PODS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
@@ -46,6 +49,7 @@ from .resources import (
     VOLUME_ATTACHMENTS,
     Resource,
     device_taint_rules,
+    pod_groups,
 )
 
 Listener = Callable[[str, str, Obj], None]  # (kind, event type, object)
@@ -73,8 +77,9 @@ KIND_OF = {
     "ReplicaSet": REPLICA_SETS,
     "StatefulSet": STATEFUL_SETS,
 }
+KIND_OF["PodGroup"] = pod_groups(POD_GROUP_VERSIONS[0])  # version found at start
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
-OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS}
+OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS, "PodGroup": POD_GROUP_VERSIONS}
 #: The webhook reads ResourceClaims and ResourceClaimTemplates to route pods by the classes their
 #: own claims use; the worker also keeps the rewrite's templates.
 WEBHOOK_KINDS = (
@@ -89,11 +94,12 @@ WEBHOOK_KINDS = (
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
 STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
 #: The worker also keeps the pods, the storage kinds, the PodDisruptionBudgets preemption respects,
-#: the Namespaces (their labels: pod affinity's namespace selectors) and the Services and workload
-#: controllers (their selectors: PodTopologySpread's system defaults).
+#: the Namespaces (their labels: pod affinity's namespace selectors), the Services and workload
+#: controllers (their selectors: PodTopologySpread's system defaults) and the PodGroups (gangs).
 ALL_KINDS = (
     *WEBHOOK_KINDS,
     "Pod",
+    "PodGroup",
     *STORAGE_KINDS,
     "PodDisruptionBudget",
     "Namespace",
@@ -110,6 +116,8 @@ class ClusterCache:
         self._quotas: dict[tuple[str, str], Obj] = {}  # ResourceQuotas by (namespace, name)
         self._templates: dict[tuple[str, str], Obj] = {}  # ResourceClaimTemplates by (namespace, name)
         self._pdbs: dict[tuple[str, str], Obj] = {}  # PodDisruptionBudgets by (namespace, name)
+        self._pod_groups: dict[GroupKey, Obj] = {}  # PodGroups by (namespace, name)
+        self._members: dict[GroupKey, set[str]] = {}  # the uids of each group's pods
         self._listeners: list[Listener] = []
         self._static_synced: set[str] = set()
 
@@ -214,6 +222,20 @@ class ClusterCache:
                     self.pods.pop(uid(obj), None)
                 else:
                     self.pods[uid(obj)] = obj
+                group = group_of(obj)
+                if group is not None:  # the group is immutable: a pod joins once, leaves when deleted
+                    members = self._members.setdefault(group, set())
+                    if deleted:
+                        members.discard(uid(obj))
+                        if not members:
+                            del self._members[group]
+                    else:
+                        members.add(uid(obj))
+            elif kind == "PodGroup":
+                if deleted:
+                    self._pod_groups.pop(key_of(obj), None)
+                else:
+                    self._pod_groups[key_of(obj)] = obj
             elif kind in ("ResourceQuota", "ResourceClaimTemplate", "PodDisruptionBudget"):
                 index = {"ResourceQuota": self._quotas, "ResourceClaimTemplate": self._templates}.get(
                     kind, self._pdbs
@@ -257,6 +279,15 @@ class ClusterCache:
     def pod_disruption_budgets(self) -> list[Obj]:
         with self.lock:
             return list(self._pdbs.values())
+
+    def pod_group(self, group: GroupKey) -> Obj | None:
+        with self.lock:
+            return self._pod_groups.get(group)
+
+    def group_members(self, group: GroupKey) -> list[Obj]:
+        """Every pod that names ``group``, in no particular order."""
+        with self.lock:
+            return [self.pods[u] for u in self._members.get(group, ()) if u in self.pods]
 
     def all_pods(self) -> dict[str, Obj]:
         """Every pod by uid (a copy of the index; the objects are shared, never mutate them)."""
@@ -329,6 +360,13 @@ class SharedScheduler:
             decision = self.engine.schedule(pod)
             token = self.engine.reserve(decision) if decision.status == SCHEDULED else None
         return decision, token
+
+    def schedule_group_and_reserve(
+        self, group: PodGroupInfo, *, topology_aware: bool = True
+    ) -> GroupDecision:
+        """The pod group cycle in one hold of the lock; the members it places stay reserved."""
+        with self._cache.lock:
+            return PodGroupCycle(self.engine, topology_aware=topology_aware).schedule(group)
 
     def preempt(self, pod: Obj, decision: Decision, pdbs: list[Obj]) -> PostFilterResult:
         """DefaultPreemption's choice for an unschedulable decision, in one hold of the lock (its

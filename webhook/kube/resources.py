@@ -80,6 +80,15 @@ VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "Volu
 DEVICE_TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 
 
+#: PodGroup's versions, newest first: v1beta1 (1.37), v1alpha3 (1.37), v1alpha2 (1.36), each served
+#: only with ``GenericWorkload`` on (and the version enabled). 1.35's Workload held its groups inline.
+POD_GROUP_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
+
+
+def pod_groups(version: str) -> Resource:
+    return Resource("scheduling.k8s.io", version, "podgroups", "PodGroup", True)
+
+
 def device_taint_rules(version: str) -> Resource:
     return Resource("resource.k8s.io", version, "devicetaintrules", "DeviceTaintRule", False)
 

@@ -12,10 +12,10 @@ Kept, by kind:
   them) and the annotations of draxr's and the resource API's domains; ``spec`` fields the
   scheduling filters and the accounting read (node name, scheduler name, priority, preemption
   policy, node selector, affinity, tolerations, topology spread constraints, scheduling gates,
-  resource claims, overhead, pod-level resources) and, for every container and init container, in
-  order, its name, resources, restart policy and host ports; ``status`` phase, start time and
-  nominated node (preemption; the room a nominated pod keeps), the PodScheduled and
-  DisruptionTarget conditions, the request mapping and the claim statuses;
+  resource claims, overhead, pod-level resources, the pod group) and, for every container and
+  init container, in order, its name, resources, restart policy and host ports; ``status`` phase,
+  start time and nominated node (preemption; the room a nominated pod keeps), the PodScheduled
+  and DisruptionTarget conditions, the request mapping and the claim statuses;
 * Node: ``spec``; ``status`` allocatable, the conditions' type and status, the kubelet's version;
 * Pod ``spec.volumes``: only those the volume plugins read (claims, in-tree disks and migratable
   sources: ``core.cluster.podvolumes.ANY``); storage kinds: what ``core.cluster.storageobjects``
@@ -66,6 +66,7 @@ POD_SPEC: Final = (
     "resourceClaims",
     "overhead",
     "resources",
+    "schedulingGroup",
 )
 CONTAINER: Final = ("name", "resources", "restartPolicy")
 HOST_PORT: Final = ("hostPort", "hostIP", "protocol")
@@ -126,6 +127,7 @@ class TrimmedPodSpec(TypedDict, total=False):
     resourceClaims: list[dict[str, Any]]
     overhead: dict[str, Any]
     resources: dict[str, Any]
+    schedulingGroup: dict[str, str]
     volumes: list[dict[str, Any]]
     initContainers: list[TrimmedContainer]
     containers: list[TrimmedContainer]

@@ -84,7 +84,7 @@ class BindingCycle:
         self.conditions = conditions
         self.submit = submit
         #: Pods bound by this worker.
-        self.bound = 0
+        self.bound_total = 0
 
     def run(self, pod: Obj, decision: Decision, token: str, started: float | None = None) -> None:
         """PreBind and Bind; on any failure, Unreserve. ``started``: when the attempt began
@@ -97,15 +97,15 @@ class BindingCycle:
             self.binder.pre_bind(pod, decision, written)
             waits = waiting_claims(decision, written)
             if waits and self.conditions is not None:
-                self._wait(pod, decision, token, written, started, waits)
+                self.wait(pod, decision, token, written, started, waits)
                 return
             self.binder.bind(pod, decision.node)
         except Exception as e:
-            self._failed(pod, decision, token, written, e)
+            self.failed(pod, decision, token, written, e)
             return
-        self._bound(pod, decision, token, written, started)
+        self.bound(pod, decision, token, written, started)
 
-    def _wait(
+    def wait(
         self,
         pod: Obj,
         decision: Decision,
@@ -157,11 +157,11 @@ class BindingCycle:
                 raise BindingConditionsFailed(failure)
             self.binder.bind(pod, decision.node)
         except Exception as e:
-            self._failed(pod, decision, token, written, e)
+            self.failed(pod, decision, token, written, e)
             return
-        self._bound(pod, decision, token, written, started)
+        self.bound(pod, decision, token, written, started)
 
-    def _failed(self, pod: Obj, decision: Decision, token: str, written: Written, e: Exception) -> None:
+    def failed(self, pod: Obj, decision: Decision, token: str, written: Written, e: Exception) -> None:
         """Unreserve, and the pod back to the queue (or out of it, when it is bound already)."""
         if isinstance(e, AlreadyBound):
             # This worker's view lagged (a new leader): nothing was written, nothing is undone but
@@ -209,7 +209,7 @@ class BindingCycle:
                 "binding conditions: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)}
             )
 
-    def _bound(
+    def bound(
         self, pod: Obj, decision: Decision, token: str, written: Written, started: float | None
     ) -> None:
         assert decision.node is not None
@@ -218,7 +218,7 @@ class BindingCycle:
         # The reservation stays until the cache shows every claim this cycle wrote.
         self.assumed_claims.hold(token, written.claim_versions)
         self.queue.done(uid(pod))
-        self.bound += 1
+        self.bound_total += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
         if created.year > 1970:
             self.metrics.e2e.observe(max((datetime.now(UTC) - created).total_seconds(), 0.0))

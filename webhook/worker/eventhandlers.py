@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..core.api.objects import Obj, as_dict, is_terminating, key, meta, name, namespace, spec, status, uid
 from ..core.api.orphans import orphaned, owner_pod_uid, pod_is_done, special_claim_name, unmapped
+from ..core.api.podgroups import group_of
 from ..core.api.specialclaims import is_special_claim
 from ..kube.cache import ClusterCache
 from .assumed import AssumedClaims, AssumedPods
@@ -97,6 +98,11 @@ class EventHandlers:
             self.templates.want(pod)  # a rewritten pod's templates, if any are missing
         if self.assumed_pods.stale(etype, pod):
             return
+        group = group_of(pod)
+        if group is not None and etype == "ADDED":
+            # One more pod of the group: its members waiting for minCount may go (GangScheduling's
+            # queueing hint for an added pod).
+            self.queue.activate(uid(p) for p in self.cache.group_members(group))
         if etype != "DELETED" and is_ours(pod, self.scheduler_name):
             prio = spec(pod).get("priority")
             signature = None if resync else scheduling_signature(pod)

@@ -29,19 +29,32 @@ log = logging.getLogger("draxr.worker")
 
 def disruption_target_patch(scheduler_name: str, now: str) -> PodPatch:
     """Upstream's condition on a victim (strategic merge: conditions merge by ``type``)."""
+    message = f"{scheduler_name}: preempting to accommodate a higher priority pod"
+    return disruption_target("PreemptionByScheduler", message, now)
+
+
+def disruption_target(reason: str, message: str, now: str) -> PodPatch:
     return {
         "status": {
             "conditions": [
                 {
                     "type": "DisruptionTarget",
                     "status": "True",
-                    "reason": "PreemptionByScheduler",
-                    "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+                    "reason": reason,
+                    "message": message,
                     "lastTransitionTime": now,
                 }
             ]
         }
     }
+
+
+def evict(client: KubeClient, pod: Obj, condition: PodPatch) -> None:
+    """The ``DisruptionTarget`` condition, then a graceful delete of that very pod (its uid)."""
+    client.patch(
+        PODS, name(pod), condition, namespace=namespace(pod), subresource="status", patch_type=STRATEGIC_PATCH
+    )
+    client.delete(PODS, name(pod), namespace(pod), uid=uid(pod))
 
 
 def preempted_message(preemptor: Obj, node: str) -> str:
@@ -83,15 +96,7 @@ class PreemptionExecutor:
 
     def _preempt(self, preemptor: Obj, victim: Obj, node: str) -> None:
         try:
-            self.client.patch(
-                PODS,
-                name(victim),
-                disruption_target_patch(self.scheduler_name, now_rfc3339()),
-                namespace=namespace(victim),
-                subresource="status",
-                patch_type=STRATEGIC_PATCH,
-            )
-            self.client.delete(PODS, name(victim), namespace(victim), uid=uid(victim))
+            evict(self.client, victim, disruption_target_patch(self.scheduler_name, now_rfc3339()))
         except NotLeader as e:  # the lease went meanwhile: the next leader decides again
             log.warning("preemption of a victim failed", extra={"pod": key(victim), "reason": str(e)})
             return

@@ -16,7 +16,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 INITIAL_BACKOFF = 1.0
@@ -109,6 +109,18 @@ class SchedulingQueue:
                     self._activate_or_backoff(entry)
             self._moved_while_in_flight |= self._in_flight - {but}
 
+    def activate(self, uids: Iterable[str]) -> None:
+        """These pods may fit now (a pod of their group came): out of the unschedulable set."""
+        with self._cond:
+            for uid in uids:
+                if uid in self._in_flight:
+                    self._moved_while_in_flight.add(uid)
+                elif uid in self._unschedulable:
+                    self._unschedulable.discard(uid)
+                    entry = self._entries.get(uid)
+                    if entry is not None:
+                        self._activate_or_backoff(entry)
+
     # -- the scheduling loop --------------------------------------------------------------------
 
     def pop(self, timeout: float | None = None) -> Entry | None:
@@ -141,6 +153,18 @@ class SchedulingQueue:
                         return None
                 wait = min(waits) if waits else None
                 self._cond.wait(timeout=max(wait, 0.0) if wait is not None else None)
+
+    def take(self, uids: Iterable[str]) -> list[Entry]:
+        """The queued pods among ``uids`` (not in flight), now in flight, in queue order (priority,
+        then arrival): the other members of a pod group come into its cycle with the one popped."""
+        with self._cond:
+            out = [e for u in uids if (e := self._entries.get(u)) is not None and u not in self._in_flight]
+            for e in out:
+                self._in_active.discard(e.uid)  # its heap and backoff items are skipped when met
+                self._unschedulable.discard(e.uid)
+                self._in_flight.add(e.uid)
+            out.sort(key=lambda e: (-e.priority, e.seq))
+            return out
 
     def done(self, uid: str) -> None:
         """Scheduled (or given up): forget the pod."""

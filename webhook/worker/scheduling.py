@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from ..core.api.objects import Obj, key, name, namespace, uid
+from ..core.api.podgroups import group_of
 from ..core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
 from ..kube.cache import ClusterCache, SharedScheduler
 from ..kube.client import ApiError, KubeClient, NotLeader
@@ -27,6 +28,7 @@ from .bindingcycle import BindingCycle
 from .eventhandlers import is_ours
 from .events import EventRecorder, set_unschedulable
 from .metrics import WorkerMetrics
+from .podgroupscheduling import PodGroupScheduling
 from .preemption import PreemptionExecutor
 from .queue import SchedulingQueue
 
@@ -62,6 +64,8 @@ class SchedulingLoop:
         self.is_leader = is_leader
         self.scheduler_name = scheduler_name
         self.preemption = PreemptionExecutor(client, cache, scheduler, events, scheduler_name)
+        #: The path of a pod of a pod group (None: every pod alone).
+        self.groups: PodGroupScheduling | None = None
 
     def run(self, stop: threading.Event, leading: threading.Event) -> None:
         while not stop.is_set():
@@ -94,6 +98,10 @@ class SchedulingLoop:
         if not self.is_leader():
             self.queue.requeue(pod_uid)
             return None
+        group = group_of(pod)
+        if group is not None and self.groups is not None:
+            self.groups.schedule(pod, group)
+            return None
         started = time.perf_counter()
         decision, token = self.scheduler.schedule_and_reserve(pod)
         decided = time.perf_counter() - started
@@ -120,10 +128,17 @@ class SchedulingLoop:
             log.warning("PostFilter failed", extra={"pod": key(pod), "claim": name(claim), "reason": str(e)})
             self.queue.failed(uid(pod), unschedulable=False)
 
-    def _unschedulable(self, pod: Obj, decision: Decision, decided: float = 0.0) -> None:
+    def unschedulable_member(self, pod: Obj, decision: Decision, decided: float = 0.0) -> None:
+        """A pod group's member left unplaced: its answer, without preemption (a member preempts
+        only with its whole group, which draxr does not do yet)."""
+        self._unschedulable(pod, decision, decided, preempt=False)
+
+    def _unschedulable(
+        self, pod: Obj, decision: Decision, decided: float = 0.0, *, preempt: bool = True
+    ) -> None:
         reason = "Unschedulable" if decision.status == UNSCHEDULABLE else "SchedulerError"
         message = decision.message
-        if decision.status == UNSCHEDULABLE and self.is_leader():
+        if preempt and decision.status == UNSCHEDULABLE and self.is_leader():
             post = self.preemption.post_filter(pod, decision).message
             message = f"{message} {post}" if post else message
         # Errors (a CEL runtime error, say) go back after the backoff, as in kube-scheduler.

@@ -37,10 +37,12 @@ from .config import WorkerConfig
 from .doubles import DoubleAllocations
 from .eventhandlers import EventHandlers, is_ours
 from .events import EVENT_SENDERS, EventRecorder
+from .groupbinding import GroupBindingCycle
 from .leadership import Leadership
 from .maintenance import Maintenance
 from .metrics import WorkerMetrics
 from .nodevices import PodsWithoutDevices
+from .podgroupscheduling import PodGroupScheduling
 from .queue import SchedulingQueue
 from .scheduling import SchedulingLoop
 from .templates import TemplateKeeper
@@ -131,6 +133,19 @@ class Worker:
             self.assumed_pods,
             fence,
             config.scheduler_name,
+        )
+        self.scheduling.groups = PodGroupScheduling(
+            client,
+            cache,
+            self.scheduler,
+            self.queue,
+            GroupBindingCycle(client, self.binding),
+            self._pool,
+            self.events,
+            metrics,
+            self.assumed_pods,
+            config.scheduler_name,
+            self.scheduling.unschedulable_member,
         )
         self.handlers = EventHandlers(
             cache,

@@ -1,0 +1,52 @@
+"""The two-phase commit of a pod group's members under injected write failures."""
+
+from __future__ import annotations
+
+from .harness import GPU, Cluster, device_class, gpu_slice, node, pod_group
+
+
+def members(kube: Cluster, n: int, gpus: int = 2) -> None:
+    for i in range(n):
+        kube.pod(f"m{i}", {GPU: gpus}, schedulingGroup={"podGroupName": "train"})
+
+
+def test_a_prebind_failure_undoes_every_members_writes_then_the_group_binds(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), node("n2"), gpu_slice("n1", 4), gpu_slice("n2", 4))
+    kube.apply(pod_group("train", 4))
+    # The third special claim's create fails, after two members' claims were written.
+    rule = kube.em.inject(verbs="create", resource="resourceclaims", error=403, times=1, skip=2)
+    kube.worker()
+    members(kube, 4)
+    kube.em.wait_for(lambda: rule.hits == 1, 10, "the fault")
+    bound = kube.wait_bound(4)
+    assert len(bound) == 4
+    kube.check_consistent()
+    assert len(kube.claims()) == 4  # the two claims of the failed commit are gone
+    # No member was bound while a write of its group was undone.
+    writes = [r for r in kube.em.faults.requests() if r.verb in ("create", "delete")]
+    first_bind = next(i for i, r in enumerate(writes) if r.resource == "pods/binding")
+    deleted = [i for i, r in enumerate(writes) if r.resource == "resourceclaims" and r.verb == "delete"]
+    assert len(deleted) == 2
+    assert max(deleted) < first_bind
+
+
+def test_a_bind_that_fails_below_min_count_releases_the_group(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 8))
+    kube.apply(pod_group("train", 4))
+    kube.em.inject(verbs="create", resource="pods/binding", error=403, message="nope", times=1, skip=3)
+    kube.worker()
+    members(kube, 4)
+
+    def released() -> bool:
+        return len([p for p in kube.pods() if not p["metadata"].get("deletionTimestamp")]) == 1
+
+    kube.em.wait_for(released, 10, "the three bound members released")
+    left = kube.pods()
+    for p in left:
+        if p["spec"].get("nodeName"):
+            conditions = {c["type"]: c for c in p["status"].get("conditions", [])}
+            assert conditions["DisruptionTarget"]["reason"] == "PodGroupReleased"
+    assert not [p for p in left if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+    assert len(kube.em.faults.requests()) > 0
+    deletes = [r for r in kube.em.faults.requests() if r.verb == "delete" and r.resource == "pods"]
+    assert len(deletes) == 3

@@ -1,0 +1,88 @@
+"""A pod group through the worker: gated until whole, placed in one cycle, committed together."""
+
+from __future__ import annotations
+
+from webhook.worker.podgroupscheduling import with_condition
+
+from .harness import GPU, Cluster, device_class, gpu_slice, node, pod_group
+
+
+def member(kube: Cluster, name: str, gpus: int = 2, group: str = "train") -> None:
+    kube.pod(name, {GPU: gpus}, schedulingGroup={"podGroupName": group})
+
+
+def initially_scheduled(kube: Cluster, name: str = "train") -> dict[str, str] | None:
+    pg = kube.em.get("podgroups", name, "default")
+    for c in (pg.get("status") or {}).get("conditions") or []:
+        if c["type"] == "PodGroupInitiallyScheduled":
+            return {k: c[k] for k in ("status", "reason", "message")}
+    return None
+
+
+def test_a_gang_of_four_pods_of_two_gpus_binds_whole(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), node("n2"), gpu_slice("n1", 4), gpu_slice("n2", 4))
+    kube.apply(pod_group("train", 4))
+    kube.worker()
+    for i in range(4):
+        member(kube, f"m{i}")
+    bound = kube.wait_bound(4)
+    assert sorted(bound.values()) == ["n1", "n1", "n2", "n2"]
+    kube.em.wait_for(lambda: initially_scheduled(kube) is not None, 10, "the PodGroup's condition")
+    assert initially_scheduled(kube) == {"status": "True", "reason": "Scheduled", "message": ""}
+    kube.check_consistent()
+    assert len(kube.allocated()) == 8
+
+
+def test_a_gang_that_cannot_fit_leaves_no_pod_bound_and_no_claim_allocated(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 4))
+    kube.apply(pod_group("train", 3))
+    kube.worker()
+    for i in range(3):
+        member(kube, f"m{i}")
+    kube.em.wait_for(lambda: initially_scheduled(kube) is not None, 10, "the PodGroup's condition")
+    condition = initially_scheduled(kube)
+    assert condition is not None
+    assert condition["status"] == "False"
+    assert condition["reason"] == "Unschedulable"
+    kube.em.wait_for(lambda: all(kube.condition(f"m{i}") for i in range(3)), 10, "every member told")
+    assert kube.bound() == {}
+    assert kube.allocated() == []
+    assert kube.claims() == []
+
+
+def test_members_wait_for_their_pod_group_and_for_min_count(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 8))
+    kube.worker()
+    for i in range(3):
+        member(kube, f"m{i}")
+    kube.apply(pod_group("train", 4))
+    member(kube, "m3")
+    assert sorted(kube.wait_bound(4)) == ["m0", "m1", "m2", "m3"]
+
+
+def test_a_true_condition_never_goes_back_and_keeps_its_transition_time() -> None:
+    pg = {
+        "metadata": {"generation": 2},
+        "status": {
+            "conditions": [
+                {"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "message": ""}
+            ]
+        },
+    }
+    failed = {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "m",
+    }
+    assert with_condition(pg, failed, "t2") is None
+    fresh = {"metadata": {}, "status": {"conditions": [{"type": "Other", "status": "True"}]}}
+    out = with_condition(fresh, failed, "t1")
+    assert out == [{"type": "Other", "status": "True"}, {**failed, "lastTransitionTime": "t1"}]
+    fresh["status"]["conditions"] = out
+    again = {**failed, "message": "n"}
+    assert with_condition(fresh, again, "t3") == [
+        {"type": "Other", "status": "True"},
+        {**again, "lastTransitionTime": "t1"},
+    ]
+    assert with_condition(fresh, failed, "t3") is None  # nothing changed: nothing written

@@ -1,0 +1,180 @@
+"""The scheduling loop's path for a pod of a pod group (upstream's ``scheduleOnePodGroup``).
+
+A member popped from the queue first passes GangScheduling's PreEnqueue: its PodGroup must exist
+and, for a gang, ``minCount`` of its pods; until then it waits, unschedulable and unwritten (as
+upstream's gated pods), for a PodGroup or pod event. Then every queued member of the group comes
+into one cycle with it (``SchedulingQueue.take``, queue order), and the pure group cycle
+(``core/scheduling/podgroupcycle.py``) places them on one snapshot under the cache lock. The
+``PodGroupInitiallyScheduled`` condition is written as upstream writes it (never back from True).
+A scheduled group's placed members are committed together (``groupbinding.py``); every other
+member gets ``PodScheduled=False`` and a ``FailedScheduling`` Event with its reason, and waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from ..core.api import podgroups
+from ..core.api.objects import Obj, is_terminating, key, meta, spec, uid
+from ..core.api.podgroups import GroupKey
+from ..core.scheduling.framework import SCHEDULED, Decision
+from ..core.scheduling.plugins import gangscheduling
+from ..core.scheduling.podgroupcycle import GroupDecision, PodGroupInfo
+from ..kube.cache import ClusterCache, SharedScheduler
+from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
+from ..kube.resources import POD_GROUP_VERSIONS, Resource, pod_groups
+from .assumed import AssumedPods
+from .eventhandlers import is_ours
+from .events import EventRecorder, now_rfc3339
+from .groupbinding import GroupBindingCycle, Member
+from .metrics import WorkerMetrics
+from .queue import SchedulingQueue
+
+log = logging.getLogger("draxr.worker")
+
+
+def with_condition(pod_group: Obj, condition: Obj, now: str) -> list[Obj] | None:
+    """The PodGroup's conditions with ``condition`` set (``meta.SetStatusCondition``), or None
+    when nothing changes or the group was scheduled already (a True condition never goes back)."""
+    current = podgroups.condition(pod_group, condition["type"])
+    if current is not None and current.get("status") == "True" and condition["status"] != "True":
+        return None
+    generation = meta(pod_group).get("generation")
+    wanted = dict(condition)
+    if isinstance(generation, int):
+        wanted["observedGeneration"] = generation
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        return None
+    same = current is not None and current.get("status") == wanted["status"]
+    wanted["lastTransitionTime"] = (current or {}).get("lastTransitionTime") if same else None
+    wanted["lastTransitionTime"] = wanted["lastTransitionTime"] or now
+    others = [c for c in _conditions(pod_group) if c.get("type") != condition["type"]]
+    return [*others, wanted]
+
+
+def _conditions(pod_group: Obj) -> list[Obj]:
+    status = pod_group.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+
+
+class PodGroupScheduling:
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: ClusterCache,
+        scheduler: SharedScheduler,
+        queue: SchedulingQueue,
+        binding: GroupBindingCycle,
+        pool: Executor,
+        events: EventRecorder,
+        metrics: WorkerMetrics,
+        assumed_pods: AssumedPods,
+        scheduler_name: str,
+        unschedulable: Callable[[Obj, Decision, float], None],
+        *,
+        topology_aware: bool = True,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.scheduler = scheduler
+        self.queue = queue
+        self.binding = binding
+        self.pool = pool
+        self.events = events
+        self.metrics = metrics
+        self.assumed_pods = assumed_pods
+        self.scheduler_name = scheduler_name
+        self.unschedulable = unschedulable
+        self.topology_aware = topology_aware
+
+    def schedule(self, pod: Obj, group: GroupKey) -> GroupDecision | None:
+        """One cycle for ``pod``'s group (``pod`` is in flight); None when it is gated."""
+        pod_group = self.cache.pod_group(group)
+        everyone = self.cache.group_members(group)
+        released = self.binding.released
+        if released:
+            released &= {uid(p) for p in self.cache.all_pods().values() if not is_terminating(p)}
+        pods = [p for p in everyone if not is_terminating(p) and uid(p) not in released]
+        gang_min = podgroups.min_count(pod_group) if pod_group and podgroups.is_gang(pod_group) else None
+        gated = gangscheduling.pre_enqueue(group.name, pod_group is not None, gang_min, len(pods))
+        if gated is not None or pod_group is None:
+            log.info("waiting", extra={"pod": key(pod), "pod_group": str(group), "reason": gated})
+            self.queue.failed(uid(pod))  # back when a PodGroup or pod event comes
+            return None
+        queued, scheduled = self._members(pod, pods)
+        started = time.perf_counter()
+        decision = self.scheduler.schedule_group_and_reserve(
+            PodGroupInfo(pod_group, queued, scheduled), topology_aware=self.topology_aware
+        )
+        decided = time.perf_counter() - started
+        self.metrics.attempt_duration.observe(decided)
+        self.metrics.attempts.labels(decision.status.lower()).inc()
+        self._write_condition(pod_group, decision)
+        placed = {uid(d.pod) for d, _ in decision.placed()}
+        for d in decision.decisions:
+            if uid(d.pod) not in placed:
+                self.unschedulable(d.pod, d, decided)
+        if decision.status == SCHEDULED:
+            members = [Member(d.pod, d, token) for d, token in decision.placed()]
+            self.pool.submit(
+                self.binding.run,
+                str(group),
+                podgroups.min_count(pod_group),
+                len(scheduled),
+                members,
+                started,
+            )
+        log.info(
+            "pod group cycle",
+            extra={
+                "pod_group": str(group),
+                "reason": decision.message or decision.status,
+                "placement": decision.placement,
+                "placed": len(placed),
+                "latency_ms": round(decided * 1000, 3),
+            },
+        )
+        return decision
+
+    def _members(self, pod: Obj, pods: list[Obj]) -> tuple[list[Obj], list[tuple[Obj, str]]]:
+        """The members to place (``pod`` and the queued ones, queue order) and those already
+        placed (bound, or assumed by this worker), each with its node."""
+        scheduled: list[tuple[Obj, str]] = []
+        waiting: dict[str, Obj] = {}
+        for p in pods:
+            node = spec(p).get("nodeName") or self.assumed_pods.node(uid(p))
+            if isinstance(node, str) and node:
+                scheduled.append((p, node))
+            elif is_ours(p, self.scheduler_name):
+                waiting[uid(p)] = p
+        taken = self.queue.take(u for u in waiting if u != uid(pod))
+        return [pod, *(waiting[e.uid] for e in taken)], scheduled
+
+    def _write_condition(self, pod_group: Obj, decision: GroupDecision) -> None:
+        conditions = with_condition(pod_group, decision.condition(), now_rfc3339())
+        if conditions is None:
+            return
+        m = meta(pod_group)
+        try:
+            self.client.patch(
+                self._resource(),
+                str(m.get("name")),
+                {"status": {"conditions": conditions}},
+                namespace=str(m.get("namespace")),
+                subresource="status",
+                patch_type=MERGE_PATCH,
+            )
+        except (ApiError, NotLeader) as e:
+            log.warning("PodGroup status: %s", e, extra={"pod_group": str(podgroups.key_of(pod_group))})
+
+    def _resource(self) -> Resource:
+        informer: Any = self.cache.informers.get("PodGroup")
+        return informer.resource if informer is not None else pod_groups(POD_GROUP_VERSIONS[0])
+
+
+__all__ = ["PodGroupScheduling", "with_condition"]
