@@ -45,6 +45,7 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the gate probe, a dry run
         ("", "events", "create", "*any*"),
+        *(("scheduling.k8s.io", "podgroups", v, "*any*") for v in read),  # a member's priority
     }
     assert _flatten(_rules("ClusterRole", "draxr-worker")) == {
         *(("", r, v, "*any*") for r in ("nodes", "pods", "resourcequotas") for v in read),
@@ -78,6 +79,9 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         # PodTopologySpread's system defaults read Services' and workload controllers' selectors.
         *(("", r, v, "*any*") for r in ("services", "replicationcontrollers") for v in ("list", "watch")),
         *(("apps", r, v, "*any*") for r in ("replicasets", "statefulsets") for v in ("list", "watch")),
+        # Gangs: the PodGroups, and their PodGroupInitiallyScheduled condition.
+        *(("scheduling.k8s.io", "podgroups", v, "*any*") for v in read),
+        ("scheduling.k8s.io", "podgroups/status", "patch", "*any*"),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {
         ("coordination.k8s.io", "leases", "create", "*any*"),

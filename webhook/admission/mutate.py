@@ -27,6 +27,7 @@ from __future__ import annotations
 from ..core.api.fielderrors import forbidden_status
 from ..core.api.messages import clip
 from ..core.api.objects import name, namespace, spec
+from ..core.api.podgroups import group_of
 from ..core.paths.consumed import ClaimClasses, claim_sources
 from ..core.paths.outcome import cluster_facts, pod_outcome
 from ..core.paths.requested import backing_classes, requested_extended
@@ -86,6 +87,9 @@ def mutate_pod(req: AdmissionRequest, ctx: Context) -> Verdict:
             claims=claims,
             managed=routing.managed,
         )
+    group = group_of(pod)
+    if group is not None:
+        facts.pod_group = cache.pod_group(group)
     outcome = pod_outcome(pod, facts, routing)
     warnings += outcome.warnings
     if outcome.denial is not None:

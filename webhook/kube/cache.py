@@ -81,7 +81,8 @@ KIND_OF["PodGroup"] = pod_groups(POD_GROUP_VERSIONS[0])  # version found at star
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
 OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS, "PodGroup": POD_GROUP_VERSIONS}
 #: The webhook reads ResourceClaims and ResourceClaimTemplates to route pods by the classes their
-#: own claims use; the worker also keeps the rewrite's templates.
+#: own claims use (the worker also keeps the rewrite's templates), and PodGroups to check a member
+#: against its group.
 WEBHOOK_KINDS = (
     "DeviceClass",
     "Node",
@@ -90,16 +91,16 @@ WEBHOOK_KINDS = (
     "DeviceTaintRule",
     "ResourceQuota",
     "ResourceClaimTemplate",
+    "PodGroup",
 )
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
 STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
 #: The worker also keeps the pods, the storage kinds, the PodDisruptionBudgets preemption respects,
-#: the Namespaces (their labels: pod affinity's namespace selectors), the Services and workload
-#: controllers (their selectors: PodTopologySpread's system defaults) and the PodGroups (gangs).
+#: the Namespaces (their labels: pod affinity's namespace selectors) and the Services and workload
+#: controllers (their selectors: PodTopologySpread's system defaults).
 ALL_KINDS = (
     *WEBHOOK_KINDS,
     "Pod",
-    "PodGroup",
     *STORAGE_KINDS,
     "PodDisruptionBudget",
     "Namespace",

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jsonpatch
+import pytest
 
 from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
@@ -200,6 +201,7 @@ def test_the_rewrite_carries_both_the_class_tolerations_and_capacity_requests() 
 
 SCHEDULER_OP = {"op": "add", "path": "/spec/schedulerName", "value": "draxr"}
 GANG = {"podGroupName": "trainers"}
+WORKLOAD = {"name": "w", "podGroup": "g"}  # 1.35's Workload, which the worker does not place
 
 
 def claim_pod(**spec: Any) -> Obj:
@@ -270,12 +272,12 @@ def test_a_name_served_by_a_device_plugin_consumes_no_dra_device() -> None:
 
 def test_what_the_worker_cannot_honour_is_denied_by_default() -> None:
     state = dra_cluster()
-    p = gpu_pod(schedulingGroup=GANG)
+    p = gpu_pod(workloadRef=WORKLOAD)
     out = pod_outcome(p, facts(state, p, [GPU]), Routing())
     assert out.patch == []
     assert out.denial == (
-        "draxr's worker does not implement workload-aware scheduling of a PodGroup "
-        '(spec.schedulingGroup), and the pod consumes devices of DeviceClass "gpu.example.com", which '
+        "draxr's worker does not implement workload-aware scheduling of a Workload "
+        '(spec.workloadRef), and the pod consumes devices of DeviceClass "gpu.example.com", which '
         "draxr allocates: another scheduler would allocate them beside draxr, two allocators sharing "
         "one pool (draxr serve --unsupported-pods=deny)"
     )
@@ -287,13 +289,13 @@ def test_what_the_worker_cannot_honour_is_denied_by_default() -> None:
 
 def test_what_the_worker_cannot_honour_can_be_left_to_kube_scheduler() -> None:
     state = dra_cluster()
-    p = gpu_pod(schedulingGroup=GANG)
+    p = gpu_pod(workloadRef=WORKLOAD)
     out = pod_outcome(p, facts(state, p, [GPU]), Routing(unsupported="default-scheduler"))
     assert out.denial is None
     assert out.patch == native_patch(p, {GPU: CLASS})  # annotated, not routed
     assert out.warnings == [
-        "left to default-scheduler: draxr's worker lacks workload-aware scheduling of a PodGroup "
-        "(spec.schedulingGroup)"
+        "left to default-scheduler: draxr's worker lacks workload-aware scheduling of a Workload "
+        "(spec.workloadRef)"
     ]
     rewritten = pod_outcome(p, facts(state, p, [GPU], gate=False), Routing(unsupported="default-scheduler"))
     assert rewritten.kind == "rewrite"
@@ -302,7 +304,7 @@ def test_what_the_worker_cannot_honour_can_be_left_to_kube_scheduler() -> None:
 
 def test_a_pod_naming_draxr_with_what_it_cannot_honour_is_denied() -> None:
     state = dra_cluster()
-    p = gpu_pod(schedulerName="draxr", schedulingGroup=GANG)
+    p = gpu_pod(schedulerName="draxr", workloadRef=WORKLOAD)
     out = pod_outcome(p, facts(state, p, [GPU]), Routing(unsupported="default-scheduler"))
     assert out.denial is not None
     assert out.denial.startswith('spec.schedulerName is "draxr"')
@@ -311,9 +313,62 @@ def test_a_pod_naming_draxr_with_what_it_cannot_honour_is_denied() -> None:
 def test_a_pod_draxr_does_not_route_is_not_checked() -> None:
     state = dra_cluster()
     for p, route in (
-        (gpu_pod(schedulingGroup=GANG), "never"),
-        (gpu_pod(schedulingGroup=GANG, schedulerName="x"), "default-only"),
+        (gpu_pod(workloadRef=WORKLOAD), "never"),
+        (gpu_pod(workloadRef=WORKLOAD, schedulerName="x"), "default-only"),
     ):
         out = pod_outcome(p, facts(state, p, [GPU]), Routing(route))  # type: ignore[arg-type]
         assert out.denial is None
         assert out.warnings == []
+
+
+def _pod_group(**spec: Any) -> Obj:
+    return {
+        "metadata": {"name": "trainers", "namespace": "default"},
+        "spec": {"schedulingPolicy": {}, **spec},
+    }
+
+
+def test_a_pod_of_a_pod_group_is_routed_to_the_worker() -> None:
+    state = dra_cluster()
+    p = gpu_pod(schedulingGroup=GANG)
+    seen = facts(state, p, [GPU])
+    seen.pod_group = _pod_group(schedulingPolicy={"gang": {"minCount": 2}})
+    out = pod_outcome(p, seen, Routing())
+    assert out.denial is None
+    assert SCHEDULER_OP in out.patch
+    unknown = facts(state, p, [GPU])  # its PodGroup not made yet: routed, the worker waits for it
+    assert SCHEDULER_OP in pod_outcome(p, unknown, Routing()).patch
+
+
+def test_a_routed_member_whose_priority_is_not_its_groups_is_refused_with_upstreams_words() -> None:
+    state = dra_cluster()
+    p = gpu_pod(schedulingGroup=GANG, priority=10)
+    seen = facts(state, p, [GPU])
+    seen.pod_group = _pod_group(priority=100)
+    assert pod_outcome(p, seen, Routing()).denial == (
+        "all pods in a single pod group should have the same priority as the pod group's priority, "
+        "got 10 and 100"
+    )
+    elsewhere = gpu_pod(schedulingGroup=GANG, priority=10, schedulerName="x")
+    seen = facts(state, elsewhere, [GPU])
+    seen.pod_group = _pod_group(priority=100)
+    assert pod_outcome(elsewhere, seen, Routing()).denial is None  # not draxr's to judge
+
+
+@pytest.mark.parametrize(
+    ("group_spec", "feature"),
+    [
+        ({"parentCompositePodGroupName": "top"}, "a PodGroup of a CompositePodGroup"),
+        ({"resourceClaims": [{"name": "shared"}]}, "a PodGroup's shared ResourceClaims"),
+    ],
+)
+def test_what_of_a_pod_group_the_worker_does_not_place_is_unsupported(group_spec: Obj, feature: str) -> None:
+    state = dra_cluster()
+    p = gpu_pod(schedulingGroup=GANG)
+    seen = facts(state, p, [GPU])
+    seen.pod_group = _pod_group(**group_spec)
+    denial = pod_outcome(p, seen, Routing()).denial
+    assert denial is not None
+    assert denial.startswith(f"draxr's worker does not implement {feature}")
+    left = pod_outcome(p, seen, Routing(unsupported="default-scheduler"))
+    assert SCHEDULER_OP not in left.patch

@@ -70,7 +70,8 @@ def test_a_gang_short_of_min_count_places_nobody_and_leaves_nothing_reserved() -
     assert d.status == UNSCHEDULABLE
     assert d.placed() == []
     assert d.message == "minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
-    assert [x.message for x in d.decisions[:4]] == [d.message] * 4
+    # A member placed, then undone with its group: upstream's error ahead of the group's reason.
+    assert [x.message for x in d.decisions[:4]] == [f"pod group is unschedulable, {d.message}"] * 4
     assert d.decisions[4].message.startswith("0/2 nodes are available")  # its own reason
     assert d.condition()["reason"] == "Unschedulable"
     free = s.schedule(pod("after", [container("c", {GPU: 4})]))
@@ -88,8 +89,11 @@ def test_the_gang_stops_early_once_min_count_cannot_be_reached() -> None:
 def test_with_topology_aware_scheduling_every_node_is_one_placement() -> None:
     s = cluster(("a", 1, 2))
     d = PodGroupCycle(s).schedule(PodGroupInfo(gang(4), [member(f"m{i}") for i in range(4)]))
-    assert d.message == "0/1 placements are available, first placement status: pod group is unschedulable"
-    assert d.decisions[0].message == d.message  # placed, then undone with the group
+    assert d.message == (
+        "pod group is unschedulable, 0/1 placements are available, "
+        "first placement status: pod group is unschedulable"
+    )
+    assert d.decisions[0].message == f"pod group is unschedulable, {d.message}"  # placed, then undone
     assert d.decisions[1].message.startswith("0/1 nodes are available")  # its own reason
     assert [x.message for x in d.decisions[2:]] == [d.message] * 2
 
@@ -121,9 +125,28 @@ def test_no_domain_fits_the_whole_gang() -> None:
     s = cluster(("a", 1, 4), ("b", 1, 4))
     d = PodGroupCycle(s).schedule(PodGroupInfo(gang(3, "rack"), [member(f"m{i}") for i in range(3)]))
     assert d.status == UNSCHEDULABLE
-    assert d.message == "0/2 placements are available, first placement status: pod group is unschedulable"
+    assert d.message == (
+        "pod group is unschedulable, 0/2 placements are available, "
+        "first placement status: pod group is unschedulable"
+    )
     assert d.placed() == []
     assert s.schedule(pod("after", [container("c", {GPU: 4})])).status == SCHEDULED
+
+
+def test_a_gang_short_before_any_member_is_tried_waits_behind_upstreams_error() -> None:
+    s = cluster(("a", 1, 8))
+    d = PodGroupCycle(s, topology_aware=False).schedule(PodGroupInfo(gang(4), [member("m0"), member("m1")]))
+    assert (
+        d.message == "pod group is unschedulable, minCount (4) cannot be satisfied: 0 scheduled, 2 remaining"
+    )
+    assert [x.message for x in d.decisions] == [d.message] * 2
+
+
+def test_a_gang_whose_min_count_is_met_before_with_nobody_placed_is_unschedulable() -> None:
+    s = cluster(("a", 1, 2))
+    d = PodGroupCycle(s).schedule(PodGroupInfo(gang(1), [member("m1", 4)], scheduled=[(member("m0"), "a-0")]))
+    assert (d.status, d.message) == (UNSCHEDULABLE, "pod group is unschedulable")
+    assert d.decisions[0].message.startswith("0/1 nodes are available")
 
 
 def test_a_key_no_node_carries_leaves_no_placement() -> None:

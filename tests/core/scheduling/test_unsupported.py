@@ -18,9 +18,6 @@ WORKLOAD: Obj = {"name": "w", "podGroup": "g"}
 #: A pod spec showing each entry of UNSUPPORTED (by name and field): an entry deleted from the list
 #: leaves its example here unused, and that is all.
 EXAMPLES: dict[tuple[str, str], Obj] = {
-    ("workload-aware scheduling of a PodGroup", "spec.schedulingGroup"): {
-        "schedulingGroup": {"podGroupName": "trainers"}
-    },
     ("workload-aware scheduling of a Workload", "spec.workloadRef"): {
         "workloadRef": {"name": "w", "podGroup": "g"}
     },
@@ -28,6 +25,7 @@ EXAMPLES: dict[tuple[str, str], Obj] = {
 #: What every worker honours: none of it is unsupported.
 SUPPORTED: list[Obj] = [
     {},
+    {"schedulingGroup": {"podGroupName": "trainers"}},
     {
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
@@ -79,9 +77,18 @@ def test_what_the_worker_honours_is_not_unsupported() -> None:
         assert unsupported_features(gpu_pod(**spec)) == [], spec
 
 
-def test_the_pod_features_left_are_workload_aware_scheduling() -> None:
+def test_the_pod_features_left_are_workload_aware_scheduling_of_a_workload() -> None:
     names = sorted({f.name for f in UNSUPPORTED})
-    assert names == ["workload-aware scheduling of a PodGroup", "workload-aware scheduling of a Workload"]
+    assert names == ["workload-aware scheduling of a Workload"]
+
+
+def test_what_of_a_pod_group_the_worker_does_not_place_is_read_from_the_group() -> None:
+    member = gpu_pod(schedulingGroup={"podGroupName": "trainers"})
+    assert unsupported_features(member, {"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}) == []
+    composite = {"spec": {"parentCompositePodGroupName": "top"}}
+    assert [f.name for f in unsupported_features(member, composite)] == ["a PodGroup of a CompositePodGroup"]
+    shared = {"spec": {"resourceClaims": [{"name": "c"}]}}
+    assert [f.field for f in unsupported_features(member, shared)] == ["PodGroup spec.resourceClaims"]
 
 
 @settings(max_examples=50, deadline=None)

@@ -75,20 +75,21 @@ def test_route_never_routes_no_claim_pod(webhook: Webhook) -> None:
 
 def test_an_unsupported_feature_is_denied_by_name(webhook: Webhook) -> None:
     webhook.install([*gpu_cluster(), user_claim(), user_template()])
-    _, response = answer(webhook, gpu_pod(schedulingGroup={"podGroupName": "trainers"}))
+    _, response = answer(webhook, gpu_pod(workloadRef={"name": "w", "podGroup": "g"}))
     assert response["allowed"] is False
     status = response["status"]
     assert status["code"] == 403
     assert status["reason"] == "Forbidden"
-    assert "workload-aware scheduling of a PodGroup (spec.schedulingGroup)" in status["message"]
+    assert "workload-aware scheduling of a Workload (spec.workloadRef)" in status["message"]
     assert f'DeviceClass "{GPU_CLASS}"' in status["message"]
-    # Volumes, pod affinity and topology spread are the worker's own: such pods are routed.
+    # Volumes, pod affinity, topology spread and pod groups are the worker's own: such pods are routed.
     spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
     for honoured in (
         claim_pod(volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]),
         gpu_pod(topologySpreadConstraints=spread),
         claim_pod(affinity=anti),
+        gpu_pod(schedulingGroup={"podGroupName": "trainers"}),
     ):
         _, response = answer(webhook, honoured)
         assert response["allowed"] is True

@@ -24,6 +24,7 @@ from ..api.objects import Obj, as_dict, as_list, spec
 from ..api.podresources import pod_requests
 from ..api.validation import validate_dra_quantities
 from ..cluster.state import ClusterState
+from ..scheduling.podgroupcycle import priority_mismatch
 from ..scheduling.unsupported import unsupported_features
 from .choice import BOUND_AT_CREATION, Mode, PathChoice, PathKind, path_for
 from .consumed import EVERY_CLASS, ClaimClasses, ManagedClasses
@@ -65,6 +66,8 @@ class ClusterFacts:
     managed: list[str] = field(default_factory=list)
     #: Some claim or template of the pod could not be resolved: routed as if draxr managed it.
     claims_unknown: bool = False
+    #: The pod's PodGroup, when it names one and the webhook knows it.
+    pod_group: Obj | None = None
 
 
 def cluster_facts(
@@ -227,8 +230,12 @@ def _route(
     explicit = spec(pod).get("schedulerName") == routing.scheduler_name
     if not routed and not explicit:
         return None, None
-    features = unsupported_features(pod)
+    features = unsupported_features(pod, facts.pod_group)
     if not features:
+        if facts.pod_group is not None:  # the worker would refuse the whole group: refuse this pod
+            wrong = priority_mismatch(pod, facts.pod_group)
+            if wrong is not None:
+                return None, wrong
         return (routing.scheduler_name if routed else None), None
     if explicit or routing.unsupported == "deny":
         return None, unsupported_denial(features, facts.managed, routing.scheduler_name, explicit=explicit)

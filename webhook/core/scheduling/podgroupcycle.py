@@ -38,6 +38,11 @@ POD_GROUP_UNSCHEDULABLE: Final = "pod group is unschedulable"
 NO_FEASIBLE_PLACEMENTS: Final = "no feasible placements found"
 
 
+def unschedulable(message: str) -> str:
+    """A status with upstream's ``errPodGroupUnschedulable``: its message leads the reasons."""
+    return f"{POD_GROUP_UNSCHEDULABLE}, {message}" if message else POD_GROUP_UNSCHEDULABLE
+
+
 def placements_unavailable(count: int) -> str:
     """Every placement infeasible: upstream reports the first's status, always its error."""
     return f"0/{count} placements are available, first placement status: {POD_GROUP_UNSCHEDULABLE}"
@@ -87,15 +92,39 @@ def _pod_preemption_policy(pod: Obj) -> str:
     return policy if isinstance(policy, str) and policy else podgroups.PREEMPT_LOWER_PRIORITY
 
 
+def unsupported_pod_group(pod_group: Obj) -> str | None:
+    """What of a PodGroup draxr's worker does not place yet: a composite group's child, and claims
+    the group's pods share (``spec.resourceClaims``)."""
+    s = spec(pod_group)
+    if s.get("parentCompositePodGroupName"):
+        return "draxr: a PodGroup of a CompositePodGroup (spec.parentCompositePodGroupName) is not supported"
+    if s.get("resourceClaims"):
+        return "draxr: a PodGroup's own ResourceClaims (spec.resourceClaims) are not supported"
+    return None
+
+
+def priority_mismatch(pod: Obj, pod_group: Obj) -> str | None:
+    """A member whose priority is not its PodGroup's (upstream's message)."""
+    p, group_priority = pod_priority(pod), podgroups.priority(pod_group)
+    if p == group_priority:
+        return None
+    return (
+        "all pods in a single pod group should have the same priority as the pod group's "
+        f"priority, got {p} and {group_priority}"
+    )
+
+
 def validate_pod_group(group: PodGroupInfo, *, pod_group_preemption_policy: bool = False) -> str | None:
     """Why the group cannot be scheduled as one (upstream's ``validatePodGroup``), or None.
 
     Every member, scheduled ones included, has the first member's scheduler name, the PodGroup's
     priority and one preemption policy: the PodGroup's with the ``PodGroupPreemptionPolicy`` gate,
-    else the first member's."""
+    else the first member's. What draxr does not place yet is refused first."""
     pg = group.pod_group
+    unsupported = unsupported_pod_group(pg)
+    if unsupported is not None:
+        return unsupported
     scheduler_name: str | None = None
-    group_priority = podgroups.priority(pg)
     group_policy = podgroups.preemption_policy(pg) if pod_group_preemption_policy else ""
     for pod in [*group.members, *(p for p, _ in group.scheduled)]:
         name = as_dict(spec(pod)).get("schedulerName") or ""
@@ -106,12 +135,9 @@ def validate_pod_group(group: PodGroupInfo, *, pod_group_preemption_policy: bool
                 "all pods in a single pod group should have the same .spec.schedulerName set, "
                 f'got: "{name}" and "{scheduler_name}"'
             )
-        p = pod_priority(pod)
-        if p != group_priority:
-            return (
-                "all pods in a single pod group should have the same priority as the pod group's "
-                f"priority, got {p} and {group_priority}"
-            )
+        wrong_priority = priority_mismatch(pod, pg)
+        if wrong_priority is not None:
+            return wrong_priority
         policy = _pod_preemption_policy(pod)
         if pod_group_preemption_policy:
             if policy != group_policy:
@@ -140,10 +166,12 @@ class _Attempt:
     placed: int
 
     def rejected(self, group: PodGroupInfo, message: str) -> list[Decision]:
-        """A decision per member for a rejected group: the group's ``message`` for the members
-        placed and those not evaluated (``completePodGroupAlgorithmResult``), their own reason
-        for the others."""
-        own = [d if d.status != SCHEDULED else _rejected(d.pod, message) for d in self.evaluated]
+        """A decision per member for a rejected group with ``message``: a member placed gets it
+        behind upstream's error (``NewStatus(Unschedulable, message).WithError(...)``), a member
+        not evaluated gets it as it is (``completePodGroupAlgorithmResult``), the others keep
+        their own reason."""
+        placed = unschedulable(message)
+        own = [d if d.status != SCHEDULED else _rejected(d.pod, placed) for d in self.evaluated]
         return own + [_rejected(pod, message) for pod in group.members[len(own) :]]
 
 
@@ -192,12 +220,14 @@ class PodGroupCycle:
             first = attempts[0][1]
             message = first.message
             if self.topology_aware:
-                message = placements_unavailable(len(placements))
+                message = unschedulable(placements_unavailable(len(placements)))
             return GroupDecision(UNSCHEDULABLE, message, first.rejected(group, message))
         try:
-            placement, _ = self._best(group, feasible)
+            placement, attempt = self._best(group, feasible) if self.topology_aware else feasible[0]
         except podgrouppodscount.NoPodsAssigned as e:
             return self._all(group, ERROR, f"running NormalizePlacementScore on PlacementScore plugins: {e}")
+        if not attempt.placed:  # feasible, as minCount was met before, but nobody placed
+            return GroupDecision(UNSCHEDULABLE, POD_GROUP_UNSCHEDULABLE, attempt.evaluated)
         return self._commit(group, placement)
 
     # -- the default algorithm on one placement ------------------------------------------------
@@ -212,7 +242,7 @@ class PodGroupCycle:
         verdict = feasible(min_count, gangscheduling.Progress(remaining, scheduled))
         try:
             if verdict is not None and verdict[0] == gangscheduling.UNSCHEDULABLE:
-                return self._finish(decisions, verdict, 0)
+                return _Attempt(UNSCHEDULABLE, unschedulable(verdict[1]), decisions, 0)
             placed = 0
             for pod in group.members:
                 d = self.scheduler.schedule(pod)
@@ -237,9 +267,14 @@ class PodGroupCycle:
     def _finish(
         decisions: list[Decision], verdict: tuple[gangscheduling.Code, str] | None, placed: int
     ) -> _Attempt:
-        if verdict is None and placed:
+        """After the last member: minCount met (feasible, whoever was placed), still waiting (the
+        Wait's reasons behind upstream's error), or found unreachable (its reason alone)."""
+        if verdict is None:
             return _Attempt(SCHEDULED, "", decisions, placed)
-        return _Attempt(UNSCHEDULABLE, verdict[1] if verdict is not None else "", decisions, placed)
+        code, message = verdict
+        if code == gangscheduling.WAIT:
+            message = unschedulable(message)
+        return _Attempt(UNSCHEDULABLE, message, decisions, placed)
 
     # -- PlacementScore and the commit ---------------------------------------------------------
 
@@ -307,5 +342,7 @@ __all__ = [
     "GroupDecision",
     "PodGroupCycle",
     "PodGroupInfo",
+    "priority_mismatch",
+    "unsupported_pod_group",
     "validate_pod_group",
 ]

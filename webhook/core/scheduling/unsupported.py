@@ -13,10 +13,12 @@ Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework
   generic ephemeral volumes, CSINode limits, inline disks; plugins/volume*.py), InterPodAffinity
   and PodTopologySpread (the pod's own terms and constraints; the cluster's default spread
   constraints, which only score, are not applied: docs/limitations.md);
-* listed: workload-aware scheduling, the GangScheduling, TopologyAware and PodGroupPodsCount plugins
-  (KEP-4671, ``GenericWorkload``): a pod of a PodGroup is placed with its group, all or nothing;
-  the worker would place it alone. ``spec.workloadRef`` is 1.35's field, ``spec.schedulingGroup``
-  1.36's (which tombstoned the former).
+  and workload-aware scheduling of a PodGroup (``spec.schedulingGroup``, 1.36 on: GangScheduling,
+  TopologyPlacementGenerator and PodGroupPodsCount; ``podgroupcycle.py``);
+* listed: 1.35's Workload (``spec.workloadRef``, which 1.36 tombstoned), and of a PodGroup what the
+  worker does not place yet: a composite group's child (``spec.parentCompositePodGroupName``) and
+  claims shared by the group's pods (``spec.resourceClaims``), read from the pod's PodGroup when
+  the webhook knows it.
 
 Not a pod's feature, so not here: preemption (DefaultPreemption's PostFilter) and the nominated
 pods kube-scheduler counts as taking room; a routed pod is never preempted for nor preempts.
@@ -58,11 +60,23 @@ def _set(field: str) -> Callable[[Obj], bool]:
 #: One line per upstream plugin (two for InterPodAffinity): when the worker implements one,
 #: delete its line.
 UNSUPPORTED: Final[tuple[Unsupported, ...]] = (
-    Unsupported("workload-aware scheduling of a PodGroup", "spec.schedulingGroup", _set("schedulingGroup")),
     Unsupported("workload-aware scheduling of a Workload", "spec.workloadRef", _set("workloadRef")),
+)
+#: What of a pod's PodGroup the worker does not place yet (each detector reads the PodGroup).
+UNSUPPORTED_GROUPS: Final[tuple[Unsupported, ...]] = (
+    Unsupported(
+        "a PodGroup of a CompositePodGroup",
+        "PodGroup spec.parentCompositePodGroupName",
+        _set("parentCompositePodGroupName"),
+    ),
+    Unsupported("a PodGroup's shared ResourceClaims", "PodGroup spec.resourceClaims", _set("resourceClaims")),
 )
 
 
-def unsupported_features(pod: Obj) -> list[Unsupported]:
-    """The features of ``pod`` draxr's worker cannot honour (none for almost every pod)."""
-    return [u for u in UNSUPPORTED if u.detect(pod)]
+def unsupported_features(pod: Obj, pod_group: Obj | None = None) -> list[Unsupported]:
+    """The features of ``pod`` (and of its PodGroup, when known) draxr's worker cannot honour
+    (none for almost every pod)."""
+    out = [u for u in UNSUPPORTED if u.detect(pod)]
+    if pod_group is not None:
+        out += [u for u in UNSUPPORTED_GROUPS if u.detect(pod_group)]
+    return out
