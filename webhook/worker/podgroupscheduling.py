@@ -156,13 +156,15 @@ class PodGroupScheduling:
         return [pod, *(waiting[e.uid] for e in taken)], scheduled
 
     def _write_condition(self, pod_group: Obj, decision: GroupDecision) -> None:
-        conditions = with_condition(pod_group, decision.condition(), now_rfc3339())
+        resource = self._resource()
+        kind = podgroups.condition_type(resource.version)
+        conditions = with_condition(pod_group, decision.condition(kind), now_rfc3339())
         if conditions is None:
             return
         m = meta(pod_group)
         try:
             self.client.patch(
-                self._resource(),
+                resource,
                 str(m.get("name")),
                 {"status": {"conditions": conditions}},
                 namespace=str(m.get("namespace")),

@@ -70,3 +70,9 @@ def test_any_shape_reads_without_an_exception(value: Any) -> None:
         podgroups.topology_key(obj)
         podgroups.priority(obj)
         podgroups.preemption_policy(obj)
+
+
+def test_the_condition_is_named_as_the_release_serving_the_version_names_it() -> None:
+    assert podgroups.condition_type("v1alpha2") == "PodGroupScheduled"  # 1.36
+    assert podgroups.condition_type("v1beta1") == "PodGroupInitiallyScheduled"
+    assert podgroups.condition_type("v1alpha3") == "PodGroupInitiallyScheduled"

@@ -14,8 +14,15 @@ from typing import Final, NamedTuple
 
 from .objects import Obj, as_dict, as_list, as_str, meta, spec
 
-#: The PodGroup condition the scheduler writes (``schedulingapi.PodGroupInitiallyScheduled``).
+#: The PodGroup condition the scheduler writes (``schedulingapi.PodGroupInitiallyScheduled``);
+#: 1.36's (``v1alpha2``) was ``PodGroupScheduled``.
 INITIALLY_SCHEDULED: Final = "PodGroupInitiallyScheduled"
+SCHEDULED_V1ALPHA2: Final = "PodGroupScheduled"
+
+
+def condition_type(version: str) -> str:
+    """The condition the scheduler of the release serving PodGroups in ``version`` writes."""
+    return SCHEDULED_V1ALPHA2 if version == "v1alpha2" else INITIALLY_SCHEDULED
 REASON_SCHEDULED: Final = "Scheduled"
 REASON_UNSCHEDULABLE: Final = "Unschedulable"
 REASON_SCHEDULER_ERROR: Final = "SchedulerError"
@@ -92,8 +99,10 @@ __all__ = [
     "REASON_SCHEDULED",
     "REASON_SCHEDULER_ERROR",
     "REASON_UNSCHEDULABLE",
+    "SCHEDULED_V1ALPHA2",
     "GroupKey",
     "condition",
+    "condition_type",
     "group_of",
     "is_gang",
     "key_of",

@@ -74,17 +74,16 @@ class GroupDecision:
         """The members to bind, with their reservation."""
         return [(d, t) for d, t in zip(self.decisions, self.tokens, strict=False) if t is not None]
 
-    def condition(self) -> Obj:
-        """The ``PodGroupInitiallyScheduled`` condition upstream writes for this outcome."""
+    def condition(self, kind: str = podgroups.INITIALLY_SCHEDULED) -> Obj:
+        """The condition upstream writes for this outcome (``PodGroupInitiallyScheduled``; 1.36's
+        ``PodGroupScheduled`` as ``kind``)."""
         if self.status == SCHEDULED:
-            return _condition("True", podgroups.REASON_SCHEDULED, self.message)
-        if self.status == UNSCHEDULABLE:
-            return _condition("False", podgroups.REASON_UNSCHEDULABLE, self.message)
-        return _condition("False", podgroups.REASON_SCHEDULER_ERROR, self.message)
-
-
-def _condition(state: str, reason: str, message: str) -> Obj:
-    return {"type": podgroups.INITIALLY_SCHEDULED, "status": state, "reason": reason, "message": message}
+            state, reason = "True", podgroups.REASON_SCHEDULED
+        elif self.status == UNSCHEDULABLE:
+            state, reason = "False", podgroups.REASON_UNSCHEDULABLE
+        else:
+            state, reason = "False", podgroups.REASON_SCHEDULER_ERROR
+        return {"type": kind, "status": state, "reason": reason, "message": self.message}
 
 
 def _pod_preemption_policy(pod: Obj) -> str:
