@@ -95,6 +95,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--template-grace", type=non_negative_number, metavar="SECONDS", **setting("template_grace")
     )
     s.add_argument("--binding-timeout", type=positive_number, metavar="SECONDS", **setting("binding_timeout"))
+    s.add_argument(
+        "--no-topology-aware-workload-scheduling",
+        dest="topology_aware_workload_scheduling",
+        action="store_false",
+        **setting("topology_aware_workload_scheduling"),
+    )
     s.add_argument("--deployment", type=dns_subdomain, **setting("deployment"))
     s.add_argument("--namespace", type=dns_label, **setting("namespace"))
     s.add_argument("--lease-name", type=dns_subdomain, **setting("lease_name"))
@@ -208,6 +214,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         gate_probe_interval=args.gate_probe_interval,
         template_grace=args.template_grace,
         binding_timeout=args.binding_timeout,
+        topology_aware_workload_scheduling=args.topology_aware_workload_scheduling,
         deployment=args.deployment,
         leader_elect=args.leader_elect,
         lease_namespace=args.namespace,

@@ -88,6 +88,7 @@ FLAT: Final[Mapping[str, tuple[str, ...]]] = {
     "template_grace": ("scheduling.template_grace",),
     "volume_bind_timeout": ("scheduling.bind_timeout",),
     "binding_timeout": ("scheduling.binding_timeout",),
+    "topology_aware_workload_scheduling": ("scheduling.topology_aware",),
     "log_level": ("logs.level",),
     "log_format": ("logs.format",),
 }

@@ -51,6 +51,15 @@ class WorkerConfig:
     #: VolumeBindingArgs.bindTimeoutSeconds: how long PreBind waits for the claims it selected a
     #: node for (or bound to a volume) to be bound, before the pod is retried.
     bind_timeout: float = BIND_TIMEOUT_SECONDS
+    #: kube-scheduler's TopologyAwareWorkloadScheduling gate (alpha, off by default in 1.37).
+    topology_aware: bool = field(
+        default=True,
+        metadata={
+            "help": "place a PodGroup's members in one domain of its topology key, the domains "
+            "scored, as kube-scheduler with TopologyAwareWorkloadScheduling on; "
+            "--no-topology-aware-workload-scheduling ignores the key, as kube-scheduler with the gate off"
+        },
+    )
     #: DynamicResourcesArgs.bindingTimeout (KEP-5007): how long PreBind waits for devices' binding
     #: conditions before it releases them and the pod is retried.
     binding_timeout: float = field(

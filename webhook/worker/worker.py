@@ -146,6 +146,7 @@ class Worker:
             self.assumed_pods,
             config.scheduler_name,
             self.scheduling.unschedulable_member,
+            topology_aware=config.topology_aware,
         )
         self.handlers = EventHandlers(
             cache,

@@ -23,6 +23,8 @@ SCHEDULED_V1ALPHA2: Final = "PodGroupScheduled"
 def condition_type(version: str) -> str:
     """The condition the scheduler of the release serving PodGroups in ``version`` writes."""
     return SCHEDULED_V1ALPHA2 if version == "v1alpha2" else INITIALLY_SCHEDULED
+
+
 REASON_SCHEDULED: Final = "Scheduled"
 REASON_UNSCHEDULABLE: Final = "Unschedulable"
 REASON_SCHEDULER_ERROR: Final = "SchedulerError"
