@@ -173,7 +173,20 @@ class Row:
     #: GPUs: only where ``DRADeviceBindingConditions`` is on (beta and on by default from 1.36; off in
     #: 1.34 and 1.35, where the apiserver drops the fields).
     attachable: int = 0
+    #: ``--runtime-config`` beyond the release's default API versions.
+    runtime_config: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def gangs(self) -> bool:
+        """Workload-aware scheduling is on: the apiserver serves PodGroups, kube-scheduler places
+        them (``GenericWorkload``, beta and off by default in 1.37)."""
+        return bool(self.gates.get("GenericWorkload")) and bool(self.runtime_config)
+
+
+#: Workload-aware scheduling on 1.37: GenericWorkload (beta, off by default) with topology-aware
+#: placement (alpha), and the API version kube-scheduler watches.
+GANG_GATES: Mapping[str, bool] = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+GANG_RUNTIME_CONFIG: Mapping[str, str] = {"scheduling.k8s.io/v1beta1": "true"}
 
 ROWS: dict[str, Row] = {
     row.name: row
@@ -186,7 +199,16 @@ ROWS: dict[str, Row] = {
         # Beta and on by default in 1.36; GA and locked on in 1.37 (not passed: it cannot be set).
         # DRADeviceBindingConditions is on in both: two attachable devices, a short binding timeout.
         Row("1.36-default", "1.36", draxr_flags=BINDING_CONDITIONS_FLAGS, attachable=ATTACHABLE),
-        Row("1.37", "1.37", draxr_flags=BINDING_CONDITIONS_FLAGS, attachable=ATTACHABLE),
+        # Gangs (issue 33): PodGroups served (scheduling.k8s.io/v1beta1) and placed in one topology
+        # domain, by kube-scheduler and by draxr alike.
+        Row(
+            "1.37",
+            "1.37",
+            GANG_GATES,
+            draxr_flags=BINDING_CONDITIONS_FLAGS,
+            attachable=ATTACHABLE,
+            runtime_config=GANG_RUNTIME_CONFIG,
+        ),
     )
 }
 
@@ -382,8 +404,8 @@ class LocalCluster(Lifecycle):
         self.chart: ChartInstall | None = (
             ChartInstall(self.workdir, len(self.node_specs)) if draxr == "chart" else None
         )
-        # runtime_config={}: the release's default API versions (resource.k8s.io/v1 only), as a
-        # cluster installed with defaults serves them.
+        # The release's default API versions (resource.k8s.io/v1 only), as a cluster installed with
+        # defaults serves them, and the row's own (PodGroups).
         self.cp = ControlPlane(
             row.version,
             gates=row.gates,
@@ -391,7 +413,7 @@ class LocalCluster(Lifecycle):
             controller_manager_args=CONTROLLER_MANAGER_ARGS,
             scheduler=True,
             scheduler_args=SCHEDULER_ARGS,
-            runtime_config={},
+            runtime_config=dict(row.runtime_config),
             workdir=self.workdir / "controlplane",
             **(self.chart.control_plane_args() if self.chart is not None else {}),
         )

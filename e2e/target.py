@@ -33,7 +33,7 @@ import pytest
 
 from webhook.core.api.objects import Obj
 from webhook.kube.client import ApiError, KubeClient
-from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource
+from webhook.kube.resources import BY_PLURAL, NAMESPACES, NODES, Resource, pod_groups
 
 #: What the scenarios read that draxr itself never does.
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
@@ -44,6 +44,7 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "Prior
 RESOURCES = {
     **BY_PLURAL,
     **{r.plural: r for r in (SERVICE_ACCOUNTS, DEPLOYMENTS, REPLICA_SETS, CONFIG_MAPS, PRIORITY_CLASSES)},
+    "podgroups": pod_groups("v1beta1"),
 }
 DRIVER = "e2e.draxr.io"
 KUBECONFIG_ENV = "DRAXR_E2E_KUBECONFIG"
