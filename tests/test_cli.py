@@ -34,6 +34,10 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     ),
     (["serve", "--read-body-timeout", "inf"], "draxr serve: error: --read-body-timeout: must be a finite"),
     (["serve", "--review-threads", "-1"], "draxr serve: error: --review-threads: must be zero or a positive"),
+    (
+        ["serve", "--gang-search-steps", "-1"],
+        "draxr serve: error: --gang-search-steps: must be zero or a positive",
+    ),
     (["serve", "--max-large-reviews", "0"], "draxr serve: error: --max-large-reviews: must be a positive"),
     (["serve", "--route", "sometimes"], "draxr serve: error: --route: invalid choice: 'sometimes'"),
     (

@@ -150,6 +150,7 @@ class Cluster:
         volume_bind_timeout: float = 600.0,
         binding_timeout: float = 600.0,
         wait_started: bool = True,
+        **more: Any,
     ) -> Process:
         lease_duration, renew_deadline, retry_period = lease or (15.0, 10.0, 2.0)
         opts = ServeOptions(
@@ -168,6 +169,7 @@ class Cluster:
             burst=int(qps),
             volume_bind_timeout=volume_bind_timeout,
             binding_timeout=binding_timeout,
+            **more,
         )
         proc = Process(opts)
         proc.start_background()

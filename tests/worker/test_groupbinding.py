@@ -50,3 +50,15 @@ def test_a_bind_that_fails_below_min_count_releases_the_group(kube: Cluster) -> 
     assert len(kube.em.faults.requests()) > 0
     deletes = [r for r in kube.em.faults.requests() if r.verb == "delete" and r.resource == "pods"]
     assert len(deletes) == 3
+
+
+def test_without_two_phase_commit_a_failed_bind_leaves_the_others_bound_as_upstream(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 8))
+    kube.apply(pod_group("train", 4))
+    rule = kube.em.inject(verbs="create", resource="pods/binding", error=403, message="nope", times=1, skip=3)
+    kube.worker(gang_two_phase_commit=False)
+    members(kube, 4)
+    kube.em.wait_for(lambda: rule.hits == 1, 10, "the fault")
+    bound = kube.wait_bound(3)
+    assert len(bound) >= 3
+    assert not [p for p in kube.pods() if p["metadata"].get("deletionTimestamp")]

@@ -101,6 +101,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_false",
         **setting("topology_aware_workload_scheduling"),
     )
+    s.add_argument(
+        "--gang-search-steps", type=non_negative_integer, metavar="N", **setting("gang_search_steps")
+    )
+    s.add_argument(
+        "--no-gang-two-phase-commit",
+        dest="gang_two_phase_commit",
+        action="store_false",
+        **setting("gang_two_phase_commit"),
+    )
     s.add_argument("--deployment", type=dns_subdomain, **setting("deployment"))
     s.add_argument("--namespace", type=dns_label, **setting("namespace"))
     s.add_argument("--lease-name", type=dns_subdomain, **setting("lease_name"))
@@ -215,6 +224,8 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         template_grace=args.template_grace,
         binding_timeout=args.binding_timeout,
         topology_aware_workload_scheduling=args.topology_aware_workload_scheduling,
+        gang_search_steps=args.gang_search_steps,
+        gang_two_phase_commit=args.gang_two_phase_commit,
         deployment=args.deployment,
         leader_elect=args.leader_elect,
         lease_namespace=args.namespace,

@@ -19,6 +19,7 @@ from ..core.cluster.workloads import WORKLOAD_KINDS
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
 from ..core.scheduling.podgroupcycle import GroupDecision, PodGroupCycle, PodGroupInfo
+from ..core.scheduling.podgroupsearch import DEFAULT_STEPS
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
 from . import trim
@@ -363,11 +364,12 @@ class SharedScheduler:
         return decision, token
 
     def schedule_group_and_reserve(
-        self, group: PodGroupInfo, *, topology_aware: bool = True
+        self, group: PodGroupInfo, *, topology_aware: bool = True, search_steps: int = DEFAULT_STEPS
     ) -> GroupDecision:
         """The pod group cycle in one hold of the lock; the members it places stay reserved."""
+        cycle = PodGroupCycle(self.engine, topology_aware=topology_aware, search_steps=search_steps)
         with self._cache.lock:
-            return PodGroupCycle(self.engine, topology_aware=topology_aware).schedule(group)
+            return cycle.schedule(group)
 
     def preempt(self, pod: Obj, decision: Decision, pdbs: list[Obj]) -> PostFilterResult:
         """DefaultPreemption's choice for an unschedulable decision, in one hold of the lock (its

@@ -89,6 +89,8 @@ FLAT: Final[Mapping[str, tuple[str, ...]]] = {
     "volume_bind_timeout": ("scheduling.bind_timeout",),
     "binding_timeout": ("scheduling.binding_timeout",),
     "topology_aware_workload_scheduling": ("scheduling.topology_aware",),
+    "gang_search_steps": ("scheduling.gang_search_steps",),
+    "gang_two_phase_commit": ("scheduling.gang_two_phase_commit",),
     "log_level": ("logs.level",),
     "log_format": ("logs.format",),
 }

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.constants import DEFAULT_SCHEDULER_NAME
 from ..core.scheduling.plugins.volumebinding.prebind import BIND_TIMEOUT_SECONDS
+from ..core.scheduling.podgroupsearch import DEFAULT_STEPS
 from ..core.scheduling.sampling import ADAPTIVE
 from .bindingconditions import BINDING_TIMEOUT_SECONDS
 from .queue import INITIAL_BACKOFF, MAX_BACKOFF
@@ -58,6 +59,22 @@ class WorkerConfig:
             "help": "place a PodGroup's members in one domain of its topology key, the domains "
             "scored, as kube-scheduler with TopologyAwareWorkloadScheduling on; "
             "--no-topology-aware-workload-scheduling ignores the key, as kube-scheduler with the gate off"
+        },
+    )
+    #: Beyond upstream: a gang's bounded search (``core/scheduling/podgroupsearch.py``).
+    gang_search_steps: int = field(
+        default=DEFAULT_STEPS,
+        metadata={
+            "help": "decisions a gang's search for a placement may take where kube-scheduler's one "
+            "pass finds none (backtracking over members' nodes); 0: the one pass alone, as kube-scheduler"
+        },
+    )
+    #: Beyond upstream: every member's PreBind before any Bind (``worker/groupbinding.py``).
+    gang_two_phase_commit: bool = field(
+        default=True,
+        metadata={
+            "help": "write every member's claims before binding any, and release a gang bound below "
+            "its minCount; --no-gang-two-phase-commit binds each member as it comes, as kube-scheduler"
         },
     )
     #: DynamicResourcesArgs.bindingTimeout (KEP-5007): how long PreBind waits for devices' binding

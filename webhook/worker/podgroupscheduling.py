@@ -24,6 +24,7 @@ from ..core.api.podgroups import GroupKey
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.plugins import gangscheduling
 from ..core.scheduling.podgroupcycle import GroupDecision, PodGroupInfo
+from ..core.scheduling.podgroupsearch import DEFAULT_STEPS
 from ..kube.cache import ClusterCache, SharedScheduler
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import POD_GROUP_VERSIONS, Resource, pod_groups
@@ -78,6 +79,8 @@ class PodGroupScheduling:
         unschedulable: Callable[[Obj, Decision, float], None],
         *,
         topology_aware: bool = True,
+        search_steps: int = DEFAULT_STEPS,
+        two_phase_commit: bool = True,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -91,6 +94,8 @@ class PodGroupScheduling:
         self.scheduler_name = scheduler_name
         self.unschedulable = unschedulable
         self.topology_aware = topology_aware
+        self.search_steps = search_steps
+        self.two_phase_commit = two_phase_commit
 
     def schedule(self, pod: Obj, group: GroupKey) -> GroupDecision | None:
         """One cycle for ``pod``'s group (``pod`` is in flight); None when it is gated."""
@@ -109,7 +114,9 @@ class PodGroupScheduling:
         queued, scheduled = self._members(pod, pods)
         started = time.perf_counter()
         decision = self.scheduler.schedule_group_and_reserve(
-            PodGroupInfo(pod_group, queued, scheduled), topology_aware=self.topology_aware
+            PodGroupInfo(pod_group, queued, scheduled),
+            topology_aware=self.topology_aware,
+            search_steps=self.search_steps,
         )
         decided = time.perf_counter() - started
         self.metrics.attempt_duration.observe(decided)
@@ -119,7 +126,10 @@ class PodGroupScheduling:
         for d in decision.decisions:
             if uid(d.pod) not in placed:
                 self.unschedulable(d.pod, d, decided)
-        if decision.status == SCHEDULED:
+        if decision.status == SCHEDULED and not self.two_phase_commit:
+            for d, token in decision.placed():  # upstream: each member binds on its own
+                self.pool.submit(self.binding.binding.run, d.pod, d, token, started)
+        elif decision.status == SCHEDULED:
             members = [Member(d.pod, d, token) for d, token in decision.placed()]
             self.pool.submit(
                 self.binding.run,

@@ -147,6 +147,8 @@ class Worker:
             config.scheduler_name,
             self.scheduling.unschedulable_member,
             topology_aware=config.topology_aware,
+            search_steps=config.gang_search_steps,
+            two_phase_commit=config.gang_two_phase_commit,
         )
         self.handlers = EventHandlers(
             cache,

@@ -29,6 +29,7 @@ from typing import Final
 from ..api import podgroups
 from ..api.objects import Obj, as_dict, key, pod_priority, spec
 from ..api.podresources import pod_requests_nonzero
+from . import podgroupsearch
 from .framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
 from .plugins import gangscheduling, noderesources, podgrouppodscount, topologyaware
 from .scheduler import Scheduler
@@ -163,6 +164,8 @@ class _Attempt:
     message: str
     evaluated: list[Decision]
     placed: int
+    #: The node of each member when the search found the assignment (None: upstream's pass did).
+    nodes: list[str | None] | None = None
 
     def rejected(self, group: PodGroupInfo, message: str) -> list[Decision]:
         """A decision per member for a rejected group with ``message``: a member placed gets it
@@ -185,11 +188,15 @@ class PodGroupCycle:
         topology_aware: bool = True,
         pod_group_preemption_policy: bool = False,
         member_order: Callable[[Sequence[Obj]], list[Obj]] = list,
+        search_steps: int = podgroupsearch.DEFAULT_STEPS,
     ) -> None:
+        """``search_steps``: the decisions the search may take where upstream's pass fails for a
+        gang (``podgroupsearch``, beyond upstream); 0: upstream's pass alone."""
         self.scheduler = scheduler
         self.topology_aware = topology_aware
         self.pod_group_preemption_policy = pod_group_preemption_policy
         self.member_order = member_order
+        self.search_steps = search_steps
 
     def schedule(self, group: PodGroupInfo) -> GroupDecision:
         members = self.member_order(group.members)
@@ -211,6 +218,8 @@ class PodGroupCycle:
         for placement in placements:
             with self.scheduler.within(placement.nodes):
                 attempt = self._default_algorithm(group)
+                if attempt.status == UNSCHEDULABLE:
+                    attempt = self._search(group, placement) or attempt
             if attempt.status == ERROR:
                 return self._all(group, ERROR, attempt.message)
             attempts.append((placement, attempt))
@@ -227,7 +236,24 @@ class PodGroupCycle:
             return self._all(group, ERROR, f"running NormalizePlacementScore on PlacementScore plugins: {e}")
         if not attempt.placed:  # feasible, as minCount was met before, but nobody placed
             return GroupDecision(UNSCHEDULABLE, POD_GROUP_UNSCHEDULABLE, attempt.evaluated)
-        return self._commit(group, placement)
+        return self._commit(group, placement, attempt)
+
+    def _search(self, group: PodGroupInfo, placement: topologyaware.Placement) -> _Attempt | None:
+        """Beyond upstream: a gang's placement where the one pass found none (``podgroupsearch``)."""
+        min_count = podgroups.min_count(group.pod_group)
+        if (
+            not self.search_steps
+            or not podgroups.is_gang(group.pod_group)
+            or len(group.members) + len(group.scheduled) < min_count
+        ):
+            return None
+        found = podgroupsearch.search(
+            self.scheduler, group.members, placement.nodes, min_count, len(group.scheduled), self.search_steps
+        )
+        if found is None:
+            return None
+        placed = sum(n is not None for n in found.nodes)
+        return _Attempt(SCHEDULED, "", found.decisions, placed, found.nodes)
 
     # -- the default algorithm on one placement ------------------------------------------------
 
@@ -295,20 +321,27 @@ class PodGroupCycle:
         assert best is not None
         return best
 
-    def _commit(self, group: PodGroupInfo, placement: topologyaware.Placement) -> GroupDecision:
+    def _commit(
+        self, group: PodGroupInfo, placement: topologyaware.Placement, attempt: _Attempt
+    ) -> GroupDecision:
         """The chosen placement once more, its reservations kept: the same members in the same
-        order on the same state decide the same."""
+        order on the same state decide the same (each on its node, when the search chose them)."""
         min_count = podgroups.min_count(group.pod_group)
         scheduled = len(group.scheduled)
         decisions: list[Decision] = []
         tokens: list[str | None] = []
-        with self.scheduler.within(placement.nodes):
-            for pod in group.members:
+        for i, pod in enumerate(group.members):
+            node = attempt.nodes[i] if attempt.nodes is not None else ""
+            if node is None:  # the search left it unplaced: its own reason
+                decisions.append(attempt.evaluated[i])
+                tokens.append(None)
+                continue
+            with self.scheduler.within([node] if node else placement.nodes):
                 d = self.scheduler.schedule(pod)
-                decisions.append(d)
-                token = self.scheduler.reserve(d) if d.status == SCHEDULED else None
-                tokens.append(token)
-                scheduled += token is not None
+            decisions.append(d)
+            token = self.scheduler.reserve(d) if d.status == SCHEDULED else None
+            tokens.append(token)
+            scheduled += token is not None
         if scheduled < min_count or not any(tokens):  # the state changed under the cycle
             for d, t in zip(reversed(decisions), reversed(tokens), strict=True):
                 if t is not None:
