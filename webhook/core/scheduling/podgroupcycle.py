@@ -23,13 +23,15 @@ domains in name order, ties to the first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from ..api import podgroups
 from ..api.objects import Obj, as_dict, key, pod_priority, spec
 from ..api.podresources import pod_requests_nonzero
-from . import podgroupsearch
+from ..cluster.slices import DeviceKey
+from . import devicematch, podgroupsearch
 from .framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
 from .plugins import gangscheduling, noderesources, podgrouppodscount, topologyaware
 from .scheduler import Scheduler
@@ -155,6 +157,15 @@ def validate_pod_group(group: PodGroupInfo, *, pod_group_preemption_policy: bool
     return None
 
 
+class Candidate(NamedTuple):
+    """A placement the cycle tries: its name, its nodes, and the devices it holds back (those
+    without the group's matched attribute value; none without ``draxr.io/match-attribute``)."""
+
+    name: str
+    nodes: tuple[str, ...]
+    held: frozenset[DeviceKey]
+
+
 @dataclass(slots=True)
 class _Attempt:
     """The default algorithm's result on one placement (its reservations already undone):
@@ -204,19 +215,22 @@ class PodGroupCycle:
         why = validate_pod_group(group, pod_group_preemption_policy=self.pod_group_preemption_policy)
         if why is not None:
             return self._all(group, ERROR, why)
-        placements = [topologyaware.Placement("", tuple(self.scheduler.node_names()))]
+        domains = [topologyaware.Placement("", tuple(self.scheduler.node_names()))]
         if self.topology_aware:
             try:
-                placements = topologyaware.generate_placements(
+                domains = topologyaware.generate_placements(
                     podgroups.topology_key(group.pod_group), self._labels(), self._scheduled(group)
                 )
             except topologyaware.PlacementError as e:
                 return self._all(group, ERROR, str(e))
-            if not placements:
+            if not domains:
                 return self._all(group, UNSCHEDULABLE, NO_FEASIBLE_PLACEMENTS)
-        attempts: list[tuple[topologyaware.Placement, _Attempt]] = []
+        placements = self._matching(group.pod_group, domains)
+        if not placements:
+            return self._all(group, UNSCHEDULABLE, NO_FEASIBLE_PLACEMENTS)
+        attempts: list[tuple[Candidate, _Attempt]] = []
         for placement in placements:
-            with self.scheduler.within(placement.nodes):
+            with self.scheduler.within(placement.nodes), self._holding(placement):
                 attempt = self._default_algorithm(group)
                 if attempt.status == UNSCHEDULABLE:
                     attempt = self._search(group, placement) or attempt
@@ -238,7 +252,23 @@ class PodGroupCycle:
             return GroupDecision(UNSCHEDULABLE, POD_GROUP_UNSCHEDULABLE, attempt.evaluated)
         return self._commit(group, placement, attempt)
 
-    def _search(self, group: PodGroupInfo, placement: topologyaware.Placement) -> _Attempt | None:
+    def _matching(self, pod_group: Obj, placements: list[topologyaware.Placement]) -> list[Candidate]:
+        """Each placement, or with ``draxr.io/match-attribute`` each placement with each value of
+        the attribute (``devicematch``, beyond upstream)."""
+        attribute = devicematch.match_attribute(pod_group)
+        if attribute is None:
+            return [Candidate(p.name, p.nodes, frozenset()) for p in placements]
+        out: list[Candidate] = []
+        for value in devicematch.values(self.scheduler.state, attribute):
+            for p in placements:
+                name = "/".join(x for x in (p.name, f"{attribute}={value.name}") if x)
+                out.append(Candidate(name, p.nodes, value.held))
+        return out
+
+    def _holding(self, placement: Candidate) -> AbstractContextManager[None]:
+        return devicematch.holding(self.scheduler.state, placement.held)
+
+    def _search(self, group: PodGroupInfo, placement: Candidate) -> _Attempt | None:
         """Beyond upstream: a gang's placement where the one pass found none (``podgroupsearch``)."""
         min_count = podgroups.min_count(group.pod_group)
         if (
@@ -304,13 +334,13 @@ class PodGroupCycle:
     # -- PlacementScore and the commit ---------------------------------------------------------
 
     def _best(
-        self, group: PodGroupInfo, feasible: list[tuple[topologyaware.Placement, _Attempt]]
-    ) -> tuple[topologyaware.Placement, _Attempt]:
+        self, group: PodGroupInfo, feasible: list[tuple[Candidate, _Attempt]]
+    ) -> tuple[Candidate, _Attempt]:
         by_name = self.scheduler.state.nodes.by_name
         counts = podgrouppodscount.normalize(
             [podgrouppodscount.score_placement(len(group.scheduled), a.placed) for _, a in feasible]
         )
-        best: tuple[topologyaware.Placement, _Attempt] | None = None
+        best: tuple[Candidate, _Attempt] | None = None
         best_score = -1
         for (placement, attempt), count in zip(feasible, counts, strict=True):
             requests = [pod_requests_nonzero(d.pod)[1] for d in attempt.evaluated if d.status == SCHEDULED]
@@ -321,9 +351,7 @@ class PodGroupCycle:
         assert best is not None
         return best
 
-    def _commit(
-        self, group: PodGroupInfo, placement: topologyaware.Placement, attempt: _Attempt
-    ) -> GroupDecision:
+    def _commit(self, group: PodGroupInfo, placement: Candidate, attempt: _Attempt) -> GroupDecision:
         """The chosen placement once more, its reservations kept: the same members in the same
         order on the same state decide the same (each on its node, when the search chose them)."""
         min_count = podgroups.min_count(group.pod_group)
@@ -336,7 +364,7 @@ class PodGroupCycle:
                 decisions.append(attempt.evaluated[i])
                 tokens.append(None)
                 continue
-            with self.scheduler.within([node] if node else placement.nodes):
+            with self.scheduler.within([node] if node else placement.nodes), self._holding(placement):
                 d = self.scheduler.schedule(pod)
             decisions.append(d)
             token = self.scheduler.reserve(d) if d.status == SCHEDULED else None
