@@ -15,9 +15,10 @@ from collections.abc import Callable
 import pytest
 
 from webhook.core.api.objects import Obj
+from webhook.core.scheduling.devicematch import MATCH_ATTRIBUTE
 
 from .local import LocalCluster
-from .target import Target
+from .target import DRIVER, RESOURCES, Target
 from .test_rewrite import all_bound, container_devices, live
 from .test_upstream_extended_resources import running
 
@@ -120,3 +121,49 @@ def test_a_gang_that_cannot_fit_leaves_no_pod_bound_and_no_claim_allocated(
     assert not [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")]
     allocated = [c for c in target.objects("resourceclaims") if (c.get("status") or {}).get("allocation")]
     assert allocated == []
+
+
+def _clique_slice(target: Target, node: str, cliques: list[str]) -> dict[str, str]:
+    """A slice of this run's devices on ``node``, ``dev-<i>`` in clique ``cliques[i]``: each
+    device's ``pool/name`` -> its clique."""
+    pool = f"{node}-e2e-{target.run_id}"
+    devices = [
+        {
+            "name": f"dev-{i}",
+            "attributes": {"run": {"string": target.run_id}, "clique": {"string": clique}},
+        }
+        for i, clique in enumerate(cliques)
+    ]
+    body: Obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": pool},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+    target.create("resourceslices", body)
+    return {f"{pool}/dev-{i}": clique for i, clique in enumerate(cliques)}
+
+
+def test_one_clique_across_the_gangs_pods(gangs: LocalCluster, target: Target) -> None:
+    """draxr.io/match-attribute (beyond upstream): both members' devices in clique y, although
+    binpacking alone would take clique x's two devices first."""
+    target.device_class()
+    cliques = _clique_slice(target, target.nodes[0], ["x", "x", "y", "y"])
+    cliques |= _clique_slice(target, target.nodes[1], ["y", "y", "y", "y"])
+    group = _pod_group(target, "clique", 2)
+    target.admin.patch(
+        RESOURCES["podgroups"],
+        "clique",
+        {"metadata": {"annotations": {MATCH_ATTRIBUTE: f"{DRIVER}/clique"}}},
+        namespace=target.namespace,
+    )
+    assert group["metadata"]["name"] == "clique"
+    names = _members(target, "clique", 2, 2)
+    pods = target.wait("pods", all_bound(2, names), timeout=90)
+    held = {cliques[d] for p in pods for d in container_devices(target, p)["c"]}
+    assert held == {"y"}
