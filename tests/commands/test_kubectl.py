@@ -4,6 +4,7 @@ emulator (webhook and worker running, real client over real TLS), and through th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -408,3 +409,34 @@ def test_listing_starts_over_when_a_continue_token_expires() -> None:
     assert injected == [True]
     assert sorted(p["metadata"]["name"] for p in pods) == sorted(f"p{i}" for i in range(kubectl.PAGE + 3))
     assert {p["kind"] for p in pods} == {"Pod"}
+
+
+def test_why_a_member_of_a_gang_waits(sb: Sandbox) -> None:
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    sb.em.create("podgroups", group)
+    for i in range(2):
+        sb.admin.create(PODS, _pod(f"t{i}", 1, schedulingGroup={"podGroupName": "train"}), "default")
+    try:
+        code, out, _ = draxr(sb, "why", "t0")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines[1] == "pod group default/train (gang, minCount 3): 2 pods, 0 bound"
+        assert (
+            lines[2]
+            == "  waiting for minCount pods from a gang to appear in scheduling queue (1 short of minCount)"
+        )
+        sb.admin.create(PODS, _pod("t2", 1, schedulingGroup={"podGroupName": "train"}), "default")
+        report = json.loads(draxr(sb, "why", "t0", "-o", "json")[1])["podGroup"]
+        assert report["pods"] == 3
+        assert report["waiting"] is None
+        assert report["now"]["status"] == UNSCHEDULABLE  # 3 GPUs wanted, 1 free
+    finally:
+        for i in range(3):
+            with contextlib.suppress(Exception):
+                sb.em.delete("pods", f"t{i}", "default")
+        sb.em.delete("podgroups", "train", "default")

@@ -59,6 +59,7 @@ def test_motivating_example_json_shape() -> None:
             "claims",
             "preemption",
             "bindingConditions",
+            "podGroup",
         }
         assert (p["path"], p["claims"]) == ("native", [])
         assert p["alignment"] is None  # no class of the example aligns by a topology attribute
@@ -1120,3 +1121,56 @@ def test_in_rewrite_mode_a_device_with_binding_conditions_is_never_picked(tmp_pa
     pods = {p["name"]: p for p in json.loads(out.getvalue())["pods"]}
     assert pods["a"]["node"] == "n1"
     assert pods["b"]["node"] is None
+
+
+def _gang_input(min_count: int, members: int, gpus: int) -> list[Obj]:
+    node, cls = factory.node("n"), factory.device_class("gpu", ext="example.com/gpu")
+    sl = factory.resource_slice("s", factory.gpus(4), driver="d.example.com", node_name="n")
+    group: Obj = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+    pods = [
+        pod(
+            f"m{i}",
+            [container("c", {"example.com/gpu": str(gpus)})],
+            schedulingGroup={"podGroupName": "train"},
+        )
+        for i in range(members)
+    ]
+    return [node, cls, sl, group, *pods]
+
+
+def test_a_gang_is_placed_whole_as_the_worker_places_it(tmp_path: Path) -> None:
+    write(tmp_path, "all.yaml", _gang_input(2, 2, 2))
+    code, out, _ = plan([tmp_path], "json")
+    data = json.loads(out)
+    assert code == 0
+    assert [(x["name"], x["status"], x["podGroup"]) for x in data["pods"]] == [
+        ("m0", "Scheduled", "default/train"),
+        ("m1", "Scheduled", "default/train"),
+    ]
+    devices = {
+        r["device"] for x in data["pods"] for r in x["claim"]["status"]["allocation"]["devices"]["results"]
+    }
+    assert len(devices) == 4
+
+
+def test_a_gang_that_cannot_fit_places_nobody_and_says_why(tmp_path: Path) -> None:
+    write(tmp_path, "all.yaml", _gang_input(3, 3, 2))
+    code, out, _ = plan([tmp_path], "json")
+    data = json.loads(out)
+    assert code == 1
+    assert [x["status"] for x in data["pods"]] == ["Unschedulable"] * 3
+    assert all(x["claim"] is None for x in data["pods"])
+    assert any("pod group is unschedulable" in x["message"] for x in data["pods"])
+
+
+def test_a_gang_short_of_min_count_waits_for_its_pods(tmp_path: Path) -> None:
+    write(tmp_path, "all.yaml", _gang_input(3, 2, 1))
+    _, out, _ = plan([tmp_path], "json")
+    assert {x["message"] for x in json.loads(out)["pods"]} == {
+        "waiting for minCount pods from a gang to appear in scheduling queue"
+    }

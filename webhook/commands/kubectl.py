@@ -30,11 +30,26 @@ from ..core.api.constants import (
     DEVICE_CLASS_PREFIX,
     DRAXR_RESOURCES_ANNOTATION,
 )
-from ..core.api.objects import Obj, annotations_of, as_dict, as_list, meta, name, namespace, spec, status
+from ..core.api.objects import (
+    Obj,
+    annotations_of,
+    as_dict,
+    as_list,
+    is_terminating,
+    meta,
+    name,
+    namespace,
+    spec,
+    status,
+    uid,
+)
+from ..core.api.podgroups import GroupKey, condition, group_of, is_gang, key_of, min_count, topology_key
 from ..core.cluster.deviceclasses import ClassResolver, explicit_name
 from ..core.cluster.state import ClusterState
 from ..core.paths.nodevices import pods_without_devices
 from ..core.scheduling.framework import SCHEDULED
+from ..core.scheduling.plugins.gangscheduling import pre_enqueue
+from ..core.scheduling.podgroupcycle import PodGroupCycle, PodGroupInfo
 from ..core.scheduling.scheduler import Scheduler
 from ..identity.names import DEFAULT_NAMESPACE, LEASE, WEBHOOK_CONFIGURATION
 from ..kube import pager
@@ -46,12 +61,14 @@ from ..kube.resources import (
     LEASES,
     MUTATING_WEBHOOKS,
     NODES,
+    POD_GROUP_VERSIONS,
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     VALIDATING_WEBHOOKS,
     Resource,
     device_taint_rules,
+    pod_groups,
 )
 from ..loader import LoadError, expand_workloads, load_paths
 from ..runtime.mode import MODE_REASONS, parse_mode_message
@@ -107,6 +124,9 @@ def read_cluster(client: KubeClient) -> list[Obj]:
     version = client.served("resource.k8s.io", "devicetaintrules", DEVICE_TAINT_RULE_VERSIONS)
     if version is not None:
         objects += list_all(client, device_taint_rules(version))
+    group_version = client.served("scheduling.k8s.io", "podgroups", POD_GROUP_VERSIONS)
+    if group_version is not None:
+        objects += list_all(client, pod_groups(group_version))
     return objects + list_all(client, PODS)
 
 
@@ -330,7 +350,10 @@ def why_report(client: KubeClient, pod_name: str, ns: str) -> Obj:
             for r in results
             if isinstance(r, dict)
         ]
-    if _is_pending(pod):
+    group = group_of(pod)
+    if _is_pending(pod) and group is not None:
+        report["podGroup"] = _group_report(read_cluster(client), pod, group)
+    elif _is_pending(pod):
         objects = read_cluster(client)
         decision = Scheduler(running_state(objects, leave_out=pod)).schedule(pod)
         report["now"] = {
@@ -344,6 +367,65 @@ def why_report(client: KubeClient, pod_name: str, ns: str) -> Obj:
             else [],
         }
     return report
+
+
+def _group_report(objects: Sequence[Obj], pod: Obj, group: GroupKey) -> Obj:
+    """Why a member of a pod group waits: its PodGroup, how many of its pods exist and are bound,
+    and the group cycle draxr's engine would run now on the cluster as it runs."""
+    pod_group = next((o for o in objects if o.get("kind") == "PodGroup" and key_of(o) == group), None)
+    pods = (o for o in objects if o.get("kind") == "Pod" and not is_terminating(o))
+    members = [o for o in pods if group_of(o) == group]
+    bound = [(o, str(spec(o)["nodeName"])) for o in members if spec(o).get("nodeName")]
+    pending = [o for o in members if _is_pending(o)]
+    out: Obj = {"name": str(group), "exists": pod_group is not None}
+    out |= {"pods": len(members), "bound": len(bound)}
+    if pod_group is None:
+        out["waiting"] = pre_enqueue(group.name, False, None, len(members))
+        return out
+    gang = is_gang(pod_group)
+    out |= {
+        "policy": "gang" if gang else "basic",
+        "minCount": min_count(pod_group),
+        "topologyKey": topology_key(pod_group),
+        "condition": condition(pod_group),
+    }
+    out["waiting"] = pre_enqueue(group.name, True, min_count(pod_group) if gang else None, len(members))
+    if out["waiting"] is None and pending:
+        leave = {uid(o) for o in pending}
+        state = running_state([o for o in objects if o.get("kind") != "Pod" or uid(o) not in leave])
+        decision = PodGroupCycle(Scheduler(state)).schedule(PodGroupInfo(pod_group, pending, bound))
+        mine = next((d for d in decision.decisions if uid(d.pod) == uid(pod)), None)
+        out["now"] = {
+            "status": decision.status,
+            "message": decision.message,
+            "placement": decision.placement,
+            "node": mine.node if mine is not None else None,
+            "member": mine.message if mine is not None and mine.status != SCHEDULED else "",
+        }
+    return out
+
+
+def _write_group(group: Obj, out: TextIO) -> None:
+    if not group["exists"]:
+        out.write(f"pod group {group['name']}: {group['waiting']}\n")
+        return
+    out.write(
+        f"pod group {group['name']} ({group['policy']}, minCount {group['minCount']}"
+        + (f", topology {group['topologyKey']}" if group["topologyKey"] else "")
+        + f"): {group['pods']} pods, {group['bound']} bound\n"
+    )
+    if group["waiting"]:
+        short = group["minCount"] - group["pods"]
+        out.write(f"  {group['waiting']} ({short} short of minCount)\n")
+    now = group.get("now")
+    if now:
+        if now["status"] == SCHEDULED:
+            where = f" in {now['placement']}" if now["placement"] else ""
+            out.write(f"draxr's engine now: the group fits{where}; this pod on {now['node']}\n")
+        else:
+            out.write(f"draxr's engine now: {now['message']}\n")
+            if now["member"] and now["member"] != now["message"]:
+                out.write(f"  this pod: {now['member']}\n")
 
 
 def write_why(report: Obj, out: TextIO) -> None:
@@ -373,6 +455,8 @@ def write_why(report: Obj, out: TextIO) -> None:
             out.write(f"{pod} is pending: {cond.get('reason')}: {cond.get('message')}\n")
         else:
             out.write(f"{pod} is pending: the worker has not tried it yet (is a worker the leader?)\n")
+    if report.get("podGroup"):
+        _write_group(report["podGroup"], out)
     now = report.get("now")
     if now:
         if now["status"] == SCHEDULED:

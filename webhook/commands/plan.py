@@ -65,6 +65,7 @@ from ..core.api.alignment import align_by
 from ..core.api.capacityrequests import capacity_by_class
 from ..core.api.labelkeys import with_label_keys
 from ..core.api.objects import Obj, annotations_of, name, namespace, spec, status, uid
+from ..core.api.podgroups import GroupKey, group_of, is_gang, key_of, min_count
 from ..core.api.pvhelpers import default_class_name, with_default_class
 from ..core.cel import SelectorEngine
 from ..core.cluster.slices import parse_slice
@@ -84,7 +85,9 @@ from ..core.paths.rewrite import (
 from ..core.paths.templateclaims import claim_from_template, claim_statuses
 from ..core.scheduling.framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
 from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
+from ..core.scheduling.plugins.gangscheduling import pre_enqueue
 from ..core.scheduling.plugins.volumebinding.prebind import claim_bindings
+from ..core.scheduling.podgroupcycle import PodGroupCycle, PodGroupInfo
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
 from ..loader import FROM_CLAIM_TEMPLATE, Loaded, LoadError, expand_workloads, load_paths
@@ -104,6 +107,7 @@ class PodResult:
     path: str = "-"  # native, rewrite, device-plugin; "-" for a pod asking for no DRA-backed name
     claims: list[Obj] = field(default_factory=list)  # rewrite: the claims made from templates
     preemption: PostFilterResult | None = None  # an unschedulable pod's PostFilter
+    pod_group: str | None = None  # namespace/name of the PodGroup it was placed with
 
     def to_json(self) -> dict[str, Any]:
         d = self.decision
@@ -121,6 +125,7 @@ class PodResult:
             "claims": [_claim_json(c, d) for c in self.claims],
             "preemption": _preemption_json(self.preemption),
             "bindingConditions": _binding_json(d),
+            "podGroup": self.pod_group,
         }
         if d.node and d.volumes is not None:  # only for a pod whose claims this placement binds
             out["volumes"] = [b.to_api() for b in claim_bindings(d.volumes, d.node)]
@@ -232,7 +237,16 @@ def build_plan(
         if not spec(o).get("nodeName"):
             prio = spec(o).get("priority", 0)
             pending.append((-(prio if isinstance(prio, int) else 0), i, o))
-    for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1])):
+    pod_groups = {key_of(o): o for o in objects if o.get("kind") == "PodGroup"}
+    queued = [pod for _, _, pod in sorted(pending, key=lambda t: (t[0], t[1]))]
+    placed_groups: set[GroupKey] = set()
+    for pod in queued:
+        group = group_of(pod)
+        if group is not None and group in pod_groups and mode == "native":
+            if group not in placed_groups:  # the whole group at its first member, as the worker does
+                placed_groups.add(group)
+                plan.results += _place_group(scheduler, pod_groups[group], group, queued, objects)
+            continue
         result = _take_path(scheduler, pod, mode)
         if result.decision.status == UNSCHEDULABLE:
             result.preemption = DefaultPreemption(scheduler).post_filter(
@@ -240,6 +254,35 @@ def build_plan(
             )
         plan.results.append(result)
     return plan
+
+
+def _place_group(
+    scheduler: Scheduler, pod_group: Obj, group: GroupKey, queued: list[Obj], objects: Sequence[Obj]
+) -> list[PodResult]:
+    """A pod group's pending members placed in one group cycle, as the worker places them
+    (``core/scheduling/podgroupcycle.py``); its members already bound count as scheduled. A group
+    that waits says why in each member's message (GangScheduling's PreEnqueue, or the cycle's)."""
+    members = [p for p in queued if group_of(p) == group]
+    scheduled = [
+        (o, str(spec(o)["nodeName"]))
+        for o in objects
+        if o.get("kind") == "Pod" and group_of(o) == group and spec(o).get("nodeName")
+    ]
+    gang_min = min_count(pod_group) if is_gang(pod_group) else None
+    gated = pre_enqueue(group.name, True, gang_min, len(members) + len(scheduled))
+    if gated is not None:
+        waiting = [Decision(p, UNSCHEDULABLE, message=gated) for p in members]
+        return [PodResult(d.pod, d, pod_group=str(group)) for d in waiting]
+    decision = PodGroupCycle(scheduler).schedule(PodGroupInfo(pod_group, members, scheduled))
+    for d, token in reversed(decision.placed()):
+        scheduler.unreserve(d, token)  # applied below, as the API would show them after binding
+    out = []
+    for d in decision.decisions:
+        path = "native" if backing_classes(requested_extended(d.pod), scheduler.state.classes) else "-"
+        result = _apply(scheduler, d, path) if d.status == SCHEDULED else PodResult(d.pod, d, path=path)
+        result.pod_group = str(group)
+        out.append(result)
+    return out
 
 
 def _take_path(scheduler: Scheduler, pod: Obj, mode: str) -> PodResult:
@@ -286,8 +329,13 @@ def _claim_from_template(pod: Obj, pod_claim: Obj) -> Obj:
 
 
 def _place(scheduler: Scheduler, pod: Obj, path: str) -> PodResult:
+    return _apply(scheduler, scheduler.schedule(pod), path)
+
+
+def _apply(scheduler: Scheduler, decision: Decision, path: str) -> PodResult:
+    """A decision as the cluster shows it once bound: the pod on its node, its claims written."""
     state = scheduler.state
-    decision = scheduler.schedule(pod)
+    pod = decision.pod
     result = PodResult(pod, decision, path=path)
     if decision.status != SCHEDULED or decision.node is None:
         return result
