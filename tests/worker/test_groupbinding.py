@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .harness import GPU, Cluster, device_class, gpu_slice, node, pod_group
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .harness import GPU, Cluster, cluster, device_class, gpu_slice, node, pod_group
 
 
 def members(kube: Cluster, n: int, gpus: int = 2) -> None:
@@ -62,3 +66,52 @@ def test_without_two_phase_commit_a_failed_bind_leaves_the_others_bound_as_upstr
     bound = kube.wait_bound(3)
     assert len(bound) >= 3
     assert not [p for p in kube.pods() if p["metadata"].get("deletionTimestamp")]
+
+
+def _bound_live(kube: Cluster) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in kube.pods()
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+#: Every write of a group's commit: the special claims, their allocation, the mappings, the binds.
+WRITES = [
+    ("create", "resourceclaims"),
+    ("update", "resourceclaims/status"),
+    ("patch", "pods/status"),
+    ("create", "pods/binding"),
+]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(write=st.sampled_from(WRITES), skip=st.integers(0, 5), times=st.integers(1, 3))
+def test_no_gang_is_ever_left_bound_below_its_min_count(
+    tmp_path_factory: pytest.TempPathFactory, write: tuple[str, str], skip: int, times: int
+) -> None:
+    """Property: whatever write of the commit fails (once or a few times, early or late), the group
+    ends with every member bound, or released with none bound; a device is never in two claims."""
+    verb, resource = write
+    with cluster(tmp_path_factory.mktemp("gang")) as kube:
+        kube.apply(device_class(), node("n1"), node("n2"), gpu_slice("n1", 4), gpu_slice("n2", 4))
+        kube.apply(pod_group("train", 4))
+        rule = kube.em.inject(
+            verbs=verb, resource=resource, error=403, message="injected", times=times, skip=skip
+        )
+        kube.worker()
+        members(kube, 4)
+
+        def settled() -> bool:
+            bound = _bound_live(kube)
+            released = len([p for p in kube.pods() if not p["metadata"].get("deletionTimestamp")]) < 4
+            return len(bound) == 4 or (released and not bound)
+
+        kube.em.wait_for(settled, 30, "the gang bound whole, or released")
+        bound = _bound_live(kube)
+        assert len(bound) in (0, 4), bound
+        allocated = kube.allocated()
+        assert len(allocated) == len(set(allocated))
+        if len(bound) == 4:
+            kube.check_consistent()
+        assert rule.hits >= 1 or skip >= 4
