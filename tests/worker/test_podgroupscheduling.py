@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from webhook.kube.cache import ClusterCache
 from webhook.worker.podgroupscheduling import with_condition
 
 from .harness import GPU, Cluster, device_class, gpu_slice, node, pod_group
+from .workers import make_worker
 
 
 def member(kube: Cluster, name: str, gpus: int = 2, group: str = "train") -> None:
@@ -86,3 +90,58 @@ def test_a_true_condition_never_goes_back_and_keeps_its_transition_time() -> Non
         {**again, "lastTransitionTime": "t1"},
     ]
     assert with_condition(fresh, failed, "t3") is None  # nothing changed: nothing written
+
+
+def test_a_later_member_joins_its_group_already_scheduled(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), node("n2"), gpu_slice("n1", 4), gpu_slice("n2", 8))
+    kube.apply(pod_group("train", 2))
+    kube.worker()
+    member(kube, "m0", 2)
+    member(kube, "m1", 1)
+    kube.wait_bound(2)
+    member(kube, "m2", 8)
+    bound = kube.wait_bound(3)
+    assert bound["m2"] == "n2"
+
+
+class Held:
+    """An executor that holds what is submitted (binding cycles in flight) until ``run``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        self.calls.append((fn, args))
+
+
+def test_a_member_arriving_while_its_group_binds_counts_the_members_in_flight(kube: Cluster) -> None:
+    """The group's first cycle placed two members whose binding is still under way: neither bound
+    nor assumed yet, they are reserved in the engine and count as scheduled (upstream's assumed
+    pods), so a third member joins rather than failing the group's minCount alone."""
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 8))
+    kube.apply(pod_group("train", 2))
+    member(kube, "m0", 2)
+    member(kube, "m1", 1)
+    cache = ClusterCache.from_objects([*kube.snapshot(), *kube.em.list("podgroups", "default")])
+    w = make_worker(kube.client(), cache)
+    groups = w.scheduling.groups
+    assert groups is not None
+    held = Held()
+    groups.pool = held  # type: ignore[assignment]
+    try:
+        first = w.queue
+        for p in kube.pods():
+            first.add(p["metadata"]["uid"])
+        entry = first.pop(timeout=0)
+        assert entry is not None
+        w.schedule_one(entry.uid)
+        assert len(held.calls) == 1  # the group's commit, not run yet
+        member(kube, "m2", 4)
+        m2 = kube.em.get("pods", "m2", "default")
+        cache.handle("Pod", "ADDED", m2)
+        first.add(m2["metadata"]["uid"])
+        assert first.pop(timeout=0) is not None
+        w.schedule_one(m2["metadata"]["uid"])
+        assert len(held.calls) == 2  # m2 placed with its group, and committed
+    finally:
+        w.stop()

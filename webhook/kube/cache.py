@@ -286,6 +286,12 @@ class ClusterCache:
         with self.lock:
             return self._pod_groups.get(group)
 
+    def node_of(self, pod_uid: str) -> str | None:
+        """The node a pod counts on in the engine: bound there, or reserved (assumed) by a decision
+        whose binding is under way."""
+        with self.lock:
+            return self.state.allocated.node_of(pod_uid)
+
     def group_members(self, group: GroupKey) -> list[Obj]:
         """Every pod that names ``group``, in no particular order."""
         with self.lock:

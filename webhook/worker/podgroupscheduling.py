@@ -28,7 +28,6 @@ from ..core.scheduling.podgroupsearch import DEFAULT_STEPS
 from ..kube.cache import ClusterCache, SharedScheduler
 from ..kube.client import MERGE_PATCH, ApiError, KubeClient, NotLeader
 from ..kube.resources import POD_GROUP_VERSIONS, Resource, pod_groups
-from .assumed import AssumedPods
 from .eventhandlers import is_ours
 from .events import EventRecorder, now_rfc3339
 from .groupbinding import GroupBindingCycle, Member
@@ -74,7 +73,6 @@ class PodGroupScheduling:
         pool: Executor,
         events: EventRecorder,
         metrics: WorkerMetrics,
-        assumed_pods: AssumedPods,
         scheduler_name: str,
         unschedulable: Callable[[Obj, Decision, float], None],
         *,
@@ -90,7 +88,6 @@ class PodGroupScheduling:
         self.pool = pool
         self.events = events
         self.metrics = metrics
-        self.assumed_pods = assumed_pods
         self.scheduler_name = scheduler_name
         self.unschedulable = unschedulable
         self.topology_aware = topology_aware
@@ -153,11 +150,12 @@ class PodGroupScheduling:
 
     def _members(self, pod: Obj, pods: list[Obj]) -> tuple[list[Obj], list[tuple[Obj, str]]]:
         """The members to place (``pod`` and the queued ones, queue order) and those already
-        placed (bound, or assumed by this worker), each with its node."""
+        placed (bound, or reserved by a cycle whose binding is under way: upstream's assumed pods),
+        each with its node."""
         scheduled: list[tuple[Obj, str]] = []
         waiting: dict[str, Obj] = {}
         for p in pods:
-            node = spec(p).get("nodeName") or self.assumed_pods.node(uid(p))
+            node = spec(p).get("nodeName") or self.cache.node_of(uid(p))
             if isinstance(node, str) and node:
                 scheduled.append((p, node))
             elif is_ours(p, self.scheduler_name):

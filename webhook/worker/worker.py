@@ -143,7 +143,6 @@ class Worker:
             self._pool,
             self.events,
             metrics,
-            self.assumed_pods,
             config.scheduler_name,
             self.scheduling.unschedulable_member,
             topology_aware=config.topology_aware,

@@ -296,6 +296,18 @@ def test_an_assumed_pod_counts_until_it_is_forgotten() -> None:
     assert nodes["n"].requested == {"cpu": 0}
 
 
+def test_a_pod_counts_on_its_node_when_assumed_and_when_bound() -> None:
+    st, _, _ = tracked("n")
+    p = cpu_pod("p")
+    assert st.node_of("uid-p") is None
+    st.assume_pod(p, "n")
+    assert st.node_of("uid-p") == "n"
+    st.upsert_pod(cpu_pod("p", node_name="n"))
+    assert st.node_of("uid-p") == "n"
+    st.remove_pod("uid-p")
+    assert st.node_of("uid-p") is None
+
+
 def test_an_assumed_pod_seen_bound_counts_once_and_forget_keeps_it() -> None:
     st, nodes, _ = tracked("n")
     p = cpu_pod("p")

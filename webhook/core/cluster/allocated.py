@@ -358,6 +358,13 @@ class AllocatedState:
             self._assumed[pod_uid] = node_name
             self.placed.add(pod_info(pod, node_name))
 
+    def node_of(self, pod_uid: str) -> str | None:
+        """Where the pod counts: its node when bound, the node it is assumed on when reserved."""
+        pod = self.pods.get(pod_uid)
+        if pod is not None:
+            return str(spec(pod).get("nodeName"))
+        return self._assumed.get(pod_uid)
+
     def counts_pod(self, pod_uid: str) -> bool:
         """The pod counts on a node: bound and not terminal, or assumed."""
         return pod_uid in self.pods or pod_uid in self._assumed
