@@ -12,10 +12,14 @@ or none, of 2 to 4 members asking for 1, 2, 4 or 8 GPUs each.
 
 Phase 1, lockstep: before each group is created the cluster is read, and draxr's group cycle decides
 the group on that state twice: as upstream (``--gang-search-steps 0``, policy ``upstream``, every
-node scored) and with its search (beyond upstream). Then kube-scheduler places the group. Compared:
-wherever kube-scheduler places a group, draxr's upstream cycle places it too (a difference
-otherwise); where kube-scheduler does not and draxr's search finds a placement, the group is listed
-with draxr's placement (``beyond_upstream``). kube-scheduler's bindings are checked as draxr's are.
+node scored) and with its search (beyond upstream, draxr's default). Then kube-scheduler places the
+group, and its first verdict (the PodGroup's condition) is taken. Compared: wherever kube-scheduler
+places a group, its placement is feasible in draxr's engine (the members pinned to its nodes) and
+draxr places the group too (a difference otherwise). Where draxr as upstream alone does not,
+kube-scheduler broke a tie between nodes at random, which left a later member room, and draxr's
+name order did not: counted (``upstream_ties``). Where kube-scheduler does not place a group and
+draxr's search does, the group is listed with draxr's placement (``beyond_upstream``).
+kube-scheduler's bindings are checked as draxr's are.
 
 Phase 2: the cluster cleaned, the same stream for ``schedulerName: draxr``, one group at a time,
 placed by a ``draxr serve --no-webhook --policy upstream`` process. Every binding is checked: no
@@ -182,13 +186,20 @@ def snapshot(client: KubeClient) -> list[Obj]:
     return out
 
 
-def engine_verdict(objects: list[Obj], ns: str, g: Obj, steps: int) -> Obj:
-    """draxr's group cycle on ``objects`` for the group (as upstream with ``steps`` 0)."""
+def engine_verdict(
+    objects: list[Obj], ns: str, g: Obj, steps: int, pinned: list[str | None] | None = None
+) -> Obj:
+    """draxr's group cycle on ``objects`` for the group (as upstream with ``steps`` 0); with
+    ``pinned``, only the members given a node there, each held to it."""
     state = ClusterCache.from_objects(objects).state
     scheduler = Scheduler(state, policy="upstream", percentage_of_nodes_to_score=100)
     pods = []
     for i, p in enumerate(members(g, None)):
         p["metadata"] |= {"namespace": ns, "uid": f"{g['name']}-{i}-uid"}
+        if pinned is not None:
+            if pinned[i] is None:
+                continue
+            p["spec"]["nodeSelector"] = {HOSTNAME: pinned[i]}
         pods.append(p)
     pg = pod_group(g)
     pg["metadata"]["namespace"] = ns
@@ -264,6 +275,7 @@ def problems(client: KubeClient, ns: str, stream_: list[Obj]) -> list[str]:
 def lockstep(client: KubeClient, ns: str, stream_: list[Obj]) -> Obj:
     differences: list[Obj] = []
     beyond: list[Obj] = []
+    ties = 0
     placed = 0
     outcomes: dict[str, list[str | None]] = {}
     for g in stream_:
@@ -277,14 +289,27 @@ def lockstep(client: KubeClient, ns: str, stream_: list[Obj]) -> Obj:
         outcomes[g["name"]] = kube["nodes"]
         ks_placed = kube["condition"].get("status") == "True"
         placed += ks_placed
-        if ks_placed and upstream["status"] != SCHEDULED:
-            differences.append({"group": g, "kube-scheduler": kube, "draxr": upstream})
+        if ks_placed:
+            # kube-scheduler's placement must be one draxr's engine finds feasible, and draxr must
+            # place the group too; as upstream alone it may not, where a tie kube-scheduler broke
+            # at random left another member no room (counted).
+            feasible = engine_verdict(objects, ns, g, 0, pinned=kube["nodes"])["status"] == SCHEDULED
+            if not feasible or searched["status"] != SCHEDULED:
+                differences.append({"group": g, "kube-scheduler": kube, "draxr": searched})
+            elif upstream["status"] != SCHEDULED:
+                ties += 1
         if not ks_placed and searched["status"] == SCHEDULED:
             beyond.append({"group": g, "kube-scheduler": kube["condition"].get("message"), "draxr": searched})
         if not ks_placed:  # nothing of it holds anything: out of the way of the next groups
             for p in members(g, None):
                 client.delete(PODS, p["metadata"]["name"], ns)
-    return {"placed": placed, "nodes": outcomes, "differences": differences, "beyond_upstream": beyond}
+    return {
+        "placed": placed,
+        "nodes": outcomes,
+        "differences": differences,
+        "upstream_ties": ties,
+        "beyond_upstream": beyond,
+    }
 
 
 def placed_by_draxr(client: KubeClient, ns: str, stream_: list[Obj]) -> Obj:
@@ -357,6 +382,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
         "draxr_placed": sum(r["draxr"]["placed"] for r in results),
         "differences": sum(len(r["kube-scheduler"]["differences"]) for r in results),
         "beyond_upstream": sum(len(r["kube-scheduler"]["beyond_upstream"]) for r in results),
+        "upstream_ties": sum(r["kube-scheduler"]["upstream_ties"] for r in results),
         "invalid_bindings": sum(
             len(r["kube-scheduler"]["invalid"]) + len(r["draxr"]["invalid"]) for r in results
         ),
