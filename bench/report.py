@@ -50,6 +50,7 @@ Each script prints JSON on standard output:
 .venv/bin/python bench/chart_failover.py  # the worker leader's pod force-deleted five times on the chart row (containerd, draxr by its chart): median time to the follower's first Binding, from the audit log
 .venv/bin/python bench/parity.py     # seeded clusters and pod streams through the real kube-scheduler, each verdict matched by draxr's engine; then draxr's worker, every binding checked
 .venv/bin/python bench/gang_parity.py  # the same for PodGroups (gangs, topology keys) with kube-scheduler's GenericWorkload on
+.venv/bin/python bench/gangs.py      # streams of gangs (8 x 8, 4 x 2 GPUs) on 64 nodes in 8 racks with churn: kube-scheduler and draxr
 .venv/bin/python bench/versus_scheduler.py --version 1.36  # kube-scheduler's own DRA path vs draxr's worker (real apiserver; 1.37 by default)
 .venv/bin/python bench/versus_scheduler.py --shape upstream  # the same on scheduler_perf's Explicit_25classes_5000pods_500nodes
 .venv/bin/python bench/versus_scheduler.py --shape placement  # scale.py's placement stream (anti-affinity, zone spread) on both

@@ -365,6 +365,14 @@ class BindWatch:
                 raise RuntimeError(f"watching pods failed: {self.error} ({len(self.bound)} bound)")
             return len(self.bound) >= count
 
+    def wait_names(self, names: set[str], timeout: float) -> bool:
+        """Whether every pod of ``names`` was seen bound within ``timeout`` seconds."""
+        with self._cond:
+            self._cond.wait_for(lambda: names <= self.bound.keys() or bool(self.error), timeout)
+            if self.error:
+                raise RuntimeError(f"watching pods failed: {self.error} ({len(self.bound)} bound)")
+            return names <= self.bound.keys()
+
     def stop(self) -> None:
         self._stop.set()
         if self._stream is not None:
