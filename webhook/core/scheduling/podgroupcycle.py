@@ -219,7 +219,10 @@ class PodGroupCycle:
         if self.topology_aware:
             try:
                 domains = topologyaware.generate_placements(
-                    podgroups.topology_key(group.pod_group), self._labels(), self._scheduled(group)
+                    podgroups.topology_key(group.pod_group),
+                    self._labels(self.scheduler.node_names()),
+                    self._scheduled(group),
+                    known=self._labels(self.scheduler.state.nodes.names()),
                 )
             except topologyaware.PlacementError as e:
                 return self._all(group, ERROR, str(e))
@@ -379,9 +382,9 @@ class PodGroupCycle:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _labels(self) -> dict[str, dict[str, str]]:
+    def _labels(self, names: list[str]) -> dict[str, dict[str, str]]:
         by_name = self.scheduler.state.nodes.by_name
-        return {n: by_name[n].labels for n in self.scheduler.node_names()}
+        return {n: by_name[n].labels for n in names}
 
     @staticmethod
     def _scheduled(group: PodGroupInfo) -> list[tuple[str, str]]:

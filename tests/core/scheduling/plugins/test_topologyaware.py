@@ -49,3 +49,89 @@ def test_scheduled_members_without_one_domain_are_an_error(
     with pytest.raises(PlacementError) as e:
         generate_placements("rack", LABELS, scheduled)
     assert str(e.value) == message
+
+
+def _nodes(*entries: tuple[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    return dict(entries)
+
+
+#: upstream's ``TestGeneratePlacements`` (its PodGroup cases): the group's key, its scheduled pods'
+#: nodes, the parent placement's nodes, the snapshot's other nodes, and the placements wanted
+#: (None: an error).
+GENERATE_PLACEMENTS = {
+    "without constraint returns placement matching all nodes": (
+        None,
+        [],
+        _nodes(("node1", {}), ("node2", {"foo": "bar"})),
+        _nodes(("node3", {})),
+        {"": ["node1", "node2"]},
+    ),
+    "with topology key constraint, returns placement for each topology domain": (
+        "topology1",
+        [],
+        _nodes(
+            ("node0", {"topology2": "d1"}),
+            ("node1", {"topology2": "d4"}),
+            ("node2", {"topology1": "d1"}),
+            ("node3", {"topology1": "d2"}),
+            ("node4", {"topology1": "d1"}),
+            ("node5", {"topology1": "d3"}),
+        ),
+        {},
+        {"d1": ["node2", "node4"], "d2": ["node3"], "d3": ["node5"]},
+    ),
+    "without matching topology label, returns empty": (
+        "topology3",
+        [],
+        _nodes(("node0", {"topology2": "d1"}), ("node2", {"topology1": "d1"})),
+        {},
+        {},
+    ),
+    "with pods already scheduled in a single domain, returns that domain": (
+        "topology",
+        ["node2", "node3"],
+        _nodes(("node0", {"topology": "d2"}), ("node1", {"topology": "d1"})),
+        _nodes(("node2", {"topology": "d1"}), ("node3", {"topology": "d1"})),
+        {"d1": ["node1"]},
+    ),
+    "with pods already scheduled in a single domain not present in current placement, returns empty": (
+        "topology",
+        ["node2", "node3"],
+        _nodes(("node0", {"topology": "d2"})),
+        _nodes(("node2", {"topology": "d1"}), ("node3", {"topology": "d1"})),
+        {},
+    ),
+    "with pods already scheduled in conflicting domains, returns error": (
+        "topology",
+        ["node2", "node3"],
+        _nodes(("node0", {"topology": "d2"}), ("node1", {"topology": "d1"})),
+        _nodes(("node2", {"topology": "d0"}), ("node3", {"topology": "d1"})),
+        None,
+    ),
+    "with already scheduled pod on node outside of snapshot, returns error": (
+        "topology",
+        ["node2", "node4"],
+        _nodes(("node0", {"topology": "d2"}), ("node1", {"topology": "d1"})),
+        _nodes(("node2", {"topology": "d1"}), ("node3", {"topology": "d1"})),
+        None,
+    ),
+    "with already scheduled pod on node without topology label, returns error": (
+        "topology",
+        ["node2"],
+        _nodes(("node1", {"topology": "d2"})),
+        _nodes(("node2", {"foo": "bar"})),
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GENERATE_PLACEMENTS))
+def test_upstream_generate_placements(name: str) -> None:
+    key, scheduled, placement, others, wanted = GENERATE_PLACEMENTS[name]
+    pods = [(f"ns/p{i}", n) for i, n in enumerate(scheduled)]
+    if wanted is None:
+        with pytest.raises(PlacementError):
+            generate_placements(key, placement, pods, known={**placement, **others})
+        return
+    got = generate_placements(key, placement, pods, known={**placement, **others})
+    assert {p.name: list(p.nodes) for p in got} == wanted

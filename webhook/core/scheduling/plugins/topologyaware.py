@@ -54,14 +54,18 @@ def scheduled_domain(
 
 
 def generate_placements(
-    key: str | None, labels: Mapping[str, Mapping[str, str]], scheduled: Iterable[tuple[str, str]] = ()
+    key: str | None,
+    labels: Mapping[str, Mapping[str, str]],
+    scheduled: Iterable[tuple[str, str]] = (),
+    known: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Placement]:
-    """``GeneratePlacements`` over every node (``labels``: each node's labels), domains by name;
-    ``scheduled``: the group's scheduled members as ``(pod key, node)``."""
+    """``GeneratePlacements`` over the parent placement's nodes (``labels``: each one's labels),
+    domains by name; ``scheduled``: the group's scheduled members as ``(pod key, node)``, whose
+    nodes are looked up among every node of the snapshot (``known``; the parent's by default)."""
     every = tuple(sorted(labels))
     if key is None:
         return [Placement("", every)]
-    required = scheduled_domain(key, labels, scheduled)
+    required = scheduled_domain(key, labels if known is None else known, scheduled)
     domains: dict[str, list[str]] = {}
     for node in every:
         value = labels[node].get(key)
