@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,7 +10,12 @@ from tests.core.harness import state_of
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import ERROR, SCHEDULED, UNSCHEDULABLE
-from webhook.core.scheduling.podgroupcycle import GroupDecision, PodGroupCycle, PodGroupInfo
+from webhook.core.scheduling.podgroupcycle import (
+    GroupDecision,
+    PodGroupCycle,
+    PodGroupInfo,
+    validate_pod_group,
+)
 from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
@@ -230,3 +236,139 @@ def test_no_group_is_ever_placed_below_its_min_count(
     for x, token in placed:
         s.unreserve(x, token)
     assert _snapshot(s) == before
+
+
+def _vpod(
+    name: str,
+    *,
+    scheduler: str = "",
+    priority: int | None = None,
+    policy: str | None = None,
+    node: str | None = None,
+) -> Obj:
+    spec: Obj = {"containers": [{"name": "c"}], "schedulingGroup": {"podGroupName": "pg"}}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if priority is not None:
+        spec["priority"] = priority
+    if policy is not None:
+        spec["preemptionPolicy"] = policy
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec}
+
+
+def _vgroup(priority: int | None = None, policy: str | None = None) -> Obj:
+    spec: Obj = {"schedulingPolicy": {"basic": {}}}
+    if priority is not None:
+        spec["priority"] = priority
+    if policy is not None:
+        spec["preemptionPolicy"] = policy
+    return {"metadata": {"name": "pg", "namespace": "default"}, "spec": spec}
+
+
+NEVER, LOWER = "Never", "PreemptLowerPriority"
+#: upstream's ``TestValidatePodGroup`` (its PodGroup cases; the profile cases are kube-scheduler's own:
+#: draxr's worker has one profile, its scheduler name): the PodGroup, its queued pods, its scheduled
+#: pods, the PodGroupPreemptionPolicy gate, and whether validation fails.
+VALIDATE_POD_GROUP = {
+    "success for same scheduler name": (
+        _vgroup(),
+        [_vpod("p1", scheduler="s1"), _vpod("p2", scheduler="s1")],
+        [],
+        False,
+        False,
+    ),
+    "failure for different scheduler names": (
+        _vgroup(),
+        [_vpod("p1", scheduler="s1"), _vpod("p2", scheduler="s2")],
+        [],
+        False,
+        True,
+    ),
+    "success when priorities match": (
+        _vgroup(10),
+        [_vpod("p1", priority=10), _vpod("p2", priority=10)],
+        [],
+        False,
+        False,
+    ),
+    "failure when different priorities across pods": (
+        _vgroup(10),
+        [_vpod("p1", priority=9), _vpod("p2", priority=10)],
+        [],
+        False,
+        True,
+    ),
+    "failure when different priorities across pods and pod group": (
+        _vgroup(9),
+        [_vpod("p1", priority=10), _vpod("p2", priority=10)],
+        [],
+        False,
+        True,
+    ),
+    "success when new pods match scheduled pods scheduler name and priority": (
+        _vgroup(10),
+        [_vpod("p1", scheduler="s1", priority=10)],
+        [_vpod("p2", scheduler="s1", priority=10, node="node1")],
+        False,
+        False,
+    ),
+    "failure when new pod has different scheduler name than scheduled pod": (
+        _vgroup(10),
+        [_vpod("p1", scheduler="s1", priority=10)],
+        [_vpod("p2", scheduler="s2", priority=10, node="node1")],
+        False,
+        True,
+    ),
+    "failure when new pod has different priority than scheduled pod": (
+        _vgroup(10),
+        [_vpod("p1", scheduler="s1", priority=10)],
+        [_vpod("p2", scheduler="s1", priority=9, node="node1")],
+        False,
+        True,
+    ),
+    "success when preemption policies match": (
+        _vgroup(policy=NEVER),
+        [_vpod("p1", policy=NEVER), _vpod("p2", policy=NEVER)],
+        [],
+        True,
+        False,
+    ),
+    "failure when different preemption policies across pods": (
+        _vgroup(policy=NEVER),
+        [_vpod("p1", policy=LOWER), _vpod("p2", policy=NEVER)],
+        [],
+        True,
+        True,
+    ),
+    "failure when different preemption policies across pods and pod group": (
+        _vgroup(policy=NEVER),
+        [_vpod("p1", policy=LOWER), _vpod("p2", policy=LOWER)],
+        [],
+        True,
+        True,
+    ),
+    "success when preemption policies between pods and podgroup do not match but "
+    "PodGroupPreemptionPolicy is disabled": (
+        _vgroup(policy=NEVER),
+        [_vpod("p1", policy=LOWER), _vpod("p2", policy=LOWER)],
+        [],
+        False,
+        False,
+    ),
+    "failure when preemption policies do not match across pods and PodGroupPreemptionPolicy is disabled": (
+        _vgroup(policy=NEVER),
+        [_vpod("p1", policy=LOWER), _vpod("p2", policy=NEVER)],
+        [],
+        False,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(VALIDATE_POD_GROUP))
+def test_upstream_validate_pod_group(name: str) -> None:
+    group, members, scheduled, gate, fails = VALIDATE_POD_GROUP[name]
+    info = PodGroupInfo(group, members, [(p, p["spec"]["nodeName"]) for p in scheduled])
+    assert (validate_pod_group(info, pod_group_preemption_policy=gate) is not None) is fails
