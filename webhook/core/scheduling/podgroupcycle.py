@@ -200,6 +200,7 @@ class PodGroupCycle:
         pod_group_preemption_policy: bool = False,
         member_order: Callable[[Sequence[Obj]], list[Obj]] = list,
         search_steps: int = podgroupsearch.DEFAULT_STEPS,
+        placement_feasible: gangscheduling.PlacementFeasible = gangscheduling.placement_feasible,
     ) -> None:
         """``search_steps``: the decisions the search may take where upstream's pass fails for a
         gang (``podgroupsearch``, beyond upstream); 0: upstream's pass alone."""
@@ -208,6 +209,8 @@ class PodGroupCycle:
         self.pod_group_preemption_policy = pod_group_preemption_policy
         self.member_order = member_order
         self.search_steps = search_steps
+        #: The PlacementFeasible phase: GangScheduling's (tests give others, as upstream's do).
+        self.placement_feasible = placement_feasible
 
     def schedule(self, group: PodGroupInfo) -> GroupDecision:
         members = self.member_order(group.members)
@@ -296,9 +299,12 @@ class PodGroupCycle:
         remaining, scheduled = len(group.members), len(group.scheduled)
         decisions: list[Decision] = []
         tokens: list[tuple[Decision, str]] = []
-        feasible = gangscheduling.placement_feasible
+        feasible = self.placement_feasible
         verdict = feasible(min_count, gangscheduling.Progress(remaining, scheduled))
         try:
+            if verdict is not None and verdict[0] == gangscheduling.ERROR:
+                why = f"failed to evaluate placement feasibility: {verdict[1]}"
+                return _Attempt(ERROR, why, decisions, 0)
             if verdict is not None and verdict[0] == gangscheduling.UNSCHEDULABLE:
                 return _Attempt(UNSCHEDULABLE, unschedulable(verdict[1]), decisions, 0)
             placed = 0
@@ -314,6 +320,9 @@ class PodGroupCycle:
                     scheduled += 1
                     placed += 1
                 verdict = feasible(min_count, gangscheduling.Progress(remaining, scheduled))
+                if verdict is not None and verdict[0] == gangscheduling.ERROR:
+                    why = f"failed to evaluate placement feasibility: {verdict[1]}"
+                    return _Attempt(ERROR, why, decisions, 0)
                 if verdict is not None and verdict[0] == gangscheduling.UNSCHEDULABLE:
                     break
             return self._finish(decisions, verdict, placed)

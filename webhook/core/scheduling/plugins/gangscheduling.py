@@ -10,6 +10,7 @@ committed together (the worker's group binding), so no member waits for the othe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Literal, NamedTuple
 
 from ...api.fielderrors import go_quote
@@ -18,7 +19,9 @@ NAME: Final = "GangScheduling"
 
 WAIT: Final = "Wait"
 UNSCHEDULABLE: Final = "Unschedulable"
-Code = Literal["Wait", "Unschedulable"]
+#: A PlacementFeasible plugin's failure (not a verdict): it ends the cycle with an error.
+ERROR: Final = "Error"
+Code = Literal["Wait", "Unschedulable", "Error"]
 
 WAITING_FOR_MIN_COUNT: Final = "waiting for minCount pods from a gang to appear in scheduling queue"
 
@@ -47,6 +50,10 @@ class Progress(NamedTuple):
     scheduled: int
 
 
+#: The PlacementFeasible phase: min count and progress in, None (feasible) or a code and reason out.
+PlacementFeasible = Callable[[int, "Progress"], "tuple[Code, str] | None"]
+
+
 def placement_feasible(min_count: int, progress: Progress) -> tuple[Code, str] | None:
     """Whether the group can still meet ``min_count`` (None: it has)."""
     remaining, scheduled = progress
@@ -62,10 +69,12 @@ def placement_feasible(min_count: int, progress: Progress) -> tuple[Code, str] |
 
 
 __all__ = [
+    "ERROR",
     "NAME",
     "UNSCHEDULABLE",
     "WAIT",
     "WAITING_FOR_MIN_COUNT",
+    "PlacementFeasible",
     "Progress",
     "placement_feasible",
     "pre_enqueue",
