@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from webhook.kube.cache import ClusterCache
 from webhook.worker.podgroupscheduling import with_condition
 
@@ -145,3 +147,85 @@ def test_a_member_arriving_while_its_group_binds_counts_the_members_in_flight(ku
         assert len(held.calls) == 2  # m2 placed with its group, and committed
     finally:
         w.stop()
+
+
+def _cond(state: str, reason: str, message: str = "", stamp: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "type": "PodGroupInitiallyScheduled",
+        "status": state,
+        "reason": reason,
+        "message": message,
+    }
+    if stamp is not None:
+        c["lastTransitionTime"] = stamp
+    return c
+
+
+#: upstream's ``TestUpdatePodGroupCondition``: the PodGroup's condition before (None: none), the one
+#: the cycle sets, and what is written (None: nothing), at time "new".
+UPDATE_POD_GROUP_CONDITION = {
+    "set Scheduled condition to True on empty status": (
+        None,
+        _cond("True", "SomeReason"),
+        _cond("True", "SomeReason", stamp="new"),
+    ),
+    "set Scheduled condition to False with Unschedulable reason": (
+        None,
+        _cond("False", "Unschedulable"),
+        _cond("False", "Unschedulable", stamp="new"),
+    ),
+    "set Scheduled condition to False with SchedulerError reason": (
+        None,
+        _cond("False", "SchedulerError"),
+        _cond("False", "SchedulerError", stamp="new"),
+    ),
+    "transition from Unschedulable to Scheduled": (
+        _cond("False", "Unschedulable", stamp="old"),
+        _cond("True", "Scheduled"),
+        _cond("True", "Scheduled", stamp="new"),
+    ),
+    "transition from SchedulerError to Scheduled": (
+        _cond("False", "SchedulerError", stamp="old"),
+        _cond("True", "Scheduled"),
+        _cond("True", "Scheduled", stamp="new"),
+    ),
+    "do not regress Scheduled to Unschedulable": (
+        _cond("True", "Scheduled", stamp="old"),
+        _cond("False", "Unschedulable"),
+        None,
+    ),
+    "do not regress Scheduled to SchedulerError": (
+        _cond("True", "Scheduled", stamp="old"),
+        _cond("False", "SchedulerError"),
+        None,
+    ),
+    "transition from Unschedulable to SchedulerError preserves LastTransitionTime": (
+        _cond("False", "Unschedulable", "not enough resources", stamp="old"),
+        _cond("False", "SchedulerError", "internal error"),
+        _cond("False", "SchedulerError", "internal error", stamp="old"),
+    ),
+    "transition from SchedulerError to Unschedulable preserves LastTransitionTime": (
+        _cond("False", "SchedulerError", "internal error", stamp="old"),
+        _cond("False", "Unschedulable", "not enough resources"),
+        _cond("False", "Unschedulable", "not enough resources", stamp="old"),
+    ),
+    "Scheduled to Scheduled preserves LastTransitionTime": (
+        _cond("True", "Scheduled", "All pods scheduled", stamp="old"),
+        _cond("True", "Scheduled", "New condition message"),
+        _cond("True", "Scheduled", "New condition message", stamp="old"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(UPDATE_POD_GROUP_CONDITION))
+def test_upstream_update_pod_group_condition(name: str) -> None:
+    before, condition, written = UPDATE_POD_GROUP_CONDITION[name]
+    pg: dict[str, Any] = {"metadata": {}, "status": {"conditions": [before] if before else []}}
+    got = with_condition(pg, condition, "new")
+    assert got == ([written] if written is not None else None), name
+
+
+def test_upstream_observed_generation_is_set_from_pod_group_generation() -> None:
+    pg = {"metadata": {"name": "pg-gen", "namespace": "ns1", "generation": 7}, "status": {}}
+    got = with_condition(pg, _cond("True", "Scheduled", "All pods scheduled"), "new")
+    assert got == [{**_cond("True", "Scheduled", "All pods scheduled", stamp="new"), "observedGeneration": 7}]
