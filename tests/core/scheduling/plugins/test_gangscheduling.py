@@ -11,13 +11,13 @@ from webhook.core.scheduling.plugins.gangscheduling import Progress
 @pytest.mark.parametrize(
     ("exists", "min_count", "all_pods", "expected"),
     [
-        # TestGangSchedulingPreEnqueue: the PodGroup does not exist
+        # TestGangSchedulingFlow: "gang pod fails PreEnqueue when pod group is not yet created"
         (False, 3, 3, 'waiting for pods\'s pod group "pg" to appear in scheduling queue'),
-        # ... fewer pods than minCount
+        # "gang pod fails PreEnqueue when quorum is not met"
         (True, 3, 2, g.WAITING_FOR_MIN_COUNT),
-        # ... exactly minCount
+        # "gang pod passes PreEnqueue, but waits at Permit" (draxr has no Permit: the cycle places all)
         (True, 3, 3, None),
-        # ... a basic group never waits for other pods
+        # "basic policy pod succeeds immediately"
         (True, None, 1, None),
     ],
 )
