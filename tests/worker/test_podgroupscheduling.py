@@ -229,3 +229,22 @@ def test_upstream_observed_generation_is_set_from_pod_group_generation() -> None
     pg = {"metadata": {"name": "pg-gen", "namespace": "ns1", "generation": 7}, "status": {}}
     got = with_condition(pg, _cond("True", "Scheduled", "All pods scheduled"), "new")
     assert got == [{**_cond("True", "Scheduled", "All pods scheduled", stamp="new"), "observedGeneration": 7}]
+
+
+def test_a_gang_preempts_lower_priority_pods_and_runs_once_they_are_gone(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 4))
+    kube.worker()
+    for i in range(2):
+        kube.pod(f"low-{i}", {GPU: 2}, priority=1)
+    kube.wait_bound(2)
+    group = pod_group("train", 2)
+    group["spec"]["priority"] = 100
+    kube.apply(group)
+    for i in range(2):
+        kube.pod(f"m{i}", {GPU: 2}, schedulingGroup={"podGroupName": "train"}, priority=100)
+
+    def preempted() -> bool:
+        return {p["metadata"]["name"] for p in kube.pods()} == {"m0", "m1"}
+
+    kube.em.wait_for(preempted, 15, "both low-priority pods preempted")
+    assert sorted(kube.wait_bound(2)) == ["m0", "m1"]

@@ -19,6 +19,7 @@ from ..core.cluster.workloads import WORKLOAD_KINDS
 from ..core.scheduling.framework import SCHEDULED, Decision
 from ..core.scheduling.plugins.defaultpreemption import DefaultPreemption, PostFilterResult
 from ..core.scheduling.podgroupcycle import GroupDecision, PodGroupCycle, PodGroupInfo
+from ..core.scheduling.podgrouppreemption import GroupPreemption, preempt_for_group
 from ..core.scheduling.podgroupsearch import DEFAULT_STEPS
 from ..core.scheduling.sampling import ADAPTIVE
 from ..core.scheduling.scheduler import Scheduler
@@ -292,6 +293,10 @@ class ClusterCache:
         with self.lock:
             return self.state.allocated.node_of(pod_uid)
 
+    def pod_groups(self) -> dict[GroupKey, Obj]:
+        with self.lock:
+            return dict(self._pod_groups)
+
     def group_members(self, group: GroupKey) -> list[Obj]:
         """Every pod that names ``group``, in no particular order."""
         with self.lock:
@@ -376,6 +381,20 @@ class SharedScheduler:
         cycle = PodGroupCycle(self.engine, topology_aware=topology_aware, search_steps=search_steps)
         with self._cache.lock:
             return cycle.schedule(group)
+
+    def preempt_group(
+        self,
+        group: PodGroupInfo,
+        pod_groups: Mapping[GroupKey, Obj],
+        *,
+        topology_aware: bool = True,
+        search_steps: int = DEFAULT_STEPS,
+    ) -> GroupPreemption:
+        """Preemption for a whole pod group, in one hold of the lock (its dry run takes victims out
+        of the state and puts them back)."""
+        cycle = PodGroupCycle(self.engine, topology_aware=topology_aware, search_steps=search_steps)
+        with self._cache.lock:
+            return preempt_for_group(cycle, group, pod_groups)
 
     def preempt(self, pod: Obj, decision: Decision, pdbs: list[Obj]) -> PostFilterResult:
         """DefaultPreemption's choice for an unschedulable decision, in one hold of the lock (its

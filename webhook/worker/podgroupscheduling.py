@@ -21,7 +21,7 @@ from typing import Any
 from ..core.api import podgroups
 from ..core.api.objects import Obj, is_terminating, key, meta, spec, uid
 from ..core.api.podgroups import GroupKey
-from ..core.scheduling.framework import SCHEDULED, Decision
+from ..core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
 from ..core.scheduling.plugins import gangscheduling
 from ..core.scheduling.podgroupcycle import GroupDecision, PodGroupInfo
 from ..core.scheduling.podgroupsearch import DEFAULT_STEPS
@@ -32,6 +32,7 @@ from .eventhandlers import is_ours
 from .events import EventRecorder, now_rfc3339
 from .groupbinding import GroupBindingCycle, Member
 from .metrics import WorkerMetrics
+from .preemption import disruption_target_patch, evict
 from .queue import SchedulingQueue
 
 log = logging.getLogger("draxr.worker")
@@ -79,6 +80,7 @@ class PodGroupScheduling:
         topology_aware: bool = True,
         search_steps: int = DEFAULT_STEPS,
         two_phase_commit: bool = True,
+        preempt: bool = True,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -93,6 +95,8 @@ class PodGroupScheduling:
         self.topology_aware = topology_aware
         self.search_steps = search_steps
         self.two_phase_commit = two_phase_commit
+        #: Preemption for the whole group when it does not fit (beyond upstream).
+        self.preempt = preempt
 
     def schedule(self, pod: Obj, group: GroupKey) -> GroupDecision | None:
         """One cycle for ``pod``'s group (``pod`` is in flight); None when it is gated."""
@@ -109,15 +113,16 @@ class PodGroupScheduling:
             self.queue.failed(uid(pod))  # back when a PodGroup or pod event comes
             return None
         queued, scheduled = self._members(pod, pods)
+        info = PodGroupInfo(pod_group, queued, scheduled)
         started = time.perf_counter()
         decision = self.scheduler.schedule_group_and_reserve(
-            PodGroupInfo(pod_group, queued, scheduled),
-            topology_aware=self.topology_aware,
-            search_steps=self.search_steps,
+            info, topology_aware=self.topology_aware, search_steps=self.search_steps
         )
         decided = time.perf_counter() - started
         self.metrics.attempt_duration.observe(decided)
         self.metrics.attempts.labels(decision.status.lower()).inc()
+        if decision.status == UNSCHEDULABLE and self.preempt:
+            self._post_filter(info, group, decision)
         self._write_condition(pod_group, decision)
         placed = {uid(d.pod) for d, _ in decision.placed()}
         for d in decision.decisions:
@@ -147,6 +152,28 @@ class PodGroupScheduling:
             },
         )
         return decision
+
+    def _post_filter(self, info: PodGroupInfo, group: GroupKey, decision: GroupDecision) -> None:
+        """The group's PostFilter (``core/scheduling/podgrouppreemption.py``): the victims evicted
+        as DefaultPreemption's are; its words appended to the group's reason, as upstream's."""
+        found = self.scheduler.preempt_group(
+            info, self.cache.pod_groups(), topology_aware=self.topology_aware, search_steps=self.search_steps
+        )
+        for victim in found.victims:
+            try:
+                evict(self.client, victim, disruption_target_patch(self.scheduler_name, now_rfc3339()))
+            except (ApiError, NotLeader) as e:
+                why = {"pod": key(victim), "reason": str(e)}
+                log.warning("pod group preemption of a victim failed", extra=why)
+                continue
+            log.info("preempted", extra={"pod": key(victim), "pod_group": str(group)})
+            self.events.post(victim, "Normal", "Preempted", f"Preempted by pod group {group}")
+        text = found.message or f"{len(found.victims)} pods preempted"
+        old = decision.message
+        decision.message = f"{old}, pod group preemption: {text}"
+        for d in decision.decisions:
+            if d.message == old:
+                d.message = decision.message
 
     def _members(self, pod: Obj, pods: list[Obj]) -> tuple[list[Obj], list[tuple[Obj, str]]]:
         """The members to place (``pod`` and the queued ones, queue order) and those already
