@@ -76,3 +76,16 @@ def test_the_condition_is_named_as_the_release_serving_the_version_names_it() ->
     assert podgroups.condition_type("v1alpha2") == "PodGroupScheduled"  # 1.36
     assert podgroups.condition_type("v1beta1") == "PodGroupInitiallyScheduled"
     assert podgroups.condition_type("v1alpha3") == "PodGroupInitiallyScheduled"
+
+
+def test_a_preferred_topology_names_a_key_or_a_preset() -> None:
+    def with_annotation(value: str) -> Obj:
+        return {"metadata": {"annotations": {podgroups.PREFERRED_TOPOLOGY: value}}}
+
+    assert podgroups.preferred_topology_key(with_annotation("clique")) == "nvidia.com/gpu.clique"
+    assert (
+        podgroups.preferred_topology_key(with_annotation("topograph")) == "accelerator.topograph.run/domain"
+    )
+    assert podgroups.preferred_topology_key(with_annotation("example.com/pod")) == "example.com/pod"
+    assert podgroups.preferred_topology_key(with_annotation(" ")) is None
+    assert podgroups.preferred_topology_key({}) is None

@@ -514,3 +514,26 @@ def test_upstream_pod_group_scheduling_algorithm(
     errored = 1 if FAILS in filters[:evaluated] else 0
     assert len(calls) == evaluated + 1 - errored, name
     assert [c.remaining for c in calls] == list(range(3, 3 - len(calls), -1)), name
+
+
+def test_a_preferred_level_is_tried_before_the_required_one() -> None:
+    """draxr.io/preferred-topology (beyond upstream): in the required rack, one clique if the group
+    fits in one; otherwise anywhere in the rack."""
+    objs: list[Obj] = [CLASS]
+    for n, clique in (("a-0", "c1"), ("a-1", "c1"), ("a-2", "c2")):
+        objs.append(node(n, labels={"rack": "a", "nvidia.com/gpu.clique": clique}))
+        objs.append(resource_slice(f"s-{n}", gpus(4), node_name=n))
+    group = gang(2, "rack")
+    group["metadata"]["annotations"] = {"draxr.io/preferred-topology": "clique"}
+    s = Scheduler(state_of(*objs), "spread")  # spreading alone would take a-0 and a-2
+    d = PodGroupCycle(s).schedule(PodGroupInfo(group, [member("m0", 4), member("m1", 4)]))
+    assert d.status == SCHEDULED
+    assert d.placement == "a/nvidia.com/gpu.clique=c1"
+    assert sorted(x.node or "" for x, _ in d.placed()) == ["a-0", "a-1"]
+    three = gang(3, "rack")
+    three["metadata"]["annotations"] = {"draxr.io/preferred-topology": "clique"}
+    wide = PodGroupCycle(Scheduler(state_of(*objs), "spread")).schedule(
+        PodGroupInfo(three, [member(f"m{i}", 4) for i in range(3)])
+    )
+    assert wide.status == SCHEDULED  # no clique holds three: the rack does
+    assert wide.placement == "a"

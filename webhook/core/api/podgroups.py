@@ -31,6 +31,16 @@ REASON_SCHEDULER_ERROR: Final = "SchedulerError"
 
 PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
 
+#: Beyond upstream: a topology level the group prefers beside the one it requires (a node label
+#: key, or a preset's name), and the presets of the common conventions.
+PREFERRED_TOPOLOGY: Final = "draxr.io/preferred-topology"
+TOPOLOGY_PRESETS: Final = {
+    "clique": "nvidia.com/gpu.clique",
+    "rack": "topology.kubernetes.io/rack",
+    "zone": "topology.kubernetes.io/zone",
+    "topograph": "accelerator.topograph.run/domain",
+}
+
 
 class GroupKey(NamedTuple):
     namespace: str
@@ -78,6 +88,13 @@ def topology_key(pod_group: Obj) -> str | None:
     return as_str(as_dict(constraints[0]).get("key")) or None
 
 
+def preferred_topology_key(pod_group: Obj) -> str | None:
+    """The node label key of ``draxr.io/preferred-topology`` (a preset's name stands for its key)."""
+    value = meta(pod_group).get("annotations")
+    raw = as_str(as_dict(value).get(PREFERRED_TOPOLOGY)).strip()
+    return TOPOLOGY_PRESETS.get(raw, raw) or None
+
+
 def priority(pod_group: Obj) -> int:
     """``spec.priority``, 0 when unset (``schedutil.PodGroupPriority``)."""
     value = spec(pod_group).get("priority")
@@ -98,10 +115,12 @@ def condition(pod_group: Obj, kind: str = INITIALLY_SCHEDULED) -> Obj | None:
 __all__ = [
     "INITIALLY_SCHEDULED",
     "PREEMPT_LOWER_PRIORITY",
+    "PREFERRED_TOPOLOGY",
     "REASON_SCHEDULED",
     "REASON_SCHEDULER_ERROR",
     "REASON_UNSCHEDULABLE",
     "SCHEDULED_V1ALPHA2",
+    "TOPOLOGY_PRESETS",
     "GroupKey",
     "condition",
     "condition_type",
@@ -110,6 +129,7 @@ __all__ = [
     "key_of",
     "min_count",
     "preemption_policy",
+    "preferred_topology_key",
     "priority",
     "topology_key",
 ]

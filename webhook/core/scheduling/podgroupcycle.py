@@ -22,7 +22,7 @@ domains in name order, ties to the first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
@@ -30,6 +30,7 @@ from typing import Final, NamedTuple
 from ..api import podgroups
 from ..api.objects import Obj, as_dict, key, pod_priority, spec
 from ..api.podresources import pod_requests_nonzero
+from ..cluster.nodeinfo import NodeInfo
 from ..cluster.slices import DeviceKey
 from . import devicematch, podgroupsearch
 from .framework import ERROR, SCHEDULED, UNSCHEDULABLE, Decision
@@ -234,6 +235,17 @@ class PodGroupCycle:
         placements = self._matching(group.pod_group, domains)
         if not placements:
             return self._all(group, UNSCHEDULABLE, NO_FEASIBLE_PLACEMENTS)
+        preferred = podgroups.preferred_topology_key(group.pod_group) if self.topology_aware else None
+        if preferred is not None:  # beyond upstream: the preferred level first, then the required one
+            finer = _refined(placements, preferred, self.scheduler.state.nodes.by_name)
+            if finer:
+                decision = self._place(group, finer)
+                if decision.status != UNSCHEDULABLE:
+                    return decision
+        return self._place(group, placements)
+
+    def _place(self, group: PodGroupInfo, placements: list[Candidate]) -> GroupDecision:
+        """The default algorithm (and the search) on each placement, the best feasible one kept."""
         attempts: list[tuple[Candidate, _Attempt]] = []
         for placement in placements:
             with self.scheduler.within(placement.nodes), self._holding(placement):
@@ -402,6 +414,21 @@ class PodGroupCycle:
     @staticmethod
     def _all(group: PodGroupInfo, status: str, message: str) -> GroupDecision:
         return GroupDecision(status, message, [Decision(p, status, message=message) for p in group.members])
+
+
+def _refined(placements: list[Candidate], key: str, nodes: Mapping[str, NodeInfo]) -> list[Candidate]:
+    """Each placement split by the domains of the preferred ``key`` (nodes without it in none)."""
+    out: list[Candidate] = []
+    for p in placements:
+        domains: dict[str, list[str]] = {}
+        for n in p.nodes:
+            value = nodes[n].labels.get(key)
+            if value is not None:
+                domains.setdefault(value, []).append(n)
+        for value, members in sorted(domains.items()):
+            name = "/".join(x for x in (p.name, f"{key}={value}") if x)
+            out.append(Candidate(name, tuple(members), p.held))
+    return out
 
 
 def _rejected(pod: Obj, message: str) -> Decision:
