@@ -168,6 +168,8 @@ BUILTIN: tuple[ResourceType, ...] = (
         generation=True,
         status_keeps_meta=True,
     ),
+    # 1.35's Workload (v1alpha1, with GenericWorkload on): its pods name it in spec.workloadRef.
+    ResourceType("scheduling.k8s.io", "v1alpha1", "workloads", "Workload", True, generation=True),
     # 1.37 serves PodGroup as v1beta1 with GenericWorkload on (the emulator serves it).
     ResourceType(
         "scheduling.k8s.io",

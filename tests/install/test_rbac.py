@@ -45,7 +45,8 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         ),
         ("resource.k8s.io", "deviceclasses", "create", "*any*"),  # the gate probe, a dry run
         ("", "events", "create", "*any*"),
-        *(("scheduling.k8s.io", "podgroups", v, "*any*") for v in read),  # a member's priority
+        # a member's priority, against its PodGroup or 1.35's Workload
+        *(("scheduling.k8s.io", r, v, "*any*") for r in ("podgroups", "workloads") for v in read),
     }
     assert _flatten(_rules("ClusterRole", "draxr-worker")) == {
         *(("", r, v, "*any*") for r in ("nodes", "pods", "resourcequotas") for v in read),
@@ -79,8 +80,8 @@ def test_rbac_is_exactly_the_expected_set() -> None:
         # PodTopologySpread's system defaults read Services' and workload controllers' selectors.
         *(("", r, v, "*any*") for r in ("services", "replicationcontrollers") for v in ("list", "watch")),
         *(("apps", r, v, "*any*") for r in ("replicasets", "statefulsets") for v in ("list", "watch")),
-        # Gangs: the PodGroups, and their PodGroupInitiallyScheduled condition.
-        *(("scheduling.k8s.io", "podgroups", v, "*any*") for v in read),
+        # Gangs: the PodGroups (and 1.35's Workloads), and their PodGroupInitiallyScheduled condition.
+        *(("scheduling.k8s.io", r, v, "*any*") for r in ("podgroups", "workloads") for v in read),
         ("scheduling.k8s.io", "podgroups/status", "patch", "*any*"),
     }
     assert _flatten(_rules("Role", "draxr-worker-leader-election")) == {

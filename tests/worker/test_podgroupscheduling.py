@@ -248,3 +248,22 @@ def test_a_gang_preempts_lower_priority_pods_and_runs_once_they_are_gone(kube: C
 
     kube.em.wait_for(preempted, 15, "both low-priority pods preempted")
     assert sorted(kube.wait_bound(2)) == ["m0", "m1"]
+
+
+def test_a_1_35_workloads_gang_binds_whole(kube: Cluster) -> None:
+    kube.apply(device_class(), node("n1"), gpu_slice("n1", 4))
+    kube.em.create(
+        "workloads",
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]},
+        },
+    )
+    kube.worker()
+    ref = {"name": "job", "podGroup": "workers"}
+    kube.pod("w0", {GPU: 2}, workloadRef=ref)
+    kube.pod("w1", {GPU: 2}, workloadRef=ref)
+    assert sorted(kube.wait_bound(2)) == ["w0", "w1"]
+    kube.check_consistent()

@@ -39,8 +39,13 @@ def rbac(namespace: str) -> list[Obj]:
         # The gate probe: a dry-run create of a DeviceClass (nothing is ever stored).
         {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        # A pod group member's priority and preemption policy are checked against its PodGroup.
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+        # A pod group member's priority and preemption policy are checked against its PodGroup (or
+        # 1.35's Workload).
+        {
+            "apiGroups": ["scheduling.k8s.io"],
+            "resources": ["podgroups", "workloads"],
+            "verbs": ["get", "list", "watch"],
+        },
     ]
     worker_rules = [
         {"apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"]},
@@ -92,8 +97,12 @@ def rbac(namespace: str) -> list[Obj]:
             ],
             "verbs": ["list", "watch"],
         },
-        # Gangs: the PodGroups, and their PodGroupInitiallyScheduled condition.
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+        # Gangs: the PodGroups (and 1.35's Workloads), and their PodGroupInitiallyScheduled condition.
+        {
+            "apiGroups": ["scheduling.k8s.io"],
+            "resources": ["podgroups", "workloads"],
+            "verbs": ["get", "list", "watch"],
+        },
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups/status"], "verbs": ["patch"]},
         # PodTopologySpread's system defaults: the selectors of Services and workload controllers.
         {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": ["list", "watch"]},

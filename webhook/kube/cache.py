@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.allocation.policy import DEFAULT_POLICY
 from ..core.api.objects import Obj, name, namespace, not_older, uid
-from ..core.api.podgroups import GroupKey, group_of, key_of
+from ..core.api.podgroups import GroupKey, from_workload, group_of, key_of, workload_of
 from ..core.api.specialclaims import is_special_claim
 from ..core.cluster.allocated import allocated_devices
 from ..core.cluster.state import STORAGE_KINDS as KEPT_STORAGE_KINDS
@@ -49,6 +49,7 @@ from .resources import (
     STATEFUL_SETS,
     STORAGE_CLASSES,
     VOLUME_ATTACHMENTS,
+    WORKLOADS,
     Resource,
     device_taint_rules,
     pod_groups,
@@ -80,8 +81,13 @@ KIND_OF = {
     "StatefulSet": STATEFUL_SETS,
 }
 KIND_OF["PodGroup"] = pod_groups(POD_GROUP_VERSIONS[0])  # version found at start
+KIND_OF["Workload"] = WORKLOADS
 #: Kinds a cluster may not serve at all (an alpha API switched off): watched when served.
-OPTIONAL_KINDS = {"DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS, "PodGroup": POD_GROUP_VERSIONS}
+OPTIONAL_KINDS = {
+    "DeviceTaintRule": DEVICE_TAINT_RULE_VERSIONS,
+    "PodGroup": POD_GROUP_VERSIONS,
+    "Workload": (WORKLOADS.version,),
+}
 #: The webhook reads ResourceClaims and ResourceClaimTemplates to route pods by the classes their
 #: own claims use (the worker also keeps the rewrite's templates), and PodGroups to check a member
 #: against its group.
@@ -94,6 +100,7 @@ WEBHOOK_KINDS = (
     "ResourceQuota",
     "ResourceClaimTemplate",
     "PodGroup",
+    "Workload",
 )
 #: What the volume plugins read (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions).
 STORAGE_KINDS = tuple(sorted(KEPT_STORAGE_KINDS))
@@ -120,6 +127,7 @@ class ClusterCache:
         self._templates: dict[tuple[str, str], Obj] = {}  # ResourceClaimTemplates by (namespace, name)
         self._pdbs: dict[tuple[str, str], Obj] = {}  # PodDisruptionBudgets by (namespace, name)
         self._pod_groups: dict[GroupKey, Obj] = {}  # PodGroups by (namespace, name)
+        self._workloads: dict[GroupKey, Obj] = {}  # 1.35's Workloads by (namespace, name)
         self._members: dict[GroupKey, set[str]] = {}  # the uids of each group's pods
         self._listeners: list[Listener] = []
         self._static_synced: set[str] = set()
@@ -239,6 +247,11 @@ class ClusterCache:
                     self._pod_groups.pop(key_of(obj), None)
                 else:
                     self._pod_groups[key_of(obj)] = obj
+            elif kind == "Workload":
+                if deleted:
+                    self._workloads.pop(key_of(obj), None)
+                else:
+                    self._workloads[key_of(obj)] = obj
             elif kind in ("ResourceQuota", "ResourceClaimTemplate", "PodDisruptionBudget"):
                 index = {"ResourceQuota": self._quotas, "ResourceClaimTemplate": self._templates}.get(
                     kind, self._pdbs
@@ -284,8 +297,13 @@ class ClusterCache:
             return list(self._pdbs.values())
 
     def pod_group(self, group: GroupKey) -> Obj | None:
+        """The group's PodGroup, or for a 1.35 group its Workload's pod group read as one."""
         with self.lock:
-            return self._pod_groups.get(group)
+            names = workload_of(group)
+            if names is None:
+                return self._pod_groups.get(group)
+            workload = self._workloads.get(GroupKey(group.namespace, names[0]))
+            return from_workload(workload, group) if workload is not None else None
 
     def node_of(self, pod_uid: str) -> str | None:
         """The node a pod counts on in the engine: bound there, or reserved (assumed) by a decision

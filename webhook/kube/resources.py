@@ -85,6 +85,10 @@ DEVICE_TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 POD_GROUP_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 
 
+#: 1.35's Workload, whose ``spec.podGroups`` its pods name (``spec.workloadRef``).
+WORKLOADS = Resource("scheduling.k8s.io", "v1alpha1", "workloads", "Workload", True)
+
+
 def pod_groups(version: str) -> Resource:
     return Resource("scheduling.k8s.io", version, "podgroups", "PodGroup", True)
 

@@ -67,6 +67,7 @@ POD_SPEC: Final = (
     "overhead",
     "resources",
     "schedulingGroup",
+    "workloadRef",
 )
 CONTAINER: Final = ("name", "resources", "restartPolicy")
 HOST_PORT: Final = ("hostPort", "hostIP", "protocol")
@@ -128,6 +129,7 @@ class TrimmedPodSpec(TypedDict, total=False):
     overhead: dict[str, Any]
     resources: dict[str, Any]
     schedulingGroup: dict[str, str]
+    workloadRef: dict[str, str]
     volumes: list[dict[str, Any]]
     initContainers: list[TrimmedContainer]
     containers: list[TrimmedContainer]

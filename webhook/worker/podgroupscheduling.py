@@ -191,6 +191,8 @@ class PodGroupScheduling:
         return [pod, *(waiting[e.uid] for e in taken)], scheduled
 
     def _write_condition(self, pod_group: Obj, decision: GroupDecision) -> None:
+        if pod_group.get("kind") == "Workload":
+            return  # 1.35's Workload has no status for a group: its scheduler wrote none
         resource = self._resource()
         kind = podgroups.condition_type(resource.version)
         conditions = with_condition(pod_group, decision.condition(kind), now_rfc3339())

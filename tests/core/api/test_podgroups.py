@@ -89,3 +89,30 @@ def test_a_preferred_topology_names_a_key_or_a_preset() -> None:
     assert podgroups.preferred_topology_key(with_annotation("example.com/pod")) == "example.com/pod"
     assert podgroups.preferred_topology_key(with_annotation(" ")) is None
     assert podgroups.preferred_topology_key({}) is None
+
+
+def test_a_1_35_pod_names_its_group_through_its_workload() -> None:
+    pod = {"metadata": {"namespace": "ns"}, "spec": {"workloadRef": {"name": "job", "podGroup": "workers"}}}
+    key = podgroups.group_of(pod)
+    assert key == podgroups.GroupKey("ns", "job/workers")
+    assert podgroups.workload_of(key) == ("job", "workers")
+    replica = {
+        "metadata": {},
+        "spec": {"workloadRef": {"name": "job", "podGroup": "w", "podGroupReplicaKey": "3"}},
+    }
+    assert podgroups.group_of(replica) == podgroups.GroupKey("default", "job/w/3")
+    assert podgroups.group_of({"spec": {"workloadRef": {"name": "job"}}}) is None
+    assert podgroups.workload_of(podgroups.GroupKey("ns", "plain")) is None
+
+
+def test_a_workloads_pod_group_reads_as_a_pod_group_of_its_policy() -> None:
+    workload = {
+        "metadata": {"name": "job", "namespace": "ns"},
+        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 4}}}]},
+    }
+    group = podgroups.from_workload(workload, podgroups.GroupKey("ns", "job/workers"))
+    assert group is not None
+    assert podgroups.min_count(group) == 4
+    assert podgroups.is_gang(group)
+    assert group["kind"] == "Workload"
+    assert podgroups.from_workload(workload, podgroups.GroupKey("ns", "job/other")) is None

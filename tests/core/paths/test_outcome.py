@@ -201,7 +201,8 @@ def test_the_rewrite_carries_both_the_class_tolerations_and_capacity_requests() 
 
 SCHEDULER_OP = {"op": "add", "path": "/spec/schedulerName", "value": "draxr"}
 GANG = {"podGroupName": "trainers"}
-WORKLOAD = {"name": "w", "podGroup": "g"}  # 1.35's Workload, which the worker does not place
+WORKLOAD = {"name": "w", "podGroup": "g"}  # 1.35's Workload
+COMPOSITE: Obj = {"metadata": {"name": "trainers"}, "spec": {"parentCompositePodGroupName": "top"}}
 
 
 def claim_pod(**spec: Any) -> Obj:
@@ -270,42 +271,54 @@ def test_a_name_served_by_a_device_plugin_consumes_no_dra_device() -> None:
     assert pod_outcome(with_claims, seen, Routing()).patch == [SCHEDULER_OP]
 
 
+def _composite(state: ClusterState, p: Obj, names: list[str], **kw: Any) -> ClusterFacts:
+    """The facts of a pod whose PodGroup is a CompositePodGroup's child (which the worker does not
+    place), as the webhook reads them."""
+    seen = facts(state, p, names, **kw)
+    seen.pod_group = COMPOSITE
+    return seen
+
+
+COMPOSITE_TEXT = "a PodGroup of a CompositePodGroup (PodGroup spec.parentCompositePodGroupName)"
+
+
 def test_what_the_worker_cannot_honour_is_denied_by_default() -> None:
     state = dra_cluster()
-    p = gpu_pod(workloadRef=WORKLOAD)
-    out = pod_outcome(p, facts(state, p, [GPU]), Routing())
+    p = gpu_pod(schedulingGroup=GANG)
+    out = pod_outcome(p, _composite(state, p, [GPU]), Routing())
     assert out.patch == []
     assert out.denial == (
-        "draxr's worker does not implement workload-aware scheduling of a Workload "
-        '(spec.workloadRef), and the pod consumes devices of DeviceClass "gpu.example.com", which '
-        "draxr allocates: another scheduler would allocate them beside draxr, two allocators sharing "
-        "one pool (draxr serve --unsupported-pods=deny)"
+        f"draxr's worker does not implement {COMPOSITE_TEXT}, and the pod consumes devices of "
+        'DeviceClass "gpu.example.com", which draxr allocates: another scheduler would allocate them '
+        "beside draxr, two allocators sharing one pool (draxr serve --unsupported-pods=deny)"
     )
-    claims = claim_pod(workloadRef={"name": "w", "podGroup": "g"})
-    denied = pod_outcome(claims, facts(state, claims, [], claims=claims_of(CLASS)), Routing())
+    claims = claim_pod(schedulingGroup=GANG)
+    denied = pod_outcome(claims, _composite(state, claims, [], claims=claims_of(CLASS)), Routing())
     assert denied.denial is not None
-    assert "(spec.workloadRef)" in denied.denial
+    assert COMPOSITE_TEXT in denied.denial
 
 
 def test_what_the_worker_cannot_honour_can_be_left_to_kube_scheduler() -> None:
     state = dra_cluster()
-    p = gpu_pod(workloadRef=WORKLOAD)
-    out = pod_outcome(p, facts(state, p, [GPU]), Routing(unsupported="default-scheduler"))
+    p = gpu_pod(schedulingGroup=GANG)
+    out = pod_outcome(p, _composite(state, p, [GPU]), Routing(unsupported="default-scheduler"))
     assert out.denial is None
     assert out.patch == native_patch(p, {GPU: CLASS})  # annotated, not routed
-    assert out.warnings == [
-        "left to default-scheduler: draxr's worker lacks workload-aware scheduling of a Workload "
-        "(spec.workloadRef)"
-    ]
-    rewritten = pod_outcome(p, facts(state, p, [GPU], gate=False), Routing(unsupported="default-scheduler"))
+    [warning] = out.warnings
+    assert warning.startswith(
+        "left to default-scheduler: draxr's worker lacks a PodGroup of a CompositePodGroup"
+    )
+    rewritten = pod_outcome(
+        p, _composite(state, p, [GPU], gate=False), Routing(unsupported="default-scheduler")
+    )
     assert rewritten.kind == "rewrite"
     assert rewritten.patch == rewrite_patch(p, {GPU: CLASS})  # rewritten, as today, and not routed
 
 
 def test_a_pod_naming_draxr_with_what_it_cannot_honour_is_denied() -> None:
     state = dra_cluster()
-    p = gpu_pod(schedulerName="draxr", workloadRef=WORKLOAD)
-    out = pod_outcome(p, facts(state, p, [GPU]), Routing(unsupported="default-scheduler"))
+    p = gpu_pod(schedulerName="draxr", schedulingGroup=GANG)
+    out = pod_outcome(p, _composite(state, p, [GPU]), Routing(unsupported="default-scheduler"))
     assert out.denial is not None
     assert out.denial.startswith('spec.schedulerName is "draxr"')
 
@@ -313,12 +326,20 @@ def test_a_pod_naming_draxr_with_what_it_cannot_honour_is_denied() -> None:
 def test_a_pod_draxr_does_not_route_is_not_checked() -> None:
     state = dra_cluster()
     for p, route in (
-        (gpu_pod(workloadRef=WORKLOAD), "never"),
-        (gpu_pod(workloadRef=WORKLOAD, schedulerName="x"), "default-only"),
+        (gpu_pod(schedulingGroup=GANG), "never"),
+        (gpu_pod(schedulingGroup=GANG, schedulerName="x"), "default-only"),
     ):
-        out = pod_outcome(p, facts(state, p, [GPU]), Routing(route))  # type: ignore[arg-type]
+        out = pod_outcome(p, _composite(state, p, [GPU]), Routing(route))  # type: ignore[arg-type]
         assert out.denial is None
         assert out.warnings == []
+
+
+def test_a_pod_of_a_1_35_workload_is_routed_to_the_worker() -> None:
+    state = dra_cluster()
+    p = gpu_pod(workloadRef=WORKLOAD)
+    out = pod_outcome(p, facts(state, p, [GPU]), Routing())
+    assert out.denial is None
+    assert SCHEDULER_OP in out.patch
 
 
 def _pod_group(**spec: Any) -> Obj:

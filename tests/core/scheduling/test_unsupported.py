@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tests.core.podfactory import container, pod
 from webhook.core.api.objects import Obj
-from webhook.core.scheduling.unsupported import UNSUPPORTED, unsupported_features
+from webhook.core.scheduling.unsupported import UNSUPPORTED, UNSUPPORTED_GROUPS, unsupported_features
 
 TERM: Obj = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}
 PVC: Obj = {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
@@ -18,14 +18,18 @@ WORKLOAD: Obj = {"name": "w", "podGroup": "g"}
 #: A pod spec showing each entry of UNSUPPORTED (by name and field): an entry deleted from the list
 #: leaves its example here unused, and that is all.
 EXAMPLES: dict[tuple[str, str], Obj] = {
-    ("workload-aware scheduling of a Workload", "spec.workloadRef"): {
-        "workloadRef": {"name": "w", "podGroup": "g"}
+    ("a PodGroup of a CompositePodGroup", "PodGroup spec.parentCompositePodGroupName"): {
+        "parentCompositePodGroupName": "top"
+    },
+    ("a PodGroup's shared ResourceClaims", "PodGroup spec.resourceClaims"): {
+        "resourceClaims": [{"name": "c"}]
     },
 }
 #: What every worker honours: none of it is unsupported.
 SUPPORTED: list[Obj] = [
     {},
     {"schedulingGroup": {"podGroupName": "trainers"}},
+    {"workloadRef": {"name": "w", "podGroup": "g"}},
     {
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
@@ -65,10 +69,13 @@ def gpu_pod(**spec: object) -> Obj:
     return pod(containers=[container("c", {"example.com/gpu": 1})], **spec)  # type: ignore[arg-type]
 
 
+MEMBER = {"schedulingGroup": {"podGroupName": "trainers"}}
+
+
 def test_every_unsupported_feature_is_detected_and_named() -> None:
-    for feature in UNSUPPORTED:
-        example = gpu_pod(**EXAMPLES[(feature.name, feature.field)])
-        assert feature in unsupported_features(example), feature
+    for feature in UNSUPPORTED_GROUPS:
+        group = {"spec": EXAMPLES[(feature.name, feature.field)]}
+        assert feature in unsupported_features(gpu_pod(**MEMBER), group), feature
         assert feature.describe() == f"{feature.name} ({feature.field})"
 
 
@@ -77,9 +84,8 @@ def test_what_the_worker_honours_is_not_unsupported() -> None:
         assert unsupported_features(gpu_pod(**spec)) == [], spec
 
 
-def test_the_pod_features_left_are_workload_aware_scheduling_of_a_workload() -> None:
-    names = sorted({f.name for f in UNSUPPORTED})
-    assert names == ["workload-aware scheduling of a Workload"]
+def test_no_pod_feature_is_left_unsupported() -> None:
+    assert UNSUPPORTED == ()
 
 
 def test_what_of_a_pod_group_the_worker_does_not_place_is_read_from_the_group() -> None:
@@ -94,18 +100,11 @@ def test_what_of_a_pod_group_the_worker_does_not_place_is_read_from_the_group() 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.sampled_from(sorted(EXAMPLES)), unique=True), st.sampled_from(SUPPORTED))
 def test_features_are_found_whatever_else_the_pod_has(keys: list[tuple[str, str]], base: Obj) -> None:
-    """Property: a pod with some examples' fields (merged on a supported spec) has at least those
-    features, reported in the list's order, each once."""
-    spec: Obj = dict(base)
+    """Property: a member of a PodGroup with some examples' fields, whatever the pod has besides,
+    has exactly those features, reported in the list's order, each once."""
+    group: Obj = {"spec": {"schedulingPolicy": {"basic": {}}}}
     for key in keys:
-        for field, value in EXAMPLES[key].items():
-            if field == "volumes":
-                spec["volumes"] = [*spec.get("volumes", []), *value]
-            elif field == "affinity":
-                spec["affinity"] = {**spec.get("affinity", {}), **value}
-            else:
-                spec[field] = value
-    found = unsupported_features(gpu_pod(**spec))
-    assert found == [u for u in UNSUPPORTED if u in found]
-    live = {(u.name, u.field) for u in UNSUPPORTED}
-    assert {k for k in keys if k in live} <= {(u.name, u.field) for u in found}
+        group["spec"].update(EXAMPLES[key])
+    found = unsupported_features(gpu_pod(**{**base, **MEMBER}), group)
+    assert found == [u for u in UNSUPPORTED_GROUPS if u in found]
+    assert {(u.name, u.field) for u in found} == set(keys)

@@ -73,14 +73,25 @@ def test_route_never_routes_no_claim_pod(webhook: Webhook) -> None:
     assert "schedulerName" not in out["spec"]
 
 
+#: A PodGroup of a CompositePodGroup: what the worker does not place yet.
+COMPOSITE = {
+    "apiVersion": "scheduling.k8s.io/v1beta1",
+    "kind": "PodGroup",
+    "metadata": {"name": "composite", "namespace": "default"},
+    "spec": {"parentCompositePodGroupName": "top", "schedulingPolicy": {"basic": {}}},
+}
+
+
 def test_an_unsupported_feature_is_denied_by_name(webhook: Webhook) -> None:
-    webhook.install([*gpu_cluster(), user_claim(), user_template()])
-    _, response = answer(webhook, gpu_pod(workloadRef={"name": "w", "podGroup": "g"}))
+    webhook.install([*gpu_cluster(), user_claim(), user_template(), COMPOSITE])
+    _, response = answer(webhook, gpu_pod(schedulingGroup={"podGroupName": "composite"}))
     assert response["allowed"] is False
     status = response["status"]
     assert status["code"] == 403
     assert status["reason"] == "Forbidden"
-    assert "workload-aware scheduling of a Workload (spec.workloadRef)" in status["message"]
+    assert (
+        "a PodGroup of a CompositePodGroup (PodGroup spec.parentCompositePodGroupName)" in status["message"]
+    )
     assert f'DeviceClass "{GPU_CLASS}"' in status["message"]
     # Volumes, pod affinity, topology spread and pod groups are the worker's own: such pods are routed.
     spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
@@ -90,6 +101,7 @@ def test_an_unsupported_feature_is_denied_by_name(webhook: Webhook) -> None:
         gpu_pod(topologySpreadConstraints=spread),
         claim_pod(affinity=anti),
         gpu_pod(schedulingGroup={"podGroupName": "trainers"}),
+        gpu_pod(workloadRef={"name": "w", "podGroup": "g"}),
     ):
         _, response = answer(webhook, honoured)
         assert response["allowed"] is True
@@ -97,11 +109,11 @@ def test_an_unsupported_feature_is_denied_by_name(webhook: Webhook) -> None:
 
 def test_an_unsupported_feature_can_be_left_to_kube_scheduler(webhook: Webhook) -> None:
     config = AdmissionConfig(unsupported_pods="default-scheduler")
-    webhook.install([*gpu_cluster(), user_claim(), user_template()], config=config)
-    out, response = answer(webhook, claim_pod(workloadRef={"name": "w", "podGroup": "g"}))
+    webhook.install([*gpu_cluster(), user_claim(), user_template(), COMPOSITE], config=config)
+    out, response = answer(webhook, claim_pod(schedulingGroup={"podGroupName": "composite"}))
     assert response["allowed"] is True
     assert "schedulerName" not in out["spec"]
-    assert response["warnings"] == [
-        "left to default-scheduler: draxr's worker lacks workload-aware scheduling of a Workload "
-        "(spec.workloadRef)"
-    ]
+    [warning] = response["warnings"]
+    assert warning.startswith(
+        "left to default-scheduler: draxr's worker lacks a PodGroup of a CompositePodGroup"
+    )

@@ -1,11 +1,16 @@
 """Workload-aware scheduling's objects as plain dicts: which pod group a pod belongs to, and what
 its PodGroup asks of the group (``scheduling.k8s.io`` PodGroup; upstream's ``schedutil`` helpers).
 
-A pod names its group in ``spec.schedulingGroup.podGroupName`` (immutable). The PodGroup says how
+A pod names its group in ``spec.schedulingGroup.podGroupName`` (immutable; 1.36 on). The PodGroup says how
 its pods are placed: ``schedulingPolicy.gang.minCount`` (all or nothing, at least that many) or
 ``schedulingPolicy.basic`` (pod by pod, minCount 1); ``schedulingConstraints.topology[0].key``
 (every member in one domain of that node label); ``priority`` (every member must have it) and
 ``preemptionPolicy``.
+
+1.35 had no PodGroup object: a pod named ``spec.workloadRef`` (a Workload, one of its
+``spec.podGroups`` by name, and an optional replica key), and the Workload held each group's
+``policy``. Such a group is keyed ``<workload>/<podGroup>[/<replica key>]`` and read as a PodGroup
+of that policy (``from_workload``).
 """
 
 from __future__ import annotations
@@ -51,11 +56,42 @@ class GroupKey(NamedTuple):
 
 
 def group_of(pod: Obj) -> GroupKey | None:
-    """The pod group a pod belongs to (``spec.schedulingGroup.podGroupName``), or None."""
-    name = as_str(as_dict(spec(pod).get("schedulingGroup")).get("podGroupName"))
-    if not name:
+    """The pod group a pod belongs to (``spec.schedulingGroup.podGroupName``, or 1.35's
+    ``spec.workloadRef``), or None."""
+    s = spec(pod)
+    ns = as_str(meta(pod).get("namespace")) or "default"
+    name = as_str(as_dict(s.get("schedulingGroup")).get("podGroupName"))
+    if name:
+        return GroupKey(ns, name)
+    ref = as_dict(s.get("workloadRef"))
+    workload, group = as_str(ref.get("name")), as_str(ref.get("podGroup"))
+    if not workload or not group:
         return None
-    return GroupKey(as_str(meta(pod).get("namespace")) or "default", name)
+    replica = as_str(ref.get("podGroupReplicaKey"))
+    return GroupKey(ns, "/".join(x for x in (workload, group, replica) if x))
+
+
+def workload_of(group: GroupKey) -> tuple[str, str] | None:
+    """The Workload and its pod group a 1.35 group's key names, or None for a PodGroup's."""
+    parts = group.name.split("/")
+    return (parts[0], parts[1]) if len(parts) >= 2 else None
+
+
+def from_workload(workload: Obj, group: GroupKey) -> Obj | None:
+    """A 1.35 Workload's pod group as a PodGroup of its policy (None: the Workload has no such
+    group). It has no status: 1.35's scheduler wrote no condition."""
+    names = workload_of(group)
+    if names is None:
+        return None
+    for entry in as_list(spec(workload).get("podGroups")):
+        if as_dict(entry).get("name") == names[1]:
+            return {
+                "apiVersion": "scheduling.k8s.io/v1alpha1",
+                "kind": "Workload",
+                "metadata": {"name": group.name, "namespace": group.namespace},
+                "spec": {"schedulingPolicy": as_dict(as_dict(entry).get("policy"))},
+            }
+    return None
 
 
 def key_of(pod_group: Obj) -> GroupKey:
@@ -124,6 +160,7 @@ __all__ = [
     "GroupKey",
     "condition",
     "condition_type",
+    "from_workload",
     "group_of",
     "is_gang",
     "key_of",
@@ -132,4 +169,5 @@ __all__ = [
     "preferred_topology_key",
     "priority",
     "topology_key",
+    "workload_of",
 ]

@@ -12,13 +12,13 @@ Checked against kube-scheduler 1.37's default plugins (``pkg/scheduler/framework
   volume plugins VolumeBinding, VolumeZone, NodeVolumeLimits and VolumeRestrictions (PVC and
   generic ephemeral volumes, CSINode limits, inline disks; plugins/volume*.py), InterPodAffinity
   and PodTopologySpread (the pod's own terms and constraints; the cluster's default spread
-  constraints, which only score, are not applied: docs/limitations.md);
-  and workload-aware scheduling of a PodGroup (``spec.schedulingGroup``, 1.36 on: GangScheduling,
-  TopologyPlacementGenerator and PodGroupPodsCount; ``podgroupcycle.py``);
-* listed: 1.35's Workload (``spec.workloadRef``, which 1.36 tombstoned), and of a PodGroup what the
-  worker does not place yet: a composite group's child (``spec.parentCompositePodGroupName``) and
-  claims shared by the group's pods (``spec.resourceClaims``), read from the pod's PodGroup when
-  the webhook knows it.
+  constraints, which only score, are not applied: docs/limitations.md), and workload-aware
+  scheduling (GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount;
+  ``podgroupcycle.py``) of a PodGroup (``spec.schedulingGroup``, 1.36 on) and of 1.35's Workload
+  (``spec.workloadRef``);
+* listed, read from the pod's PodGroup when the webhook knows it: what the worker does not place
+  yet, a composite group's child (``spec.parentCompositePodGroupName``) and claims shared by the
+  group's pods (``spec.resourceClaims``).
 
 Not a pod's feature, so not here: preemption (DefaultPreemption's PostFilter) and the nominated
 pods kube-scheduler counts as taking room; a routed pod is never preempted for nor preempts.
@@ -59,9 +59,7 @@ def _set(field: str) -> Callable[[Obj], bool]:
 #: Every pod feature the worker does not implement, in the order a pod's author is told them.
 #: One line per upstream plugin (two for InterPodAffinity): when the worker implements one,
 #: delete its line.
-UNSUPPORTED: Final[tuple[Unsupported, ...]] = (
-    Unsupported("workload-aware scheduling of a Workload", "spec.workloadRef", _set("workloadRef")),
-)
+UNSUPPORTED: Final[tuple[Unsupported, ...]] = ()
 #: What of a pod's PodGroup the worker does not place yet (each detector reads the PodGroup).
 UNSUPPORTED_GROUPS: Final[tuple[Unsupported, ...]] = (
     Unsupported(
