@@ -16,10 +16,9 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
 
 from ..core.api import podgroups
-from ..core.api.objects import Obj, is_terminating, key, meta, spec, uid
+from ..core.api.objects import Obj, as_list, is_terminating, key, meta, spec, status, uid
 from ..core.api.podgroups import GroupKey
 from ..core.scheduling.framework import SCHEDULED, UNSCHEDULABLE, Decision
 from ..core.scheduling.plugins import gangscheduling
@@ -51,16 +50,11 @@ def with_condition(pod_group: Obj, condition: Obj, now: str) -> list[Obj] | None
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return None
     same = current is not None and current.get("status") == wanted["status"]
-    wanted["lastTransitionTime"] = (current or {}).get("lastTransitionTime") if same else None
-    wanted["lastTransitionTime"] = wanted["lastTransitionTime"] or now
-    others = [c for c in _conditions(pod_group) if c.get("type") != condition["type"]]
+    kept = (current or {}).get("lastTransitionTime") if same else None
+    wanted["lastTransitionTime"] = kept or now
+    conditions = as_list(status(pod_group).get("conditions"))
+    others = [c for c in conditions if isinstance(c, dict) and c.get("type") != condition["type"]]
     return [*others, wanted]
-
-
-def _conditions(pod_group: Obj) -> list[Obj]:
-    status = pod_group.get("status")
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
 
 
 class PodGroupScheduling:
@@ -103,8 +97,8 @@ class PodGroupScheduling:
         pod_group = self.cache.pod_group(group)
         everyone = self.cache.group_members(group)
         released = self.binding.released
-        if released:
-            released &= {uid(p) for p in self.cache.all_pods().values() if not is_terminating(p)}
+        # A released pod counts no more; once it is gone or terminating, it needs no remembering.
+        released -= {u for u in list(released) if (p := self.cache.pod(u)) is None or is_terminating(p)}
         pods = [p for p in everyone if not is_terminating(p) and uid(p) not in released]
         gang_min = podgroups.min_count(pod_group) if pod_group and podgroups.is_gang(pod_group) else None
         gated = gangscheduling.pre_enqueue(group.name, pod_group is not None, gang_min, len(pods))
@@ -212,7 +206,8 @@ class PodGroupScheduling:
             log.warning("PodGroup status: %s", e, extra={"pod_group": str(podgroups.key_of(pod_group))})
 
     def _resource(self) -> Resource:
-        informer: Any = self.cache.informers.get("PodGroup")
+        """PodGroups as the informer found them served (the newest version without one)."""
+        informer = self.cache.informers.get("PodGroup")
         return informer.resource if informer is not None else pod_groups(POD_GROUP_VERSIONS[0])
 
 

@@ -138,6 +138,8 @@ def priority(pod_group: Obj) -> int:
 
 
 def preemption_policy(pod_group: Obj) -> str:
+    """``spec.preemptionPolicy`` (a PodGroup's, or a pod's: the same field), upstream's default
+    when unset."""
     return as_str(spec(pod_group).get("preemptionPolicy")) or PREEMPT_LOWER_PRIORITY
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from ..api import podgroups
-from ..api.objects import Obj, as_dict, key, pod_priority, spec
+from ..api.objects import Obj, key, pod_priority, spec
 from ..api.podresources import pod_requests_nonzero
 from ..cluster.nodeinfo import NodeInfo
 from ..cluster.slices import DeviceKey
@@ -90,11 +90,6 @@ class GroupDecision:
         return {"type": kind, "status": state, "reason": reason, "message": self.message}
 
 
-def _pod_preemption_policy(pod: Obj) -> str:
-    policy = spec(pod).get("preemptionPolicy")
-    return policy if isinstance(policy, str) and policy else podgroups.PREEMPT_LOWER_PRIORITY
-
-
 def unsupported_pod_group(pod_group: Obj) -> str | None:
     """What of a PodGroup draxr's worker does not place yet: a composite group's child, and claims
     the group's pods share (``spec.resourceClaims``)."""
@@ -130,7 +125,7 @@ def validate_pod_group(group: PodGroupInfo, *, pod_group_preemption_policy: bool
     scheduler_name: str | None = None
     group_policy = podgroups.preemption_policy(pg) if pod_group_preemption_policy else ""
     for pod in [*group.members, *(p for p, _ in group.scheduled)]:
-        name = as_dict(spec(pod)).get("schedulerName") or ""
+        name = spec(pod).get("schedulerName") or ""
         if scheduler_name is None:
             scheduler_name = name
         if name != scheduler_name:
@@ -141,7 +136,7 @@ def validate_pod_group(group: PodGroupInfo, *, pod_group_preemption_policy: bool
         wrong_priority = priority_mismatch(pod, pg)
         if wrong_priority is not None:
             return wrong_priority
-        policy = _pod_preemption_policy(pod)
+        policy = podgroups.preemption_policy(pod)  # a pod's field, read as a PodGroup's
         if pod_group_preemption_policy:
             if policy != group_policy:
                 return (
