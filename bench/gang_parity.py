@@ -50,6 +50,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
+from bench.parity import seed_list
 from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace, ready_node
 from e2e.controlplane.launcher import ControlPlane, wait_until
 from webhook.core.api import podgroups
@@ -79,42 +80,43 @@ KINDS = (
 )
 
 
+def gpu_class() -> Obj:
+    """The one DeviceClass: every device of the test driver, mapped to ``example.com/gpu``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "extendedResourceName": GPU,
+            "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
+        },
+    }
+
+
+def rack_node(i: int, racks: int, gpus: int) -> tuple[Obj, Obj]:
+    """Node ``node-<i>`` in rack ``i % racks``, and its slice of ``gpus`` devices."""
+    name = f"node-{i}"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {HOSTNAME: name, RACK: f"rack-{i % racks}"}},
+        "spec": {},
+    }
+    pool = {"name": name, "generation": 1, "resourceSliceCount": 1}
+    devices = [{"name": f"gpu-{d}"} for d in range(gpus)]
+    return node, {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-gpus"},
+        "spec": {"driver": DRIVER, "nodeName": name, "pool": pool, "devices": devices},
+    }
+
+
 def cluster(seed: int, nodes: int) -> list[Obj]:
     rnd = random.Random(seed)
-    out: list[Obj] = [
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "gpu"},
-            "spec": {
-                "extendedResourceName": GPU,
-                "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
-            },
-        }
-    ]
+    out: list[Obj] = [gpu_class()]
     for i in range(nodes):
-        name = f"node-{i}"
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": {HOSTNAME: name, RACK: f"rack-{i % RACKS}"}},
-                "spec": {},
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{name}-gpus"},
-                "spec": {
-                    "driver": DRIVER,
-                    "nodeName": name,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": f"gpu-{d}"} for d in range(rnd.choice((4, 8)))],
-                },
-            }
-        )
+        out += rack_node(i, RACKS, rnd.choice((4, 8)))
     return out
 
 
@@ -361,15 +363,12 @@ def failures(result: Obj) -> int:
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
+    ap.add_argument("--seeds", type=seed_list, default="1,2,3", help="comma-separated seeds")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--groups", type=int, default=12)
     ap.add_argument("--version", default="1.37")
     args = ap.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        ap.error(f"--seeds must be integers separated by commas, not {args.seeds!r}")
+    seeds: list[int] = args.seeds
     if args.nodes < RACKS or args.groups < 1:
         ap.error(f"--nodes must be at least {RACKS} (one per rack) and --groups at least 1")
     started = time.monotonic()

@@ -36,7 +36,7 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.common import percentile
-from bench.gang_parity import DRIVER, GATES, GPU, HOSTNAME, PODGROUPS, RACK, RUNTIME_CONFIG
+from bench.gang_parity import GATES, GPU, PODGROUPS, RACK, RUNTIME_CONFIG, gpu_class, rack_node
 from bench.versus_scheduler import BindWatch, DraxrWorker, clean, install_rbac, namespace, ready_node
 from e2e.controlplane.launcher import ControlPlane, wait_until
 from webhook.core.api.objects import Obj
@@ -58,41 +58,11 @@ def stream(seed: int, groups: int) -> list[Obj]:
 
 
 def create_cluster(client: KubeClient, nodes: int, racks: int) -> None:
-    client.create(
-        DEVICE_CLASSES,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "gpu"},
-            "spec": {
-                "extendedResourceName": GPU,
-                "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
-            },
-        },
-    )
+    client.create(DEVICE_CLASSES, gpu_class())
     for i in range(nodes):
-        name = f"node-{i}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {HOSTNAME: name, RACK: f"rack-{i % racks}"}},
-            "spec": {},
-        }
-        ready_node(client, body, {"cpu": "64", "memory": "256Gi", "pods": "110"})
-        client.create(
-            RESOURCE_SLICES,
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{name}-gpus"},
-                "spec": {
-                    "driver": DRIVER,
-                    "nodeName": name,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": f"gpu-{d}"} for d in range(GPUS_PER_NODE)],
-                },
-            },
-        )
+        node, gpus = rack_node(i, racks, GPUS_PER_NODE)
+        ready_node(client, node, {"cpu": "64", "memory": "256Gi", "pods": "110"})
+        client.create(RESOURCE_SLICES, gpus)
 
 
 def objects_of(g: Obj, scheduler: str | None) -> tuple[Obj | None, list[Obj]]:

@@ -769,17 +769,22 @@ def failures(result: Obj) -> int:
     )
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: integers separated by commas."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be integers separated by commas, not {text!r}") from None
+
+
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds")
+    ap.add_argument("--seeds", type=seed_list, default="1,2,3,4,5", help="comma-separated seeds")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--pods", type=int, default=40)
     ap.add_argument("--version", default="1.37")
     args = ap.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        ap.error(f"--seeds must be integers separated by commas, not {args.seeds!r}")
+    seeds: list[int] = args.seeds
     if args.nodes < 3 or args.pods < 1:
         ap.error("--nodes must be at least 3 (three zones) and --pods at least 1")
     started = time.monotonic()
