@@ -24,7 +24,7 @@ import ssl
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -256,9 +256,14 @@ class Target:
             },
         )
 
-    def slice(self, node: str, devices: int, fields: Obj | None = None) -> Obj:
+    def slice(
+        self, node: str, devices: int, fields: Obj | None = None, attributes: Sequence[Obj] = ()
+    ) -> Obj:
         """A slice of this run's test driver on ``node``: ``devices`` devices ``dev-<i>``, each with
-        more ``fields`` (capacity, taints, ...) when given."""
+        more ``fields`` (capacity, taints, ...) when given, and device ``i`` with the attributes
+        ``attributes[i]`` besides its run's."""
+        run = {"run": {"string": self.run_id}}
+        more = list(attributes) + [{}] * (devices - len(attributes))
         return self.create(
             "resourceslices",
             {
@@ -270,7 +275,11 @@ class Target:
                     "nodeName": node,
                     "pool": {"name": f"{node}-e2e-{self.run_id}", "generation": 1, "resourceSliceCount": 1},
                     "devices": [
-                        {"name": f"dev-{i}", "attributes": {"run": {"string": self.run_id}}, **(fields or {})}
+                        {
+                            "name": f"dev-{i}",
+                            "attributes": {**run, **more[i]},
+                            **(fields or {}),
+                        }
                         for i in range(devices)
                     ],
                 },

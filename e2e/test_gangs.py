@@ -126,26 +126,8 @@ def test_a_gang_that_cannot_fit_leaves_no_pod_bound_and_no_claim_allocated(
 def _clique_slice(target: Target, node: str, cliques: list[str]) -> dict[str, str]:
     """A slice of this run's devices on ``node``, ``dev-<i>`` in clique ``cliques[i]``: each
     device's ``pool/name`` -> its clique."""
+    target.slice(node, len(cliques), attributes=[{"clique": {"string": c}} for c in cliques])
     pool = f"{node}-e2e-{target.run_id}"
-    devices = [
-        {
-            "name": f"dev-{i}",
-            "attributes": {"run": {"string": target.run_id}, "clique": {"string": clique}},
-        }
-        for i, clique in enumerate(cliques)
-    ]
-    body: Obj = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": pool},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-    target.create("resourceslices", body)
     return {f"{pool}/dev-{i}": clique for i, clique in enumerate(cliques)}
 
 
@@ -155,14 +137,13 @@ def test_one_clique_across_the_gangs_pods(gangs: LocalCluster, target: Target) -
     target.device_class()
     cliques = _clique_slice(target, target.nodes[0], ["x", "x", "y", "y"])
     cliques |= _clique_slice(target, target.nodes[1], ["y", "y", "y", "y"])
-    group = _pod_group(target, "clique", 2)
+    _pod_group(target, "clique", 2)
     target.admin.patch(
         RESOURCES["podgroups"],
         "clique",
         {"metadata": {"annotations": {MATCH_ATTRIBUTE: f"{DRIVER}/clique"}}},
         namespace=target.namespace,
     )
-    assert group["metadata"]["name"] == "clique"
     names = _members(target, "clique", 2, 2)
     pods = target.wait("pods", all_bound(2, names), timeout=90)
     held = {cliques[d] for p in pods for d in container_devices(target, p)["c"]}
