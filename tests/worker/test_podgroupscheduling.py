@@ -249,6 +249,15 @@ def test_a_gang_preempts_lower_priority_pods_and_runs_once_they_are_gone(kube: C
     kube.em.wait_for(preempted, 15, "both low-priority pods preempted")
     assert sorted(kube.wait_bound(2)) == ["m0", "m1"]
 
+    # Each victim is told which group preempted it.
+    def preempted_events() -> list[Any]:
+        return [e for e in kube.em.list("events", "default") if e.get("reason") == "Preempted"]
+
+    kube.em.wait_for(lambda: len(preempted_events()) == 2, 10, "two Preempted Events")
+    events = preempted_events()
+    assert sorted(e["involvedObject"]["name"] for e in events) == ["low-0", "low-1"]
+    assert {e["message"] for e in events} == {"Preempted by pod group default/train"}
+
 
 def test_a_1_35_workloads_gang_binds_whole(kube: Cluster) -> None:
     kube.apply(device_class(), node("n1"), gpu_slice("n1", 4))
