@@ -21,8 +21,15 @@ kubelet. Nodes are Ready with their taints lifted, one ResourceSlice each. Three
   that no two replicas of an anti-affinity group share a node and that every spread group's zones
   differ by at most one pod.
 
-The same stream of pods is placed twice, each run in namespaces of its own (``<run>-init`` for the init
-pods, ``<run>`` for the measured ones) and the cluster cleaned in between:
+The same stream of pods is placed three times, each run in namespaces of its own (``<run>-init`` for
+the init pods, ``<run>`` for the measured ones) and the cluster cleaned in between:
+
+- ``floor``: no scheduler. ``bench/floor.py`` performs exactly draxr's five writes per pod (special
+  claim, its status, the pod's mapping, the binding, the Event) for a placement computed beforehand,
+  as draxr's worker identity (its RBAC, FlowSchema and priority level), with no client-side limit and
+  ``--floor-threads`` writers (one run per count, the fastest kept): what this API server can take of
+  these writes. ``draxr_over_floor`` (and ``kube_scheduler_over_floor``) divide pods bound per second
+  by the floor's. Not for the ``placement`` shape (its slots ignore the replicas' constraints).
 
 - ``kube-scheduler``: pods with the default schedulerName; kube-scheduler's DynamicResources plugin
   creates, allocates and reserves the special claim, writes the pod's extendedResourceClaimStatus,
@@ -33,17 +40,21 @@ pods, ``<run>`` for the measured ones) and the cluster cleaned in between:
 
 The init pods are placed by the same scheduler as the measured ones, and all bound, before the first
 measured pod is created; every figure is over the measured pods only. Both clients get the same write
-limit (``--qps``, default 1000; kube-scheduler's own default is 50 with burst 100). Per run it prints:
+limit (``--qps``, default 1000; kube-scheduler's own default is 50 with burst 100); ``--defaults`` runs
+each scheduler at its shipped settings instead. draxr gets its chart's FlowSchema and priority level
+(kube-scheduler's identity here is exempt from API Priority and Fairness). Per run it prints:
 pods bound per second (first create to last binding, seen by a watch), create-to-bound latency, API
 writes per pod by verb and resource (deltas of kube-apiserver's ``apiserver_request_total``, less the
 benchmark's own pod creations; writes the apiserver makes on its own, such as its identity Lease, are
 listed apart), and whether every binding, init pods included, is valid: each bound pod has exactly one
 special claim, asking for the DeviceClass of the pod's extended resource, allocated that many devices
 from a slice of its node, reserved for it, named by its ``status.extendedResourceClaimStatus``; no
-device is allocated twice.
+device is allocated twice. Its Events are counted by reason once every measured pod has its
+``Scheduled`` Event, or their count stopped growing for 30 s (Events may trail the last binding).
 
     python bench/versus_scheduler.py [--version 1.37] [--shape single|upstream|placement] [--nodes N]
         [--devices N] [--classes N] [--init-pods N] [--pods N] [--zones N] [--groups N] [--qps 1000]
+        [--defaults] [--floor-threads 8,16,32] [--only floor|kube-scheduler|draxr]
 """
 
 from __future__ import annotations
@@ -72,8 +83,11 @@ if __name__ == "__main__":
 
 from bench.allocate import ZONE, place_among_replicas
 from bench.common import percentile, serve_argv
+from bench.floor import SCHEDULER as FLOOR
+from bench.floor import FloorWriter, Slot
 from e2e.controlplane.launcher import ControlPlane, _die_with_parent, free_port, log_tail, wait_until
 from webhook.core.api.objects import Obj
+from webhook.install.flowcontrol import flow_control
 from webhook.install.rbac import rbac
 from webhook.kube.client import ApiError, KubeClient
 from webhook.kube.resources import (
@@ -89,6 +103,8 @@ from webhook.kube.resources import (
 
 SPECIAL = "resource.kubernetes.io/extended-resource-claim"
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
+#: The sides of a run, in the order they run: the floor (no scheduling), then the two schedulers.
+SIDES = ("floor", "kube-scheduler", "draxr")
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
 #: Resources the placement writes (claims, pod status and binding, events); the rest is background.
 PLACEMENT = ("pods", "resourceclaims", "events")
@@ -123,6 +139,19 @@ class Shape:
         """Pod ``i`` of the stream, named ``name``: it asks for class ``i mod classes``'s resource."""
         body = pod(name, self.resource_name(i % self.classes), scheduler)
         return place_among_replicas(body, i, self.groups) if self.zones else body
+
+    def slot(self, i: int, s: int) -> Slot:
+        """The floor's placement of pod ``i`` of the stream on slot ``s``: device ``s mod devices`` of
+        node ``s div devices`` (every device matches every class: their selectors name the driver)."""
+        node = node_name(s // self.devices)
+        return Slot(
+            node=node,
+            pool=node,
+            device=self.device(s % self.devices)["name"],
+            driver=self.driver,
+            device_class=self.device_class(i % self.classes),
+            resource=self.resource_name(i % self.classes),
+        )
 
     @property
     def driver(self) -> str:
@@ -185,7 +214,7 @@ def setup(client: KubeClient, shape: Shape) -> list[str]:
                 },
             },
         )
-    names = [f"node-{n:03d}" for n in range(shape.nodes)]
+    names = [node_name(n) for n in range(shape.nodes)]
 
     def one(name: str) -> None:
         ready_node(
@@ -214,6 +243,10 @@ def setup(client: KubeClient, shape: Shape) -> list[str]:
 
     parallel(one, names)
     return names
+
+
+def node_name(n: int) -> str:
+    return f"node-{n:03d}"
 
 
 def node_labels(name: str, shape: Shape) -> dict[str, str]:
@@ -472,6 +505,19 @@ def replica_problems(bound: list[Obj], nodes: dict[str, Obj]) -> list[str]:
     return problems
 
 
+def events_by_reason(client: KubeClient, ns: str, pods: int, settle: float = 30.0) -> dict[str, int]:
+    """The Events of ``ns`` by reason, once ``pods`` pods have their ``Scheduled`` Event or the count
+    stopped growing for ``settle`` seconds (a scheduler's Events may trail its last binding)."""
+    last, since = -1, time.monotonic()
+    while True:
+        counts = Counter(str(e.get("reason")) for e in client.list(EVENTS, ns).get("items") or [])
+        if counts["Scheduled"] >= pods or time.monotonic() - since > settle:
+            return dict(counts.most_common())
+        if counts["Scheduled"] != last:
+            last, since = counts["Scheduled"], time.monotonic()
+        time.sleep(0.5)  # a poll interval; the loop re-checks the count
+
+
 @dataclass
 class Placed:
     start: float  # the first create
@@ -482,19 +528,29 @@ class Placed:
 
 
 def place(
-    client: KubeClient, ns: str, shape: Shape, count: int, prefix: str, scheduler: str | None, timeout: float
+    client: KubeClient,
+    ns: str,
+    shape: Shape,
+    count: int,
+    prefix: str,
+    scheduler: str | None,
+    timeout: float,
+    created_hook: Callable[[int, Obj], None] | None = None,
 ) -> Placed:
     """Creates ``count`` pods in ``ns``, pod ``i`` asking for the resource of class ``i mod classes``,
-    and waits (``timeout`` seconds at most) until every one is bound."""
+    and waits (``timeout`` seconds at most) until every one is bound. ``created_hook(i, pod)`` is
+    given each pod as its create returned it (the floor places it from there)."""
     watch = BindWatch(client, ns)
     created: dict[str, float] = {}
     lock = threading.Lock()
 
     def make(i: int) -> None:
         name = f"{prefix}-{i:04d}"
-        client.create(PODS, shape.pod(name, i, scheduler), ns)
+        body = client.create(PODS, shape.pod(name, i, scheduler), ns)
         with lock:
             created[name] = time.monotonic()
+        if created_hook is not None:
+            created_hook(i, body)
 
     start = time.monotonic()
     parallel(make, range(count))
@@ -504,7 +560,18 @@ def place(
     return Placed(start, created_at, done, created, watch)
 
 
-def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeout: float) -> Obj:
+def run(
+    client: KubeClient,
+    ns: str,
+    shape: Shape,
+    scheduler: str | None,
+    timeout: float,
+    floor: FloorWriter | None = None,
+) -> Obj:
+    """One side's run: the init pods, then the measured ones, and the figures. With ``floor``, the
+    pods name the floor's scheduler and the floor writer places each one as its create returns."""
+    if floor is not None:
+        scheduler = FLOOR
     namespaces = [ns]
     classes = {shape.resource_name(i): shape.device_class(i) for i in range(shape.classes)}
     init: Obj = {}
@@ -512,7 +579,8 @@ def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeou
         namespaces.insert(0, f"{ns}-init")
         namespace(client, namespaces[0])
         t = time.monotonic()
-        placed = place(client, namespaces[0], shape, shape.init_pods, "init", scheduler, timeout)
+        hook = None if floor is None else lambda i, body: floor.submit(body, shape.slot(i, i))
+        placed = place(client, namespaces[0], shape, shape.init_pods, "init", scheduler, timeout, hook)
         init = {
             "init_pods": shape.init_pods,
             "init_all_bound": placed.done,
@@ -524,7 +592,8 @@ def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeou
             return init
     namespace(client, ns)
     before = request_totals(client)
-    placed = place(client, ns, shape, shape.pods, "p", scheduler, timeout)
+    hook = None if floor is None else lambda i, body: floor.submit(body, shape.slot(i, shape.init_pods + i))
+    placed = place(client, ns, shape, shape.pods, "p", scheduler, timeout, hook)
     watch, created, start, done = placed.watch, placed.created, placed.start, placed.done
     pods = shape.pods
     end = max(watch.bound.values(), default=time.monotonic())
@@ -552,9 +621,7 @@ def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeou
         ),
         "placement_writes": placement,
         "background_writes": background,
-        "events_by_reason": dict(
-            Counter(str(e.get("reason")) for e in client.list(EVENTS, ns).get("items") or []).most_common()
-        ),
+        "events_by_reason": events_by_reason(client, ns, pods),
         "validity": validate(client, namespaces, classes),
     }
     for n in namespaces:
@@ -567,15 +634,17 @@ def run(client: KubeClient, ns: str, shape: Shape, scheduler: str | None, timeou
 
 
 class DraxrWorker:
-    def __init__(self, cp: ControlPlane, workdir: Path, qps: int, *flags: str) -> None:
+    """``draxr serve --no-webhook --no-leader-elect`` as the worker identity; ``qps`` None: the
+    shipped write limit."""
+
+    def __init__(self, cp: ControlPlane, workdir: Path, qps: int | None, *flags: str) -> None:
         self.port = free_port()
         self.log = workdir / "draxr-worker.log"
         argv = serve_argv(
             "--host=127.0.0.1",
             f"--port={self.port}",
             f"--kubeconfig={cp.kubeconfig_path('worker')}",
-            f"--qps={qps}",
-            f"--burst={qps}",
+            *([] if qps is None else [f"--qps={qps}", f"--burst={qps}"]),
             *flags,
         )
         with self.log.open("ab") as out:
@@ -611,8 +680,9 @@ class DraxrWorker:
 
 
 def install_rbac(client: KubeClient) -> None:
+    """draxr's RBAC and, as its chart installs by default, its FlowSchema and priority level."""
     namespace(client, "draxr-system")
-    for obj in rbac("draxr-system"):
+    for obj in [*rbac("draxr-system"), *flow_control("draxr-system")]:
         plural = obj["kind"].lower() + "s"
         group, _, version = obj["apiVersion"].rpartition("/")
         res = Resource(group, version, plural, obj["kind"], "namespace" in obj["metadata"])
@@ -643,10 +713,25 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
     ap.add_argument(
         "--qps", type=int, default=1000, help="write limit of kube-scheduler and of draxr's worker"
     )
+    ap.add_argument(
+        "--defaults",
+        action="store_true",
+        help="both schedulers at their shipped settings (no --qps for either; the floor has no limit)",
+    )
+    ap.add_argument(
+        "--floor-threads",
+        type=thread_counts,
+        default=(8, 16, 32),
+        help="the floor's writer threads, comma-separated: one floor run each, the fastest kept (8,16,32)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a run may take to bind every pod")
-    ap.add_argument("--only", choices=("kube-scheduler", "draxr"), help="run one side only")
+    ap.add_argument("--only", choices=SIDES, help="run one side only")
     args = ap.parse_args(argv)
     base = SHAPES[args.shape]
+    if args.defaults and "--qps" in (argv if argv is not None else sys.argv[1:]):
+        ap.error("--defaults runs both schedulers at their shipped write limits: drop --qps")
+    if base.zones and args.only == "floor":
+        ap.error("the floor places pods by slot: it has no placement for the placement shape's replicas")
     if args.classes is not None and base.name == "single":
         ap.error("--classes needs --shape upstream or placement (the single shape has one DeviceClass)")
     for opt in ("zones", "groups"):
@@ -669,7 +754,19 @@ def main(argv: list[str] | None = None) -> int:
         return measure(args, shape, Path(tmp))
 
 
+def thread_counts(text: str) -> tuple[int, ...]:
+    """``--floor-threads``: comma-separated counts, each from 1 to 256."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if not counts or any(not 1 <= n <= 256 for n in counts):
+        raise argparse.ArgumentTypeError(f"each thread count must be 1-256: {text!r}")
+    return counts
+
+
 def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
+    limits = "defaults" if args.defaults else args.qps
     out: Obj = {
         "kubernetes": None,
         "shape": {
@@ -681,33 +778,58 @@ def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
             "pods": shape.pods,
             "zones": shape.zones,
             "groups": shape.groups,
-            "qps": args.qps,
+            "qps": limits,
         },
     }
+    sides = [args.only] if args.only else [s for s in SIDES if s != "floor" or not shape.zones]
     with ControlPlane(
         args.version,
         scheduler=True,
         runtime_config={},
-        scheduler_args=[f"--kube-api-qps={args.qps}", f"--kube-api-burst={args.qps}"],
+        scheduler_args=[] if args.defaults else [f"--kube-api-qps={limits}", f"--kube-api-burst={limits}"],
         workdir=workdir / "controlplane",
     ) as cp:
         out["kubernetes"] = cp.version
         client = KubeClient.from_config(str(cp.kubeconfig_path("admin")), qps=100000, burst=100000)
         t = time.monotonic()
         setup(client, shape)
+        install_rbac(client)
         out["setup_seconds"] = round(time.monotonic() - t, 1)
-        if args.only in (None, "kube-scheduler"):
+        if "floor" in sides:
+            out["floor"] = floor_side(cp, client, shape, args)
+        if "kube-scheduler" in sides:
             out["kube-scheduler"] = run(client, "bench-kube-scheduler", shape, None, args.timeout)
-        if args.only in (None, "draxr"):
-            install_rbac(client)
-            worker = DraxrWorker(cp, workdir, args.qps)
+        if "draxr" in sides:
+            worker = DraxrWorker(cp, workdir, None if args.defaults else args.qps)
             try:
                 wait_until("draxr's worker did not become ready", worker.ready, 120, alive=worker.dead)
                 out["draxr"] = run(client, "bench-draxr", shape, "draxr", args.timeout)
             finally:
                 worker.stop()
+    for side in ("draxr", "kube-scheduler"):
+        if side in out and "floor" in out and out["floor"].get("pods_bound_per_second"):
+            ratio = out[side].get("pods_bound_per_second", 0) / out["floor"]["pods_bound_per_second"]
+            out[f"{side.replace('-', '_')}_over_floor"] = round(ratio, 3)
     print(json.dumps(out, indent=2))
-    return 0 if all(out[k]["validity"]["valid"] for k in ("kube-scheduler", "draxr") if k in out) else 1
+    return 0 if all(out[k]["validity"]["valid"] for k in SIDES if k in out) else 1
+
+
+def floor_side(cp: ControlPlane, admin: KubeClient, shape: Shape, args: argparse.Namespace) -> Obj:
+    """The floor once per ``--floor-threads`` count, as draxr's worker identity (its RBAC and
+    priority level); the fastest run, with every count's pods bound per second beside it."""
+    runs: dict[int, Obj] = {}
+    for threads in args.floor_threads:
+        client = KubeClient.from_config(str(cp.kubeconfig_path("worker")), qps=1e9, burst=10**9)
+        client.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = max(32, threads)
+        writer = FloorWriter(client, threads)
+        try:
+            runs[threads] = run(admin, f"bench-floor-{threads}", shape, FLOOR, args.timeout, writer)
+        finally:
+            writer.stop()
+        runs[threads]["threads"] = threads
+        runs[threads]["floor_errors"] = writer.errors[:10]
+    best = max(runs.values(), key=lambda r: r.get("pods_bound_per_second", 0))
+    return best | {"by_threads": {n: r.get("pods_bound_per_second") for n, r in runs.items()}}
 
 
 if __name__ == "__main__":
