@@ -20,11 +20,18 @@ departure of the oldest pod):
   that got their ``Scheduled`` Event, and the CPU time per pod of the worker and of this process
   (the emulator and the pod driver).
 
+``--resident-pods N`` puts N more pods in both parts' clusters before anything is measured: bound,
+spread over the nodes, asking for CPU and memory only (what a big cluster's caches hold besides the
+GPU pods; issue 35's scale is ``--nodes 10000 --resident-pods 100000``). The engine's
+``build_seconds`` then include them; the worker's ``worker_start_to_first_bind_seconds`` is the time
+from its process's start (lists, cache sync, index builds) to its first binding.
+
 The machine is shared and the numbers are noisy: compare runs made side by side.
 
     python bench/scale.py [--nodes 5000] [--devices 8] [--classes 25] [--pods 10000]
         [--worker-pods N] [--live N] [--skip-worker] [--skip-engine]
         [--percentage-of-nodes-to-score 0] [--stream plain|placement] [--zones 10] [--groups 50]
+        [--resident-pods 0]
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -76,6 +84,8 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     placement = args.stream == PLACEMENT
     st = build(args.nodes, args.devices, args.classes, unique=False, zones=args.zones if placement else 0)
+    for j in range(args.resident_pods):
+        st.apply("Pod", resident_pod(j, args.nodes))
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for k in range(args.classes):
@@ -132,6 +142,7 @@ def engine(args: argparse.Namespace) -> dict[str, Any]:
         "decisions_per_cpu_second": round(args.pods / total_cpu, 1) if total_cpu else None,
         "decision_cpu_p99_ms": round(percentile(cpu, 0.99) * 1000, 3),
         "live_pods": live_limit,
+        "resident_pods": args.resident_pods,
         "build_seconds": round(build_s, 2),
         "cel_cold_start_seconds": round(cold_s, 2),
         "rss_mb": after.get("VmRSS"),
@@ -147,6 +158,32 @@ PLACEMENT = "placement"
 def placement_pod(i: int, classes: int, groups: int) -> Obj:
     """``bench/allocate.py``'s pod ``i``, placing itself among its replicas every third time."""
     return place_among_replicas(pod(i, classes), i, groups)
+
+
+def resident_pod(j: int, nodes: int) -> Obj:
+    """Resident pod ``j``: bound to node ``j mod nodes`` before anything is measured, asking for CPU
+    and memory alone (no device): what a big cluster's caches hold beside the GPU pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"resident-{j:06d}",
+            "namespace": RESIDENTS,
+            "uid": str(uuid.UUID(int=2 * 10**9 + j)),
+            "labels": {"app": f"resident-{j % 100}"},
+        },
+        "spec": {
+            "nodeName": f"node-{j % nodes:04d}",
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+#: The namespace of the resident pods.
+RESIDENTS = "residents"
 
 
 # --- the worker through the emulator -------------------------------------------------------------
@@ -219,6 +256,14 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     ):
         t0 = time.perf_counter()
         setup(em, args.nodes, args.devices, args.classes)
+        if args.resident_pods:
+            em.create(
+                "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESIDENTS}}
+            )
+        for j in range(args.resident_pods):
+            body = resident_pod(j, args.nodes)
+            del body["metadata"]["uid"]
+            em.create("pods", body)
         setup_s = time.perf_counter() - t0
         kubeconfig = em.kubeconfig(Path(tmp) / "kubeconfig", token="w")
         log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115 (closed below)
@@ -288,6 +333,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "worker_rss_mb": end_rss.get("VmRSS"),
         "worker_rss_peak_mb": end_rss.get("VmHWM"),
         "worker_rss_when_synced_mb": ready_rss.get("VmRSS"),
+        "resident_pods": args.resident_pods,
         "emulator_setup_seconds": round(setup_s, 1),
         "worker_start_to_first_bind_seconds": round(start_s, 1),
     }
@@ -304,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
         "--live", type=int, default=None, help="pods running at once (default: half the part's pods)"
     )
     ap.add_argument("--window", type=int, default=64, help="the worker's unbound pods at most")
+    ap.add_argument(
+        "--resident-pods",
+        type=int,
+        default=0,
+        help="pods bound before anything is measured, CPU and memory only (spread over the nodes)",
+    )
     ap.add_argument("--percentage-of-nodes-to-score", type=int, default=0)
     ap.add_argument("--qps", type=float, default=5000.0)
     ap.add_argument("--burst", type=int, default=10000)
@@ -321,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         "--groups", type=int, default=50, help="replica groups of each kind with --stream placement"
     )
     args = ap.parse_args(argv)
+    if args.resident_pods < 0:
+        ap.error(f"--resident-pods must be >= 0, not {args.resident_pods}")
     if args.worker_pods is None:
         args.worker_pods = args.pods
     out: dict[str, Any] = {
