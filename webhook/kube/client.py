@@ -23,7 +23,6 @@ the lease passed on.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import socket
 import struct
@@ -39,6 +38,7 @@ import urllib3
 from kubernetes.watch.watch import iter_resp_lines
 
 from ..core.api.objects import Obj
+from . import codec
 from .headers import install as install_response
 from .ratelimit import TokenBucket
 from .resources import PODS, Resource
@@ -330,7 +330,7 @@ class KubeClient:
         if stream:
             return resp
         data = resp.data
-        return json.loads(data) if data else {}
+        return codec.loads(data) if data else {}
 
     def _direct(
         self,
@@ -357,7 +357,7 @@ class KubeClient:
         return pool.urlopen(
             method,
             url,
-            body=json.dumps(body).encode() if body is not None else None,
+            body=codec.dumps(body) if body is not None else None,
             headers=headers,
             retries=False,
             redirect=False,
@@ -597,7 +597,7 @@ class WatchStream:
         try:
             for line in iter_resp_lines(self._resp):  # type: ignore[no-untyped-call]
                 if line:
-                    yield json.loads(line)
+                    yield codec.loads(line)
         finally:
             self.close()
 
@@ -633,7 +633,7 @@ def _json_or_text(data: Any) -> Obj:
         data = data.decode("utf-8", "replace")
     if isinstance(data, str):
         try:
-            parsed = json.loads(data)
+            parsed = codec.loads(data)
         except ValueError:
             return {"message": data}
         return parsed if isinstance(parsed, dict) else {"message": data}
