@@ -38,6 +38,7 @@ Each script prints JSON on standard output:
 ```sh
 .venv/bin/python bench/allocate.py   # 500 nodes x 10 devices, 25 classes, 5,000 pods (--cel-engine cel-rust: the compiled engine)
 .venv/bin/python bench/scale.py      # 5,000 nodes x 8 devices, 10,000 pods arriving and leaving: engine, and worker+emulator
+.venv/bin/python bench/scale.py --nodes 10000 --resident-pods 100000  # 10,000 nodes, 100,000 more pods in the caches
 .venv/bin/python bench/cel.py        # CEL engine throughput, cache hits, cold start
 .venv/bin/python bench/cel_differential.py  # both CEL engines against upstream's DRA CEL compiler (go/celoracle, `make controlplane`): curated + seeded random selectors, differences by category
 .venv/bin/python bench/worker.py     # 100 nodes x 8 devices through the emulator and the real client
@@ -52,7 +53,8 @@ Each script prints JSON on standard output:
 .venv/bin/python bench/gang_parity.py  # the same for PodGroups (gangs, topology keys) with kube-scheduler's GenericWorkload on
 .venv/bin/python bench/gangs.py      # streams of gangs (8 x 8, 4 x 2 GPUs) on 64 nodes in 8 racks with churn: kube-scheduler and draxr
 .venv/bin/python bench/versus_scheduler.py --version 1.36  # kube-scheduler's own DRA path vs draxr's worker (real apiserver; 1.37 by default)
-.venv/bin/python bench/versus_scheduler.py --shape upstream  # the same on scheduler_perf's Explicit_25classes_5000pods_500nodes
+.venv/bin/python bench/versus_scheduler.py --shape upstream  # the floor (draxr's writes, no scheduling), kube-scheduler and draxr on scheduler_perf's Explicit_25classes_5000pods_500nodes
+.venv/bin/python bench/versus_scheduler.py --shape upstream --defaults  # both schedulers at their shipped write limits
 .venv/bin/python bench/versus_scheduler.py --shape placement  # scale.py's placement stream (anti-affinity, zone spread) on both
 ```
 """  # noqa: E501

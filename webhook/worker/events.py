@@ -36,8 +36,10 @@ MAX_QUEUED_EVENTS = 1000
 #: Sender threads: each Event is one round trip, so N senders write about N times what one does
 #: while the API server, not this process, is what takes time (one fell behind 46 binds/s against
 #: a real API server, issue 35; with an 8 ms create through the emulator 4 wrote 400/s, one 107/s).
-#: 4 keep an Event burst to at most 4 requests in flight, on a connection pool of 4.
-EVENT_SENDERS = 4
+#: 4 dropped a quarter of the Events of 86 binds/s on a real 2-core API server (32 binding cycles
+#: at once, bench/versus_scheduler.py); 8 keep an Event burst to at most 8 requests in flight, on
+#: a connection pool of 8.
+EVENT_SENDERS = 8
 #: What a sender takes from the queue at once (its share of what is queued, at most this): a
 #: burst costs fewer queue hand-offs, and at most ``EVENT_SENDERS * EVENT_BATCH`` Events are out
 #: of the queue and unsent at any time (memory beyond the queue's bound, what ``stop`` may leave).
