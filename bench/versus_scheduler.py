@@ -755,13 +755,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def thread_counts(text: str) -> tuple[int, ...]:
-    """``--floor-threads``: comma-separated counts, each from 1 to 256."""
+    """``--floor-threads``: comma-separated counts, each from 1 to 64 (the client's connection pool:
+    each writer on a connection of its own)."""
     try:
         counts = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not counts or any(not 1 <= n <= 256 for n in counts):
-        raise argparse.ArgumentTypeError(f"each thread count must be 1-256: {text!r}")
+    if not counts or any(not 1 <= n <= 64 for n in counts):
+        raise argparse.ArgumentTypeError(f"each thread count must be 1-64: {text!r}")
     return counts
 
 
@@ -820,7 +821,6 @@ def floor_side(cp: ControlPlane, admin: KubeClient, shape: Shape, args: argparse
     runs: dict[int, Obj] = {}
     for threads in args.floor_threads:
         client = KubeClient.from_config(str(cp.kubeconfig_path("worker")), qps=1e9, burst=10**9)
-        client.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = max(32, threads)
         writer = FloorWriter(client, threads)
         try:
             runs[threads] = run(admin, f"bench-floor-{threads}", shape, FLOOR, args.timeout, writer)

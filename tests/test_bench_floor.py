@@ -84,7 +84,8 @@ def test_place_writes_the_special_claim_for_the_slots_class(client: KubeClient) 
         (["--defaults", "--qps", "100"], "--defaults runs both schedulers at their shipped write limits"),
         (["--shape", "placement", "--only", "floor"], "the floor places pods by slot"),
         (["--floor-threads", "8,x"], "not a comma-separated list of numbers: '8,x'"),
-        (["--floor-threads", "0"], "each thread count must be 1-256: '0'"),
+        (["--floor-threads", "0"], "each thread count must be 1-64: '0'"),
+        (["--floor-threads", "16,65"], "each thread count must be 1-64: '16,65'"),
         (["--only", "nobody"], "invalid choice: 'nobody'"),
     ],
 )
