@@ -40,7 +40,7 @@ def test_the_flag_table_is_generated_from_the_settings() -> None:
         "`.venv/bin/python -m webhook.commands.docs flags --write docs/configuration.md`"
     )
     # Every flag of draxr serve is in it, with the default its settings class holds.
-    assert "| `--qps` | `50` |" in text
+    assert "| `--qps` | `200` |" in text
     assert "| `--policy` | `binpack` |" in text
     assert "| `--cert-validity DURATION` | `90d` |" in text
 
@@ -48,7 +48,7 @@ def test_the_flag_table_is_generated_from_the_settings() -> None:
 def test_the_flag_table_check_fails_on_a_stale_table(tmp_path: Path) -> None:
     page = tmp_path / "configuration.md"
     stale = (
-        (ROOT / "docs" / "configuration.md").read_text().replace("| `--qps` | `50` |", "| `--qps` | `60` |")
+        (ROOT / "docs" / "configuration.md").read_text().replace("| `--qps` | `200` |", "| `--qps` | `60` |")
     )
     page.write_text(stale)
     assert docs.main(["flags", "--check", str(page)]) == 1
