@@ -358,6 +358,8 @@ def test_renewal_under_load_loses_no_review() -> None:
         done: list[int] = [0, 0]  # reviews through the apiserver, fresh handshakes
         failures: list[str] = []
         bundles_seen: list[int] = []
+        mark: list[int] = []  # len(bundles_seen) once the loop below saw the old CA gone
+        read_after_mark = threading.Event()
 
         def through_the_apiserver(worker: int) -> None:
             i = 0
@@ -386,6 +388,8 @@ def test_renewal_under_load_loses_no_review() -> None:
                 hook = box.em.get("validatingwebhookconfigurations", "draxr")["webhooks"][1]
                 pem = base64.b64decode(hook["clientConfig"]["caBundle"])
                 bundles_seen.append(len(parse_bundle(pem)))
+                if mark and len(bundles_seen) >= mark[0] + 2:
+                    read_after_mark.set()  # this read began after the mark (the one before might not)
                 ctx = ssl.create_default_context(cadata=pem.decode())
                 try:
                     with httpx.Client(verify=ctx, timeout=5) as http:
@@ -417,6 +421,9 @@ def test_renewal_under_load_loses_no_review() -> None:
                 assert tls.wait_for_reload(generation, timeout=10), "the webhook did not reload a renewal"
                 generation = tls.generation
                 assert not failures, failures[:5]
+            # The bundle holds one CA now: one more read of it, begun after this, before stopping.
+            mark.append(len(bundles_seen))
+            assert read_after_mark.wait(10), "no review read the configuration after the old CA left"
         finally:
             stop.set()
             for t in loaders:
