@@ -23,8 +23,9 @@ import threading
 from dataclasses import dataclass, field
 
 from webhook.core.allocation.claims import extended_resource_claim_status, special_claim, with_reservation
-from webhook.core.api.constants import REQUEST_NAME_FORMAT
+from webhook.core.allocation.results import pinned_to
 from webhook.core.api.objects import Obj
+from webhook.core.scheduling.plugins.dynamicresources.mappings import request_name
 from webhook.kube.client import MERGE_PATCH, KubeClient
 from webhook.kube.resources import EVENTS, PODS, RESOURCE_CLAIMS
 from webhook.worker.events import event_body, now_rfc3339
@@ -48,16 +49,8 @@ class Slot:
 
 def allocation(slot: Slot, request: str) -> Obj:
     """``status.allocation`` as draxr writes it for one device of a node-local slice."""
-    return {
-        "devices": {
-            "results": [{"request": request, "driver": slot.driver, "pool": slot.pool, "device": slot.device}]
-        },
-        "nodeSelector": {
-            "nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [slot.node]}]}
-            ]
-        },
-    }
+    result = {"request": request, "driver": slot.driver, "pool": slot.pool, "device": slot.device}
+    return {"devices": {"results": [result]}, "nodeSelector": pinned_to(slot.node)}
 
 
 def place(client: KubeClient, pod: Obj, slot: Slot) -> None:
@@ -65,7 +58,7 @@ def place(client: KubeClient, pod: Obj, slot: Slot) -> None:
     meta = pod["metadata"]
     ns, pod_name, pod_uid = meta["namespace"], meta["name"], meta["uid"]
     container = pod["spec"]["containers"][0]["name"]
-    request = REQUEST_NAME_FORMAT.format(container=0, request=0)
+    request = request_name(0, 0)
     requests = [
         {
             "name": request,

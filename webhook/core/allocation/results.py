@@ -152,7 +152,7 @@ def node_selector(
     slices = {s.name: s for p in pools for s in p.slices}
     for r in results:
         if r.device.binds_to_node and binding_conditions:
-            return _pinned(name_of(node))
+            return pinned_to(name_of(node))
         sl = slices.get(r.device.slice_name)
         if sl is None:
             continue
@@ -161,7 +161,7 @@ def node_selector(
         else:
             pinned, selector = sl.node_name, sl.node_selector
         if pinned:
-            return _pinned(pinned)
+            return pinned_to(pinned)
         if selector is not None:
             terms = as_list(selector.get("nodeSelectorTerms"))
             if len(terms) > 1:
@@ -179,7 +179,7 @@ def node_selector(
     return {"nodeSelectorTerms": [term]}
 
 
-def _pinned(node_name: str) -> Obj:
+def pinned_to(node_name: str) -> Obj:
     """A node selector that selects one node by name (``matchFields`` on ``metadata.name``)."""
     return {
         "nodeSelectorTerms": [
