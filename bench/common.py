@@ -6,6 +6,7 @@ a free loopback port."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -125,3 +126,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def int_list(text: str) -> list[int]:
+    """An option's integers separated by commas (``--seeds``, ``--floor-threads``)."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be integers separated by commas, not {text!r}") from None

@@ -50,7 +50,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from bench.parity import seed_list
+from bench.common import int_list
 from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace, ready_node
 from e2e.controlplane.launcher import ControlPlane, wait_until
 from webhook.core.api import podgroups
@@ -363,7 +363,7 @@ def failures(result: Obj) -> int:
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--seeds", type=seed_list, default="1,2,3", help="comma-separated seeds")
+    ap.add_argument("--seeds", type=int_list, default="1,2,3", help="comma-separated seeds")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--groups", type=int, default=12)
     ap.add_argument("--version", default="1.37")

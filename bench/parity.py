@@ -69,6 +69,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
+from bench.common import int_list
 from bench.versus_scheduler import DraxrWorker, clean, install_rbac, namespace, ready_node
 from e2e.controlplane.launcher import ControlPlane, ControlPlaneError, wait_until
 from e2e.target import PRIORITY_CLASSES
@@ -769,17 +770,9 @@ def failures(result: Obj) -> int:
     )
 
 
-def seed_list(text: str) -> list[int]:
-    """``--seeds``: integers separated by commas."""
-    try:
-        return [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be integers separated by commas, not {text!r}") from None
-
-
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--seeds", type=seed_list, default="1,2,3,4,5", help="comma-separated seeds")
+    ap.add_argument("--seeds", type=int_list, default="1,2,3,4,5", help="comma-separated seeds")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--pods", type=int, default=40)
     ap.add_argument("--version", default="1.37")

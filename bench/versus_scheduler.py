@@ -82,7 +82,7 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(_here))
 
 from bench.allocate import ZONE, place_among_replicas
-from bench.common import percentile, serve_argv
+from bench.common import int_list, percentile, serve_argv
 from bench.floor import SCHEDULER as FLOOR
 from bench.floor import FloorWriter, Slot
 from e2e.controlplane.launcher import ControlPlane, _die_with_parent, free_port, log_tail, wait_until
@@ -560,6 +560,13 @@ def place(
     return Placed(start, created_at, done, created, watch)
 
 
+def floor_hook(floor: FloorWriter | None, shape: Shape, first: int) -> Callable[[int, Obj], None] | None:
+    """``place``'s hook giving pod ``i`` of a stream to ``floor`` for slot ``first + i``."""
+    if floor is None:
+        return None
+    return lambda i, body: floor.submit(body, shape.slot(i, first + i))
+
+
 def run(
     client: KubeClient,
     ns: str,
@@ -568,10 +575,9 @@ def run(
     timeout: float,
     floor: FloorWriter | None = None,
 ) -> Obj:
-    """One side's run: the init pods, then the measured ones, and the figures. With ``floor``, the
-    pods name the floor's scheduler and the floor writer places each one as its create returns."""
-    if floor is not None:
-        scheduler = FLOOR
+    """One side's run: the init pods, then the measured ones, and the figures. ``floor`` places each
+    pod as its create returns (the pods then name the floor's scheduler), init pods on the first
+    slots."""
     namespaces = [ns]
     classes = {shape.resource_name(i): shape.device_class(i) for i in range(shape.classes)}
     init: Obj = {}
@@ -579,7 +585,7 @@ def run(
         namespaces.insert(0, f"{ns}-init")
         namespace(client, namespaces[0])
         t = time.monotonic()
-        hook = None if floor is None else lambda i, body: floor.submit(body, shape.slot(i, i))
+        hook = floor_hook(floor, shape, 0)
         placed = place(client, namespaces[0], shape, shape.init_pods, "init", scheduler, timeout, hook)
         init = {
             "init_pods": shape.init_pods,
@@ -592,7 +598,7 @@ def run(
             return init
     namespace(client, ns)
     before = request_totals(client)
-    hook = None if floor is None else lambda i, body: floor.submit(body, shape.slot(i, shape.init_pods + i))
+    hook = floor_hook(floor, shape, shape.init_pods)
     placed = place(client, ns, shape, shape.pods, "p", scheduler, timeout, hook)
     watch, created, start, done = placed.watch, placed.created, placed.start, placed.done
     pods = shape.pods
@@ -710,9 +716,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
     ap.add_argument("--pods", type=int, help="measured pods (single: 1000, upstream: 2500, placement: 1500)")
     ap.add_argument("--zones", type=int, help="zones of the nodes (placement only: 10)")
     ap.add_argument("--groups", type=int, help="replica groups of each kind (placement only: 50)")
-    ap.add_argument(
-        "--qps", type=int, default=1000, help="write limit of kube-scheduler and of draxr's worker"
-    )
+    ap.add_argument("--qps", type=int, help="write limit of kube-scheduler and of draxr's worker (1000)")
     ap.add_argument(
         "--defaults",
         action="store_true",
@@ -721,15 +725,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Shape
     ap.add_argument(
         "--floor-threads",
         type=thread_counts,
-        default=(8, 16, 32),
+        default="8,16,32",
         help="the floor's writer threads, comma-separated: one floor run each, the fastest kept (8,16,32)",
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a run may take to bind every pod")
     ap.add_argument("--only", choices=SIDES, help="run one side only")
     args = ap.parse_args(argv)
     base = SHAPES[args.shape]
-    if args.defaults and "--qps" in (argv if argv is not None else sys.argv[1:]):
+    if args.defaults and args.qps is not None:
         ap.error("--defaults runs both schedulers at their shipped write limits: drop --qps")
+    if not args.defaults and args.qps is None:
+        args.qps = 1000  # None from here on: the shipped limits
     if base.zones and args.only == "floor":
         ap.error("the floor places pods by slot: it has no placement for the placement shape's replicas")
     if args.classes is not None and base.name == "single":
@@ -754,20 +760,16 @@ def main(argv: list[str] | None = None) -> int:
         return measure(args, shape, Path(tmp))
 
 
-def thread_counts(text: str) -> tuple[int, ...]:
+def thread_counts(text: str) -> list[int]:
     """``--floor-threads``: comma-separated counts, each from 1 to 64 (the client's connection pool:
     each writer on a connection of its own)."""
-    try:
-        counts = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    counts = int_list(text)
     if not counts or any(not 1 <= n <= 64 for n in counts):
         raise argparse.ArgumentTypeError(f"each thread count must be 1-64: {text!r}")
     return counts
 
 
 def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
-    limits = "defaults" if args.defaults else args.qps
     out: Obj = {
         "kubernetes": None,
         "shape": {
@@ -779,7 +781,7 @@ def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
             "pods": shape.pods,
             "zones": shape.zones,
             "groups": shape.groups,
-            "qps": limits,
+            "qps": "defaults" if args.qps is None else args.qps,
         },
     }
     sides = [args.only] if args.only else [s for s in SIDES if s != "floor" or not shape.zones]
@@ -787,7 +789,7 @@ def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
         args.version,
         scheduler=True,
         runtime_config={},
-        scheduler_args=[] if args.defaults else [f"--kube-api-qps={limits}", f"--kube-api-burst={limits}"],
+        scheduler_args=[] if args.qps is None else [f"--kube-api-{k}={args.qps}" for k in ("qps", "burst")],
         workdir=workdir / "controlplane",
     ) as cp:
         out["kubernetes"] = cp.version
@@ -801,7 +803,7 @@ def measure(args: argparse.Namespace, shape: Shape, workdir: Path) -> int:
         if "kube-scheduler" in sides:
             out["kube-scheduler"] = run(client, "bench-kube-scheduler", shape, None, args.timeout)
         if "draxr" in sides:
-            worker = DraxrWorker(cp, workdir, None if args.defaults else args.qps)
+            worker = DraxrWorker(cp, workdir, args.qps)
             try:
                 wait_until("draxr's worker did not become ready", worker.ready, 120, alive=worker.dead)
                 out["draxr"] = run(client, "bench-draxr", shape, "draxr", args.timeout)

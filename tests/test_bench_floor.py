@@ -2,7 +2,8 @@
 a mirror).
 
 The floor's writes leave every pod as a scheduler must (``validate`` of the versus bench holds them to
-it, on the API emulator); its slots never give a device twice; its options are refused clearly."""
+it, on the API emulator); its slots never give a device twice. Its options' refusals are with the
+versus bench's others (tests/test_bench_versus_scheduler.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from bench.floor import SCHEDULER, FloorWriter, place
 from bench.versus_scheduler import SHAPES, parse_args, setup, thread_counts, validate
 from e2e.emulator import Emulator
 from webhook.kube.client import KubeClient
-from webhook.kube.resources import EVENTS, NAMESPACES, PODS
+from webhook.kube.resources import EVENTS, NAMESPACES, PODS, RESOURCE_CLAIMS
 
 
 @pytest.fixture
@@ -72,33 +73,20 @@ def test_place_writes_the_special_claim_for_the_slots_class(client: KubeClient) 
     place(client, body, shape.slot(1, 3))
     live = client.get(PODS, "p-0001", "ns")
     assert live["spec"]["nodeName"] == "node-000"
+    claim_name = live["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    claim = client.get(RESOURCE_CLAIMS, claim_name, "ns")
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "test-class-1"
+    terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-000"]}]}]
     mapping = live["status"]["extendedResourceClaimStatus"]["requestMappings"]
     assert mapping == [
         {"containerName": "c", "resourceName": "example.com/gpu-1", "requestName": "container-0-request-0"}
     ]
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--defaults", "--qps", "100"], "--defaults runs both schedulers at their shipped write limits"),
-        (["--shape", "placement", "--only", "floor"], "the floor places pods by slot"),
-        (["--floor-threads", "8,x"], "not a comma-separated list of numbers: '8,x'"),
-        (["--floor-threads", "0"], "each thread count must be 1-64: '0'"),
-        (["--floor-threads", "16,65"], "each thread count must be 1-64: '16,65'"),
-        (["--only", "nobody"], "invalid choice: 'nobody'"),
-    ],
-)
-def test_bad_floor_options_are_a_usage_error(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        parse_args(argv)
-    assert exited.value.code == 2
-    assert message in capsys.readouterr().err
-
-
 def test_thread_counts_and_defaults_parse() -> None:
-    assert thread_counts("4,16,64") == (4, 16, 64)
+    assert thread_counts("4,16,64") == [4, 16, 64]
     args, _ = parse_args(["--defaults", "--only", "floor"])
-    assert (args.defaults, args.only, args.floor_threads) == (True, "floor", (8, 16, 32))
+    # No write limit given: each scheduler's shipped one (None), the floor's threads by default.
+    assert (args.qps, args.only, args.floor_threads) == (None, "floor", [8, 16, 32])
+    assert parse_args([])[0].qps == 1000

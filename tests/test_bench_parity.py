@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.common import int_list
 from bench.parity import (
     ALLOWED_ZONES,
     SELECTED_NODE,
@@ -23,7 +24,6 @@ from bench.parity import (
     cluster,
     create_volume,
     provisioned_problems,
-    seed_list,
     snapshot,
     stream,
 )
@@ -127,6 +127,6 @@ def test_a_provisioner_that_cannot_bind_says_why_instead_of_dying_silently(clien
 
 
 def test_seeds_are_integers_separated_by_commas() -> None:
-    assert seed_list("1, 2,3,") == [1, 2, 3]
+    assert int_list("1, 2,3,") == [1, 2, 3]
     with pytest.raises(argparse.ArgumentTypeError, match="not '1,a'"):
-        seed_list("1,a")
+        int_list("1,a")

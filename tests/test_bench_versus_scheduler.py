@@ -67,6 +67,13 @@ def test_sizes_given_override_the_shapes() -> None:
         (["--shape", "upstream", "--nodes", "0"], "--nodes must be >= 1, not 0"),
         (["--init-pods", "-1"], "--init-pods must be >= 0, not -1"),
         (["--shape", "bogus"], "invalid choice: 'bogus'"),
+        (["--defaults", "--qps", "100"], "--defaults runs both schedulers at their shipped write limits"),
+        (["--defaults", "--qps=100"], "--defaults runs both schedulers at their shipped write limits"),
+        (["--shape", "placement", "--only", "floor"], "the floor places pods by slot"),
+        (["--floor-threads", "8,x"], "must be integers separated by commas, not '8,x'"),
+        (["--floor-threads", "0"], "each thread count must be 1-64: '0'"),
+        (["--floor-threads", "16,65"], "each thread count must be 1-64: '16,65'"),
+        (["--only", "nobody"], "invalid choice: 'nobody'"),
     ],
 )
 def test_bad_options_are_a_usage_error(
