@@ -581,6 +581,8 @@ class ControlPlane:
         self._etcd_ports: tuple[int, int] | None = None
         self._ca: _CA | None = None
         self._procs: list[Proc] = []
+        #: Pids of processes stopped on purpose (``kill``, ``restart_process``): not deaths to report.
+        self._stopped: set[int] = set()
         self.port = 0
         self.etcd_url = ""
 
@@ -691,6 +693,7 @@ class ControlPlane:
     def kill(self, name: str) -> None:
         """SIGKILL ``name`` (a crash: no graceful shutdown) and wait until it is gone."""
         proc = self.process(name)
+        self._stopped.add(proc.popen.pid)
         if proc.popen.poll() is None:
             proc.popen.kill()
             proc.popen.wait(self.stop_timeout)
@@ -720,7 +723,9 @@ class ControlPlane:
     def restart_process(self, name: str) -> None:
         """A graceful restart of ``name`` alone (SIGTERM, then started again); the others keep running
         and must find it again themselves, as after a rollout of one component."""
-        self._terminate(self.process(name))
+        proc = self.process(name)
+        self._stopped.add(proc.popen.pid)
+        self._terminate(proc)
         self.start_again(name)
 
     @property
@@ -753,10 +758,11 @@ class ControlPlane:
         return proc
 
     def _dead(self) -> str | None:
-        """Which process has exited, with its log's tail, or None while all run."""
-        for p in self._procs:
+        """Which process has exited, with its log's tail, or None while all run (one stopped on
+        purpose to be started again is not a death: another thread may wait meanwhile)."""
+        for p in list(self._procs):
             code = p.popen.poll()
-            if code is not None:
+            if code is not None and p.popen.pid not in self._stopped:
                 return f"{p.name} exited with {code}; the end of {p.log}:\n{log_tail(p.log)}"
         return None
 

@@ -77,6 +77,9 @@ def test_etcd_killed_and_started_again_keeps_what_was_written(cp: ControlPlane) 
     assert cp.client().post(CONFIGMAPS, _configmap(name))[0] == 201
     cp.kill("etcd")
     assert cp.process("etcd").popen.poll() is not None
+    # A wait on another thread meanwhile (a stream of pods) does not take the killed etcd for one
+    # that died: it was stopped on purpose, to be started again.
+    cp.wait_for("nothing", lambda: True)
     with pytest.raises(ControlPlaneError, match="still running"):
         cp.start_again("kube-apiserver")
     cp.start_again("etcd")
