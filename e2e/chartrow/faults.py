@@ -213,14 +213,20 @@ def create_until_answered(row: ChartRow, namespace: str, name: str, refused: lis
     client = row.cluster.cp.client()
     client.timeout = 10.0
     answers: list[str] = []
+    retried: list[str] = []
 
     def answered() -> bool:
-        answer = create(client, namespace, name)
+        answer = create(client, namespace, name, retried)
         if answer is not None:
             answers.append(answer)
         return answer is not None
 
-    row.cluster.cp.wait_for(f"pod {name} never created", answered, 120)
+    row.cluster.cp.wait_for(
+        f"pod {name} never created",
+        answered,
+        120,
+        detail=lambda: f"{len(retried)} attempts; the last answer: {retried[-1] if retried else None}",
+    )
     refused += [f"{name}: {a}" for a in answers if a]
 
 
@@ -231,7 +237,13 @@ def wait_all_bound(row: ChartRow, namespace: str, names: list[str], why: str, ti
         pods = row.get("-n", namespace, "pods")["items"]
         return len(pods) == len(names) and all(p["spec"].get("nodeName") for p in pods)
 
-    row.cluster.cp.wait_for(f"pods not bound {why}", all_bound, timeout)
+    def unbound() -> str:
+        pods = row.get("-n", namespace, "pods")["items"]
+        have = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods}
+        waiting = sorted(n for n, node in have.items() if not node)
+        return f"missing: {sorted(set(names) - set(have))}; unbound: {waiting}"
+
+    row.cluster.cp.wait_for(f"pods not bound {why}", all_bound, timeout, detail=unbound)
 
 
 def nothing_wrong(row: ChartRow, namespaces: list[str], failed_admissions: int = 0) -> None:

@@ -1,13 +1,15 @@
 """A stream of extended-resource pods through an operator's action or a fault: pods created one after
 another (paused while ``keep`` wait to be bound), the oldest bound one deleted once more than
-``keep`` are alive. A create the API server did
-not answer, or answered it cannot take now (429, 5xx not naming a webhook: a restart, etcd away), is
-tried again as a user would; any other answer but 201 is a failed admission, kept with its words.
-The stream also records when each pod was created and first seen bound."""
+``keep`` are alive. A create the API server did not answer, or answered it cannot take now (429, 5xx
+not naming a webhook: a restart, etcd away; "no endpoints available" for a webhook Service that has
+a ready endpoint: an API server just restarted, its endpoints not listed yet), is tried again as a
+user would; any other answer but 201 is a failed admission, kept with its words. The stream also
+records when each pod was created and first seen bound."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,20 +39,54 @@ def stream_pod(name: str, namespace: str, *, gated: bool = False) -> Obj:
     return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
-def create(client: Client, namespace: str, name: str) -> str | None:
+def create(client: Client, namespace: str, name: str, retried: list[str] | None = None) -> str | None:
     """Creates ``stream_pod(name)`` as a user would: the empty string once created (409: an earlier
     attempt got through); None when the API server did not answer or answered that it cannot now
-    (a restart, etcd away: a user tries again); else the failed admission's words."""
+    (a restart, etcd away: a user tries again), with why appended to ``retried``; else the failed
+    admission's words."""
     try:
         status, body = client.post(f"/api/v1/namespaces/{namespace}/pods", stream_pod(name, namespace))
+    except OSError as e:
+        words = f"no answer: {type(e).__name__}: {e}"
+    else:
+        if status in (201, 409):
+            return ""
+        words = f"{status} {body.get('message', body)}"
+        if not (status in (429, 500, 503, 504) and "webhook" not in words) and not (
+            status == 500 and _endpoints_lagged(client, words)
+        ):
+            return words
+    if retried is not None:
+        retried.append(words)
+    return None
+
+
+#: The API server's words when its own view of a webhook Service's endpoints is empty.
+NO_ENDPOINTS = re.compile(r'no endpoints available for service \\?"([a-z0-9.-]+)\\?"')
+
+
+def _endpoints_lagged(client: Client, words: str) -> bool:
+    """Whether a call to a webhook failed with "no endpoints available" while the Service has a
+    ready endpoint: the API server, just restarted, had not yet listed the endpoints (it serves
+    before its informers have synced). A user tries again. With no ready endpoint the webhook's
+    replicas were all unready: draxr's failure, kept."""
+    found = NO_ENDPOINTS.search(words)
+    if found is None:
+        return False
+    try:
+        status, body = client.get(
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            labelSelector=f"kubernetes.io/service-name={found.group(1)}",
+        )
     except OSError:
-        return None
-    if status in (201, 409):
-        return ""
-    words = f"{status} {body.get('message', body)}"
-    if status in (429, 500, 503, 504) and "webhook" not in words:
-        return None
-    return words
+        return False
+    if status != 200:
+        return False
+    return any(
+        (e.get("conditions") or {}).get("ready")
+        for s in body.get("items") or []
+        for e in s.get("endpoints") or []
+    )
 
 
 @dataclass

@@ -33,10 +33,14 @@ def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, 
     run = uuid.uuid4().hex[:6]  # names of this run only: the audit log keeps earlier runs' bindings
     names = [f"stream-{run}-{i}" for i in range(8)]
     refused: list[str] = []
+    stopped: list[str] = []
 
     def stream() -> None:
-        for name in names:
-            create_until_answered(row, NS, name, refused)
+        try:
+            for name in names:
+                create_until_answered(row, NS, name, refused)
+        except Exception as e:  # said by the assertion below, never a thread dying unseen
+            stopped.append(f"{type(e).__name__}: {e}")
 
     creator = threading.Thread(target=stream)
     creator.start()
@@ -46,6 +50,7 @@ def test_a_stream_of_pods_through_the_fault_binds_every_pod_once(row: ChartRow, 
         creator.join(300)
     assert findings == []
     assert not creator.is_alive()
+    assert stopped == []
     assert refused == []
     wait_all_bound(row, NS, names, f"after {fault}", 180)
     events = row.cluster.cp.audit_events()
