@@ -440,9 +440,21 @@ def test_200_pods_created_and_deleted_leave_only_what_is_in_use(target: Target) 
             )
         )
     pods = target.wait("pods", all_bound(201), timeout=300)
-    claims = target.objects("resourceclaims")
-    for p in pods:
-        assert len(owned_by(claims, p)) == 1  # one claim each: the special claim, or the rewritten one
+
+    def one_each(claims: list[Obj]) -> list[Obj] | None:
+        """One claim each: the special claim (the one the pod's status names), or the rewritten one."""
+        for p in pods:
+            mine = owned_by(claims, p)
+            if len(mine) != 1:
+                return None
+            mapped = (p.get("status", {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+            if target.native and mine[0]["metadata"]["name"] != mapped:
+                return None
+        return claims
+
+    # A binding cycle cut short (the worker's lease lost for a moment on a loaded machine) may leave
+    # a claim it could not delete: freed as soon as its pod is seen bound with another.
+    target.wait("resourceclaims", one_each, timeout=60)
     if not target.native:
         templates = {t["metadata"]["name"] for t in target.objects("resourceclaimtemplates")}
         assert templates == {f"draxr-{cls}-1", f"draxr-{cls}-2"}
