@@ -428,7 +428,7 @@ def test_roll_back_tolerates_a_claim_already_gone(gpu_cluster: Cluster) -> None:
     assert written.special_claim is not None
     name = written.special_claim["metadata"]["name"]
     b.claims.delete("default", name)
-    b.roll_back(pod, written)  # no exception
+    assert b.roll_back(pod, written) is None  # no exception, nothing left
     assert kube.claims() == []
 
 
@@ -519,8 +519,9 @@ def test_losing_the_lease_mid_cycle_stops_the_next_write(gpu_cluster: Cluster) -
         b.pre_bind(pod, d, written)
     assert writes(kube) == [("create", "resourceclaims")]
     assert written.special_claim is not None  # so that the new leader's repair (or Unreserve) finds it
-    b.roll_back(pod, written)  # fenced too: best effort, nothing written
+    left = b.roll_back(pod, written)  # fenced too: best effort, nothing written
     assert writes(kube) == [("create", "resourceclaims")]
+    assert left == written.special_claim  # the claim left in place, for the next attempt to find
 
 
 # -- deleteClaim and release -----------------------------------------------------------------------

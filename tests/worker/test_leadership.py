@@ -76,3 +76,36 @@ def test_a_worker_that_loses_the_lease_mid_write_sends_no_retry_and_nothing_more
     writes = [(r.verb, r.resource) for r in kube.em.requests() if r.verb not in ("get", "list", "watch")]
     assert writes[-1] == ("update", "resourceclaims/status")  # the one answered 503, not sent again
     assert kube.bound() == {}
+
+
+def test_a_claim_the_fenced_unreserve_could_not_delete_is_reused_by_the_next_attempt(kube: Cluster) -> None:
+    """The lease lost for a moment right after PreBind created the special claim: Unreserve may not
+    delete it. The next attempt, as soon as the worker leads again, may come before its informer
+    shows that claim: it reuses it rather than creating a second claim for the pod."""
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    pod = kube.pod("p")
+    now = [0.0]
+    elector = LeaderElector(kube.client(), "draxr-system", "draxr-worker", "me", clock=lambda: now[0])
+    assert elector.try_acquire_or_renew()
+    lagging = ClusterCache.from_objects(kube.snapshot())  # shows only what the worker itself learns
+    first = make_worker(kube.client(), lagging, leader=elector)
+
+    def lease_lost(step: str, _pod: dict[str, object]) -> None:
+        if step == "claim-created":
+            now[0] = elector.renew_deadline  # no renewal since 0: the fence is down
+
+    first.binder.observer = lease_lost
+    try:
+        first.schedule_one(pod["metadata"]["uid"])
+    finally:
+        first.stop()  # waits for the binding cycle
+    [left] = kube.claims()
+    assert kube.bound() == {}
+    assert elector.try_acquire_or_renew()  # leading again
+    again = make_worker(kube.client(), lagging, leader=elector)
+    try:
+        again.schedule_one(pod["metadata"]["uid"])
+    finally:
+        again.stop()
+    assert kube.bound() == {"p": "n"}
+    assert [c["metadata"]["uid"] for c in kube.claims()] == [left["metadata"]["uid"]]

@@ -359,6 +359,14 @@ class ClusterCache:
         """A claim this process deleted: gone from the engine's view before the watch says so."""
         self.handle("ResourceClaim", "DELETED", claim, notify=False)
 
+    def learn_claim(self, claim: Obj) -> None:
+        """A claim this process created and could not delete (a fenced Unreserve): in the engine's
+        view before the watch shows it, or the pod's next attempt would create a second one. Nothing
+        when the cache knows the claim already; its next event replaces this copy."""
+        with self.lock:
+            if (namespace(claim), name(claim)) not in self.state.allocated.claims:
+                self.handle("ResourceClaim", "ADDED", claim, notify=False)
+
     def scheduler(
         self,
         policy: str = DEFAULT_POLICY,
@@ -420,7 +428,10 @@ class SharedScheduler:
         with self._cache.lock:
             return DefaultPreemption(self.engine).post_filter(pod, decision, pdbs)
 
-    def unreserve(self, decision: Decision, token: str) -> None:
-        """The in-memory half of Unreserve."""
+    def unreserve(self, decision: Decision, token: str, left: Obj | None = None) -> None:
+        """The in-memory half of Unreserve; ``left``: the special claim its API half could not delete
+        (``ClusterCache.learn_claim``)."""
         with self._cache.lock:
             self.engine.unreserve(decision, token)
+            if left is not None:
+                self._cache.learn_claim(left)

@@ -10,6 +10,8 @@
 
 Every step is idempotent. Unreserve undoes what this cycle wrote: it deletes the special claim it
 created (finalizer first, NotFound is success) and takes the pod out of user claims' reservedFor.
+A special claim it cannot delete (fenced: the lease lost for a moment) is handed back, so the
+engine's view holds it before the watch does and the pod's next attempt reuses it.
 
 A bound pod is never touched: PreBind reads the pod before its first write and stops when the pod
 is bound already (a worker with a lagging view, a new leader, decided for it), gone or recreated
@@ -262,28 +264,33 @@ class Binder:
 
     # -- Unreserve -------------------------------------------------------------------------------
 
-    def roll_back(self, pod: Obj, written: Written) -> None:
+    def roll_back(self, pod: Obj, written: Written) -> Obj | None:
         """The API half of Unreserve: undo this cycle's writes; best effort, every step
         tolerates NotFound. Nothing is undone of a pod that got bound (its binding went through
-        although Bind failed): it runs with what this cycle wrote."""
-        if written.user_claims or written.special_claim is not None or written.pod_status:
+        although Bind failed): it runs with what this cycle wrote. Returns the special claim this
+        cycle created and left in place (its deletion failed, or fenced) for a pod neither bound nor
+        gone: the pod's next attempt must find it."""
+        claim = written.special_claim
+        live: Obj | None = pod
+        if written.user_claims or claim is not None or written.pod_status:
             try:
                 live = self.read_pod(pod)
-            except BindError as e:
+            except (BindError, NotLeader) as e:
                 log.warning("unreserve: %s: nothing undone", e, extra={"pod": key(pod)})
-                return
+                return claim
             if live is not None and spec(live).get("nodeName"):
                 log.warning(
                     "unreserve: the pod is bound: nothing undone",
                     extra={"pod": key(pod), "node": spec(live).get("nodeName")},
                 )
-                return
-        claim = written.special_claim
+                return None
+        left = None
         if claim is not None:
             try:
                 self.claims.delete(namespace(claim), name(claim), uid(claim))
             except (ApiError, BindError, NotLeader) as e:
                 log.warning("unreserve: delete claim: %s", e, extra={"pod": key(pod), "claim": name(claim)})
+                left = claim if live is not None else None  # a gone pod's claims go with it
         for ns, cname, allocated_here in written.user_claims:
             try:
                 self.claims.unreserve(ns, cname, uid(pod), deallocate=allocated_here)
@@ -295,6 +302,7 @@ class Binder:
                 self.clear_mapping(pod, name(mapped))
             except (ApiError, BindError, NotLeader) as e:
                 log.info("unreserve: clear pod status: %s", e, extra={"pod": key(pod)})
+        return left
 
     def clear_mapping(self, pod: Obj, claim_name: str) -> None:
         """Clear the pod's ``status.extendedResourceClaimStatus`` if it still names ``claim_name``,

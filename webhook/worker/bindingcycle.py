@@ -240,9 +240,10 @@ class BindingCycle:
             self.events.post(pod, "Normal", ALIGNMENT_RELAXED, relaxed)
 
     def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
-        """Unreserve: undo the binding cycle's API writes, then its in-memory reservation."""
-        self.binder.roll_back(pod, written)
-        self.scheduler.unreserve(decision, token)
+        """Unreserve: undo the binding cycle's API writes, then its in-memory reservation; a special
+        claim left in place stays in the engine's view (the next attempt reuses it)."""
+        left = self.binder.roll_back(pod, written)
+        self.scheduler.unreserve(decision, token, left)
 
 
 def waiting_claims(decision: Decision, written: Written) -> list[ClaimKey]:
