@@ -167,17 +167,12 @@ def test_forget_claim_drops_it_without_telling_the_listeners() -> None:
     assert rec.events == []
 
 
-def test_learn_claim_shows_a_claim_the_watch_has_not_brought_and_keeps_a_known_one() -> None:
-    cache = ClusterCache.from_objects([])
-    rec = Recorder(cache)
-    cache.subscribe(rec)
-    c = claim("c", device="gpu-0")
-    cache.learn_claim(c)
-    assert cache.allocated([("default", "c")]) == {("default", "c")}
-    assert rec.events == []
-    older = claim("c")  # an older copy, unallocated: the cache keeps what it knows
-    cache.learn_claim(older)
-    assert cache.allocated([("default", "c")]) == {("default", "c")}
+def test_shown_is_a_claim_at_the_given_resource_version_or_later_allocated_or_not() -> None:
+    c = {**claim("c"), "metadata": {**claim("c")["metadata"], "resourceVersion": "5"}}
+    cache = ClusterCache.from_objects([c])
+    assert cache.shown({("default", "c"): "5", ("default", "other"): "1"}) == {("default", "c")}
+    assert cache.shown({("default", "c"): "4"}) == {("default", "c")}
+    assert cache.shown({("default", "c"): "6"}) == set()  # the cache's copy is older
 
 
 # -- SharedScheduler ---------------------------------------------------------------------------------

@@ -118,3 +118,35 @@ def test_a_late_event_of_a_pod_just_bound_does_not_schedule_it_again(kube: Clust
     assert claim["status"]["reservedFor"][0]["uid"] == pod_uid  # still there, still the pod's
     cache.handle("Pod", "MODIFIED", {**live, "kind": "Pod"})  # the binding, at last
     assert w.assumed(pod_uid) is None
+
+
+def test_a_left_claim_holds_its_pod_until_the_cache_shows_it_or_the_hold_ends(kube: Cluster) -> None:
+    """``LeftClaims``: a pod whose failed cycle left a special claim waits until the cache shows
+    that claim at its creation's resourceVersion or later; at most ``hold`` seconds."""
+    from webhook.worker.assumed import LeftClaims
+
+    kube.apply(node("n"), device_class(), gpu_slice("n", 1))
+    pod = kube.pod("p")
+    cache = ClusterCache.from_objects(kube.snapshot())
+    claim = kube.client().create(
+        RESOURCE_CLAIMS, {"metadata": {"name": "left", "namespace": "default"}, "spec": {}}, "default"
+    )
+    now = [0.0]
+    left = LeftClaims(cache, hold=10.0, clock=lambda: now[0])
+    assert not left.waits("other")
+    left.leave(pod["metadata"]["uid"], claim)
+    assert left.waits(pod["metadata"]["uid"])
+    claim_events(kube, cache, "left", allocated=False, resource_version="1")  # an older version
+    assert left.waits(pod["metadata"]["uid"])
+    claim_events(kube, cache, "left", allocated=False)
+    assert not left.waits(pod["metadata"]["uid"])
+    assert not left.waits(pod["metadata"]["uid"])  # done with: forgotten
+
+    left.leave("gone-before-shown", {**claim, "metadata": {**claim["metadata"], "name": "never"}})
+    now[0] = 9.9
+    assert left.waits("gone-before-shown")
+    now[0] = 10.0
+    assert not left.waits("gone-before-shown")  # the hold ended
+    left.leave("bound", claim)
+    left.forget("bound")
+    assert not left.waits("bound")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Gauge
 
 from tests.worker.harness import Cluster, device_class, gpu_slice, node
-from tests.worker.workers import make_worker
+from tests.worker.workers import claim_events, make_worker
+from webhook.core.api.objects import Obj
 from webhook.kube.cache import ClusterCache
 from webhook.kube.client import KubeClient
 from webhook.kube.leader import LeaderElector
@@ -81,31 +82,37 @@ def test_a_worker_that_loses_the_lease_mid_write_sends_no_retry_and_nothing_more
 def test_a_claim_the_fenced_unreserve_could_not_delete_is_reused_by_the_next_attempt(kube: Cluster) -> None:
     """The lease lost for a moment right after PreBind created the special claim: Unreserve may not
     delete it. The next attempt, as soon as the worker leads again, may come before its informer
-    shows that claim: it reuses it rather than creating a second claim for the pod."""
+    shows that claim: it waits for it (writing nothing), then reuses it rather than creating a
+    second claim for the pod."""
     kube.apply(node("n"), device_class(), gpu_slice("n", 1))
     pod = kube.pod("p")
+    pod_uid = pod["metadata"]["uid"]
     now = [0.0]
     elector = LeaderElector(kube.client(), "draxr-system", "draxr-worker", "me", clock=lambda: now[0])
     assert elector.try_acquire_or_renew()
-    lagging = ClusterCache.from_objects(kube.snapshot())  # shows only what the worker itself learns
-    first = make_worker(kube.client(), lagging, leader=elector)
+    lagging = ClusterCache.from_objects(kube.snapshot())  # an informer that has not shown the claim
+    w = make_worker(kube.client(), lagging, leader=elector)
 
-    def lease_lost(step: str, _pod: dict[str, object]) -> None:
+    def lease_lost(step: str, _pod: Obj) -> None:
         if step == "claim-created":
             now[0] = elector.renew_deadline  # no renewal since 0: the fence is down
 
-    first.binder.observer = lease_lost
+    w.binder.observer = lease_lost
     try:
-        first.schedule_one(pod["metadata"]["uid"])
+        w.queue.add(pod_uid)
+        assert w.queue.pop(timeout=0) is not None
+        w.schedule_one(pod_uid)
+        assert w.queue.pop(timeout=10) is not None  # given back once its binding cycle was undone
+        [left] = kube.claims()
+        assert kube.bound() == {}
+        w.binder.observer = None
+        assert elector.try_acquire_or_renew()  # leading again
+        kube.em.reset_requests()
+        assert w.schedule_one(pod_uid) is None  # waits for the claim its last attempt left
+        assert [r for r in kube.em.requests() if r.verb not in ("get", "list", "watch")] == []
+        claim_events(kube, lagging, left["metadata"]["name"], allocated=False)  # the watch shows it
+        w.schedule_one(pod_uid)
     finally:
-        first.stop()  # waits for the binding cycle
-    [left] = kube.claims()
-    assert kube.bound() == {}
-    assert elector.try_acquire_or_renew()  # leading again
-    again = make_worker(kube.client(), lagging, leader=elector)
-    try:
-        again.schedule_one(pod["metadata"]["uid"])
-    finally:
-        again.stop()
+        w.stop()  # waits for the binding cycle
     assert kube.bound() == {"p": "n"}
     assert [c["metadata"]["uid"] for c in kube.claims()] == [left["metadata"]["uid"]]

@@ -355,17 +355,16 @@ class ClusterCache:
                     out.add(k)
             return out
 
+    def shown(self, written: Mapping[tuple[str, str], str]) -> set[tuple[str, str]]:
+        """Which claims (key: the resourceVersion a write left it at) the cache shows at that
+        resourceVersion or later, allocated or not."""
+        with self.lock:
+            claims = self.state.allocated.claims
+            return {k for k, rv in written.items() if k in claims and not_older(claims[k], rv)}
+
     def forget_claim(self, claim: Obj) -> None:
         """A claim this process deleted: gone from the engine's view before the watch says so."""
         self.handle("ResourceClaim", "DELETED", claim, notify=False)
-
-    def learn_claim(self, claim: Obj) -> None:
-        """A claim this process created and could not delete (a fenced Unreserve): in the engine's
-        view before the watch shows it, or the pod's next attempt would create a second one. Nothing
-        when the cache knows the claim already; its next event replaces this copy."""
-        with self.lock:
-            if (namespace(claim), name(claim)) not in self.state.allocated.claims:
-                self.handle("ResourceClaim", "ADDED", claim, notify=False)
 
     def scheduler(
         self,
@@ -428,10 +427,7 @@ class SharedScheduler:
         with self._cache.lock:
             return DefaultPreemption(self.engine).post_filter(pod, decision, pdbs)
 
-    def unreserve(self, decision: Decision, token: str, left: Obj | None = None) -> None:
-        """The in-memory half of Unreserve; ``left``: the special claim its API half could not delete
-        (``ClusterCache.learn_claim``)."""
+    def unreserve(self, decision: Decision, token: str) -> None:
+        """The in-memory half of Unreserve."""
         with self._cache.lock:
             self.engine.unreserve(decision, token)
-            if left is not None:
-                self._cache.learn_claim(left)

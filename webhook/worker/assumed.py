@@ -3,15 +3,17 @@
 kube-scheduler assumes a pod it bound until its cache shows the binding, and the DRA plugin keeps a
 claim it wrote in an assume cache until the informer catches up. The worker does both: an event of a
 bound pod that still shows no node must not schedule it again, and a decision's reservation of
-devices stays until the cache shows the claims that hold them.
+devices stays until the cache shows the claims that hold them. A special claim a failed cycle could
+not delete holds its pod's next attempt until the cache shows it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
-from ..core.api.objects import Obj, name, namespace, not_older, spec, uid
+from ..core.api.objects import Obj, meta, name, namespace, not_older, spec, uid
 from ..core.cluster.allocated import allocated_devices
 from ..kube.cache import ClusterCache
 
@@ -60,7 +62,7 @@ class AssumedClaims:
     counts the claims instead. An older event (the creation, before the status write) keeps it."""
 
     def __init__(self, cache: ClusterCache) -> None:
-        self._cache = cache
+        self.cache = cache
         #: token -> the claims it waits for, each with the resourceVersion the cycle left it at.
         self._waiting: dict[str, dict[ClaimKey, str]] = {}
         self._lock = threading.Lock()
@@ -69,12 +71,12 @@ class AssumedClaims:
         """Keep the reservation ``token`` until the cache shows ``written`` (key: resourceVersion,
         "" unknown); forget it at once when it already does (the watch was faster)."""
         with self._lock:
-            shown = self._cache.caught_up(written)
+            shown = self.cache.caught_up(written)
             waiting = {k: rv for k, rv in written.items() if k not in shown}
             if waiting:
                 self._waiting[token] = waiting
         if not waiting:
-            self._cache.forget_reservation(token)
+            self.cache.forget_reservation(token)
 
     def seen(self, etype: str, claim: Obj) -> None:
         """A claim event: the reservations that waited only for this claim are forgotten."""
@@ -92,4 +94,43 @@ class AssumedClaims:
             for token in done:
                 del self._waiting[token]
         for token in done:
-            self._cache.forget_reservation(token)
+            self.cache.forget_reservation(token)
+
+
+class LeftClaims:
+    """Special claims that failed binding cycles created and could not delete (a fenced Unreserve:
+    the lease lost for a moment), one per pod, until the cache shows them. The pod's next attempt
+    waits for that: deciding before, it would find no claim of the pod and create a second one.
+    A claim is waited for at most ``hold`` seconds: one deleted before the watch showed it (a
+    relist that never lists it) holds its pod no longer, and a second claim is freed anyway once
+    the pod is seen bound with the other (``eventhandlers``)."""
+
+    def __init__(self, cache: ClusterCache, hold: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self._cache = cache
+        self._hold = hold
+        self._clock = clock
+        #: pod uid -> (the claim's key, its resourceVersion when created, since when it is waited for).
+        self._left: dict[str, tuple[ClaimKey, str, float]] = {}
+        self._lock = threading.Lock()
+
+    def leave(self, pod_uid: str, claim: Obj) -> None:
+        with self._lock:
+            key = (namespace(claim), name(claim))
+            self._left[pod_uid] = (key, str(meta(claim).get("resourceVersion") or ""), self._clock())
+
+    def waits(self, pod_uid: str) -> bool:
+        """Whether the pod's next attempt must wait: its left claim is not in the cache yet."""
+        with self._lock:
+            entry = self._left.get(pod_uid)
+            if entry is None:
+                return False
+            key, rv, since = entry
+            if self._clock() - since < self._hold and key not in self._cache.shown({key: rv}):
+                return True
+            del self._left[pod_uid]
+            return False
+
+    def forget(self, pod_uid: str) -> None:
+        """The pod left the queue (bound, gone)."""
+        with self._lock:
+            self._left.pop(pod_uid, None)

@@ -28,7 +28,7 @@ from ..core.api.objects import Obj, as_dict, key, name, namespace, parse_time, s
 from ..core.scheduling.framework import Decision
 from ..kube.cache import SharedScheduler
 from ..kube.client import ApiError, NotLeader
-from .assumed import AssumedClaims, AssumedPods
+from .assumed import AssumedClaims, AssumedPods, LeftClaims
 from .binder import AlreadyBound, Binder, BindError, Written
 from .bindingconditions import BindingConditionWaiter, ClaimKey
 from .events import (
@@ -70,9 +70,11 @@ class BindingCycle:
         volumes: VolumeBinder | None = None,
         conditions: BindingConditionWaiter | None = None,
         submit: Callable[[Callable[[], object]], object] = _inline,
+        left: LeftClaims | None = None,
     ) -> None:
         """``conditions``: the wait for binding conditions (None: bind at once, as before);
-        ``submit``: where a wait's end runs (the binding pool)."""
+        ``submit``: where a wait's end runs (the binding pool); ``left``: the special claims
+        Unreserve left in place, for the pods' next attempts to wait for (None: its own)."""
         self.binder = binder
         self.scheduler = scheduler
         self.queue = queue
@@ -83,6 +85,7 @@ class BindingCycle:
         self.volumes = volumes
         self.conditions = conditions
         self.submit = submit
+        self.left = left or LeftClaims(assumed_claims.cache)
         #: Pods bound by this worker.
         self.bound_total = 0
 
@@ -217,6 +220,7 @@ class BindingCycle:
         claim = written.special_claim or written.reused_claim
         # The reservation stays until the cache shows every claim this cycle wrote.
         self.assumed_claims.hold(token, written.claim_versions)
+        self.left.forget(uid(pod))
         self.queue.done(uid(pod))
         self.bound_total += 1
         created = parse_time(pod.get("metadata", {}).get("creationTimestamp"))
@@ -241,9 +245,11 @@ class BindingCycle:
 
     def unreserve(self, pod: Obj, decision: Decision, token: str, written: Written) -> None:
         """Unreserve: undo the binding cycle's API writes, then its in-memory reservation; a special
-        claim left in place stays in the engine's view (the next attempt reuses it)."""
+        claim left in place is waited for by the pod's next attempt (``LeftClaims``)."""
         left = self.binder.roll_back(pod, written)
-        self.scheduler.unreserve(decision, token, left)
+        if left is not None:
+            self.left.leave(uid(pod), left)
+        self.scheduler.unreserve(decision, token)
 
 
 def waiting_claims(decision: Decision, written: Written) -> list[ClaimKey]:

@@ -93,10 +93,14 @@ class SchedulingLoop:
             or not is_ours(pod, self.scheduler_name)
             or self.assumed_pods.node(pod_uid) is not None
         ):
+            self.binding.left.forget(pod_uid)
             self.queue.done(pod_uid)
             return None
         if not self.is_leader():
             self.queue.requeue(pod_uid)
+            return None
+        if self.binding.left.waits(pod_uid):  # a claim its last attempt left: not in the cache yet
+            self.queue.failed(pod_uid, unschedulable=False)
             return None
         group = group_of(pod)
         if group is not None and self.groups is not None:
