@@ -28,11 +28,25 @@ def low(kube: Cluster, name: str, priority: int, **labels: str) -> Obj:
 def full_node(kube: Cluster, pods: dict[str, tuple[int, dict[str, str]]]) -> dict[str, list[str]]:
     """One node with as many GPUs as ``pods``, all bound; each pod's devices."""
     kube.apply(node("n"), device_class(), gpu_slice("n", len(pods)))
-    kube.worker()
+    proc = kube.worker()
     for name, (prio, labels) in pods.items():
         low(kube, name, prio, **labels)
     kube.wait_bound(len(pods))
     kube.em.wait_for(lambda: len(kube.claims()) == len(pods), 30, "every special claim allocated")
+    # Preemption weighs the pods the worker's cache shows bound (docs/limitations.md): the node is
+    # full in its view too before a preemptor comes.
+    assert proc.cache is not None
+    cache = proc.cache
+    keys = [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in kube.claims()]
+    uids = [p["metadata"]["uid"] for p in kube.pods()]
+
+    def seen_full() -> bool:
+        shown = [cache.pod(u) for u in uids]
+        return len(cache.allocated(keys)) == len(keys) and all(
+            p is not None and p["spec"].get("nodeName") for p in shown
+        )
+
+    kube.em.wait_for(seen_full, 30, "the worker's cache shows the node full")
     return devices_by_pod(kube)
 
 
