@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.core.podfactory import container, node, pod
 from webhook.core.api.objects import Obj
@@ -127,6 +129,41 @@ def test_refresh_takes_the_new_node_and_keeps_what_pods_request() -> None:
     assert info.unschedulable is True
     assert info.requested == {"cpu": 1000}
     assert info.host_ports == {"a": [("TCP", "0.0.0.0", 80)]}
+
+
+Step = tuple[str, str, dict[str, int]]  # ("add", pod, requests), ("remove", pod, {}), ("refresh", cpu, {})
+STEPS: st.SearchStrategy[Step] = st.one_of(
+    st.tuples(
+        st.just("add"),
+        st.sampled_from(["a", "b", "c"]),
+        st.dictionaries(st.sampled_from(["cpu", "memory", GPU, "pods"]), st.integers(0, 5000), max_size=3),
+    ),
+    st.tuples(st.just("remove"), st.sampled_from(["a", "b", "c", "nobody"]), st.just({})),
+    st.tuples(st.just("refresh"), st.sampled_from(["1", "4", "8"]), st.just({})),
+)
+
+
+@given(st.lists(STEPS, max_size=12))
+def test_free_is_allocatable_minus_requested_through_every_change(steps: list[Step]) -> None:
+    """``free``, which the usual-node check reads instead of subtracting per node, never drifts from
+    allocatable minus requested: through pods added (again), removed, the node refreshed, snapshots."""
+    info = NodeInfo.of(node("n", {"cpu": "4", "memory": "1Gi"}))
+    for verb, arg, reqs in steps:
+        if verb == "add":
+            info.add_pod(arg, reqs, [])
+        elif verb == "remove":
+            info.remove_pod(arg)
+        else:
+            info.refresh(node("n", {"cpu": arg, "memory": "1Gi"}))
+        for view in (info, info.snapshot()):
+            keys = set(view.allocatable) | set(view.requested) | set(view.free)
+            assert {k: view.free.get(k, 0) for k in keys} == {
+                k: view.allocatable.get(k, 0) - view.requested.get(k, 0) for k in keys
+            }
+    copy = info.snapshot()
+    copy.add_pod("only-in-the-copy", {"cpu": 1}, [])
+    assert "only-in-the-copy" not in info.pods
+    assert info.free.get("cpu", 0) == info.allocatable.get("cpu", 0) - info.requested.get("cpu", 0)
 
 
 # -- hard taints ----------------------------------------------------------------------------------

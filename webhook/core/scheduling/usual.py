@@ -102,11 +102,10 @@ def usual_check(
             if len(info.pods) >= info.max_pods:
                 continue
             if checks:
-                alloc = info.allocatable
-                requested = info.requested
+                room = info.free
                 fit = True
                 for r, want in checks:
-                    if want > alloc.get(r, 0) - requested.get(r, 0):
+                    if want > room.get(r, 0):
                         fit = False
                         break
                 if not fit:
