@@ -167,14 +167,6 @@ def test_forget_claim_drops_it_without_telling_the_listeners() -> None:
     assert rec.events == []
 
 
-def test_shown_is_a_claim_at_the_given_resource_version_or_later_allocated_or_not() -> None:
-    c = {**claim("c"), "metadata": {**claim("c")["metadata"], "resourceVersion": "5"}}
-    cache = ClusterCache.from_objects([c])
-    assert cache.shown({("default", "c"): "5", ("default", "other"): "1"}) == {("default", "c")}
-    assert cache.shown({("default", "c"): "4"}) == {("default", "c")}
-    assert cache.shown({("default", "c"): "6"}) == set()  # the cache's copy is older
-
-
 # -- SharedScheduler ---------------------------------------------------------------------------------
 
 

@@ -355,13 +355,6 @@ class ClusterCache:
                     out.add(k)
             return out
 
-    def shown(self, written: Mapping[tuple[str, str], str]) -> set[tuple[str, str]]:
-        """Which claims (key: the resourceVersion a write left it at) the cache shows at that
-        resourceVersion or later, allocated or not."""
-        with self.lock:
-            claims = self.state.allocated.claims
-            return {k for k, rv in written.items() if k in claims and not_older(claims[k], rv)}
-
     def forget_claim(self, claim: Obj) -> None:
         """A claim this process deleted: gone from the engine's view before the watch says so."""
         self.handle("ResourceClaim", "DELETED", claim, notify=False)

@@ -62,7 +62,7 @@ class AssumedClaims:
     counts the claims instead. An older event (the creation, before the status write) keeps it."""
 
     def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
+        self._cache = cache
         #: token -> the claims it waits for, each with the resourceVersion the cycle left it at.
         self._waiting: dict[str, dict[ClaimKey, str]] = {}
         self._lock = threading.Lock()
@@ -71,12 +71,12 @@ class AssumedClaims:
         """Keep the reservation ``token`` until the cache shows ``written`` (key: resourceVersion,
         "" unknown); forget it at once when it already does (the watch was faster)."""
         with self._lock:
-            shown = self.cache.caught_up(written)
+            shown = self._cache.caught_up(written)
             waiting = {k: rv for k, rv in written.items() if k not in shown}
             if waiting:
                 self._waiting[token] = waiting
         if not waiting:
-            self.cache.forget_reservation(token)
+            self._cache.forget_reservation(token)
 
     def seen(self, etype: str, claim: Obj) -> None:
         """A claim event: the reservations that waited only for this claim are forgotten."""
@@ -94,7 +94,7 @@ class AssumedClaims:
             for token in done:
                 del self._waiting[token]
         for token in done:
-            self.cache.forget_reservation(token)
+            self._cache.forget_reservation(token)
 
 
 class LeftClaims:
@@ -125,7 +125,7 @@ class LeftClaims:
             if entry is None:
                 return False
             key, rv, since = entry
-            if self._clock() - since < self._hold and key not in self._cache.shown({key: rv}):
+            if self._clock() - since < self._hold and not self._cache.caught_up({key: rv}):
                 return True
             del self._left[pod_uid]
             return False

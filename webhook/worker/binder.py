@@ -10,8 +10,8 @@
 
 Every step is idempotent. Unreserve undoes what this cycle wrote: it deletes the special claim it
 created (finalizer first, NotFound is success) and takes the pod out of user claims' reservedFor.
-A special claim it cannot delete (fenced: the lease lost for a moment) is handed back, so the
-engine's view holds it before the watch does and the pod's next attempt reuses it.
+A special claim it cannot delete (fenced: the lease lost for a moment) is handed back: the pod's
+next attempt waits for the cache to show it (``assumed.LeftClaims``), then reuses it.
 
 A bound pod is never touched: PreBind reads the pod before its first write and stops when the pod
 is bound already (a worker with a lagging view, a new leader, decided for it), gone or recreated
@@ -275,7 +275,7 @@ class Binder:
         if written.user_claims or claim is not None or written.pod_status:
             try:
                 live = self.read_pod(pod)
-            except (BindError, NotLeader) as e:
+            except BindError as e:
                 log.warning("unreserve: %s: nothing undone", e, extra={"pod": key(pod)})
                 return claim
             if live is not None and spec(live).get("nodeName"):

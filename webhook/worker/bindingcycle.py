@@ -67,14 +67,14 @@ class BindingCycle:
         metrics: WorkerMetrics,
         assumed_pods: AssumedPods,
         assumed_claims: AssumedClaims,
+        left: LeftClaims,
         volumes: VolumeBinder | None = None,
         conditions: BindingConditionWaiter | None = None,
         submit: Callable[[Callable[[], object]], object] = _inline,
-        left: LeftClaims | None = None,
     ) -> None:
-        """``conditions``: the wait for binding conditions (None: bind at once, as before);
-        ``submit``: where a wait's end runs (the binding pool); ``left``: the special claims
-        Unreserve left in place, for the pods' next attempts to wait for (None: its own)."""
+        """``left``: the special claims Unreserve left in place, for the pods' next attempts to
+        wait for; ``conditions``: the wait for binding conditions (None: bind at once, as before);
+        ``submit``: where a wait's end runs (the binding pool)."""
         self.binder = binder
         self.scheduler = scheduler
         self.queue = queue
@@ -85,7 +85,7 @@ class BindingCycle:
         self.volumes = volumes
         self.conditions = conditions
         self.submit = submit
-        self.left = left or LeftClaims(assumed_claims.cache)
+        self.left = left
         #: Pods bound by this worker.
         self.bound_total = 0
 

@@ -27,7 +27,7 @@ from ..core.scheduling.framework import Decision
 from ..kube.cache import ClusterCache
 from ..kube.client import KubeClient
 from ..kube.leader import LeaderElector
-from .assumed import AssumedClaims, AssumedPods
+from .assumed import AssumedClaims, AssumedPods, LeftClaims
 from .binder import Binder
 from .bindingconditions import BindingConditionWaiter
 from .bindingcycle import BindingCycle
@@ -104,6 +104,7 @@ class Worker:
         )
         self.assumed_pods = AssumedPods(cache)
         assumed_claims = AssumedClaims(cache)
+        left_claims = LeftClaims(cache)
         self._stop = threading.Event()
         self.volume_binder = VolumeBinder(client, cache, fence, config.bind_timeout, self._stop)
         self._pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
@@ -116,6 +117,7 @@ class Worker:
             metrics,
             self.assumed_pods,
             assumed_claims,
+            left_claims,
             self.volume_binder,
             self.binding_conditions,
             self._pool.submit,
