@@ -52,8 +52,8 @@ class NodeInfo:
     plain: bool = True
     #: Allocatable ``pods`` (kube-scheduler's default when the node does not say).
     max_pods: int = DEFAULT_MAX_PODS
-    #: Allocatable minus requested, per resource the node has or a pod requests: NodeResourcesFit's
-    #: room read once per resource for every node a decision visits (kept with ``requested``).
+    #: Allocatable minus requested, per resource the node has or a pod requests: the room every
+    #: filter reads, once per resource for every node a decision visits (kept with ``requested``).
     free: Units = field(default_factory=dict)
 
     @classmethod
@@ -71,9 +71,9 @@ class NodeInfo:
         self.hard_taints = hard_taints(node)
         self.max_pods = self.allocatable.get(PODS, DEFAULT_MAX_PODS)
         self.set_kubelet_gate(kubelet_gate(node))
-        self._refree()
+        self._recount_free()
 
-    def _refree(self) -> None:
+    def _recount_free(self) -> None:
         free = dict(self.allocatable)
         for k, v in self.requested.items():
             free[k] = free.get(k, 0) - v
@@ -360,11 +360,7 @@ class Nodes(Mapping[str, NodeInfo]):
         for r in resources:
             if "/" not in r:
                 continue
-            room = (
-                info is not None
-                and node_name in self._serving.get(r, ())
-                and info.allocatable.get(r, 0) - info.requested.get(r, 0) > 0
-            )
+            room = info is not None and node_name in self._serving.get(r, ()) and info.free.get(r, 0) > 0
             members = self._has_room.get(r)
             if room == (members is not None and node_name in members):
                 continue

@@ -153,13 +153,7 @@ def path_for(
         native_room=native_room,
         dra_room=_fits_on_a_node(free, per_class),
         dra_devices=_fits_on_a_node(total, per_class),
-        plugin_room=any(
-            all(
-                state.nodes[n].allocatable.get(r, 0) - state.nodes[n].requested.get(r, 0) >= want[r]
-                for r in classes
-            )
-            for n in plugin_nodes
-        ),
+        plugin_room=any(all(state.nodes[n].free.get(r, 0) >= want[r] for r in classes) for n in plugin_nodes),
     )
 
 

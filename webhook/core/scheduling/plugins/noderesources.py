@@ -46,10 +46,9 @@ def fits(wanted: list[tuple[str, int]], info: NodeInfo) -> bool:
     of ``checks``'s resources against what the node has left."""
     if len(info.pods) >= info.max_pods:
         return False
-    alloc = info.allocatable
-    used = info.requested
+    room = info.free
     for r, want in wanted:  # noqa: SIM110 (a loop, not all(...): this runs for every node visited)
-        if want > alloc.get(r, 0) - used.get(r, 0):
+        if want > room.get(r, 0):
             return False
     return True
 
@@ -57,18 +56,17 @@ def fits(wanted: list[tuple[str, int]], info: NodeInfo) -> bool:
 def filter_node(reqs: Units, info: NodeInfo, delegated: Collection[str]) -> list[str]:
     """Every insufficient resource, skipping names delegated to DRA here."""
     reasons: list[str] = []
-    alloc = info.allocatable
-    used = info.requested
+    room = info.free
     if len(info.pods) + 1 > info.max_pods:
         reasons.append(TOO_MANY_PODS)
     for res in (CPU, MEMORY, EPHEMERAL_STORAGE):
         want = reqs.get(res, 0)
-        if want > 0 and want > alloc.get(res, 0) - used.get(res, 0):
+        if want > 0 and want > room.get(res, 0):
             reasons.append(insufficient(res))
     for res, want in reqs.items():
         if want == 0 or not is_scalar(res) or res in delegated:
             continue
-        if want > alloc.get(res, 0) - used.get(res, 0):
+        if want > room.get(res, 0):
             reasons.append(insufficient(res))
     return reasons
 
