@@ -52,13 +52,19 @@ def create(client: Client, namespace: str, name: str, retried: list[str] | None 
         if status in (201, 409):
             return ""
         words = f"{status} {body.get('message', body)}"
-        if not (status in (429, 500, 503, 504) and "webhook" not in words) and not (
-            status == 500 and _endpoints_lagged(client, words)
-        ):
+        if not _cannot_now(client, status, words):
             return words
     if retried is not None:
         retried.append(words)
     return None
+
+
+def _cannot_now(client: Client, status: int, words: str) -> bool:
+    """An answer the API server gives while it cannot take the create (a user tries again): 429 or
+    a 5xx that names no webhook, or a webhook's endpoints it has not listed yet."""
+    if status in (429, 500, 503, 504) and "webhook" not in words:
+        return True
+    return status == 500 and _endpoints_lagged(client, words)
 
 
 #: The API server's words when its own view of a webhook Service's endpoints is empty.

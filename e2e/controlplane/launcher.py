@@ -423,6 +423,8 @@ class Proc:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    #: Stopped on purpose (``kill``, ``restart_process``), to be started again: not a death.
+    stopped: bool = False
 
 
 def spawn(
@@ -581,8 +583,6 @@ class ControlPlane:
         self._etcd_ports: tuple[int, int] | None = None
         self._ca: _CA | None = None
         self._procs: list[Proc] = []
-        #: Pids of processes stopped on purpose (``kill``, ``restart_process``): not deaths to report.
-        self._stopped: set[int] = set()
         self.port = 0
         self.etcd_url = ""
 
@@ -693,7 +693,7 @@ class ControlPlane:
     def kill(self, name: str) -> None:
         """SIGKILL ``name`` (a crash: no graceful shutdown) and wait until it is gone."""
         proc = self.process(name)
-        self._stopped.add(proc.popen.pid)
+        proc.stopped = True
         if proc.popen.poll() is None:
             proc.popen.kill()
             proc.popen.wait(self.stop_timeout)
@@ -724,7 +724,7 @@ class ControlPlane:
         """A graceful restart of ``name`` alone (SIGTERM, then started again); the others keep running
         and must find it again themselves, as after a rollout of one component."""
         proc = self.process(name)
-        self._stopped.add(proc.popen.pid)
+        proc.stopped = True
         self._terminate(proc)
         self.start_again(name)
 
@@ -762,7 +762,7 @@ class ControlPlane:
         purpose to be started again is not a death: another thread may wait meanwhile)."""
         for p in list(self._procs):
             code = p.popen.poll()
-            if code is not None and p.popen.pid not in self._stopped:
+            if code is not None and not p.stopped:
                 return f"{p.name} exited with {code}; the end of {p.log}:\n{log_tail(p.log)}"
         return None
 
