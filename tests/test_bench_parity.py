@@ -7,12 +7,10 @@ allow."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 
 import pytest
 
-from bench.common import int_list
 from bench.parity import (
     ALLOWED_ZONES,
     SELECTED_NODE,
@@ -124,9 +122,3 @@ def test_a_provisioner_that_cannot_bind_says_why_instead_of_dying_silently(clien
         wait_until("the provisioner's error", lambda: bool(provisioner.errors), 10)
     assert provisioner.errors == [f"provisioner: KeyError: '{ZONE}'"]
     assert provisioner.provisioned == 0
-
-
-def test_seeds_are_integers_separated_by_commas() -> None:
-    assert int_list("1, 2,3,") == [1, 2, 3]
-    with pytest.raises(argparse.ArgumentTypeError, match="not '1,a'"):
-        int_list("1,a")
