@@ -166,6 +166,28 @@ def test_free_is_allocatable_minus_requested_through_every_change(steps: list[St
     assert info.free.get("cpu", 0) == info.allocatable.get("cpu", 0) - info.requested.get("cpu", 0)
 
 
+@given(st.lists(STEPS, min_size=1, max_size=12))
+def test_every_change_renews_the_stamp_and_no_two_nodeinfos_share_one(steps: list[Step]) -> None:
+    """A verdict remembered with a stamp (``scheduling.usual``) holds only while nothing changed:
+    each add, remove (even of an unknown pod), refresh and gate gives a stamp never seen before."""
+    info = NodeInfo.of(node("n", {"cpu": "4"}))
+    seen = {info.stamp}
+    for verb, arg, reqs in steps:
+        if verb == "add":
+            info.add_pod(arg, reqs, [])
+        elif verb == "remove":
+            info.remove_pod(arg)
+        else:
+            info.refresh(node("n", {"cpu": arg}))
+        assert info.stamp not in seen
+        seen.add(info.stamp)
+        copy = info.snapshot()
+        assert copy.stamp not in seen
+        seen.add(copy.stamp)
+    info.set_kubelet_gate(False)
+    assert info.stamp not in seen
+
+
 # -- hard taints ----------------------------------------------------------------------------------
 
 

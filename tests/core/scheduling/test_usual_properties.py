@@ -1,7 +1,8 @@
 """The usual-node check against the general filters: for a usual pod, the search's feasible nodes and
 their keys (``Usual.scan``, one pass over the walk) are exactly what Filter and Score give when the
 same pod takes the general path (a node selector every node matches makes it not usual), and
-``Usual.check`` gives each node the verdict ``scan`` gives it."""
+``Usual.check`` gives each node the verdict ``scan`` gives it; verdicts remembered across decisions
+are those of the cluster as it is."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from hypothesis import strategies as st
 from tests.core.harness import scheduler
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
+from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.usual import UsualMemo
 
 GPU = "example.com/gpu"
 CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
@@ -190,3 +193,77 @@ def test_with_plugins_and_nominated_pods_the_usual_pass_gives_what_filter_and_sc
     assert [n for _, n in got] == [n for _, n in expected]
     for (a, _), (b, _) in zip(got, expected, strict=True):
         assert abs(a - b) < 1e-9
+
+
+#: A change to the cluster between two decisions: (what, node index, a number).
+changes = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["bind", "unbind", "claim", "unclaim", "taint", "untaint", "slice", "class", "decide", "release"]
+        ),
+        st.integers(0, 3),
+        st.integers(0, 3),
+    ),
+    max_size=12,
+)
+#: The pod shapes asked after each change: GPUs, cpu, GPU-b.
+shapes_asked = [(1, 0, 0), (2, 0, 0), (1, 4, 0), (1, 0, 1)]
+
+
+@settings(max_examples=100, deadline=None)
+@example([(3, "", 0, 0)], [("claim", 0, 1)], "binpack")  # a device taken: the node's counts move
+@example([(3, "", 3, 0)], [("bind", 0, 3), ("unbind", 0, 0)], "binpack")  # a pod gone: room again
+@example([(2, "", 0, 0)], [("decide", 0, 1), ("decide", 0, 1), ("release", 0, 0)], "binpack")
+@example([(2, "", 1, 1)], [("class", 0, 0), ("slice", 0, 3)], "spread")
+@given(node_shapes, changes, st.sampled_from(["binpack", "spread"]))
+def test_the_remembered_verdicts_are_those_of_the_cluster_now(
+    shapes: list[tuple[int, str, int, int]], steps: list[tuple[str, int, int]], policy: str
+) -> None:
+    """Verdicts remembered across decisions and changes (``UsualMemo``) give each scan exactly
+    what a scan that remembers nothing gives on the cluster as it is then."""
+    s = scheduler(*_cluster(shapes), policy=policy)
+    names = [f"n{i}" for i in range(len(shapes))]
+    remembered = s._usual_memo
+    reserved: list[tuple[Decision, str]] = []
+
+    def scans() -> list[list[tuple[float, str, object]]]:
+        out = []
+        for want, cpu, want_b in shapes_asked:
+            asks: dict[str, object] = {GPU: want, GPU_B: want_b} if want_b else {GPU: want}
+            if cpu:
+                asks["cpu"] = str(cpu)
+            for score in (True, False):
+                cycle = s.pre_filter(pod("p", [container("c", asks)]))
+                out.append(list(s._feasible(cycle, iter(names), score)))
+        return out
+
+    scans()  # every shape's verdicts remembered
+    for i, (what, at, k) in enumerate(steps):
+        target = f"n{at % len(shapes)}"
+        if what == "bind":
+            s.state.apply("Pod", pod(f"b{i}", [container("c", {"cpu": str(k + 1)})], nodeName=target))
+        elif what == "unbind":
+            s.state.apply("Pod", pod(f"b{k}", []), deleted=True)
+        elif what == "claim":
+            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"))
+        elif what == "unclaim":
+            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"), deleted=True)
+        elif what in ("taint", "untaint"):
+            taints = [{"key": "k", "effect": "NoSchedule"}] if what == "taint" else []
+            s.state.apply("Node", node(target, None, labels={"all": "yes"}, taints=taints))
+        elif what == "slice":
+            s.state.apply("ResourceSlice", resource_slice(f"s{at}", gpus(k), node_name=target))
+        elif what == "class":
+            index = 'device.attributes["gpu.example.com"].index'
+            narrower = f'device.driver == "gpu.example.com" && {index} <= {k}'
+            s.state.apply("DeviceClass", device_class("gpu.example.com", ext=GPU, selectors=[narrower]))
+        elif what == "decide":
+            d = s.schedule(pod(f"d{i}", [container("c", {GPU: k % 2 + 1})]))
+            if d.status == SCHEDULED:
+                reserved.append((d, s.reserve(d)))
+        elif what == "release" and reserved:
+            s.unreserve(*reserved.pop(k % len(reserved)))
+        got = scans()
+        s._usual_memo = UsualMemo()
+        assert got == scans(), (what, target, k)
+        s._usual_memo = remembered

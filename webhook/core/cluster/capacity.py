@@ -12,6 +12,9 @@ attribute and value, how many candidates and how many free), which placement sco
 largest group anywhere (``largest_group``), which decides whether a container's demand can be aligned
 at all.
 
+Every change of a node's counts renews the node's ``NodeInfo.stamp``, so that a verdict remembered
+with the stamp (``scheduling.usual``) never outlives the counts it read.
+
 A device with ``allowMultipleAllocations`` (consumable capacity) is never "taken" by its shares, so
 it counts in *share slots*, not as one device: its ``total`` is how many shares of the class's
 special-claim request (selector-less, toleration-less, with no capacity requests: each consumes every
@@ -37,7 +40,7 @@ from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
 from ..api.quantity import Quantity
 from .consumable import Amounts, share_slots
 from .devices import DeviceIndex
-from .nodeinfo import Nodes
+from .nodeinfo import Nodes, new_stamp
 from .slices import Device, DeviceKey
 from .topology import Group, Groups, group_devices
 
@@ -112,6 +115,7 @@ class FreeDevices:
             attrs = align_by(self._devices.classes.get(class_name))
             if attrs:
                 self._count_groups(slot, cands, attrs)
+            self._touch(node_name)
         self._complete.add(class_name)
         return free
 
@@ -247,6 +251,13 @@ class FreeDevices:
                 del ring[bisect_left(ring, node)]
             elif before <= 0 and after > 0:
                 insort(self._ring.setdefault(cls, []), node)
+            self._touch(node)
+
+    def _touch(self, node_name: str) -> None:
+        """The node's counts changed: its NodeInfo's stamp with them (after the change)."""
+        info = self._nodes.get(node_name)
+        if info is not None:
+            info.stamp = new_stamp()
 
     def node_added(self) -> None:
         """A new node: every class must count it on its next use."""
@@ -302,3 +313,4 @@ class FreeDevices:
                     by_slot.pop(slot, None)
                     if not by_slot:
                         del self._device_groups[key]
+        self._touch(node_name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Final
 
 from ..api.objects import Obj, as_dict, as_list, labels, name, spec, status
@@ -21,6 +22,13 @@ HostPort = tuple[str, str, int]  # (protocol, host IP, port)
 
 #: The kubelet's ``maxPods`` default: a node whose allocatable says nothing of ``pods`` holds this many.
 DEFAULT_MAX_PODS: Final = 110
+
+_STAMPS: Final = count(1)
+
+
+def new_stamp() -> int:
+    """A stamp no NodeInfo has had (process-wide, so a new or copied NodeInfo never repeats one)."""
+    return next(_STAMPS)
 
 
 @dataclass(slots=True)
@@ -55,6 +63,10 @@ class NodeInfo:
     #: Allocatable minus requested, per resource the node has or a pod requests: the room every
     #: filter reads, once per resource for every node a decision visits (kept with ``requested``).
     free: Units = field(default_factory=dict)
+    #: Renewed at the end of every change above and of every change of the node's device counts
+    #: (``FreeDevices``): a verdict on the node remembered with its stamp holds while the stamp does
+    #: (``scheduling.usual``). Never the same on two NodeInfos, snapshots included.
+    stamp: int = field(default_factory=new_stamp)
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -72,6 +84,7 @@ class NodeInfo:
         self.max_pods = self.allocatable.get(PODS, DEFAULT_MAX_PODS)
         self.set_kubelet_gate(kubelet_gate(node))
         self._recount_free()
+        self.stamp = new_stamp()
 
     def _recount_free(self) -> None:
         free = dict(self.allocatable)
@@ -83,6 +96,7 @@ class NodeInfo:
         """The kubelet's gate, and ``plain`` with it (``Nodes.set_kubelet_gate`` also keeps its index)."""
         self.kubelet_gate = on
         self.plain = on and not (self.unschedulable or self.hard_taints)
+        self.stamp = new_stamp()
 
     def snapshot(self) -> NodeInfo:
         """Upstream's ``NodeInfo.Snapshot``: a copy whose pods can change without touching this one
@@ -131,6 +145,7 @@ class NodeInfo:
             self.nonzero_pods[pod_uid] = nonzero
             for k, v in nonzero.items():
                 self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) + v
+        self.stamp = new_stamp()
         if self.watch is not None:
             self.watch(name(self.node), reqs)
 
@@ -143,11 +158,13 @@ class NodeInfo:
         for k, v in self.nonzero_pods.pop(pod_uid, {}).items():
             self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) - v
         if reqs is None:
+            self.stamp = new_stamp()
             return
         free = self.free
         for k, v in reqs.items():
             self.requested[k] = self.requested.get(k, 0) - v
             free[k] = free.get(k, 0) + v
+        self.stamp = new_stamp()
         if self.watch is not None:
             self.watch(name(self.node), reqs)
 

@@ -72,7 +72,7 @@ from .nominated import WithNominated, with_nominated
 from .runtime import Framework
 from .sampling import ADAPTIVE, check_percentage, num_feasible_nodes_to_find, start_of
 from .scoring import upstream_score
-from .usual import Check, Entry, Usual, is_usual_pod, usual_check
+from .usual import Check, Entry, Usual, UsualMemo, is_usual_pod, usual_check
 
 
 def _new_share_id() -> str:
@@ -120,6 +120,8 @@ class Scheduler:
         self.dra = profile.DYNAMIC_RESOURCES(state, policy, step_budget, self.share_ids)
         #: The nodes of a pod group's placement while one is assumed (``within``), else every node.
         self.placement: frozenset[str] | None = None
+        #: The usual node's verdicts per pod shape, remembered across decisions (``usual``).
+        self._usual_memo = UsualMemo()
 
     @contextmanager
     def within(self, nodes: Collection[str]) -> Iterator[None]:
@@ -196,7 +198,7 @@ class Scheduler:
             dra = cycle.state.read(self.dra.state_key)
             views = cycle.state.read(self.dra.views_key)
             cycle.checks[score] = (
-                usual_check(self.state, dra, views, cycle.fit_checks, self.policy, score)
+                usual_check(self.state, dra, views, cycle.fit_checks, self.policy, score, self._usual_memo)
                 if is_usual_pod(self.policy, dra, pf.constrained, bool(pf.ports), False)
                 else None
             )

@@ -10,14 +10,16 @@ The check answers ``None`` (not the usual node: ask the general filters), ``Fals
 and it does not fit, or it is short of devices without a CEL error) or the node's sort key (the
 score, negated unless the policy spreads; 0.0 when the caller does not score).
 
-The search visits about a hundred nodes per decision, so the same body also runs as the search's
-generator over the walk (``Usual.scan``): one resumption per usual node instead of calls, the same
-verdicts.
+The search visits about 500 nodes per decision on a large cluster, and one decision changes one
+node, so the search remembers each node's verdict per pod shape (``UsualMemo``), with the stamp the
+node had (``NodeInfo.stamp``, renewed by every change of the node and of its device counts): a node
+whose stamp has not moved is not read again. Only "short of devices" on a node with a CEL error is never
+remembered: whether the error is on a free device depends on claims the stamp does not follow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 from ..allocation.policy import SPREAD, UPSTREAM
@@ -32,7 +34,45 @@ Check = Callable[[NodeInfo, str], "float | bool | None"]
 Entry = tuple[float, str, Any]
 #: The general filters' entry for a node that is not the usual one (None: it does not fit).
 Other = Callable[[str], "Entry | None"]
+#: A node's remembered verdicts per pod shape: node -> (its stamp then, its verdict).
+Verdicts = dict[str, tuple[int, object]]
 _ASK: Final = object()
+_OTHER: Final = object()  # not the usual node: the general filters decide
+_SHORT: Final = object()  # short of devices
+
+
+class UsualMemo:
+    """Per pod shape (``shape_of``), each node's verdict with its stamp; the ``shapes`` shapes used
+    last are kept. Safe to share between threads: a verdict is only taken while its stamp holds."""
+
+    def __init__(self, shapes: int = 64) -> None:
+        self._shapes = shapes
+        self._by_shape: dict[Hashable, Verdicts] = {}
+
+    def verdicts(self, shape: Hashable, nodes: int) -> Verdicts:
+        """The shape's verdicts, made the last used; started afresh once they hold far more nodes
+        than the cluster has (nodes that went away)."""
+        by_shape = self._by_shape
+        found = by_shape.pop(shape, None)
+        if found is None or len(found) > 2 * nodes + 64:
+            found = {}
+            while len(by_shape) >= self._shapes:
+                del by_shape[next(iter(by_shape))]
+        by_shape[shape] = found
+        return found
+
+
+def shape_of(dra: DraState, fit_checks: list[tuple[str, int]], policy: str, score: bool) -> Hashable:
+    """What a usual node's verdict depends on besides the node: the pod's names, resource requests,
+    needs and demands per class, the policy and whether it scores."""
+    return (
+        policy == SPREAD,
+        score,
+        tuple(dra.extended),
+        tuple(fit_checks),
+        tuple(dra.needs.items()),
+        tuple((r, cls, dra.demand.get(r, 0)) for r, cls in dra.delegated.items()),
+    )
 
 
 def _ask(node: str) -> Entry:
@@ -68,8 +108,10 @@ def usual_check(
     fit_checks: list[tuple[str, int]],
     policy: str,
     score: bool,
+    memo: UsualMemo | None = None,
 ) -> Usual:
-    """The check of the usual node for a usual pod (``is_usual_pod``), built once per decision."""
+    """The check of the usual node for a usual pod (``is_usual_pod``), built once per decision;
+    ``memo``: where ``scan`` remembers verdicts (``check`` never does: its node may be a what-if)."""
     spread = policy == SPREAD
     extended = dra.extended.keys()
     need_of = [(cls, need, counts(state, views, cls)[0]) for cls, need in dra.needs.items()]
@@ -81,75 +123,87 @@ def usual_check(
     if len(need_of) == 1 and names == 1 and terms[0][0][0] is need_of[0][2]:
         (_, need, free), ((_, totals), demand) = need_of[0], terms[0]
         single = (free, need, totals, demand)
+    erring = set().union(*(state.capacity.error_nodes(cls) for cls, _, _ in need_of))
+
+    def verdict(node: str, info: NodeInfo) -> Entry | object | None:
+        """The node's entry; None if it does not fit; ``_OTHER`` (not the usual node) or ``_SHORT``
+        (short of devices on a node with a CEL error among the classes' candidates: the general
+        filters take it if the error is on a free one)."""
+        if not info.plain or not info.allocatable_names.isdisjoint(extended):
+            return _OTHER
+        # noderesources.fits, inline: this runs for every node a decision visits (about 500 per
+        # decision on 5,000 nodes) unless remembered; tests/core/scheduling/test_usual_properties.py
+        # holds the two to the same verdicts.
+        if len(info.pods) >= info.max_pods:
+            return None
+        if fit_checks:
+            room = info.free
+            for r, want in fit_checks:
+                if want > room.get(r, 0):
+                    return None
+        if single is not None:  # one class, one name: its free count read once
+            one_free, one_need, one_totals, one_demand = single
+            free_here = one_free.get(node, 0)
+            if free_here < one_need:
+                return _SHORT if node in erring else None
+            if not score:
+                return 0.0, node, None
+            total = one_totals.get(node, 0)
+            if total > 0:
+                used = total - free_here + one_demand
+                ratio = used / total if used < total else 1.0
+            else:
+                ratio = 1.0
+            return (ratio if spread else -ratio), node, None
+        for _cls, need, free in need_of:
+            if free.get(node, 0) < need:
+                return _SHORT if node in erring else None
+        if not score:
+            return 0.0, node, None
+        ratios = 0.0
+        for (free, totals), demand in terms:
+            total = totals.get(node, 0)
+            if total > 0:
+                used = total - free.get(node, 0) + demand
+                ratios += used / total if used < total else 1.0
+            else:
+                ratios += 1.0
+        return (ratios / names if spread else -ratios / names), node, None
 
     def entries(
-        nodes: Iterable[str], infos: Mapping[str, NodeInfo], other: Other, divert: Collection[str] = ()
+        nodes: Iterable[str],
+        infos: Mapping[str, NodeInfo],
+        other: Other,
+        divert: Collection[str] = (),
+        memo: Verdicts | None = None,
     ) -> Iterator[Entry]:
-        # The decision's lookups as the generator's own locals (a closure's cells cost more per node).
-        ext, checks, needs, usage, spreads, scored = extended, fit_checks, need_of, terms, spread, score
-        one = single
-        one_free, one_need, one_totals, one_demand = single or ({}, 0, {}, 0)
         for node in nodes:
-            info = infos[node]
-            if not info.plain or not info.allocatable_names.isdisjoint(ext) or (divert and node in divert):
+            if divert and node in divert:
                 entry = other(node)
                 if entry is not None:
                     yield entry
                 continue
-            # noderesources.fits, inline: this runs for every node a decision visits (about 500
-            # per decision on 5,000 nodes); tests/core/scheduling/test_usual_properties.py holds
-            # the two to the same verdicts.
-            if len(info.pods) >= info.max_pods:
-                continue
-            if checks:
-                room = info.free
-                fit = True
-                for r, want in checks:
-                    if want > room.get(r, 0):
-                        fit = False
-                        break
-                if not fit:
-                    continue
-            if one is not None:  # one class, one name: its free count read once
-                free_here = one_free.get(node, 0)
-                if free_here >= one_need:
-                    if not scored:
-                        yield 0.0, node, None
-                        continue
-                    total = one_totals.get(node, 0)
-                    if total > 0:
-                        used = total - free_here + one_demand
-                        ratio = used / total if used < total else 1.0
-                    else:
-                        ratio = 1.0
-                    yield (ratio if spreads else -ratio), node, None
-                    continue
-                short = True
+            info = infos[node]
+            if memo is None:
+                v = verdict(node, info)
             else:
-                short = False
-                for _cls, need, free in needs:
-                    if free.get(node, 0) < need:
-                        short = True
-                        break
-            if short:
-                # A CEL error on the node: the general filters leave it to the allocator.
-                if any(errors_on(state, node, cls) for cls, _, _ in needs):
-                    entry = other(node)
-                    if entry is not None:
-                        yield entry
-                continue
-            if not scored:
-                yield 0.0, node, None
-                continue
-            ratios = 0.0
-            for (free, totals), demand in usage:
-                total = totals.get(node, 0)
-                if total > 0:
-                    used = total - free.get(node, 0) + demand
-                    ratios += used / total if used < total else 1.0
+                found = memo.get(node)
+                if found is not None and found[0] == info.stamp:
+                    v = found[1]
                 else:
-                    ratios += 1.0
-            yield (ratios / names if spreads else -ratios / names), node, None
+                    stamp = info.stamp  # before reading the node: a change meanwhile renews it
+                    v = verdict(node, info)
+                    if v is not _SHORT:
+                        memo[node] = (stamp, v)
+            if v is None:
+                continue
+            if v is _OTHER or (v is _SHORT and any(errors_on(state, node, cls) for cls, _, _ in need_of)):
+                entry = other(node)
+                if entry is not None:
+                    yield entry
+                continue
+            if v is not _SHORT:
+                yield v  # type: ignore[misc]
 
     def check(info: NodeInfo, node: str) -> float | bool | None:
         for key, _, plan in entries((node,), {node: info}, _ask):
@@ -157,6 +211,10 @@ def usual_check(
         return False
 
     def scan(nodes: Iterable[str], other: Other, divert: Collection[str] = ()) -> Iterator[Entry]:
-        return entries(nodes, state.nodes.by_name, other, divert)
+        infos = state.nodes.by_name
+        if memo is None:
+            return entries(nodes, infos, other, divert)
+        shape = shape_of(dra, fit_checks, policy, score)
+        return entries(nodes, infos, other, divert, memo.verdicts(shape, len(infos)))
 
     return Usual(check, scan)
