@@ -292,6 +292,24 @@ def test_list_pagination(api: Api, core: Any) -> None:
     assert rest.metadata._continue is None
 
 
+def test_list_pagination_with_a_selector(api: Api, core: Any) -> None:
+    """Pages of a selected list: each at most ``limit`` objects, together every match once, in key
+    order; no count of what is left (the server cannot know it without reading it all)."""
+    for i in range(9):
+        core.create_namespaced_pod(api.namespace, pod(f"p{i}", labels={"app": "x" if i % 3 else "y"}))
+    seen: list[str] = []
+    token = None
+    for _ in range(10):
+        page = core.list_namespaced_pod(api.namespace, label_selector="app=x", limit=2, _continue=token)
+        assert len(page.items) <= 2
+        assert page.metadata.remaining_item_count is None
+        seen += [p.metadata.name for p in page.items]
+        token = page.metadata._continue
+        if token is None:
+            break
+    assert seen == ["p1", "p2", "p4", "p5", "p7", "p8"]
+
+
 def test_cluster_scoped_and_namespace_label(api: Api, core: Any, resource_api: Any) -> None:
     team = api.unique("team-a")
     core.create_namespace({"metadata": {"name": team, "labels": {"team": "a"}}})

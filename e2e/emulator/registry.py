@@ -149,20 +149,17 @@ class Registry:
     def list_objects(
         self, req: Request, predicate: Predicate | None, limit: int = 0, continue_token: str = ""
     ) -> Obj:
-        items, rv = self.store.select(
-            req.rt.key, req.namespace if req.rt.namespaced and req.namespace else None
-        )
-        if predicate is not None:
-            items = [o for o in items if predicate(o)]
+        after = _decode_continue(continue_token) if continue_token else None
+        namespace = req.namespace if req.rt.namespaced and req.namespace else None
+        items, rv, following = self.store.page(req.rt.key, namespace, after, limit, predicate)
         meta: Obj = {"resourceVersion": str(rv)}
-        if continue_token:
-            start = _decode_continue(continue_token)
-            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
-        if limit > 0 and len(items) > limit:
-            last = items[limit - 1]["metadata"]
+        if limit > 0 and following and items:
+            # As the API server: a continue token while keys follow (matching or not), and a count
+            # of the objects left only for a list without selectors.
+            last = items[-1]["metadata"]
             meta["continue"] = _encode_continue(last.get("namespace", ""), last["name"], rv)
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
+            if predicate is None:
+                meta["remainingItemCount"] = following
         return {"kind": req.rt.list_kind, "apiVersion": req.rt.api_version, "metadata": meta, "items": items}
 
     # --- create -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ watchers. Every method is atomic under one lock; the lock is never held across I
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from webhook.core.api.objects import Obj
 from .history import History, WatchEvent
 
 Sink = Callable[[WatchEvent], None]
+Predicate = Callable[[Obj], bool]
 
 
 class StoreConflict(Exception):
@@ -35,6 +37,9 @@ class _Table:
     objects: dict[str, dict[str, Obj]]
     history: History
     watchers: set[Sink] = field(default_factory=set)
+    #: Every (namespace, name), sorted: a page of a list starts by bisection, as etcd's range read
+    #: starts at its key, instead of sorting the whole table per page.
+    keys: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _ident(obj: Obj) -> tuple[str, str]:
@@ -83,13 +88,38 @@ class Store:
 
     def select(self, key: str, namespace: str | None) -> tuple[list[Obj], int]:
         """Objects sorted by namespace and name (the apiserver's key order) and the list's rv."""
+        items, rv, _ = self.page(key, namespace, None, 0, None)
+        return items, rv
+
+    def page(
+        self,
+        key: str,
+        namespace: str | None,
+        after: tuple[str, str] | None,
+        limit: int,
+        predicate: Predicate | None,
+    ) -> tuple[list[Obj], int, int]:
+        """Up to ``limit`` objects (0: all) in key order after the key ``after``, those ``predicate``
+        accepts; the list's rv; how many keys follow the last one read (as etcd's range read tells
+        the API server: some may not match ``predicate``)."""
         with self._lock:
-            objects = self._table(key).objects
+            table = self._table(key)
+            keys = table.keys
+            lo, hi = 0, len(keys)
             if namespace is not None:
-                items = [objects[namespace][n] for n in sorted(objects.get(namespace, {}))]
-            else:
-                items = [objects[ns][n] for ns in sorted(objects) for n in sorted(objects[ns])]
-            return items, self._rv
+                lo, hi = bisect_left(keys, (namespace, "")), bisect_left(keys, (namespace + "\0", ""))
+            if after is not None:
+                lo = max(lo, bisect_right(keys, after))
+            objects = table.objects
+            items: list[Obj] = []
+            i = lo
+            while i < hi and (limit <= 0 or len(items) < limit):
+                ns, name = keys[i]
+                obj = objects[ns][name]
+                if predicate is None or predicate(obj):
+                    items.append(obj)
+                i += 1
+            return items, self._rv, hi - i
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -107,6 +137,7 @@ class Store:
             rv = self._next_rv()
             obj["metadata"]["resourceVersion"] = str(rv)
             bucket[name] = obj
+            insort(self._table(key).keys, (ns, name))
             return self._commit(key, WatchEvent("ADDED", obj, None, rv))
 
     def update(self, key: str, obj: Obj, expect_rv: str) -> WatchEvent:
@@ -136,6 +167,8 @@ class Store:
             del bucket[name]
             if not bucket:
                 self._table(key).objects.pop(namespace, None)
+            keys = self._table(key).keys
+            del keys[bisect_left(keys, (namespace, name))]
             rv = self._next_rv()
             return self._commit(key, WatchEvent("DELETED", _with_rv(current, rv), current, rv))
 
