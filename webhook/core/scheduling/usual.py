@@ -177,33 +177,34 @@ def usual_check(
         divert: Collection[str] = (),
         memo: Verdicts | None = None,
     ) -> Iterator[Entry]:
+        get = (memo if memo is not None else {}).get
         for node in nodes:
-            if divert and node in divert:
-                entry = other(node)
-                if entry is not None:
-                    yield entry
-                continue
-            info = infos[node]
-            if memo is None:
+            found = get(node)
+            if found is not None and found[0] == infos[node].stamp and not (divert and node in divert):
+                v = found[1]  # remembered, and the node has not changed since: the usual way
+                if v is None:
+                    continue
+                if v is not _OTHER:
+                    yield v  # type: ignore[misc]
+                    continue
+            elif not (divert and node in divert):
+                info = infos[node]
+                stamp = info.stamp  # before reading the node: a change meanwhile renews it
                 v = verdict(node, info)
-            else:
-                found = memo.get(node)
-                if found is not None and found[0] == info.stamp:
-                    v = found[1]
-                else:
-                    stamp = info.stamp  # before reading the node: a change meanwhile renews it
-                    v = verdict(node, info)
-                    if v is not _SHORT:
-                        memo[node] = (stamp, v)
-            if v is None:
-                continue
-            if v is _OTHER or (v is _SHORT and any(errors_on(state, node, cls) for cls, _, _ in need_of)):
-                entry = other(node)
-                if entry is not None:
-                    yield entry
-                continue
-            if v is not _SHORT:
-                yield v  # type: ignore[misc]
+                if v is _SHORT:
+                    if not any(errors_on(state, node, cls) for cls, _, _ in need_of):
+                        continue
+                    v = _OTHER
+                elif memo is not None:
+                    memo[node] = (stamp, v)
+                if v is None:
+                    continue
+                if v is not _OTHER:
+                    yield v  # type: ignore[misc]
+                    continue
+            entry = other(node)
+            if entry is not None:
+                yield entry
 
     def check(info: NodeInfo, node: str) -> float | bool | None:
         for key, _, plan in entries((node,), {node: info}, _ask):
