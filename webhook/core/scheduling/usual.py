@@ -45,7 +45,7 @@ class UsualMemo:
     """Per pod shape (``shape_of``), each node's verdict with its stamp; the ``shapes`` shapes used
     last are kept. Safe to share between threads: a verdict is only taken while its stamp holds."""
 
-    def __init__(self, shapes: int = 64) -> None:
+    def __init__(self, shapes: int = 32) -> None:
         self._shapes = shapes
         self._by_shape: dict[Hashable, Verdicts] = {}
 
