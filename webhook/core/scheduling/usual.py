@@ -12,9 +12,10 @@ score, negated unless the policy spreads; 0.0 when the caller does not score).
 
 The search visits about 500 nodes per decision on a large cluster, and one decision changes one
 node, so the search remembers each node's verdict per pod shape (``UsualMemo``), with the stamp the
-node had (``NodeInfo.stamp``, renewed by every change of the node and of its device counts): a node
-whose stamp has not moved is not read again. Only "short of devices" on a node with a CEL error is never
-remembered: whether the error is on a free device depends on claims the stamp does not follow.
+node had (``NodeInfo.stamp``, renewed by every change of the node and of its device counts): a
+node whose stamp has not moved is not read again. Only "short of devices" on a node with a CEL
+error is never remembered: whether the error is on a free device depends on claims the stamp does
+not follow.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ class UsualMemo:
         if found is None or len(found) > 2 * nodes + 64:
             found = {}
             while len(by_shape) >= self._shapes:
-                del by_shape[next(iter(by_shape))]
+                oldest = next(iter(by_shape), None)  # another thread may have emptied it meanwhile
+                if oldest is None:
+                    break
+                by_shape.pop(oldest, None)
         by_shape[shape] = found
         return found
 
