@@ -40,7 +40,7 @@ from ..api.constants import ALLOCATION_RESULTS_MAX_SIZE
 from ..api.quantity import Quantity
 from .consumable import Amounts, share_slots
 from .devices import DeviceIndex
-from .nodeinfo import Nodes, new_stamp
+from .nodeinfo import Nodes
 from .slices import Device, DeviceKey
 from .topology import Group, Groups, group_devices
 
@@ -257,7 +257,7 @@ class FreeDevices:
         """The node's counts changed: its NodeInfo's stamp with them (after the change)."""
         info = self._nodes.get(node_name)
         if info is not None:
-            info.stamp = new_stamp()
+            info.changed()
 
     def node_added(self) -> None:
         """A new node: every class must count it on its next use."""

@@ -26,7 +26,7 @@ DEFAULT_MAX_PODS: Final = 110
 _STAMPS: Final = count(1)
 
 
-def new_stamp() -> int:
+def _new_stamp() -> int:
     """A stamp no NodeInfo has had (process-wide, so a new or copied NodeInfo never repeats one)."""
     return next(_STAMPS)
 
@@ -66,7 +66,11 @@ class NodeInfo:
     #: Renewed at the end of every change above and of every change of the node's device counts
     #: (``FreeDevices``): a verdict on the node remembered with its stamp holds while the stamp does
     #: (``scheduling.usual``). Never the same on two NodeInfos, snapshots included.
-    stamp: int = field(default_factory=new_stamp)
+    stamp: int = field(default_factory=_new_stamp)
+
+    def changed(self) -> None:
+        """Something a decision reads changed (called at the end of the change): a new stamp."""
+        self.stamp = _new_stamp()
 
     @classmethod
     def of(cls, node: Obj) -> NodeInfo:
@@ -84,7 +88,7 @@ class NodeInfo:
         self.max_pods = self.allocatable.get(PODS, DEFAULT_MAX_PODS)
         self.set_kubelet_gate(kubelet_gate(node))
         self._recount_free()
-        self.stamp = new_stamp()
+        self.changed()
 
     def _recount_free(self) -> None:
         free = dict(self.allocatable)
@@ -96,7 +100,7 @@ class NodeInfo:
         """The kubelet's gate, and ``plain`` with it (``Nodes.set_kubelet_gate`` also keeps its index)."""
         self.kubelet_gate = on
         self.plain = on and not (self.unschedulable or self.hard_taints)
-        self.stamp = new_stamp()
+        self.changed()
 
     def snapshot(self) -> NodeInfo:
         """Upstream's ``NodeInfo.Snapshot``: a copy whose pods can change without touching this one
@@ -145,7 +149,7 @@ class NodeInfo:
             self.nonzero_pods[pod_uid] = nonzero
             for k, v in nonzero.items():
                 self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) + v
-        self.stamp = new_stamp()
+        self.changed()
         if self.watch is not None:
             self.watch(name(self.node), reqs)
 
@@ -158,13 +162,13 @@ class NodeInfo:
         for k, v in self.nonzero_pods.pop(pod_uid, {}).items():
             self.nonzero_requested[k] = self.nonzero_requested.get(k, 0) - v
         if reqs is None:
-            self.stamp = new_stamp()
+            self.changed()
             return
         free = self.free
         for k, v in reqs.items():
             self.requested[k] = self.requested.get(k, 0) - v
             free[k] = free.get(k, 0) + v
-        self.stamp = new_stamp()
+        self.changed()
         if self.watch is not None:
             self.watch(name(self.node), reqs)
 
