@@ -143,18 +143,23 @@ STEPS: st.SearchStrategy[Step] = st.one_of(
 )
 
 
+def _apply(info: NodeInfo, step: Step) -> None:
+    verb, arg, reqs = step
+    if verb == "add":
+        info.add_pod(arg, reqs, [])
+    elif verb == "remove":
+        info.remove_pod(arg)
+    else:
+        info.refresh(node("n", {"cpu": arg, "memory": "1Gi"}))
+
+
 @given(st.lists(STEPS, max_size=12))
 def test_free_is_allocatable_minus_requested_through_every_change(steps: list[Step]) -> None:
     """``free``, which the usual-node check reads instead of subtracting per node, never drifts from
     allocatable minus requested: through pods added (again), removed, the node refreshed, snapshots."""
     info = NodeInfo.of(node("n", {"cpu": "4", "memory": "1Gi"}))
-    for verb, arg, reqs in steps:
-        if verb == "add":
-            info.add_pod(arg, reqs, [])
-        elif verb == "remove":
-            info.remove_pod(arg)
-        else:
-            info.refresh(node("n", {"cpu": arg, "memory": "1Gi"}))
+    for step in steps:
+        _apply(info, step)
         for view in (info, info.snapshot()):
             keys = set(view.allocatable) | set(view.requested) | set(view.free)
             assert {k: view.free.get(k, 0) for k in keys} == {
@@ -170,15 +175,10 @@ def test_free_is_allocatable_minus_requested_through_every_change(steps: list[St
 def test_every_change_renews_the_stamp_and_no_two_nodeinfos_share_one(steps: list[Step]) -> None:
     """A verdict remembered with a stamp (``scheduling.usual``) holds only while nothing changed:
     each add, remove (even of an unknown pod), refresh and gate gives a stamp never seen before."""
-    info = NodeInfo.of(node("n", {"cpu": "4"}))
+    info = NodeInfo.of(node("n", {"cpu": "4", "memory": "1Gi"}))
     seen = {info.stamp}
-    for verb, arg, reqs in steps:
-        if verb == "add":
-            info.add_pod(arg, reqs, [])
-        elif verb == "remove":
-            info.remove_pod(arg)
-        else:
-            info.refresh(node("n", {"cpu": arg}))
+    for step in steps:
+        _apply(info, step)
         assert info.stamp not in seen
         seen.add(info.stamp)
         copy = info.snapshot()

@@ -13,7 +13,7 @@ from tests.core.harness import scheduler
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
 from webhook.core.scheduling.framework import SCHEDULED, Decision
-from webhook.core.scheduling.usual import UsualMemo
+from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
 CLASS = device_class("gpu.example.com", ext=GPU, selectors=['device.driver == "gpu.example.com"'])
@@ -223,21 +223,20 @@ def test_the_remembered_verdicts_are_those_of_the_cluster_now(
     what a scan that remembers nothing gives on the cluster as it is then."""
     s = scheduler(*_cluster(shapes), policy=policy)
     names = [f"n{i}" for i in range(len(shapes))]
-    remembered = s._usual_memo
     reserved: list[tuple[Decision, str]] = []
 
-    def scans() -> list[list[tuple[float, str, object]]]:
+    def scans(by: Scheduler) -> list[list[tuple[float, str, object]]]:
         out = []
         for want, cpu, want_b in shapes_asked:
             asks: dict[str, object] = {GPU: want, GPU_B: want_b} if want_b else {GPU: want}
             if cpu:
                 asks["cpu"] = str(cpu)
             for score in (True, False):
-                cycle = s.pre_filter(pod("p", [container("c", asks)]))
-                out.append(list(s._feasible(cycle, iter(names), score)))
+                cycle = by.pre_filter(pod("p", [container("c", asks)]))
+                out.append(list(by._feasible(cycle, iter(names), score)))
         return out
 
-    scans()  # every shape's verdicts remembered
+    scans(s)  # every shape's verdicts remembered
     for i, (what, at, k) in enumerate(steps):
         target = f"n{at % len(shapes)}"
         if what == "bind":
@@ -263,7 +262,5 @@ def test_the_remembered_verdicts_are_those_of_the_cluster_now(
                 reserved.append((d, s.reserve(d)))
         elif what == "release" and reserved:
             s.unreserve(*reserved.pop(k % len(reserved)))
-        got = scans()
-        s._usual_memo = UsualMemo()
-        assert got == scans(), (what, target, k)
-        s._usual_memo = remembered
+        # A scheduler of its own on the same cluster remembers nothing yet.
+        assert scans(s) == scans(Scheduler(s.state, policy)), (what, target, k)
