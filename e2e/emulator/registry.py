@@ -153,7 +153,7 @@ class Registry:
         namespace = req.namespace if req.rt.namespaced and req.namespace else None
         items, rv, following = self.store.page(req.rt.key, namespace, after, limit, predicate)
         meta: Obj = {"resourceVersion": str(rv)}
-        if limit > 0 and following and items:
+        if limit > 0 and following:  # then the page is full: ``limit`` items
             # As the API server: a continue token while keys follow (matching or not), and a count
             # of the objects left only for a list without selectors.
             last = items[-1]["metadata"]
