@@ -28,7 +28,6 @@ from webhook.kube.client import (
     NotLeader,
     throttled,
 )
-from webhook.kube.headers import Response
 from webhook.kube.ratelimit import TokenBucket
 from webhook.kube.resources import DEVICE_TAINT_RULE_VERSIONS, NODES, PODS
 
@@ -570,17 +569,15 @@ def test_a_client_with_its_own_connections_takes_no_token_nor_connection_of_the_
     em.add_token("t", "events-writer", ["system:masters"])
     c = KubeClient(em.api_client("t"), qps=1, burst=1).fenced(lambda: up[0])
     own = c.with_own_connections(4)
-    assert own._pool is not None
-    assert c._pool is not None
-    main_pool, own_pool = c._pool[0], own._pool[0]
-    assert own_pool is not main_pool
-    assert own_pool.pool is not None
-    assert own_pool.pool.maxsize == 4
+    assert own._transport is not None
+    assert c._transport is not None
+    assert own._transport is not c._transport
+    assert own._transport.maxsize == 4
     own.writes = TokenBucket(qps=1000, burst=1000)
     for i in range(5):
         own.create(NODES, {"metadata": {"name": f"n{i}"}})
-    assert main_pool.num_requests == 0
-    assert own_pool.num_requests == 5
+    assert c._transport.idle == 0  # the main client never opened a connection
+    assert own._transport.idle == 1  # one kept-alive connection served all five
     assert c.writes.reserve() == 0.0  # its one token is still there: nothing waited on it
     up[0] = False
     with pytest.raises(NotLeader):
@@ -646,7 +643,7 @@ def test_a_request_goes_to_the_pool_with_the_clients_headers_credentials_and_pat
 ) -> None:
     base, seen = recorder
     client = configured(base + "/prefix")  # a server URL with a path (a proxy in front, say)
-    assert client._pool is not None
+    assert client._transport is not None
     assert client.list(PODS, "ns", label_selector="app in (a, b),!x", field_selector="a=b") == {"ok": True}
     assert client.patch(PODS, "p", {"metadata": {"annotations": {"é": "ü"}}}, namespace="ns") == {"ok": True}
     (get_verb, get_path, get_headers, _), (patch_verb, patch_path, patch_headers, body) = seen
@@ -667,16 +664,16 @@ def test_a_client_behind_a_proxy_sends_through_the_official_client(
 ) -> None:
     proxy, seen = recorder
     client = configured("http://kube-apiserver.invalid:6443", proxy=proxy)
-    assert client._pool is None  # the pool manager's proxy, not the direct pool
+    assert client._transport is None  # the pool manager's proxy, not the transport
     assert client.get(NODES, "n") == {"ok": True}
     ((verb, target, headers, _),) = seen
     assert (verb, target) == ("GET", "http://kube-apiserver.invalid:6443/api/v1/nodes/n")
     assert headers["authorization"] == "Bearer secret"
 
 
-def test_the_api_servers_connections_read_headers_with_the_fast_response(em: Emulator) -> None:
+def test_requests_but_watches_share_one_kept_alive_connection(em: Emulator) -> None:
     client = KubeClient(em.api_client())
-    assert client._pool is not None
-    assert client._pool[0].ConnectionCls.response_class is Response  # type: ignore[attr-defined]
+    assert client._transport is not None
     created = client.create(PODS, pod_body(), "default")
     assert client.get(PODS, "p", "default")["metadata"]["uid"] == created["metadata"]["uid"]
+    assert client._transport.idle == 1

@@ -324,9 +324,9 @@ def test_the_lease_never_waits_behind_the_workers_writes(kube: Cluster) -> None:
     assert process.leader.client.writes.reserve() == 0  # the renewal does not
     # Nor behind its connections: a burst of writes holding every pooled connection would hold the
     # renewal back just the same (kube-scheduler's leader election has a clientset of its own).
-    assert process.client._pool is not None
-    assert process.leader.client._pool is not None
-    assert process.leader.client._pool[0] is not process.client._pool[0]
+    assert process.client._transport is not None
+    assert process.leader.client._transport is not None
+    assert process.leader.client._transport is not process.client._transport
 
 
 def test_a_worker_that_leads_after_it_started_follows_the_release_it_then_reads(tmp_path: Path) -> None:

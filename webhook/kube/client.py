@@ -3,12 +3,11 @@
 The generated model classes are bypassed on purpose: deserialising into them is slow and the
 engine works on dicts. Configuration, authentication and TLS still come from the official client:
 its headers and credentials (``update_params_for_auth``, the kubeconfig's refresh hook included)
-and its urllib3 pool of TLS connections. A request that is not a watch goes to that pool directly
-(``HTTPConnectionPool.urlopen``), past the generated REST layer and the pool manager, which parse
-and re-dispatch the same URL on every call: about a tenth of the worker's CPU at a few hundred
-writes a second. Watches, and a client behind a proxy, take the official ``call_api``. The pool's
-connections read response headers with ``headers.Response`` (the stdlib's answer, without the
-email package's feed parser).
+and its urllib3 pool, which opens the TLS connections. A request that is not a watch is then
+written and read on those connections by ``transport`` (HTTP/1.1 on kept-alive sockets), past the
+generated REST layer, the pool manager and ``http.client``: about a third of the worker's CPU at a
+few hundred requests a second. Watches, and a client behind a proxy, take the official
+``call_api``.
 
 A client ``fenced`` by the leader election's fence sends no write while the fence is down: it is
 asked before every attempt (retries of 429, 5xx and broken connections included) and again after
@@ -39,9 +38,9 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from ..core.api.objects import Obj
 from . import codec
-from .headers import install as install_response
 from .ratelimit import TokenBucket
 from .resources import PODS, Resource
+from .transport import Answer, ProtocolError, Transport, connector
 
 RequestHook = Callable[[str, str, int], None]  # (verb, resource plural, HTTP status)
 
@@ -173,14 +172,16 @@ class KubeClient:
         if manager is not None:
             manager.connection_pool_kw["retries"] = False
             manager.connection_pool_kw["socket_options"] = SOCKET_OPTIONS
-        #: The API server's connection pool and the path its URL starts with, for ``_direct``
-        #: (None: every request through ``call_api``).
-        self._pool: tuple[urllib3.HTTPConnectionPool, str] | None = None
+        #: Requests but watches on kept-alive connections of the API server's own pool, and the
+        #: path its URL starts with (None: every request through ``call_api``).
+        self._transport: Transport | None = None
+        self._prefix = ""
         if type(manager) is urllib3.PoolManager:
-            host = str(api_client.configuration.host)
-            pool = manager.connection_from_url(host)
-            install_response(pool)
-            self._pool = (pool, urllib3.util.parse_url(host).path or "")
+            url = urllib3.util.parse_url(str(api_client.configuration.host))
+            pool = manager.connection_from_url(url.url)
+            size = int(getattr(api_client.configuration, "connection_pool_maxsize", 0) or 0)
+            self._transport = Transport(connector(pool), str(url.netloc), max(size, 4))
+            self._prefix = url.path or ""
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, **kwargs: Any) -> KubeClient:
@@ -232,14 +233,9 @@ class KubeClient:
         so a burst of Events takes neither tokens nor connections from the bindings. Behind a
         proxy (no direct pool) only the rate limit is its own."""
         twin = self.with_own_rate_limit()
-        manager = getattr(getattr(self.api, "rest_client", None), "pool_manager", None)
-        if self._pool is not None and manager is not None:
-            # The same TLS settings, credentials files and no-retries as the official client's pool.
-            kw = {**manager.connection_pool_kw, "maxsize": connections}
-            host = str(self.api.configuration.host)
-            pool = urllib3.PoolManager(num_pools=1, **kw).connection_from_url(host)
-            install_response(pool)
-            twin._pool = (pool, self._pool[1])
+        if self._transport is not None:
+            own = self._transport
+            twin._transport = Transport(own.connect, own.host, connections)
         return twin
 
     def _check_fence(self, verb: str, path: str) -> None:
@@ -306,9 +302,8 @@ class KubeClient:
             timeout = self._write_timeout(verb, path, timeout)
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
-            resp: urllib3.BaseHTTPResponse
-            if self._pool is not None and not stream:
-                resp = self._direct(method, path, list(query or []), headers, body, timeout)
+            if self._transport is not None and not stream:
+                answer = self._direct(method, path, list(query or []), headers, body, timeout)
             else:
                 m, url, hdrs, _, post = self.api.param_serialize(
                     method,
@@ -317,26 +312,25 @@ class KubeClient:
                     header_params=headers,
                     auth_settings=["BearerToken"],
                 )
-                # The RESTResponse's urllib3 response, as the direct path gives.
                 resp = self.api.call_api(m, url, hdrs, body, post, _request_timeout=timeout).response
+                if stream and int(resp.status) < 400:
+                    self._record(verb, resource, int(resp.status))
+                    return resp  # urllib3's response, its body not read
+                answer = Answer(int(resp.status), {k.lower(): v for k, v in resp.headers.items()}, resp.data)
         except kubernetes.client.exceptions.ApiException as e:
             status = int(e.status or 0)
             self._record(verb, resource, status)
             raise ApiError(status, _json_or_text(e.body), verb, path) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:  # refused, reset, timed out
+        except (urllib3.exceptions.HTTPError, OSError, ProtocolError) as e:  # refused, reset, timed out
             self._record(verb, resource, 0)
             raise ApiError(0, {"message": f"{type(e).__name__}: {e}"}, verb, path) from None
-        status = int(resp.status)
-        if status >= 400:
-            self._record(verb, resource, status)
-            err = ApiError(status, _json_or_text(resp.data), verb, path)
-            err.retry_after = _retry_after(resp.headers.get("Retry-After"))
-            raise err
+        status = answer.status
         self._record(verb, resource, status)
-        if stream:
-            return resp
-        data = resp.data
-        return codec.loads(data) if data else {}
+        if status >= 400:
+            err = ApiError(status, _json_or_text(answer.body), verb, path)
+            err.retry_after = _retry_after(answer.headers.get("retry-after"))
+            raise err
+        return codec.loads(answer.body) if answer.body else {}
 
     def _direct(
         self,
@@ -346,30 +340,21 @@ class KubeClient:
         headers: dict[str, str],
         body: Any,
         timeout: float,
-    ) -> urllib3.BaseHTTPResponse:
-        """One request on the API server's pool: the official client's default headers, cookie and
-        credentials (as ``param_serialize`` sets them), the body as ``call_api`` encodes it (JSON),
-        read whole; no urllib3 retries or redirects (``request`` retries)."""
-        assert self._pool is not None
-        pool, prefix = self._pool
+    ) -> Answer:
+        """One request on the transport: the official client's default headers, cookie and
+        credentials (as ``param_serialize`` sets them), the body as ``call_api`` encodes it (JSON);
+        no retries or redirects (``request`` retries)."""
+        assert self._transport is not None
         api = self.api
         headers.update(api.default_headers)
         if api.cookie:
             headers["Cookie"] = api.cookie
         api.update_params_for_auth(headers, query, ["BearerToken"], path, method, body)
-        url = prefix + path
+        url = self._prefix + path
         if query:
             url += "?" + urlencode(query, quote_via=quote)
-        return pool.urlopen(
-            method,
-            url,
-            body=codec.dumps(body) if body is not None else None,
-            headers=headers,
-            retries=False,
-            redirect=False,
-            timeout=urllib3.Timeout(total=timeout),
-            assert_same_host=False,
-        )
+        data = codec.dumps(body) if body is not None else None
+        return self._transport.request(method, url, headers, data, timeout)
 
     def _record(self, verb: str, resource: str, status: int) -> None:
         if self.hook is not None:
