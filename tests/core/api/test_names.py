@@ -72,3 +72,17 @@ def test_regex_error_keeps_upstream_spacing() -> None:
 def test_validity_agrees_with_reasons(value: str) -> None:
     # The boolean and the reason list are two views of one rule.
     assert names.is_extended_resource_name(value) == (names.extended_resource_name_errors(value) == [])
+
+
+@given(
+    st.one_of(
+        st.text(max_size=400),
+        st.sampled_from(["example.com/gpu", "cpu", "deviceclass.resource.kubernetes.io/" + "a" * 300]),
+    )
+)
+def test_the_cached_answer_is_the_answer_and_long_names_are_not_kept(name: str) -> None:
+    assert names.is_dra_extended_resource_name(name) == names._is_dra_extended(name)
+    assert names.is_dra_extended_resource_name(name) == names._is_dra_extended(name)  # from the cache
+    kept = names._dra_extended_cached.cache_info().currsize
+    names.is_dra_extended_resource_name("deviceclass.resource.kubernetes.io/" + name + "x" * 320)
+    assert names._dra_extended_cached.cache_info().currsize == kept

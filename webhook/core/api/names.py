@@ -5,7 +5,9 @@ Every ``is_*`` function returns the list of upstream error details; an empty lis
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Final
 
 from .constants import DEVICE_CLASS_PREFIX
 
@@ -147,8 +149,22 @@ def is_extended_resource_name(name: str) -> bool:
 
 
 def is_dra_extended_resource_name(name: str) -> bool:
-    """``IsDRAExtendedResourceName``: a pod resource name that DRA may back."""
+    """``IsDRAExtendedResourceName``: a pod resource name that DRA may back. The few names a
+    cluster's pods use are answered from a cache (the worker asks for every container's every name
+    of every pod it sees): names no longer than a qualified name may be, so no input can make the
+    cache large."""
+    if len(name) <= _CACHED_NAME:
+        return _dra_extended_cached(name)
+    return _is_dra_extended(name)
+
+
+def _is_dra_extended(name: str) -> bool:
     return is_extended_resource_name(name) or name.startswith(DEVICE_CLASS_PREFIX)
+
+
+#: A qualified name's longest: a 253-byte prefix, ``/`` and a 63-byte name.
+_CACHED_NAME: Final = 317
+_dra_extended_cached = functools.lru_cache(maxsize=1024)(_is_dra_extended)
 
 
 def implicit_name(class_name: str) -> str:
