@@ -243,6 +243,62 @@ def test_idle_connections_beyond_the_bound_are_closed(serve: Any) -> None:
     assert t.idle == 0
 
 
+# -- streams (watches) ------------------------------------------------------------------------
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Closing(CHUNKED + b'5\r\n{"a":\r\n7\r\n1}\n{"b"\r\n4\r\n:2}\n\r\n0\r\n\r\n'),
+        Closing(b'HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{"a":1}\n{"b":2}'),
+        Closing(b'HTTP/1.1 200 OK\r\n\r\n{"a":1}\n{"b":2}\n'),
+    ],
+)
+def test_a_stream_gives_its_lines_as_they_come_whatever_the_framing(serve: Any, reply: bytes) -> None:
+    server = serve([reply])
+    stream = server.transport().stream("GET", "/watch", {}, 5)
+    assert not isinstance(stream, Answer)
+    assert list(stream) == [b'{"a":1}', b'{"b":2}']
+
+
+def test_a_stream_that_is_refused_is_the_whole_answer(serve: Any) -> None:
+    server = serve([b"HTTP/1.1 410 Gone\r\nContent-Length: 4\r\n\r\ngone"])
+    t = server.transport()
+    assert t.stream("GET", "/watch", {}, 5) == Answer(410, {"content-length": "4"}, b"gone")
+    assert t.idle == 0  # a stream's connection is its own, never kept
+
+
+def test_closing_a_stream_from_another_thread_ends_its_reader_quietly(serve: Any) -> None:
+    server = serve([CHUNKED + b"2\r\n1\n\r\n"])  # one line, then nothing: the connection stays
+    stream = server.transport().stream("GET", "/watch", {}, 60)
+    assert not isinstance(stream, Answer)
+    seen: list[bytes] = []
+    first, ended = threading.Event(), threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            seen.append(line)
+            first.set()
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert first.wait(5)
+    stream.close()
+    assert ended.wait(5)
+    assert seen == [b"1"]
+
+
+def test_a_stream_cut_by_the_server_is_an_error(serve: Any) -> None:
+    server = serve([Closing(CHUNKED + b"2\r\n1\n\r\n")])  # no last chunk: cut
+    stream = server.transport().stream("GET", "/watch", {}, 5)
+    assert not isinstance(stream, Answer)
+    with pytest.raises(ProtocolError, match="ended"):
+        list(stream)
+
+
 # -- the same answers as http.client, from any fragments ---------------------------------------
 
 

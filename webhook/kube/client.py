@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, TypedDict
 from urllib.parse import quote, urlencode
 
@@ -40,7 +41,7 @@ from ..core.api.objects import Obj
 from . import codec
 from .ratelimit import TokenBucket
 from .resources import PODS, Resource
-from .transport import Answer, ProtocolError, Transport, connector
+from .transport import Answer, ProtocolError, Stream, Transport, connector
 
 RequestHook = Callable[[str, str, int], None]  # (verb, resource plural, HTTP status)
 
@@ -302,8 +303,12 @@ class KubeClient:
             timeout = self._write_timeout(verb, path, timeout)
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
-            if self._transport is not None and not stream:
-                answer = self._direct(method, path, list(query or []), headers, body, timeout)
+            if self._transport is not None:
+                opened = self._direct(method, path, list(query or []), headers, body, timeout, stream)
+                if isinstance(opened, Stream):
+                    self._record(verb, resource, opened.status)
+                    return WatchStream(iter(opened), opened.close)
+                answer = opened
             else:
                 m, url, hdrs, _, post = self.api.param_serialize(
                     method,
@@ -315,7 +320,8 @@ class KubeClient:
                 resp = self.api.call_api(m, url, hdrs, body, post, _request_timeout=timeout).response
                 if stream and int(resp.status) < 400:
                     self._record(verb, resource, int(resp.status))
-                    return resp  # urllib3's response, its body not read
+                    lines = iter_resp_lines(resp)  # type: ignore[no-untyped-call]
+                    return WatchStream(lines, partial(_close_response, resp))
                 answer = Answer(int(resp.status), {k.lower(): v for k, v in resp.headers.items()}, resp.data)
         except kubernetes.client.exceptions.ApiException as e:
             status = int(e.status or 0)
@@ -340,10 +346,11 @@ class KubeClient:
         headers: dict[str, str],
         body: Any,
         timeout: float,
-    ) -> Answer:
+        stream: bool = False,
+    ) -> Answer | Stream:
         """One request on the transport: the official client's default headers, cookie and
         credentials (as ``param_serialize`` sets them), the body as ``call_api`` encodes it (JSON);
-        no retries or redirects (``request`` retries)."""
+        no retries or redirects (``request`` retries). ``stream``: a watch, read as it comes."""
         assert self._transport is not None
         api = self.api
         headers.update(api.default_headers)
@@ -353,6 +360,8 @@ class KubeClient:
         url = self._prefix + path
         if query:
             url += "?" + urlencode(query, quote_via=quote)
+        if stream:
+            return self._transport.stream(method, url, headers, timeout)
         data = codec.dumps(body) if body is not None else None
         return self._transport.request(method, url, headers, data, timeout)
 
@@ -446,7 +455,7 @@ class KubeClient:
         ]
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        resp = self.request(
+        stream: WatchStream = self.request(
             "watch",
             res.path(namespace),
             query=query,
@@ -454,7 +463,7 @@ class KubeClient:
             timeout=timeout_seconds + 30,
             stream=True,
         )
-        return WatchStream(resp)
+        return stream
 
     def create(
         self,
@@ -581,26 +590,31 @@ def binding(namespace: str, pod_name: str, pod_uid: str, node_name: str) -> Bind
 class WatchStream:
     """The lines of one watch response, decoded; closable from another thread."""
 
-    def __init__(self, resp: Any) -> None:
-        self._resp = resp  # urllib3's response, its body not read
+    def __init__(self, lines: Iterator[bytes | str], close: Callable[[], None]) -> None:
+        self._lines = lines
+        self._close = close
 
     def __iter__(self) -> Iterator[Obj]:
         try:
-            for line in iter_resp_lines(self._resp):  # type: ignore[no-untyped-call]
+            for line in self._lines:
                 if line:
                     yield codec.loads(line)
         finally:
             self.close()
 
     def close(self) -> None:
-        raw = self._resp
-        try:
-            if hasattr(raw, "shutdown"):
-                raw.shutdown()
-            raw.close()
-            raw.release_conn()
-        except Exception:  # closing a socket that another thread reads from may race; harmless
-            pass
+        self._close()
+
+
+def _close_response(raw: Any) -> None:
+    """Closes urllib3's response of a watch (a proxied client's)."""
+    try:
+        if hasattr(raw, "shutdown"):
+            raw.shutdown()
+        raw.close()
+        raw.release_conn()
+    except Exception:  # closing a socket that another thread reads from may race; harmless
+        pass
 
 
 #: The longest Retry-After a request waits before its next attempt (seconds): kube-apiserver asks

@@ -29,7 +29,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -152,23 +152,28 @@ class Connection:
         self.buf.clear()
         return body
 
+    def _chunk_size(self, deadline: float) -> int:
+        """The next chunk's size; after the last one (0), its trailers are read up to the empty
+        line."""
+        line = self._line(deadline)
+        size = line.split(b";", 1)[0].strip()
+        if not size or len(size) > 16 or not _HEX.issuperset(size):
+            raise ProtocolError(f"a chunk size that is not hexadecimal: {line[:40]!r}")
+        n = int(size, 16)
+        if n == 0:
+            for _ in range(MAX_HEADERS + 1):  # trailers, up to the empty line
+                if not self._line(deadline):
+                    return 0
+            raise ProtocolError("more than 100 trailer lines")
+        return n
+
     def _chunks(self, deadline: float) -> bytes:
         parts: list[bytes] = []
-        while True:
-            line = self._line(deadline)
-            size = line.split(b";", 1)[0].strip()
-            if not size or len(size) > 16 or not _HEX.issuperset(size):
-                raise ProtocolError(f"a chunk size that is not hexadecimal: {line[:40]!r}")
-            n = int(size, 16)
-            if n == 0:
-                break
+        while (n := self._chunk_size(deadline)) > 0:
             parts.append(self._exactly(n, deadline))
             if self._line(deadline):
                 raise ProtocolError("a chunk longer than its size")
-        for _ in range(MAX_HEADERS + 1):  # trailers, up to the empty line
-            if not self._line(deadline):
-                return b"".join(parts)
-        raise ProtocolError("more than 100 trailer lines")
+        return b"".join(parts)
 
     def _head(self, deadline: float) -> tuple[int, bool, dict[str, str]]:
         """Status, whether it is HTTP/1.0, headers."""
@@ -191,8 +196,9 @@ class Connection:
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         raise ProtocolError("more than 100 header lines")
 
-    def answer(self, method: str, deadline: float) -> tuple[Answer, bool]:
-        """The answer to the request just written, and whether the connection may be kept."""
+    def final_head(self, deadline: float) -> tuple[int, bool, dict[str, str]]:
+        """The final answer's status, whether the connection may be kept after its body, and its
+        headers; ``1xx`` answers before it skipped."""
         while True:
             status, http10, headers = self._head(deadline)
             if status >= 200:
@@ -200,23 +206,108 @@ class Connection:
             if status == 101:
                 raise ProtocolError("101 Switching Protocols was not asked for")
         tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep = "keep-alive" in tokens if http10 else "close" not in tokens
-        coding = headers.get("transfer-encoding")
+        return status, "keep-alive" in tokens if http10 else "close" not in tokens, headers
+
+    def answer(self, method: str, deadline: float) -> tuple[Answer, bool]:
+        """The answer to the request just written, and whether the connection may be kept."""
+        status, keep, headers = self.final_head(deadline)
+        answer, ended = self.answer_body(status, headers, method, deadline)
+        return answer, keep and ended and not self.buf
+
+    def answer_body(
+        self, status: int, headers: dict[str, str], method: str, deadline: float
+    ) -> tuple[Answer, bool]:
+        """The whole answer once its head is read, and False when its body ended the connection."""
+        keep = True
         if status in (204, 304) or method == "HEAD":
             body = b""
-        elif coding is not None:
-            if coding.strip().lower() != "chunked":
-                raise ProtocolError(f"a transfer coding this client does not read: {coding!r}")
-            body = self._chunks(deadline)
-        elif "content-length" in headers:
-            length = headers["content-length"]
-            if not length.isdigit() or len(length) > 18:
-                raise ProtocolError(f"a content length that is not a number: {length[:40]!r}")
-            body = self._exactly(int(length), deadline)
         else:
-            body = self._rest(deadline)
-            keep = False
-        return Answer(status, headers, body), keep and not self.buf
+            framing = _framing(headers)
+            if framing is None:
+                body = self._chunks(deadline)
+            elif framing >= 0:
+                body = self._exactly(framing, deadline)
+            else:
+                body = self._rest(deadline)
+                keep = False
+        return Answer(status, headers, body), keep
+
+    def lines(self, framing: int | None, deadline: float) -> Iterator[bytes]:
+        """The body's lines as they come (a watch: one JSON event per line), without their LF;
+        ``framing`` as ``_framing`` gives it."""
+        pending = bytearray()
+        if framing is None:
+            while True:
+                size = self._chunk_size(deadline)
+                if size == 0:
+                    break
+                pending += self._exactly(size, deadline)
+                if self._line(deadline):
+                    raise ProtocolError("a chunk longer than its size")
+                while (end := pending.find(b"\n")) >= 0:
+                    yield bytes(pending[:end])
+                    del pending[: end + 1]
+        else:
+            left = framing
+            while left != 0:
+                if not self.buf:
+                    try:
+                        self._fill(deadline)
+                    except ProtocolError:
+                        if left < 0:
+                            break  # the connection's end is the body's
+                        raise
+                take = len(self.buf) if left < 0 else min(left, len(self.buf))
+                pending += self.buf[:take]
+                del self.buf[:take]
+                left = left - take if left > 0 else left
+                while (end := pending.find(b"\n")) >= 0:
+                    yield bytes(pending[:end])
+                    del pending[: end + 1]
+        if pending:
+            yield bytes(pending)
+
+
+def _framing(headers: dict[str, str]) -> int | None:
+    """How the body ends: None by chunks, a length, or -1 with the connection."""
+    coding = headers.get("transfer-encoding")
+    if coding is not None:
+        if coding.strip().lower() != "chunked":
+            raise ProtocolError(f"a transfer coding this client does not read: {coding!r}")
+        return None
+    if "content-length" in headers:
+        length = headers["content-length"]
+        if not length.isdigit() or len(length) > 18:
+            raise ProtocolError(f"a content length that is not a number: {length[:40]!r}")
+        return int(length)
+    return -1
+
+
+class Stream:
+    """A 2xx answer whose body is read line by line as it comes, on a connection of its own;
+    ``close`` (from any thread) ends the reading, quietly."""
+
+    def __init__(self, conn: Connection, status: int, headers: dict[str, str], deadline: float) -> None:
+        self.status = status
+        self.headers = headers
+        self._conn = conn
+        self._deadline = deadline
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._conn.lines(_framing(self.headers), self._deadline)
+        except (OSError, ProtocolError):
+            if not self._closed:
+                raise
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._conn.sock.shutdown(socket.SHUT_RDWR)  # a reader blocked in recv returns now
+        self._conn.close()
 
 
 class Transport:
@@ -257,6 +348,25 @@ class Transport:
         else:
             conn.close()
         return answer
+
+    def stream(self, method: str, target: str, headers: Mapping[str, str], timeout: float) -> Answer | Stream:
+        """A request whose answer's body is read as it comes (a watch), on a new connection never
+        given back: a ``Stream`` for a 2xx answer, else the whole ``Answer``."""
+        deadline = time.monotonic() + timeout
+        data = self._encode(method, target, headers, None)
+        conn = Connection(self.connect(timeout))
+        try:
+            conn.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+            conn.sock.sendall(data)
+            status, _, head = conn.final_head(deadline)
+            if status < 200 or status >= 300:
+                answer, _ = conn.answer_body(status, head, method, deadline)
+                conn.close()
+                return answer
+        except BaseException:
+            conn.close()
+            raise
+        return Stream(conn, status, head, deadline)
 
     def close(self) -> None:
         with self._lock:
