@@ -117,22 +117,17 @@ class Connection:
         return line[:-1] if line.endswith(b"\r") else line
 
     def _exactly(self, n: int, deadline: float) -> bytes:
-        if len(self.buf) < n:
-            body = bytearray(n)
-            have = len(self.buf)
-            body[:have] = self.buf
-            self.buf.clear()
-            view = memoryview(body)
-            while have < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("timed out")
-                self.sock.settimeout(left)
-                got = self.sock.recv_into(view[have:], min(n - have, 1 << 20))
-                if not got:
-                    raise ProtocolError(f"the connection ended {n - have} bytes before the body's end")
-                have += got
-            return bytes(body)
+        """The next ``n`` bytes. The buffer grows only as they arrive: a length the server claims
+        but never sends costs nothing."""
+        while len(self.buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out")
+            self.sock.settimeout(left)
+            data = self.sock.recv(min(max(n - len(self.buf), _READ), 1 << 20))
+            if not data:
+                raise ProtocolError(f"the connection ended {n - len(self.buf)} bytes before the body's end")
+            self.buf += data
         data = bytes(self.buf[:n])
         del self.buf[:n]
         return data
