@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import io
+import os
 import socket
 import ssl
 import threading
@@ -230,6 +231,30 @@ def test_a_kept_connection_the_server_closed_is_not_used_again(serve: Any) -> No
     assert t.request("GET", "/", {}, None, 5).status == 200
     assert server.connections == 2
     assert len(server.requests) == 2  # nothing was sent on the closed one
+
+
+def test_a_kept_connection_on_a_descriptor_above_1023_is_still_reused(serve: Any) -> None:
+    """A busy process's sockets get high descriptors, where ``select`` fails: every kept connection
+    would look dropped and each request would open a new one."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 2000:
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE, (2048, max(2048, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        )
+    server = serve([ok(), ok()])
+
+    def connect(timeout: float) -> socket.socket:
+        low = socket.create_connection(("127.0.0.1", server.port), timeout)
+        high = socket.socket(fileno=os.dup2(low.fileno(), 2000))
+        os.close(low.detach())
+        return high
+
+    t = Transport(connect, f"127.0.0.1:{server.port}", 4)
+    t.request("GET", "/", {}, None, 5)
+    t.request("GET", "/", {}, None, 5)
+    assert server.connections == 1
+    t.close()
 
 
 def test_idle_connections_beyond_the_bound_are_closed(serve: Any) -> None:

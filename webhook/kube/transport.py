@@ -84,10 +84,11 @@ class Connection:
         if pending is not None and pending():
             return True
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            poll = select.poll()  # not select(): it fails on descriptors above 1023
+            poll.register(self.sock, select.POLLIN)
+            return bool(poll.poll(0))
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     # -- reading -----------------------------------------------------------------------------
 
