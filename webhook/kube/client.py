@@ -3,11 +3,11 @@
 The generated model classes are bypassed on purpose: deserialising into them is slow and the
 engine works on dicts. Configuration, authentication and TLS still come from the official client:
 its headers and credentials (``update_params_for_auth``, the kubeconfig's refresh hook included)
-and its urllib3 pool, which opens the TLS connections. A request that is not a watch is then
-written and read on those connections by ``transport`` (HTTP/1.1 on kept-alive sockets), past the
-generated REST layer, the pool manager and ``http.client``: about a third of the worker's CPU at a
-few hundred requests a second. Watches, and a client behind a proxy, take the official
-``call_api``.
+and its urllib3 pool, which opens the TLS connections. Requests are then written and read on
+those connections by ``transport`` (HTTP/1.1 on kept-alive sockets; a watch on a connection of its
+own), past the generated REST layer, the pool manager and ``http.client``: about a third of the
+worker's CPU at a few hundred requests a second. A client behind a proxy sends everything through
+the official ``call_api``.
 
 A client ``fenced`` by the leader election's fence sends no write while the fence is down: it is
 asked before every attempt (retries of 429, 5xx and broken connections included) and again after
@@ -232,7 +232,7 @@ class KubeClient:
         """This client (credentials, fence and hook shared) with a rate limit and a connection pool
         of its own, ``connections`` wide: kube-scheduler's event client is a clientset of its own,
         so a burst of Events takes neither tokens nor connections from the bindings. Behind a
-        proxy (no direct pool) only the rate limit is its own."""
+        proxy (no transport) only the rate limit is its own."""
         twin = self.with_own_rate_limit()
         if self._transport is not None:
             own = self._transport
