@@ -68,11 +68,12 @@ class Answer:
 class Connection:
     """One socket and what has been read from it beyond the last answer."""
 
-    __slots__ = ("buf", "sock")
+    __slots__ = ("buf", "poll", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
+        self.poll: Any = None  # registered on the first ``dropped``
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -80,26 +81,33 @@ class Connection:
 
     def dropped(self) -> bool:
         """Whether the server closed it (or sent something unasked) while it was idle."""
-        if self.buf:
-            return True
         pending = getattr(self.sock, "pending", None)  # TLS bytes already decrypted
         if pending is not None and pending():
             return True
         try:
-            poll = select.poll()  # not select(): it fails on descriptors above 1023
-            poll.register(self.sock, select.POLLIN)
-            return bool(poll.poll(0))
+            if self.poll is None:
+                self.poll = select.poll()  # not select(): it fails on descriptors above 1023
+                self.poll.register(self.sock, select.POLLIN)
+            return bool(self.poll.poll(0))
         except (OSError, ValueError):
             return True
 
+    def send(self, data: bytes, deadline: float) -> None:
+        self.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+        self.sock.sendall(data)
+
     # -- reading -----------------------------------------------------------------------------
 
-    def _fill(self, deadline: float) -> None:
+    def _recv(self, size: int, deadline: float) -> bytes:
+        """What arrives next, at most ``size`` bytes; ``b""`` when the connection has ended."""
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out")
         self.sock.settimeout(left)
-        data = self.sock.recv(_READ)
+        return self.sock.recv(size)
+
+    def _fill(self, deadline: float) -> None:
+        data = self._recv(_READ, deadline)
         if not data:
             raise ProtocolError("the connection ended before the answer")
         self.buf += data
@@ -123,32 +131,13 @@ class Connection:
         """The next ``n`` bytes. The buffer grows only as they arrive: a length the server claims
         but never sends costs nothing."""
         while len(self.buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("timed out")
-            self.sock.settimeout(left)
-            data = self.sock.recv(min(max(n - len(self.buf), _READ), 1 << 20))
+            data = self._recv(min(max(n - len(self.buf), _READ), 1 << 20), deadline)
             if not data:
                 raise ProtocolError(f"the connection ended {n - len(self.buf)} bytes before the body's end")
             self.buf += data
         data = bytes(self.buf[:n])
         del self.buf[:n]
         return data
-
-    def _rest(self, deadline: float) -> bytes:
-        """Everything until the connection ends (a body without a length)."""
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("timed out")
-            self.sock.settimeout(left)
-            data = self.sock.recv(_READ)
-            if not data:
-                break
-            self.buf += data
-        body = bytes(self.buf)
-        self.buf.clear()
-        return body
 
     def _chunk_size(self, deadline: float) -> int:
         """The next chunk's size; after the last one (0), its trailers are read up to the empty
@@ -165,13 +154,28 @@ class Connection:
             raise ProtocolError("more than 100 trailer lines")
         return n
 
-    def _chunks(self, deadline: float) -> bytes:
-        parts: list[bytes] = []
-        while (n := self._chunk_size(deadline)) > 0:
-            parts.append(self._exactly(n, deadline))
-            if self._line(deadline):
-                raise ProtocolError("a chunk longer than its size")
-        return b"".join(parts)
+    def pieces(self, framing: int | None, deadline: float) -> Iterator[bytes]:
+        """The body as it arrives, ``framing`` as ``_framing`` gives it: its chunks, its
+        ``Content-Length`` bytes, or everything until the connection ends."""
+        if framing is None:
+            while (n := self._chunk_size(deadline)) > 0:
+                yield self._exactly(n, deadline)
+                if self._line(deadline):
+                    raise ProtocolError("a chunk longer than its size")
+            return
+        left = framing
+        while left != 0:
+            if not self.buf:
+                data = self._recv(_READ, deadline)
+                if not data:
+                    if left < 0:
+                        return  # the connection's end is the body's
+                    raise ProtocolError(f"the connection ended {left} bytes before the body's end")
+                self.buf += data
+            piece = bytes(self.buf if left < 0 else self.buf[:left])
+            del self.buf[: len(piece)]
+            left = left - len(piece) if left > 0 else left
+            yield piece
 
     def _head(self, deadline: float) -> tuple[int, bool, dict[str, str]]:
         """Status, whether it is HTTP/1.0, headers."""
@@ -210,58 +214,27 @@ class Connection:
         """The answer to the request just written, and whether the connection may be kept."""
         status, keep, headers = self.final_head(deadline)
         answer, ended = self.answer_body(status, headers, method, deadline)
-        return answer, keep and ended and not self.buf
+        return answer, keep and not ended and not self.buf
 
     def answer_body(
         self, status: int, headers: dict[str, str], method: str, deadline: float
     ) -> tuple[Answer, bool]:
-        """The whole answer once its head is read, and False when its body ended the connection."""
-        keep = True
+        """The whole answer once its head is read, and whether its body ended the connection."""
         if status in (204, 304) or method == "HEAD":
-            body = b""
-        else:
-            framing = _framing(headers)
-            if framing is None:
-                body = self._chunks(deadline)
-            elif framing >= 0:
-                body = self._exactly(framing, deadline)
-            else:
-                body = self._rest(deadline)
-                keep = False
-        return Answer(status, headers, body), keep
+            return Answer(status, headers, b""), False
+        framing = _framing(headers)
+        if framing is not None and framing >= 0:
+            return Answer(status, headers, self._exactly(framing, deadline)), False  # in one piece
+        return Answer(status, headers, b"".join(self.pieces(framing, deadline))), framing == -1
 
     def lines(self, framing: int | None, deadline: float) -> Iterator[bytes]:
-        """The body's lines as they come (a watch: one JSON event per line), without their LF;
-        ``framing`` as ``_framing`` gives it."""
+        """The body's lines as they come (a watch: one JSON event per line), without their LF."""
         pending = bytearray()
-        if framing is None:
-            while True:
-                size = self._chunk_size(deadline)
-                if size == 0:
-                    break
-                pending += self._exactly(size, deadline)
-                if self._line(deadline):
-                    raise ProtocolError("a chunk longer than its size")
-                while (end := pending.find(b"\n")) >= 0:
-                    yield bytes(pending[:end])
-                    del pending[: end + 1]
-        else:
-            left = framing
-            while left != 0:
-                if not self.buf:
-                    try:
-                        self._fill(deadline)
-                    except ProtocolError:
-                        if left < 0:
-                            break  # the connection's end is the body's
-                        raise
-                take = len(self.buf) if left < 0 else min(left, len(self.buf))
-                pending += self.buf[:take]
-                del self.buf[:take]
-                left = left - take if left > 0 else left
-                while (end := pending.find(b"\n")) >= 0:
-                    yield bytes(pending[:end])
-                    del pending[: end + 1]
+        for piece in self.pieces(framing, deadline):
+            pending += piece
+            while (end := pending.find(b"\n")) >= 0:
+                yield bytes(pending[:end])
+                del pending[: end + 1]
         if pending:
             yield bytes(pending)
 
@@ -335,8 +308,7 @@ class Transport:
         if conn is None:
             conn = Connection(self.connect(timeout))
         try:
-            conn.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
-            conn.sock.sendall(data)
+            conn.send(data, deadline)
             answer, keep = conn.answer(method, deadline)
         except BaseException:
             conn.close()
@@ -354,8 +326,7 @@ class Transport:
         data = self._encode(method, target, headers, None)
         conn = Connection(self.connect(timeout))
         try:
-            conn.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
-            conn.sock.sendall(data)
+            conn.send(data, deadline)
             status, _, head = conn.final_head(deadline)
             if status < 200 or status >= 300:
                 answer, _ = conn.answer_body(status, head, method, deadline)
