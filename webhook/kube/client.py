@@ -173,8 +173,9 @@ class KubeClient:
         if manager is not None:
             manager.connection_pool_kw["retries"] = False
             manager.connection_pool_kw["socket_options"] = SOCKET_OPTIONS
-        #: Requests but watches on kept-alive connections of the API server's own pool, and the
-        #: path its URL starts with (None: every request through ``call_api``).
+        #: Requests and watches on connections the API server's own pool opens, and the path its
+        #: URL starts with (None: every request through ``call_api``). At least 4 connections kept
+        #: when the configuration says none.
         self._transport: Transport | None = None
         self._prefix = ""
         if type(manager) is urllib3.PoolManager:
