@@ -7,9 +7,9 @@ bytes."""
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import io
-import os
 import socket
 import ssl
 import threading
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from webhook.install.certs import ensure_certs
 from webhook.kube.client import KubeClient
 from webhook.kube.resources import NODES
-from webhook.kube.transport import Answer, Connection, ProtocolError, Transport, connector
+from webhook.kube.transport import Answer, Connection, ProtocolError, Stream, Transport, connector
 
 
 class Closing(bytes):
@@ -236,19 +236,13 @@ def test_a_kept_connection_the_server_closed_is_not_used_again(serve: Any) -> No
 def test_a_kept_connection_on_a_descriptor_above_1023_is_still_reused(serve: Any) -> None:
     """A busy process's sockets get high descriptors, where ``select`` fails: every kept connection
     would look dropped and each request would open a new one."""
-    import resource
-
-    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 2000:
-        resource.setrlimit(
-            resource.RLIMIT_NOFILE, (2048, max(2048, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-        )
     server = serve([ok(), ok()])
 
     def connect(timeout: float) -> socket.socket:
         low = socket.create_connection(("127.0.0.1", server.port), timeout)
-        high = socket.socket(fileno=os.dup2(low.fileno(), 2000))
-        os.close(low.detach())
-        return high
+        with low:
+            high = fcntl.fcntl(low.fileno(), fcntl.F_DUPFD, 1024)  # the lowest free one from 1024
+        return socket.socket(fileno=high)
 
     t = Transport(connect, f"127.0.0.1:{server.port}", 4)
     t.request("GET", "/", {}, None, 5)
@@ -260,13 +254,15 @@ def test_a_kept_connection_on_a_descriptor_above_1023_is_still_reused(serve: Any
 def test_idle_connections_beyond_the_bound_are_closed(serve: Any) -> None:
     server = serve([ok()] * 6)
     t = server.transport(maxsize=2)
-    taken = [t._take() for _ in range(3)]
-    assert taken == [None, None, None]
-    for _ in range(3):
-        t._give(Connection(socket.create_connection(("127.0.0.1", server.port))))
+    assert t._take() is None
+    given = [Connection(socket.create_connection(("127.0.0.1", server.port))) for _ in range(3)]
+    for conn in given:
+        t._give(conn)
     assert t.idle == 2
+    assert [conn.sock.fileno() == -1 for conn in given] == [False, False, True]  # the third closed
     t.close()
     assert t.idle == 0
+    assert all(conn.sock.fileno() == -1 for conn in given)
 
 
 # -- streams (watches) ------------------------------------------------------------------------
@@ -343,6 +339,12 @@ class Fragments:
     def settimeout(self, _: float | None) -> None:
         pass
 
+    def shutdown(self, _: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
     def recv(self, n: int) -> bytes:
         if not self.pieces:
             return b""
@@ -409,6 +411,20 @@ def test_every_answer_reads_as_http_client_reads_it(
         k: v.strip(" \t") for k, v in headers.items()
     }
     assert kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(answers(), st.lists(st.integers(0, 700), max_size=12))
+def test_a_stream_gives_the_lines_of_the_body_from_any_fragments(
+    answer: tuple[bytes, int, dict[str, str], bytes], cuts: list[int]
+) -> None:
+    data, _, _, body = answer
+    conn = Connection(Fragments(data, cuts))  # type: ignore[arg-type]
+    deadline = time.monotonic() + 5
+    status, _, headers = conn.final_head(deadline)
+    stream = Stream(conn, status, headers, deadline)
+    lines = body.split(b"\n")
+    assert list(stream) == (lines if lines[-1] else lines[:-1])
 
 
 # -- the official client's TLS ----------------------------------------------------------------
