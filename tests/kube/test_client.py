@@ -671,9 +671,14 @@ def test_a_client_behind_a_proxy_sends_through_the_official_client(
     assert headers["authorization"] == "Bearer secret"
 
 
-def test_requests_but_watches_share_one_kept_alive_connection(em: Emulator) -> None:
+def test_requests_share_one_kept_alive_connection_and_a_watch_has_its_own(em: Emulator) -> None:
     client = KubeClient(em.api_client())
     assert client._transport is not None
     created = client.create(PODS, pod_body(), "default")
     assert client.get(PODS, "p", "default")["metadata"]["uid"] == created["metadata"]["uid"]
     assert client._transport.idle == 1
+    stream = client.watch(PODS, "0", namespace="default", timeout_seconds=60)
+    assert next(iter(stream))["object"]["metadata"]["uid"] == created["metadata"]["uid"]
+    stream.close()
+    assert client._transport.idle == 1  # the watch's connection is never given back
+    assert client.get(PODS, "p", "default")["metadata"]["name"] == "p"
