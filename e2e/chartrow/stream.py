@@ -61,10 +61,10 @@ def create(client: Client, namespace: str, name: str, retried: list[str] | None 
 
 def _cannot_now(client: Client, status: int, words: str) -> bool:
     """An answer the API server gives while it cannot take the create (a user tries again): 429 or
-    a 5xx that names no webhook, or a webhook's endpoints it has not listed yet."""
+    a 5xx that names no webhook, or a webhook's Service or endpoints it has not listed yet."""
     if status in (429, 500, 503, 504) and "webhook" not in words:
         return True
-    return status == 500 and _endpoints_lagged(client, words)
+    return status == 500 and (_endpoints_lagged(client, words) or _service_lagged(client, words))
 
 
 #: The API server's words when its own view of a webhook Service's endpoints is empty.
@@ -93,6 +93,25 @@ def _endpoints_lagged(client: Client, words: str) -> bool:
         for s in body.get("items") or []
         for e in s.get("endpoints") or []
     )
+
+
+#: The API server's words when its own view of a webhook's Service does not hold it yet.
+NO_SERVICE = re.compile(r'https://([a-z0-9-]+)\.([a-z0-9-]+)\.svc[^ ]*: service \\?"\1\\?" not found')
+
+
+def _service_lagged(client: Client, words: str) -> bool:
+    """Whether a call to a webhook failed with "service not found" while the Service exists: the
+    API server, just restarted, had not yet listed the Services (as with the endpoints above). A
+    user tries again. With the Service really gone the chart was broken: draxr's failure, kept."""
+    found = NO_SERVICE.search(words)
+    if found is None:
+        return False
+    name, namespace = found.group(1), found.group(2)
+    try:
+        status, _ = client.get(f"/api/v1/namespaces/{namespace}/services/{name}")
+    except OSError:
+        return False
+    return status == 200
 
 
 @dataclass
