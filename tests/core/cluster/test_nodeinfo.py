@@ -188,6 +188,59 @@ def test_every_change_renews_the_stamp_and_no_two_nodeinfos_share_one(steps: lis
     assert info.stamp not in seen
 
 
+# -- runs of nodes -------------------------------------------------------------------------------
+
+
+def _nodes(*names: str) -> Nodes:
+    nodes = Nodes()
+    for n in names:
+        nodes.upsert(node(n, {"cpu": "4"}))
+    return nodes
+
+
+def test_the_names_are_cut_into_runs_each_node_holding_its_run_s_cell() -> None:
+    nodes = _nodes("e", "a", "d", "b", "c")
+    nodes.block_size = 2
+    blocks = nodes.blocks()
+    assert blocks.firsts == ["a", "c", "e"]
+    assert [nodes[n].cell is blocks.cells[i // 2] for i, n in enumerate("abcde")] == [True] * 5
+    assert nodes.blocks() is blocks  # kept while no node comes or goes
+
+
+@given(st.lists(STEPS, min_size=1, max_size=12))
+def test_every_change_of_a_node_moves_its_run_s_cell_and_no_other(steps: list[Step]) -> None:
+    """What a search remembers of a run of nodes holds while the run's cell does: each change of a
+    node (as ``NodeInfo.changed`` tells it) moves that run's cell to the node's new stamp."""
+    nodes = _nodes("m", "n", "o", "p")
+    nodes.block_size = 2
+    blocks = nodes.blocks()
+    before = [cell[0] for cell in blocks.cells]
+    for step in steps:
+        _apply(nodes["n"], step)
+        assert blocks.cells[0][0] == nodes["n"].stamp
+        assert blocks.cells[1][0] == before[1]
+    assert nodes["n"].snapshot().cell is None  # a what-if's changes are its own
+
+
+def test_a_node_that_comes_or_goes_makes_new_runs_and_moves_its_old_cell() -> None:
+    nodes = _nodes("a", "b", "c")
+    nodes.block_size = 2
+    old = nodes.blocks()
+    nodes.upsert(node("bb", {"cpu": "4"}))
+    new = nodes.blocks()
+    assert new is not old
+    assert new.firsts == ["a", "bb"]
+    assert all(cell not in map(id, old.cells) for cell in map(id, new.cells))
+    stamp = new.cells[1][0]
+    gone = nodes.remove("c")
+    assert gone is not None
+    assert gone.cell is None
+    assert new.cells[1][0] != stamp  # what was remembered of its run no longer holds
+    assert nodes.blocks().firsts == ["a", "bb"]
+    nodes.block_size = 3
+    assert nodes.blocks().firsts == ["a"]
+
+
 # -- hard taints ----------------------------------------------------------------------------------
 
 

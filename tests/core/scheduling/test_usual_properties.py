@@ -6,13 +6,18 @@ are those of the cluster as it is."""
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import islice
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.core.harness import scheduler
 from tests.core.podfactory import container, device_class, gpus, node, pod, resource_slice
 from webhook.core.api.objects import Obj
+from webhook.core.scheduling.cycle import Cycle
 from webhook.core.scheduling.framework import SCHEDULED, Decision
+from webhook.core.scheduling.sampling import rotation
 from webhook.core.scheduling.scheduler import Scheduler
 
 GPU = "example.com/gpu"
@@ -264,3 +269,88 @@ def test_the_remembered_verdicts_are_those_of_the_cluster_now(
             s.unreserve(*reserved.pop(k % len(reserved)))
         # A scheduler of its own on the same cluster remembers nothing yet.
         assert scans(s) == scans(Scheduler(s.state, policy)), (what, target, k)
+
+
+def _general(s: Scheduler, cycle: Cycle, node_name: str) -> tuple[float, str, object] | None:
+    return s._general(cycle, node_name, True)
+
+
+@settings(max_examples=100, deadline=None)
+@example([(2, "", 0, 0)] * 3, [("decide", 0, 0), ("decide", 0, 0)], "binpack", 1)
+@example([(1, "tainted", 0, 0), (2, "", 0, 1), (1, "", 1, 0)], [("claim", 1, 1)], "spread", 2)
+# From n2, two wanted: n2 and n3, not n4 (the best of its run of three, whose GPU in use packs it).
+@example([(2, "", 0, 0)] * 4 + [(2, "", 0, 1), (2, "", 0, 0)], [], "binpack", 3)
+@given(node_shapes, changes, st.sampled_from(["binpack", "spread"]), st.sampled_from([1, 2, 3, 32]))
+def test_the_best_of_the_remembered_runs_is_the_best_of_the_walk(
+    shapes: list[tuple[int, str, int, int]], steps: list[tuple[str, int, int]], policy: str, block: int
+) -> None:
+    """``Usual.best`` (runs of ``block`` nodes remembered whole while their cells hold) gives, for
+    every start and every number of entries wanted, the least of that many first entries of a walk
+    round the ring from the start by a scheduler that remembers nothing; and a decision through it
+    is the decision through the walk, on the cluster as it is after every change."""
+    s = scheduler(*_cluster(shapes), policy=policy)
+    s.state.nodes.block_size = block
+    names = [f"n{i}" for i in range(len(shapes))]
+    reserved: list[tuple[Decision, str]] = []
+
+    def same(a: tuple[float, str, object] | None, b: tuple[float, str, object] | None) -> bool:
+        if a is None or b is None:
+            return a is b
+        return abs(a[0] - b[0]) < 1e-9 and a[1] == b[1] and (a[2] is None) == (b[2] is None)
+
+    def check_all() -> None:
+        for want, cpu, want_b in shapes_asked:
+            asks: dict[str, object] = {GPU: want, GPU_B: want_b} if want_b else {GPU: want}
+            if cpu:
+                asks["cpu"] = str(cpu)
+            p = pod("p", [container("c", asks)])
+            cycle = s.pre_filter(p)
+            walked = s._usual_ring(cycle)
+            if walked is not None:
+                usual, ring = walked
+                fresh = Scheduler(s.state, policy)
+                fresh_cycle = fresh.pre_filter(p)
+                scan = fresh._check(fresh_cycle, True)
+                assert scan is not None
+                ours = partial(_general, s, cycle)
+                theirs = partial(_general, fresh, fresh_cycle)
+                # Another ring for the same shape (as when a pod's rarest name changes) reads its own.
+                for walked_ring in (ring, ring[::2], ring):
+                    for start in (None, *names, "n", "zz"):
+                        for wanted in (1, 2, 5):
+                            got = usual.best(walked_ring, start, wanted, ours)
+                            walk = scan.scan(rotation(walked_ring, start), theirs, ())
+                            expected = min(islice(walk, wanted), default=None)
+                            assert same(got, expected), (start, wanted, got, expected)
+            decided = s.schedule(p)
+            with s.within(names):  # a placement: the walk decides
+                walked_decision = s.schedule(p)
+            assert (decided.status, decided.node) == (walked_decision.status, walked_decision.node)
+
+    check_all()
+    for i, (what, at, k) in enumerate(steps):
+        target = f"n{at % len(shapes)}"
+        if what == "bind":
+            s.state.apply("Pod", pod(f"b{i}", [container("c", {"cpu": str(k + 1)})], nodeName=target))
+        elif what == "unbind":
+            s.state.apply("Pod", pod(f"b{k}", []), deleted=True)
+        elif what == "claim":
+            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"))
+        elif what == "unclaim":
+            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"), deleted=True)
+        elif what in ("taint", "untaint"):
+            taints = [{"key": "k", "effect": "NoSchedule"}] if what == "taint" else []
+            s.state.apply("Node", node(target, None, labels={"all": "yes"}, taints=taints))
+        elif what == "slice":
+            s.state.apply("ResourceSlice", resource_slice(f"s{at}", gpus(k), node_name=target))
+        elif what == "class":
+            index = 'device.attributes["gpu.example.com"].index'
+            narrower = f'device.driver == "gpu.example.com" && {index} <= {k}'
+            s.state.apply("DeviceClass", device_class("gpu.example.com", ext=GPU, selectors=[narrower]))
+        elif what == "decide":
+            d = s.schedule(pod(f"d{i}", [container("c", {GPU: k % 2 + 1})]))
+            if d.status == SCHEDULED:
+                reserved.append((d, s.reserve(d)))
+        elif what == "release" and reserved:
+            s.unreserve(*reserved.pop(k % len(reserved)))
+        check_all()

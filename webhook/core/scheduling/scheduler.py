@@ -372,10 +372,30 @@ class Scheduler:
         allocates wins. A node whose allocation fails is replaced by the next node of the walk
         that passes, so the winner is the best of that many nodes on which nothing failed.
         ``score=False`` (does any node fit?) walks by name and stops at the first that fits.
+
+        When the usual pass alone decides a walk round one ring (``_usual_ring``), the best of those
+        nodes comes from runs of nodes remembered whole (``Usual.best``) and is allocated on first;
+        only if that allocation fails does the walk below take over, meeting it first again.
         """
         nodes = self.node_names()
         wanted = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(nodes)) if score else 1
         start = start_of(pod, nodes) if wanted < len(nodes) and score else None
+        cs = cycle.state
+        walked = self._usual_ring(cycle) if score else None
+        if walked is not None:
+            usual, ring = walked
+            top = usual.best(ring, start, wanted, lambda n: self._general(cycle, n, score))
+            if top is None:
+                return None
+            if not self.framework.run_pre_score_plugins(cycle):
+                _, n, maybe = top
+                plan = maybe if maybe is not None else self.dra.usual_plan(cs, n)
+                try:
+                    fit = self.dra.allocate(cs, pod, plan)
+                except Unsatisfiable:
+                    pass  # the search below meets it first again, and goes on past it
+                else:
+                    return self._scheduled(cycle, pod, n, plan, fit)
         feasible = self._feasible(cycle, self._walk(cycle, start), score)
         heap = list(islice(feasible, wanted))  # one C-level pull for all of them
         scorers = self.framework.run_pre_score_plugins(cycle) if score and heap else []
@@ -383,7 +403,6 @@ class Scheduler:
         if scorers:
             heap = self.framework.run_score_plugins(scorers, untried, self.policy)
         heapq.heapify(heap)
-        cs = cycle.state
         while heap:
             _, n, maybe = heapq.heappop(heap)
             plan = maybe if maybe is not None else self.dra.usual_plan(cs, n)
@@ -400,22 +419,35 @@ class Scheduler:
                     for entry in found:
                         heapq.heappush(heap, entry)
                 continue
-            self.dra.chosen(cs, n, fit)
-            return self.framework.run_reserve_plugins(
-                cycle,
-                Decision(
-                    pod,
-                    SCHEDULED,
-                    node=n,
-                    served=dict(plan.served),
-                    requests=fit.requests,
-                    mappings=fit.mappings,
-                    special=fit.special,
-                    user_claims=fit.user_claims,
-                    placement=fit.placement,
-                ),
-            )
+            return self._scheduled(cycle, pod, n, plan, fit)
         return None
+
+    def _usual_ring(self, cycle: Cycle) -> tuple[Usual, list[str]] | None:
+        """The usual pass and the one ring the walk goes round, when that pass alone decides the
+        walk's nodes: a usual pod, no placement, nominated pods or profile plugins; else None."""
+        if self.placement is not None or cycle.nominated or cycle.plugins:
+            return None
+        usual = self._check(cycle, True)
+        rings = self.dra.candidate_rings(cycle.state) if usual is not None else None
+        return (usual, rings[0]) if usual is not None and rings is not None and len(rings) == 1 else None
+
+    def _scheduled(self, cycle: Cycle, pod: Obj, n: str, plan: NodePlan, fit: NodeFit) -> Decision:
+        """Reserve on the node the search chose."""
+        self.dra.chosen(cycle.state, n, fit)
+        return self.framework.run_reserve_plugins(
+            cycle,
+            Decision(
+                pod,
+                SCHEDULED,
+                node=n,
+                served=dict(plan.served),
+                requests=fit.requests,
+                mappings=fit.mappings,
+                special=fit.special,
+                user_claims=fit.user_claims,
+                placement=fit.placement,
+            ),
+        )
 
     def _feasible(self, cycle: Cycle, walk: Iterator[str], score: bool) -> Iterator[Entry]:
         """The nodes of the walk that pass every filter but the allocation, with their sort key

@@ -16,15 +16,23 @@ node had (``NodeInfo.stamp``, renewed by every change of the node and of its dev
 node whose stamp has not moved is not read again. Only "short of devices" on a node with a CEL
 error is never remembered: whether the error is on a free device depends on claims the stamp does
 not follow.
+
+Even remembered, 500 verdicts a decision cost a third of it. So a search round one ring
+(``Usual.best``) reads the ring by runs of nodes (``NodeBlocks``: the sorted names cut every 32,
+each run with a cell that every change of one of its nodes moves): what a run gives a pod shape,
+its entries in order and the least of them, is remembered with the run's cell and taken whole
+while the cell has not moved. A decision changes a node or two, so most runs are not read again.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any, Final, NamedTuple
 
 from ..allocation.policy import SPREAD, UPSTREAM
-from ..cluster.nodeinfo import NodeInfo
+from ..cluster.nodeinfo import NodeBlocks, NodeInfo
 from ..cluster.state import ClusterState
 from .plugins.dynamicresources.filter import counts, errors_on
 from .plugins.dynamicresources.score import usage_terms
@@ -37,26 +45,36 @@ Entry = tuple[float, str, Any]
 Other = Callable[[str], "Entry | None"]
 #: A node's remembered verdicts per pod shape: node -> (its stamp then, its verdict).
 Verdicts = dict[str, tuple[int, object]]
+#: What a run of nodes (``NodeBlocks``) gives a pod shape: the names of its nodes in the ring that
+#: fit, their entries (in name order) and the least of them.
+Run = tuple[list[str], list[Entry], "Entry | None"]
+#: The runs remembered per pod shape: run -> (its cell, the stamp in it then, the ring, its ``Run``).
+Runs = dict[int, tuple[list[int], int, list[str], Run]]
 _ASK: Final = object()
 _OTHER: Final = object()  # not the usual node: the general filters decide
 _SHORT: Final = object()  # short of devices
 
 
 class UsualMemo:
-    """Per pod shape (``shape_of``), each node's verdict with its stamp; the ``shapes`` shapes used
-    last are kept. Safe to share between threads: a verdict is only taken while its stamp holds."""
+    """Per pod shape (``shape_of``), each node's verdict with its stamp and each run of nodes'
+    entries with its cell's stamp; the ``shapes`` shapes used last are kept. Safe to share between
+    threads: a verdict is only taken while its stamp holds, a run's entries while its cell's does."""
 
     def __init__(self, shapes: int = 32) -> None:
         self._shapes = shapes
-        self._by_shape: dict[Hashable, Verdicts] = {}
+        self._by_shape: dict[Hashable, tuple[Verdicts, Runs]] = {}
 
     def verdicts(self, shape: Hashable, nodes: int) -> Verdicts:
-        """The shape's verdicts, made the last used; started afresh once they hold far more nodes
-        than the cluster has (nodes that went away)."""
+        """The shape's verdicts (``remembered``)."""
+        return self.remembered(shape, nodes)[0]
+
+    def remembered(self, shape: Hashable, nodes: int) -> tuple[Verdicts, Runs]:
+        """The shape's verdicts and runs, made the last used; started afresh once they hold far
+        more nodes than the cluster has (nodes that went away)."""
         by_shape = self._by_shape
         found = by_shape.pop(shape, None)
-        if found is None or len(found) > 2 * nodes + 64:
-            found = {}
+        if found is None or len(found[0]) > 2 * nodes + 64:
+            found = ({}, {})
             while len(by_shape) >= self._shapes:
                 oldest = next(iter(by_shape), None)  # another thread may have emptied it meanwhile
                 if oldest is None:
@@ -91,6 +109,9 @@ class Usual(NamedTuple):
 
     check: Check
     scan: Callable[[Iterable[str], Other, Collection[str]], Iterator[Entry]]
+    #: ``best(ring, start, wanted, other)``: what ``scan`` over ``ring`` once round from ``start``
+    #: (no node diverted) gives first after a heap of its first ``wanted`` entries, or None.
+    best: Callable[[list[str], str | None, int, Other], Entry | None]
 
 
 def is_usual_pod(policy: str, dra: DraState, constrained: bool, ports: bool, plugins: bool) -> bool:
@@ -222,4 +243,103 @@ def usual_check(
         shape = shape_of(dra, fit_checks, policy, score)
         return entries(nodes, infos, other, divert, memo.verdicts(shape, len(infos)))
 
-    return Usual(check, scan)
+    def run_of(
+        b: int,
+        ring: list[str],
+        blocks: NodeBlocks,
+        infos: Mapping[str, NodeInfo],
+        verdicts: Verdicts,
+        runs: Runs,
+    ) -> Run | None:
+        """The names and entries, in name order, of the nodes of ``ring`` in run ``b`` that fit,
+        and the least entry; None when one of them is not the usual node or is short of devices
+        with a CEL error (the general filters, node by node, decide those). Remembered while the
+        run's cell holds, for this ring (a shared list kept in place: a node comes or goes in it
+        with a new stamp)."""
+        cell = blocks.cells[b]
+        known = runs.get(b)
+        if known is not None and known[0] is cell and known[1] == cell[0] and known[2] is ring:
+            return known[3]
+        seen = cell[0]  # before reading the nodes: a change meanwhile moves it
+        firsts = blocks.firsts
+        lo = bisect_left(ring, firsts[b])
+        hi = bisect_left(ring, firsts[b + 1], lo) if b + 1 < len(firsts) else len(ring)
+        names: list[str] = []
+        found: list[Entry] = []
+        get = verdicts.get
+        for node in ring[lo:hi]:
+            info = infos[node]
+            remembered = get(node)
+            if remembered is not None and remembered[0] == info.stamp:
+                v = remembered[1]
+            else:
+                stamp = info.stamp
+                v = verdict(node, info)
+                if v is _SHORT:
+                    return None
+                verdicts[node] = (stamp, v)
+            if v is None:
+                continue
+            if v is _OTHER:
+                return None
+            names.append(node)
+            found.append(v)  # type: ignore[arg-type]
+        run = (names, found, min(found) if found else None)
+        runs[b] = (cell, seen, ring, run)
+        return run
+
+    def best(ring: list[str], start: str | None, wanted: int, other: Other) -> Entry | None:
+        """The first of a heap of the first ``wanted`` entries of ``ring`` once round from
+        ``start``: the lowest sort key, then name. The ring is read by runs of nodes
+        (``NodeBlocks``): a run whose cell has not moved since gives its entries from memory,
+        without reading its nodes; a run with a node the general filters decide is read node by
+        node, as ``scan`` reads it."""
+        infos = state.nodes.by_name
+        shape = shape_of(dra, fit_checks, policy, score)
+        verdicts, runs = memo.remembered(shape, len(infos)) if memo is not None else ({}, {})
+        blocks = state.nodes.blocks()
+        firsts = blocks.firsts
+        at = bisect_left(ring, start) if start is not None else 0
+        if at == len(ring):
+            at = 0
+        if not ring or not firsts or ring[0] < firsts[0]:  # no runs to read the ring by
+            return min(
+                islice(entries(ring[at:] + ring[:at], infos, other, (), verdicts), wanted), default=None
+            )
+        first = ring[at]
+        b0 = bisect_right(firsts, first) - 1
+        # The start's run from the start, every run after it, round to the start's run before it.
+        order: list[tuple[int, str | None, str | None]] = [(b0, first, None)]
+        order += [(b, None, None) for b in range(b0 + 1, len(firsts))]
+        order += [(b, None, None) for b in range(b0)]
+        if at > 0:
+            order.append((b0, None, first))
+        left = wanted
+        top: Entry | None = None
+        for b, since, until in order:
+            run = run_of(b, ring, blocks, infos, verdicts, runs)
+            if run is None:  # node by node, the general filters asked in the walk's order
+                lo = bisect_left(ring, since if since is not None else firsts[b])
+                if until is not None:
+                    hi = bisect_left(ring, until, lo)
+                else:
+                    hi = bisect_left(ring, firsts[b + 1], lo) if b + 1 < len(firsts) else len(ring)
+                taken = list(islice(entries(ring[lo:hi], infos, other, (), verdicts), left))
+                least = min(taken, default=None)
+            else:
+                names, found, least = run
+                if since is None and until is None and len(found) <= left:
+                    taken = found  # the whole run: its least remembered with it
+                else:
+                    i = 0 if since is None else bisect_left(names, since)
+                    j = len(names) if until is None else bisect_left(names, until, i)
+                    taken = found[i : min(j, i + left)]
+                    least = min(taken, default=None)
+            left -= len(taken)
+            if least is not None and (top is None or least < top):
+                top = least
+            if left <= 0:
+                break
+        return top
+
+    return Usual(check, scan, best)

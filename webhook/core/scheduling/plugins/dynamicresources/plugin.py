@@ -70,10 +70,20 @@ class DynamicResources:
         are visited: those with a free device of its class (``FreeDevices.available``) or, where a
         device plugin serves it, with some of it left (``Nodes.with_room``), for the name with the
         fewest such nodes. Any other node fails Filter for that name."""
+        rings = self.candidate_rings(cs)
+        if rings is None:
+            return rotation(self.state.nodes.names(), start)
+        if not rings:
+            return iter(())
+        return merged_rotation(rings, start)
+
+    def candidate_rings(self, cs: CycleState) -> list[list[str]] | None:
+        """The sorted rings ``candidate_nodes`` walks as one (shared lists: do not change them);
+        None for every node."""
         dra = cs.read(STATE)
         nodes = self.state.nodes
         if not dra.extended or dra.to_allocate:
-            return rotation(nodes.names(), start)
+            return None
         best: list[list[str]] | None = None
         size = 0
         for r in dra.extended:
@@ -86,9 +96,7 @@ class DynamicResources:
             n = sum(len(ring) for ring in rings)
             if best is None or n < size:
                 best, size = rings, n
-        if not best:
-            return iter(())
-        return merged_rotation(best, start)
+        return best or []
 
     def erroneous_nodes(self, cs: CycleState) -> list[str]:
         """The nodes where a free candidate of one of the pod's classes fails its selectors with a
