@@ -17,7 +17,7 @@ node whose stamp has not moved is not read again. Only "short of devices" on a n
 error is never remembered: whether the error is on a free device depends on claims the stamp does
 not follow.
 
-Even remembered, 500 verdicts a decision cost a third of it. So a search round one ring
+Even remembered, 500 verdicts are read for every decision. So a search round one ring
 (``Usual.best``) reads the ring by runs of nodes (``NodeBlocks``: the sorted names cut every 32,
 each run with a cell that every change of one of its nodes moves): what a run gives a pod shape,
 its entries in order and the least of them, is remembered with the run's cell and taken whole
