@@ -205,6 +205,8 @@ def test_the_names_are_cut_into_runs_each_node_holding_its_run_s_cell() -> None:
     assert blocks.firsts == ["a", "c", "e"]
     assert [nodes[n].cell is blocks.cells[i // 2] for i, n in enumerate("abcde")] == [True] * 5
     assert nodes.blocks() is blocks  # kept while no node comes or goes
+    assert blocks.span(["a", "b2", "c", "d", "e"], 1) == (2, 4)  # run "c": c and d
+    assert blocks.span(["a", "b2", "c", "d", "e"], 2) == (4, 5)  # the last run to the end
 
 
 @given(st.lists(STEPS, min_size=1, max_size=12))
@@ -222,21 +224,20 @@ def test_every_change_of_a_node_moves_its_run_s_cell_and_no_other(steps: list[St
     assert nodes["n"].snapshot().cell is None  # a what-if's changes are its own
 
 
-def test_a_node_that_comes_or_goes_makes_new_runs_and_moves_its_old_cell() -> None:
+def test_a_node_that_comes_or_goes_makes_new_runs_with_new_cells() -> None:
+    """What a search remembered of a run is kept with the run's cell: new cells, nothing of it holds."""
     nodes = _nodes("a", "b", "c")
     nodes.block_size = 2
     old = nodes.blocks()
     nodes.upsert(node("bb", {"cpu": "4"}))
     new = nodes.blocks()
-    assert new is not old
     assert new.firsts == ["a", "bb"]
-    assert all(cell not in map(id, old.cells) for cell in map(id, new.cells))
-    stamp = new.cells[1][0]
-    gone = nodes.remove("c")
-    assert gone is not None
-    assert gone.cell is None
-    assert new.cells[1][0] != stamp  # what was remembered of its run no longer holds
-    assert nodes.blocks().firsts == ["a", "bb"]
+    assert not {id(c) for c in old.cells} & {id(c) for c in new.cells}
+    nodes.remove("c")
+    after = nodes.blocks()
+    assert after.firsts == ["a", "bb"]
+    assert not {id(c) for c in new.cells} & {id(c) for c in after.cells}
+    assert [nodes[n].cell is after.cells[i // 2] for i, n in enumerate(["a", "b", "bb"])] == [True] * 3
     nodes.block_size = 3
     assert nodes.blocks().firsts == ["a"]
 

@@ -257,6 +257,12 @@ class NodeBlocks:
             cells.append(cell)
         return cls(firsts, cells, size)
 
+    def span(self, ring: list[str], b: int) -> tuple[int, int]:
+        """Where run ``b``'s names are in ``ring`` (sorted): ``ring[lo:hi]``."""
+        firsts = self.firsts
+        lo = bisect_left(ring, firsts[b])
+        return lo, bisect_left(ring, firsts[b + 1], lo) if b + 1 < len(firsts) else len(ring)
+
 
 class Nodes(Mapping[str, NodeInfo]):
     """Every node's ``NodeInfo`` by name; the names in order; per extended resource the nodes whose
@@ -351,10 +357,7 @@ class Nodes(Mapping[str, NodeInfo]):
                 self._volumes_changed(volumes, -1)
             info.watch_volumes = None
             del self._names[bisect_left(self._names, node_name)]
-            self._blocks = None
-            if info.cell is not None:
-                info.cell[0] = _new_stamp()  # what its run remembered no longer holds
-                info.cell = None
+            self._blocks = None  # new runs, new cells: nothing remembered of the old ones holds
             self._requested_changed(node_name, list(self._has_room))
         return info
 

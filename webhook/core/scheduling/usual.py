@@ -195,6 +195,15 @@ def usual_check(
                 ratios += 1.0
         return (ratios / names if spread else -ratios / names), node, None
 
+    def fresh(node: str, info: NodeInfo, memo: Verdicts | None) -> Entry | object | None:
+        """The node's verdict read now, remembered in ``memo`` with the stamp it had before it was
+        read (a change meanwhile renews it), unless short of devices (never remembered)."""
+        stamp = info.stamp
+        v = verdict(node, info)
+        if v is not _SHORT and memo is not None:
+            memo[node] = (stamp, v)
+        return v
+
     def entries(
         nodes: Iterable[str],
         infos: Mapping[str, NodeInfo],
@@ -213,15 +222,11 @@ def usual_check(
                     yield v  # type: ignore[misc]
                     continue
             elif not (divert and node in divert):
-                info = infos[node]
-                stamp = info.stamp  # before reading the node: a change meanwhile renews it
-                v = verdict(node, info)
+                v = fresh(node, infos[node], memo)
                 if v is _SHORT:
                     if not any(errors_on(state, node, cls) for cls, _, _ in need_of):
                         continue
                     v = _OTHER
-                elif memo is not None:
-                    memo[node] = (stamp, v)
                 if v is None:
                     continue
                 if v is not _OTHER:
@@ -261,9 +266,7 @@ def usual_check(
         if known is not None and known[0] is cell and known[1] == cell[0] and known[2] is ring:
             return known[3]
         seen = cell[0]  # before reading the nodes: a change meanwhile moves it
-        firsts = blocks.firsts
-        lo = bisect_left(ring, firsts[b])
-        hi = bisect_left(ring, firsts[b + 1], lo) if b + 1 < len(firsts) else len(ring)
+        lo, hi = blocks.span(ring, b)
         names: list[str] = []
         found: list[Entry] = []
         get = verdicts.get
@@ -273,14 +276,10 @@ def usual_check(
             if remembered is not None and remembered[0] == info.stamp:
                 v = remembered[1]
             else:
-                stamp = info.stamp
-                v = verdict(node, info)
-                if v is _SHORT:
-                    return None
-                verdicts[node] = (stamp, v)
+                v = fresh(node, info, verdicts)
             if v is None:
                 continue
-            if v is _OTHER:
+            if v is _OTHER or v is _SHORT:
                 return None
             names.append(node)
             found.append(v)  # type: ignore[arg-type]
@@ -319,11 +318,11 @@ def usual_check(
         for b, since, until in order:
             run = run_of(b, ring, blocks, infos, verdicts, runs)
             if run is None:  # node by node, the general filters asked in the walk's order
-                lo = bisect_left(ring, since if since is not None else firsts[b])
+                lo, hi = blocks.span(ring, b)
+                if since is not None:
+                    lo = bisect_left(ring, since, lo, hi)
                 if until is not None:
-                    hi = bisect_left(ring, until, lo)
-                else:
-                    hi = bisect_left(ring, firsts[b + 1], lo) if b + 1 < len(firsts) else len(ring)
+                    hi = bisect_left(ring, until, lo, hi)
                 taken = list(islice(entries(ring[lo:hi], infos, other, (), verdicts), left))
                 least = min(taken, default=None)
             else:
