@@ -215,6 +215,38 @@ changes = st.lists(
 shapes_asked = [(1, 0, 0), (2, 0, 0), (1, 4, 0), (1, 0, 1)]
 
 
+def _change(
+    s: Scheduler, i: int, step: tuple[str, int, int], nodes: int, reserved: list[tuple[Decision, str]]
+) -> str:
+    """Applies one step of ``changes`` (the ``i``-th) to ``s``'s cluster; the node it aimed at."""
+    what, at, k = step
+    target = f"n{at % nodes}"
+    if what == "bind":
+        s.state.apply("Pod", pod(f"b{i}", [container("c", {"cpu": str(k + 1)})], nodeName=target))
+    elif what == "unbind":
+        s.state.apply("Pod", pod(f"b{k}", []), deleted=True)
+    elif what == "claim":
+        s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"))
+    elif what == "unclaim":
+        s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"), deleted=True)
+    elif what in ("taint", "untaint"):
+        taints = [{"key": "k", "effect": "NoSchedule"}] if what == "taint" else []
+        s.state.apply("Node", node(target, None, labels={"all": "yes"}, taints=taints))
+    elif what == "slice":
+        s.state.apply("ResourceSlice", resource_slice(f"s{at}", gpus(k), node_name=target))
+    elif what == "class":
+        index = 'device.attributes["gpu.example.com"].index'
+        narrower = f'device.driver == "gpu.example.com" && {index} <= {k}'
+        s.state.apply("DeviceClass", device_class("gpu.example.com", ext=GPU, selectors=[narrower]))
+    elif what == "decide":
+        d = s.schedule(pod(f"d{i}", [container("c", {GPU: k % 2 + 1})]))
+        if d.status == SCHEDULED:
+            reserved.append((d, s.reserve(d)))
+    elif what == "release" and reserved:
+        s.unreserve(*reserved.pop(k % len(reserved)))
+    return target
+
+
 @settings(max_examples=100, deadline=None)
 @example([(3, "", 0, 0)], [("claim", 0, 1)], "binpack")  # a device taken: the node's counts move
 @example([(3, "", 3, 0)], [("bind", 0, 3), ("unbind", 0, 0)], "binpack")  # a pod gone: room again
@@ -243,30 +275,7 @@ def test_the_remembered_verdicts_are_those_of_the_cluster_now(
 
     scans(s)  # every shape's verdicts remembered
     for i, (what, at, k) in enumerate(steps):
-        target = f"n{at % len(shapes)}"
-        if what == "bind":
-            s.state.apply("Pod", pod(f"b{i}", [container("c", {"cpu": str(k + 1)})], nodeName=target))
-        elif what == "unbind":
-            s.state.apply("Pod", pod(f"b{k}", []), deleted=True)
-        elif what == "claim":
-            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"))
-        elif what == "unclaim":
-            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"), deleted=True)
-        elif what in ("taint", "untaint"):
-            taints = [{"key": "k", "effect": "NoSchedule"}] if what == "taint" else []
-            s.state.apply("Node", node(target, None, labels={"all": "yes"}, taints=taints))
-        elif what == "slice":
-            s.state.apply("ResourceSlice", resource_slice(f"s{at}", gpus(k), node_name=target))
-        elif what == "class":
-            index = 'device.attributes["gpu.example.com"].index'
-            narrower = f'device.driver == "gpu.example.com" && {index} <= {k}'
-            s.state.apply("DeviceClass", device_class("gpu.example.com", ext=GPU, selectors=[narrower]))
-        elif what == "decide":
-            d = s.schedule(pod(f"d{i}", [container("c", {GPU: k % 2 + 1})]))
-            if d.status == SCHEDULED:
-                reserved.append((d, s.reserve(d)))
-        elif what == "release" and reserved:
-            s.unreserve(*reserved.pop(k % len(reserved)))
+        target = _change(s, i, (what, at, k), len(shapes), reserved)
         # A scheduler of its own on the same cluster remembers nothing yet.
         assert scans(s) == scans(Scheduler(s.state, policy)), (what, target, k)
 
@@ -328,29 +337,6 @@ def test_the_best_of_the_remembered_runs_is_the_best_of_the_walk(
             assert (decided.status, decided.node) == (walked_decision.status, walked_decision.node)
 
     check_all()
-    for i, (what, at, k) in enumerate(steps):
-        target = f"n{at % len(shapes)}"
-        if what == "bind":
-            s.state.apply("Pod", pod(f"b{i}", [container("c", {"cpu": str(k + 1)})], nodeName=target))
-        elif what == "unbind":
-            s.state.apply("Pod", pod(f"b{k}", []), deleted=True)
-        elif what == "claim":
-            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"))
-        elif what == "unclaim":
-            s.state.apply("ResourceClaim", _allocated_claim(f"c{at}-{k}", target, f"gpu-{k}"), deleted=True)
-        elif what in ("taint", "untaint"):
-            taints = [{"key": "k", "effect": "NoSchedule"}] if what == "taint" else []
-            s.state.apply("Node", node(target, None, labels={"all": "yes"}, taints=taints))
-        elif what == "slice":
-            s.state.apply("ResourceSlice", resource_slice(f"s{at}", gpus(k), node_name=target))
-        elif what == "class":
-            index = 'device.attributes["gpu.example.com"].index'
-            narrower = f'device.driver == "gpu.example.com" && {index} <= {k}'
-            s.state.apply("DeviceClass", device_class("gpu.example.com", ext=GPU, selectors=[narrower]))
-        elif what == "decide":
-            d = s.schedule(pod(f"d{i}", [container("c", {GPU: k % 2 + 1})]))
-            if d.status == SCHEDULED:
-                reserved.append((d, s.reserve(d)))
-        elif what == "release" and reserved:
-            s.unreserve(*reserved.pop(k % len(reserved)))
+    for i, step in enumerate(steps):
+        _change(s, i, step, len(shapes), reserved)
         check_all()
