@@ -64,54 +64,42 @@ def _cannot_now(client: Client, status: int, words: str) -> bool:
     a 5xx that names no webhook, or a webhook's Service or endpoints it has not listed yet."""
     if status in (429, 500, 503, 504) and "webhook" not in words:
         return True
-    return status == 500 and (_endpoints_lagged(client, words) or _service_lagged(client, words))
+    return status == 500 and _view_lagged(client, words)
 
 
-#: The API server's words when its own view of a webhook Service's endpoints is empty.
+#: The API server's words when its own view of a webhook's Service does not hold it yet, and
+#: when its view of the Service's endpoints is empty.
+NO_SERVICE = re.compile(r'https://([a-z0-9-]+)\.([a-z0-9-]+)\.svc[^ ]*: service \\?"\1\\?" not found')
 NO_ENDPOINTS = re.compile(r'no endpoints available for service \\?"([a-z0-9.-]+)\\?"')
 
 
-def _endpoints_lagged(client: Client, words: str) -> bool:
-    """Whether a call to a webhook failed with "no endpoints available" while the Service has a
-    ready endpoint: the API server, just restarted, had not yet listed the endpoints (it serves
-    before its informers have synced). A user tries again. With no ready endpoint the webhook's
-    replicas were all unready: draxr's failure, kept."""
-    found = NO_ENDPOINTS.search(words)
-    if found is None:
-        return False
-    try:
-        status, body = client.get(
-            "/apis/discovery.k8s.io/v1/endpointslices",
-            labelSelector=f"kubernetes.io/service-name={found.group(1)}",
+def _view_lagged(client: Client, words: str) -> bool:
+    """Whether a call to a webhook failed because the API server, just restarted, had not yet
+    listed what the cluster holds (it serves before its informers have synced): "service not
+    found" while the Service exists, "no endpoints available" while it has a ready endpoint. A
+    user tries again. With the Service gone or no endpoint ready, draxr's chart or replicas
+    failed: kept."""
+    if (found := NO_SERVICE.search(words)) is not None:
+        name, namespace = found.groups()
+        return _read(client, f"/api/v1/namespaces/{namespace}/services/{name}") is not None
+    if (found := NO_ENDPOINTS.search(words)) is not None:
+        service = f"kubernetes.io/service-name={found.group(1)}"
+        slices = _read(client, "/apis/discovery.k8s.io/v1/endpointslices", labelSelector=service)
+        return slices is not None and any(
+            (e.get("conditions") or {}).get("ready")
+            for s in slices.get("items") or []
+            for e in s.get("endpoints") or []
         )
-    except OSError:
-        return False
-    if status != 200:
-        return False
-    return any(
-        (e.get("conditions") or {}).get("ready")
-        for s in body.get("items") or []
-        for e in s.get("endpoints") or []
-    )
+    return False
 
 
-#: The API server's words when its own view of a webhook's Service does not hold it yet.
-NO_SERVICE = re.compile(r'https://([a-z0-9-]+)\.([a-z0-9-]+)\.svc[^ ]*: service \\?"\1\\?" not found')
-
-
-def _service_lagged(client: Client, words: str) -> bool:
-    """Whether a call to a webhook failed with "service not found" while the Service exists: the
-    API server, just restarted, had not yet listed the Services (as with the endpoints above). A
-    user tries again. With the Service really gone the chart was broken: draxr's failure, kept."""
-    found = NO_SERVICE.search(words)
-    if found is None:
-        return False
-    name, namespace = found.group(1), found.group(2)
+def _read(client: Client, path: str, **params: str) -> dict[str, Any] | None:
+    """The object at ``path``; None when the API server does not answer it with 200."""
     try:
-        status, _ = client.get(f"/api/v1/namespaces/{namespace}/services/{name}")
+        status, body = client.get(path, **params)
     except OSError:
-        return False
-    return status == 200
+        return None
+    return body if status == 200 else None
 
 
 @dataclass
