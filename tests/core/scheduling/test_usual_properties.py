@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import partial
 from itertools import islice
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -323,6 +324,10 @@ def test_the_best_of_the_remembered_runs_is_the_best_of_the_walk(
                 assert scan is not None
                 ours = partial(_general, s, cycle)
                 theirs = partial(_general, fresh, fresh_cycle)
+                with pytest.raises(KeyError):  # a name that is no node's, as the walk meets it
+                    usual.best(["a", *ring], None, 5, ours)
+                with pytest.raises(KeyError):
+                    list(scan.scan(["a", *ring], theirs, ()))
                 # Another ring for the same shape (as when a pod's rarest name changes) reads its own.
                 for walked_ring in (ring, ring[::2], ring):
                     for start in (None, *names, "n", "zz"):

@@ -301,10 +301,10 @@ def usual_check(
         at = bisect_left(ring, start) if start is not None else 0
         if at == len(ring):
             at = 0
-        if not ring or not firsts or ring[0] < firsts[0]:  # no runs to read the ring by
-            return min(
-                islice(entries(ring[at:] + ring[:at], infos, other, (), verdicts), wanted), default=None
-            )
+        if not ring:
+            return None
+        if not firsts or ring[0] < firsts[0]:  # a ring's names are nodes': the walk fails on it too
+            raise KeyError(ring[0])
         first = ring[at]
         b0 = bisect_right(firsts, first) - 1
         # The start's run from the start, every run after it, round to the start's run before it.
