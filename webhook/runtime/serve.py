@@ -27,7 +27,7 @@ from ..core.cluster.deviceclasses import explicit_name
 from ..core.cluster.gates import binding_conditions_gate, parse_version
 from ..core.cluster.state import ClusterState
 from ..kube.cache import ALL_KINDS, WEBHOOK_KINDS, ClusterCache
-from . import logs
+from . import collector, logs
 from .health import register_process_metrics, version
 from .options import ServeOptions, default_writers
 from .timeouts import deadline_protocol
@@ -523,11 +523,10 @@ def run(opts: ServeOptions) -> int:
         return 2
     try:
         proc.start_background()
-        # What start-up built (modules, the configuration) leaves the collector's generations; the
-        # cluster state the initial lists build is frozen once they have synced, before the worker
-        # starts: full collections walk only what changed since, 5-15 % of the worker's CPU per pod
-        # at 5,000 nodes x 8 devices (bench/scale.py, noisy).
-        gc.freeze()
+        # The cluster state the initial lists build is frozen too, once they have synced, before the
+        # worker starts: full collections walk only what changed since, 5-15 % of the worker's CPU
+        # per pod at 5,000 nodes x 8 devices (bench/scale.py, noisy).
+        collector.settle()
         server = proc.build_server()
         proc.announce_when_synced()
         server.run()  # returns on SIGTERM/SIGINT after a graceful shutdown

@@ -1,0 +1,37 @@
+"""``runtime.collector``: the collector's settings for a serving process."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from webhook.runtime import collector
+
+
+@pytest.fixture
+def restored() -> Iterator[None]:
+    before = gc.get_threshold()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
+def test_settle_collects_the_young_generation_less_often_and_keeps_the_older_ratios(restored: None) -> None:
+    gc.set_threshold(700, 7, 9)
+    collector.settle()
+    assert gc.get_threshold() == (collector.YOUNG, 7, 9)
+    assert collector.YOUNG > 700
+
+
+def test_settle_freezes_what_exists_and_not_what_comes_after(restored: None) -> None:
+    before = object.__new__(type("Before", (), {}))
+    collector.settle()
+    after = object.__new__(type("After", (), {}))
+    tracked = gc.get_objects()
+    assert not any(o is before for o in tracked)  # frozen objects are in no generation
+    assert any(o is after for o in tracked)
+    assert gc.get_freeze_count() > 0
