@@ -10,6 +10,10 @@ import pytest
 from webhook.runtime import collector
 
 
+class _Made:
+    """An object the collector tracks (an instance with a ``__dict__``)."""
+
+
 @pytest.fixture
 def restored() -> Iterator[None]:
     before = gc.get_threshold()
@@ -28,9 +32,9 @@ def test_settle_collects_the_young_generation_less_often_and_keeps_the_older_rat
 
 
 def test_settle_freezes_what_exists_and_not_what_comes_after(restored: None) -> None:
-    before = object.__new__(type("Before", (), {}))
+    before = _Made()
     collector.settle()
-    after = object.__new__(type("After", (), {}))
+    after = _Made()
     tracked = gc.get_objects()
     assert not any(o is before for o in tracked)  # frozen objects are in no generation
     assert any(o is after for o in tracked)
