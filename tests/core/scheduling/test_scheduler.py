@@ -149,6 +149,25 @@ def test_reserve_makes_devices_invisible_to_the_next_decision() -> None:
     assert again.special.device_keys == first.special.device_keys
 
 
+def test_every_reservation_has_its_own_token_across_schedulers_of_one_state() -> None:
+    """Unreserve releases exactly one reservation: its token is unique in the process, also between
+    two schedulers on one cluster state (the worker's and the webhook's advice)."""
+    s = scheduler(node("n"), CLASS, resource_slice("s", gpus(3), node_name="n"))
+    other = Scheduler(s.state)
+    first = s.schedule(gpu_pod("a"))
+    tokens = [s.reserve(first)]
+    second = other.schedule(gpu_pod("b"))
+    tokens.append(other.reserve(second))
+    third = s.schedule(gpu_pod("c"))
+    tokens.append(s.reserve(third))
+    assert len(set(tokens)) == 3
+    other.unreserve(second, tokens[1])
+    again = s.schedule(gpu_pod("d"))
+    assert again.special is not None
+    assert second.special is not None
+    assert again.special.device_keys == second.special.device_keys  # the one released, no other
+
+
 def test_binpack_and_spread() -> None:
     objs = [
         node("a"),

@@ -40,7 +40,7 @@ import heapq
 import uuid as _uuid
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import islice
+from itertools import count, islice
 from typing import Any
 
 from ..allocation.errors import AllocationError, Unsatisfiable
@@ -77,6 +77,11 @@ from .usual import Check, Entry, Usual, UsualMemo, is_usual_pod, usual_check
 
 def _new_share_id() -> str:
     return str(_uuid.uuid4())
+
+
+# A reservation's token names it in this process's memory alone (Reserve to Unreserve): a counter
+# serves, without the system call of a random UUID in every decision.
+_tokens = count(1)
 
 
 class Scheduler:
@@ -531,7 +536,7 @@ class Scheduler:
         """Make the decision's devices, pod resources and volume bindings visible to the next
         decision."""
         assert decision.node is not None
-        token = token or str(_uuid.uuid4())
+        token = token or f"reservation-{next(_tokens)}"
         self.state.reserve(
             token,
             decision.dedicated_keys(),
