@@ -532,11 +532,11 @@ class Scheduler:
 
     # -- Reserve, and the in-memory half of Unreserve -------------------------------------------
 
-    def reserve(self, decision: Decision, token: str | None = None) -> str:
+    def reserve(self, decision: Decision) -> str:
         """Make the decision's devices, pod resources and volume bindings visible to the next
-        decision."""
+        decision; the token ``unreserve`` takes back."""
         assert decision.node is not None
-        token = token or f"reservation-{next(_tokens)}"
+        token = f"reservation-{next(_tokens)}"
         self.state.reserve(
             token,
             decision.dedicated_keys(),
