@@ -6,7 +6,6 @@ runs only the worker, with ``/healthz``, ``/readyz`` and ``/metrics`` served ove
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -403,9 +402,7 @@ class Process:
                 log.warning(
                     "the worker waits for its caches", extra={"reason": "; ".join(self.worker_waits())}
                 )
-        # What the initial lists built (the cluster state) leaves the collector's generations, so
-        # its full collections walk only what changed since (the freeze at start came before them).
-        gc.freeze()
+        collector.synced()
         with self._worker_lock:
             if self._worker_gone.is_set():
                 return
@@ -523,10 +520,7 @@ def run(opts: ServeOptions) -> int:
         return 2
     try:
         proc.start_background()
-        # The cluster state the initial lists build is frozen too, once they have synced, before the
-        # worker starts: full collections walk only what changed since, 5-15 % of the worker's CPU
-        # per pod at 5,000 nodes x 8 devices (bench/scale.py, noisy).
-        collector.settle()
+        collector.settle()  # collector.synced() follows once the initial lists have synced
         server = proc.build_server()
         proc.announce_when_synced()
         server.run()  # returns on SIGTERM/SIGINT after a graceful shutdown
