@@ -328,8 +328,9 @@ def test_the_best_of_the_remembered_runs_is_the_best_of_the_walk(
                     usual.best(["a", *ring], None, 5, ours)
                 with pytest.raises(KeyError):
                     list(scan.scan(["a", *ring], theirs, ()))
-                # Another ring for the same shape (as when a pod's rarest name changes) reads its own.
-                for walked_ring in (ring, ring[::2], ring):
+                # Another ring for the same shape (as when a pod's rarest name changes) reads its own;
+                # an empty one gives nothing.
+                for walked_ring in (ring, ring[::2], [], ring):
                     for start in (None, *names, "n", "zz"):
                         for wanted in (1, 2, 5):
                             got = usual.best(walked_ring, start, wanted, ours)

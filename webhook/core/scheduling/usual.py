@@ -293,6 +293,8 @@ def usual_check(
         (``NodeBlocks``): a run whose cell has not moved since gives its entries from memory,
         without reading its nodes; a run with a node the general filters decide is read node by
         node, as ``scan`` reads it."""
+        if not ring:
+            return None
         infos = state.nodes.by_name
         shape = shape_of(dra, fit_checks, policy, score)
         verdicts, runs = memo.remembered(shape, len(infos)) if memo is not None else ({}, {})
@@ -301,8 +303,6 @@ def usual_check(
         at = bisect_left(ring, start) if start is not None else 0
         if at == len(ring):
             at = 0
-        if not ring:
-            return None
         if not firsts or ring[0] < firsts[0]:  # a ring's names are nodes': the walk fails on it too
             raise KeyError(ring[0])
         first = ring[at]
